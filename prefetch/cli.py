@@ -1,0 +1,89 @@
+"""The ``prefetch`` command: a lazy click group over ``prefetch.commands.*``.
+
+Each sub-command lives in its own module and is imported only when it runs, so
+``prefetch --help`` and ``prefetch status`` start almost as fast as Python
+itself (requests, rich and tqdm are never imported for them).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from prefetch.errors import ExitCode, PrefetchError
+
+# name -> (module:attribute, one-line help shown by ``prefetch --help``)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "get": ("prefetch.commands.get:get", "Download datasets or URLs, resumable and verified."),
+    "list": ("prefetch.commands.listing:list_datasets", "Datasets known and their local state."),
+    "verify": ("prefetch.commands.verify:verify", "Re-check the hashes of cached datasets or files."),
+    "status": ("prefetch.commands.jobs:status", "Background jobs: state, bytes, %, speed, ETA."),
+    "log": ("prefetch.commands.jobs:log", "Show (or follow with -f) a job's log."),
+    "wait": ("prefetch.commands.jobs:wait", "Block until jobs finish; exit with their result."),
+    "cancel": ("prefetch.commands.jobs:cancel", "Stop a background job, keeping resumable state."),
+    "resume": ("prefetch.commands.jobs:resume", "Restart an interrupted or cancelled job."),
+    "jobs": ("prefetch.commands.jobs:jobs", "Manage job records (jobs clean)."),
+    "mirror": ("prefetch.commands.mirror:mirror", "Package mirrors: list, show, bench, use, restore."),
+    "doctor": ("prefetch.commands.doctor:doctor", "What is configured and why downloads may fail."),
+    "demo": ("prefetch.commands.demo:demo", "The whole flow offline, against a built-in local origin."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module_name, _, attr = entry[0].partition(":")
+        import importlib
+
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Uses the static help texts: listing commands imports none of them.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, entry[1]) for name, entry in COMMANDS.items()])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="prefetch-datasets", prog_name="prefetch")
+def cli() -> None:
+    """Get datasets and packages onto a notebook machine fast, safely, in the background.
+
+    \b
+    Examples (in a notebook cell):
+      !prefetch get cifar10 imdb -b     # returns at once; downloads keep going
+      !prefetch status                  # per-file %, speed, ETA
+      !prefetch wait                    # blocks until verified and in place
+      !prefetch mirror use fastest      # pip now uses the fastest mirror
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; map errors to one stderr line and their exit code."""
+    try:
+        rv = cli.main(args=argv, prog_name="prefetch", standalone_mode=False)
+    except PrefetchError as exc:
+        _fail(str(exc), exc.exit_code)
+    except click.exceptions.Abort:
+        _fail("interrupted; run the same command again to resume", ExitCode.INTERRUPTED)
+    except KeyboardInterrupt:
+        _fail("interrupted; run the same command again to resume", ExitCode.INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(ExitCode.FAILURE)
+    sys.exit(int(rv) if isinstance(rv, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    line = " ".join(message.split("\n"))
+    click.echo(f"prefetch: error: {line}", err=True)
+    sys.exit(int(code))

@@ -1,0 +1,1 @@
+"""One module per CLI command: options in, one library call, render out."""

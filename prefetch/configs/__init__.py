@@ -1,0 +1,1 @@
+"""One config writer per tool: pip, uv, conda, hf."""

@@ -1,0 +1,115 @@
+"""Errors the user can act on, each with its documented exit code.
+
+The CLI turns a ``PrefetchError`` into one line on stderr and ``exit_code``.
+Any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes; documented in README.md ("Exit codes")."""
+
+    OK = 0
+    FAILURE = 1
+    USAGE = 2
+    NETWORK = 3
+    INTEGRITY = 4
+    FILESYSTEM = 5
+    UNSAFE_ARCHIVE = 6
+    INTERRUPTED = 7
+
+
+class PrefetchError(Exception):
+    """Base class: something went wrong that the user can understand and fix."""
+
+    exit_code: ExitCode = ExitCode.FAILURE
+
+
+# -- 2: usage ---------------------------------------------------------------
+class UsageError(PrefetchError):
+    """The command line or an input file is wrong."""
+
+    exit_code = ExitCode.USAGE
+
+
+class UnknownDatasetError(UsageError):
+    """A dataset name that no registry knows."""
+
+
+class BadHashError(UsageError):
+    """A hash given by the user or a registry is not valid hex of a known length."""
+
+
+class RegistryError(UsageError):
+    """A registry file (built-in or user) is malformed."""
+
+
+class MirrorCatalogError(UsageError):
+    """mirrors.toml (built-in or user) is malformed or names an unknown mirror."""
+
+
+class JobNotFoundError(UsageError):
+    """No job with that id."""
+
+
+# -- 3: network -------------------------------------------------------------
+class NetworkError(PrefetchError):
+    """The network failed and retries gave up (or the server said no for good)."""
+
+    exit_code = ExitCode.NETWORK
+
+
+class HTTPStatusError(NetworkError):
+    """A final HTTP error such as 404 or 403."""
+
+
+# -- 4: integrity -----------------------------------------------------------
+class IntegrityError(PrefetchError):
+    """The bytes are not the ones expected."""
+
+    exit_code = ExitCode.INTEGRITY
+
+
+class HashMismatchError(IntegrityError):
+    """The downloaded file's hash differs from the expected one."""
+
+
+class RemoteChangedError(IntegrityError):
+    """The remote file kept changing while we downloaded it."""
+
+
+# -- 5: local filesystem ----------------------------------------------------
+class LocalFileError(PrefetchError):
+    """The local filesystem refused: no space, no permission, not a directory."""
+
+    exit_code = ExitCode.FILESYSTEM
+
+
+class DiskFullError(LocalFileError):
+    """Not enough free space for the file."""
+
+
+# -- 6: unsafe archive ------------------------------------------------------
+class UnsafeArchiveError(PrefetchError):
+    """An archive tried to write outside its target, or is a decompression bomb."""
+
+    exit_code = ExitCode.UNSAFE_ARCHIVE
+
+
+# -- 7: interrupted ---------------------------------------------------------
+class InterruptedTransferError(PrefetchError):
+    """Cancelled or interrupted; what is on disk can be resumed."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+# -- 1: other ---------------------------------------------------------------
+class LockTimeoutError(PrefetchError):
+    """Another process holds the file and did not finish in time."""
+
+
+class WaitTimeoutError(PrefetchError):
+    """``wait`` ran out of time before the jobs finished."""
