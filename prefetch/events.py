@@ -1,0 +1,55 @@
+"""Progress events: what the library reports instead of printing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable
+
+
+class EventKind(str, Enum):
+    """What happened to one file."""
+
+    START = "start"  # transfer begins (or resumes)
+    PROGRESS = "progress"  # bytes moved
+    NOTE = "note"  # something worth a log line: restart, retry, source dropped
+    VERIFY = "verify"  # hash checked
+    EXTRACT = "extract"  # archive extracted
+    DONE = "done"  # complete, verified and in place
+    CACHED = "cached"  # already complete: nothing downloaded
+    FAILED = "failed"  # gave up; resumable state kept where possible
+
+
+@dataclass(frozen=True)
+class Event:
+    """One progress event for one file."""
+
+    kind: EventKind
+    file: str
+    done: int = 0
+    total: int | None = None
+    rate: float = 0.0  # smoothed bytes/second
+    message: str = ""
+    connections: int = 0
+    elapsed: float = 0.0
+
+    @property
+    def percent(self) -> float | None:
+        """Percent complete, when the size is known."""
+        if not self.total:
+            return None
+        return 100.0 * self.done / self.total
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left at the smoothed rate, when known."""
+        if not self.total or self.rate <= 0:
+            return None
+        return max(0.0, (self.total - self.done) / self.rate)
+
+
+EventSink = Callable[[Event], None]
+
+
+def ignore_event(event: Event) -> None:
+    """An event sink that drops everything."""

@@ -1,0 +1,423 @@
+"""The flow of one file: plan -> lock -> transfer -> verify -> extract -> place.
+
+Each stage is a plain function of its inputs; none prints. The foreground CLI
+and the background worker are two drivers of ``fetch_files``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+from urllib.parse import quote
+
+from prefetch.errors import ExitCode, HashMismatchError, LocalFileError, PrefetchError
+from prefetch.events import Event, EventKind, EventSink, ignore_event
+from prefetch.layout import datasets_dir, part_path, state_path
+from prefetch.locks import hold_lock
+from prefetch.registry import DatasetSpec, FileSpec
+from prefetch.transfer import TransferOptions, download_to_part
+from prefetch.verify import check_hash, hash_file
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """How to fetch: sources, transfer knobs, locking."""
+
+    transfer: TransferOptions = field(default_factory=TransferOptions)
+    mirrors: tuple[str, ...] = ()  # flat dataset mirror base URLs
+    use_origin: bool = True  # also (or only) the registry's origin URL
+    lock_timeout: float = 6 * 3600.0
+    max_parallel_files: int = 2
+    fail_fast: bool = False
+    job: str | None = None
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """Where one file of a dataset goes."""
+
+    dataset: str
+    spec: FileSpec
+    final: Path  # the primary path
+    also: tuple[Path, ...]  # the same bytes under more names
+    extract_into: tuple[Path, ...]  # directories to extract the archive into
+
+    @property
+    def label(self) -> str:
+        return self.spec.name
+
+    @property
+    def paths(self) -> list[Path]:
+        return [self.final, *self.also]
+
+
+@dataclass
+class FileResult:
+    """The outcome for one file (``error`` set when it failed)."""
+
+    dataset: str
+    name: str
+    path: str
+    paths: list[str]
+    extracted: list[str] = field(default_factory=list)
+    status: str = "pending"  # downloaded | cached | failed
+    size: int = 0
+    downloaded: int = 0
+    reused: int = 0
+    elapsed: float = 0.0
+    algorithm: str | None = None
+    digest: str | None = None
+    verified: bool = False  # matched an expected hash
+    sources_dropped: list[str] = field(default_factory=list)
+    error: str | None = None
+    exit_code: int = 0
+
+
+def plan_files(spec: DatasetSpec, *, root: Path) -> list[FilePlan]:
+    """Where every file of ``spec`` goes under the Keras root ``root``."""
+    base = datasets_dir(root)
+    plans = []
+    for f in spec.files:
+        final = base / f.target if not os.path.isabs(f.target) else Path(f.target)
+        plans.append(
+            FilePlan(
+                dataset=spec.name,
+                spec=f,
+                final=final,
+                also=tuple(final.parent / a if not os.path.isabs(a) else Path(a) for a in f.also),
+                extract_into=tuple((base / d) for d in f.extract),
+            )
+        )
+    return plans
+
+
+def source_urls(spec: FileSpec, options: FetchOptions) -> list[str]:
+    """The URLs to fetch ``spec`` from: mirrors first, then the origin."""
+    urls = [_join(m, spec.name) for m in options.mirrors]
+    if options.use_origin or not urls:
+        urls.append(spec.url)
+    return list(dict.fromkeys(urls))
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + quote(name)
+
+
+def local_state(plan: FilePlan) -> tuple[str, int, int | None]:
+    """("complete" | "partial" | "missing", bytes on disk, size) without hashing."""
+    from prefetch.transfer import read_progress
+
+    if all(p.exists() for p in plan.paths):
+        size = plan.final.stat().st_size
+        return "complete", size, size
+    progress = read_progress(part_path(plan.final), state_path(plan.final))
+    if progress is not None:
+        return "partial", progress[0], progress[1]
+    if plan.final.exists():
+        size = plan.final.stat().st_size
+        return "complete", size, size
+    return "missing", 0, None
+
+
+def fetch_file(
+    plan: FilePlan,
+    *,
+    options: FetchOptions,
+    locks_dir: Path,
+    markers_dir: Path,
+    on_event: EventSink = ignore_event,
+    stop: threading.Event | None = None,
+) -> FileResult:
+    """Make ``plan`` true on disk: verified file(s) in place, archives extracted.
+
+    Raises:
+        PrefetchError subclasses (network 3, integrity 4, filesystem 5, archive 6, interrupted 7).
+    """
+    stop = stop or threading.Event()
+    result = FileResult(
+        dataset=plan.dataset,
+        name=plan.label,
+        path=str(plan.final),
+        paths=[str(p) for p in plan.paths],
+    )
+    started = time.monotonic()
+    _make_dirs(plan.final.parent)
+
+    def waiting(owner) -> None:
+        who = owner.describe() if owner else "another process"
+        on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
+
+    with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting):
+        expected = plan.spec.expected
+        if plan.final.exists() and _existing_is_good(plan, on_event):
+            _place_extras(plan, plan.final, markers_dir, on_event, result)
+            result.status = "cached"
+            result.size = plan.final.stat().st_size
+            result.verified = expected is not None
+            result.algorithm = expected.algorithm if expected else None
+            result.digest = expected.hexdigest if expected else None
+            result.elapsed = time.monotonic() - started
+            on_event(Event(EventKind.CACHED, plan.label, done=result.size, total=result.size, message=str(plan.final)))
+            return result
+        algorithm = expected.algorithm if expected else "sha256"
+        urls = source_urls(plan.spec, options)
+        part, state = part_path(plan.final), state_path(plan.final)
+        while True:
+            transfer = download_to_part(
+                urls=urls,
+                part=part,
+                state_file=state,
+                algorithm=algorithm,
+                options=options.transfer,
+                on_event=on_event,
+                stop=stop,
+                name=plan.label,
+            )
+            result.downloaded += transfer.downloaded
+            result.reused = transfer.reused
+            result.sources_dropped += transfer.sources_dropped
+            if expected is None or transfer.digest == expected.hexdigest:
+                break
+            _discard(part, state)
+            if len(urls) > 1:
+                on_event(
+                    Event(
+                        EventKind.NOTE,
+                        plan.label,
+                        message=f"{expected.algorithm} mismatch with {len(urls)} sources; "
+                        f"downloading again from {urls[0]} only",
+                    )
+                )
+                urls = urls[:1]
+                continue
+            check_hash(transfer.digest or "", expected, what=plan.label)  # raises
+        result.size = transfer.size
+        result.algorithm = algorithm
+        result.digest = transfer.digest
+        result.verified = expected is not None
+        on_event(
+            Event(
+                EventKind.VERIFY,
+                plan.label,
+                done=transfer.size,
+                total=transfer.size,
+                message=f"{algorithm} {'ok' if expected else transfer.digest + ' (no expected hash)'}",
+            )
+        )
+        try:
+            _place_extras(plan, part, markers_dir, on_event, result)
+        except PrefetchError as exc:
+            if exc.exit_code == ExitCode.UNSAFE_ARCHIVE:
+                _discard(part, state)
+            raise
+        _rename(part, plan.final)
+        _discard(state)
+        result.status = "downloaded"
+        result.elapsed = time.monotonic() - started
+        rate = transfer.downloaded / transfer.elapsed if transfer.elapsed > 0 else 0.0
+        on_event(
+            Event(
+                EventKind.DONE,
+                plan.label,
+                done=transfer.size,
+                total=transfer.size,
+                rate=rate,
+                elapsed=result.elapsed,
+                message=f"{algorithm} {'ok' if expected else 'computed'} -> {plan.final}",
+            )
+        )
+        return result
+
+
+def _existing_is_good(plan: FilePlan, on_event: EventSink) -> bool:
+    """A file at the final path: trust it only if it matches the expected hash."""
+    expected = plan.spec.expected
+    if expected is None:
+        return True
+    if hash_file(plan.final, expected.algorithm) == expected.hexdigest:
+        return True
+    on_event(
+        Event(EventKind.NOTE, plan.label, message=f"{plan.final} does not match its {expected.algorithm}; downloading again")
+    )
+    return False
+
+
+def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: EventSink, result: FileResult) -> None:
+    """Extract archives and create the extra names, before the final name appears.
+
+    Keras treats the archive's presence as "done", so folders come first.
+    """
+    for into in plan.extract_into:
+        marker = _marker_path(markers_dir, plan.final, into)
+        if data == plan.final and _extraction_present(marker, into):
+            result.extracted.append(str(into))
+            continue
+        from prefetch.extract import extract_archive
+
+        on_event(Event(EventKind.EXTRACT, plan.label, message=f"extracting into {into}"))
+        extracted = extract_archive(data, into)
+        _write_marker(marker, into, extracted.entries)
+        result.extracted.append(str(into))
+    for alias in plan.also:
+        if data == plan.final and alias.exists():
+            continue
+        _link_or_copy(data, alias)
+
+
+def _marker_path(markers_dir: Path, final: Path, into: Path) -> Path:
+    import hashlib
+
+    key = hashlib.sha1(f"{final.absolute()}\0{into.absolute()}".encode()).hexdigest()[:20]
+    return markers_dir / f"{key}.json"
+
+
+def _extraction_present(marker: Path, into: Path) -> bool:
+    try:
+        entries = json.loads(marker.read_text(encoding="utf-8"))["entries"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return bool(entries) and all((into / e).exists() for e in entries)
+
+
+def _write_marker(marker: Path, into: Path, entries: Sequence[str]) -> None:
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"into": str(into), "entries": list(entries)}), encoding="utf-8")
+    except OSError:
+        pass  # only an optimisation: without it we extract again next time
+
+
+def _link_or_copy(source: Path, alias: Path) -> None:
+    """Give ``source``'s bytes the name ``alias`` atomically (hard link, else copy)."""
+    _make_dirs(alias.parent)
+    tmp = alias.with_name(f".{alias.name}.{os.getpid()}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(source, tmp)
+        os.replace(tmp, alias)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _fs_error(exc, alias) from None
+
+
+def _rename(source: Path, target: Path) -> None:
+    try:
+        os.replace(source, target)
+    except OSError as exc:
+        raise _fs_error(exc, target) from None
+
+
+def _discard(*paths: Path) -> None:
+    for p in paths:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            pass
+
+
+def _make_dirs(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _fs_error(exc, path) from None
+
+
+def _fs_error(exc: OSError, path: Path) -> PrefetchError:
+    from prefetch.transfer import _local_error
+
+    error = _local_error(exc, path)
+    if not isinstance(error, LocalFileError):
+        return LocalFileError(str(error))
+    return error
+
+
+def fetch_files(
+    plans: Sequence[FilePlan],
+    *,
+    options: FetchOptions,
+    locks_dir: Path,
+    markers_dir: Path,
+    on_event: EventSink = ignore_event,
+    stop: threading.Event | None = None,
+) -> list[FileResult]:
+    """Fetch several files on a bounded pool; one failure does not harm the others.
+
+    With ``options.fail_fast`` the first failure asks every other file to stop
+    cleanly (their state is saved and they report "interrupted").
+    """
+    stop = stop or threading.Event()
+    results: list[FileResult | None] = [None] * len(plans)
+
+    def run(index: int) -> None:
+        plan = plans[index]
+        try:
+            if stop.is_set():
+                from prefetch.errors import InterruptedTransferError
+
+                raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
+            results[index] = fetch_file(
+                plan, options=options, locks_dir=locks_dir, markers_dir=markers_dir, on_event=on_event, stop=stop
+            )
+        except PrefetchError as exc:
+            results[index] = _failed(plan, exc)
+            on_event(Event(EventKind.FAILED, plan.label, message=f"exit={int(exc.exit_code)} {exc}"))
+            if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
+                stop.set()
+
+    workers = max(1, min(options.max_parallel_files, len(plans)))
+    if workers == 1:
+        for i in range(len(plans)):
+            run(i)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prefetch-file") as pool:
+            futures = [pool.submit(run, i) for i in range(len(plans))]
+            try:
+                for fut in futures:
+                    while not fut.done():
+                        try:
+                            fut.result(timeout=0.2)
+                        except FutureTimeout:
+                            continue
+                    fut.result()
+            except KeyboardInterrupt:
+                stop.set()
+                for fut in futures:
+                    try:
+                        fut.result()
+                    except Exception:  # noqa: BLE001 - already recorded per file
+                        pass
+    return [r for r in results if r is not None]
+
+
+def _failed(plan: FilePlan, exc: PrefetchError) -> FileResult:
+    return FileResult(
+        dataset=plan.dataset,
+        name=plan.label,
+        path=str(plan.final),
+        paths=[str(p) for p in plan.paths],
+        status="failed",
+        error=str(exc),
+        exit_code=int(exc.exit_code),
+    )
+
+
+def overall_exit_code(results: Sequence[FileResult]) -> int:
+    """0 when every file succeeded, else the first failure's exit code."""
+    for r in results:
+        if r.status == "failed":
+            return r.exit_code or int(ExitCode.FAILURE)
+    return 0

@@ -1,0 +1,114 @@
+"""Cross-process locks per target file, with a visible owner.
+
+Locks are a courtesy (``flock`` can do nothing on NFS/Lustre): correctness
+comes from ``.part`` files, verification and atomic renames. A lock held by a
+process that died is released by the kernel, so it is never stale; the owner
+file beside it only tells waiting processes who they are waiting for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from prefetch.errors import LockTimeoutError
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    """Who holds a lock."""
+
+    pid: int
+    host: str
+    started: float
+    target: str
+    job: str | None = None
+
+    def describe(self) -> str:
+        age = time.time() - self.started
+        job = f", job {self.job}" if self.job else ""
+        return f"pid {self.pid} on {self.host}{job}, for {age:.0f}s"
+
+    def is_alive(self) -> bool:
+        """True when the owner runs on this host and its pid exists (other hosts: assume alive)."""
+        if self.host != socket.gethostname():
+            return True
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def lock_path(locks_dir: Path, target: Path) -> Path:
+    """The lock file for ``target`` (named by a hash of its absolute path)."""
+    digest = hashlib.sha1(str(Path(target).absolute()).encode()).hexdigest()[:20]
+    return locks_dir / f"{digest}.lock"
+
+
+def read_owner(lock_file: Path) -> LockOwner | None:
+    """The owner recorded beside ``lock_file``, if any."""
+    try:
+        data = json.loads(lock_file.with_suffix(".owner").read_text(encoding="utf-8"))
+        return LockOwner(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+@contextmanager
+def hold_lock(
+    locks_dir: Path,
+    target: Path,
+    *,
+    timeout: float,
+    job: str | None = None,
+    on_wait: Callable[[LockOwner | None], None] | None = None,
+) -> Iterator[bool]:
+    """Hold the lock for ``target``; yields True if we had to wait for another process.
+
+    Raises:
+        LockTimeoutError: still held by someone else after ``timeout`` seconds.
+    """
+    from filelock import FileLock, Timeout
+
+    locks_dir.mkdir(parents=True, exist_ok=True)
+    path = lock_path(locks_dir, target)
+    lock = FileLock(str(path))
+    waited = False
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        waited = True
+        if on_wait is not None:
+            on_wait(read_owner(path))
+        try:
+            lock.acquire(timeout=timeout)
+        except Timeout:
+            owner = read_owner(path)
+            who = owner.describe() if owner else "another process"
+            raise LockTimeoutError(
+                f"{target} is being downloaded by {who}; waited {timeout:.0f}s. "
+                f"Wait for it (`prefetch wait`) or cancel that job"
+            ) from None
+    owner = LockOwner(pid=os.getpid(), host=socket.gethostname(), started=time.time(), target=str(target), job=job)
+    owner_file = path.with_suffix(".owner")
+    tmp = owner_file.with_name(f"{owner_file.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(owner.__dict__), encoding="utf-8")
+    os.replace(tmp, owner_file)
+    try:
+        yield waited
+    finally:
+        try:
+            owner_file.unlink()
+        except OSError:
+            pass
+        lock.release()
