@@ -67,7 +67,7 @@ class FileResult:
     path: str
     paths: list[str]
     extracted: list[str] = field(default_factory=list)
-    status: str = "pending"  # downloaded | cached | failed
+    status: str = "pending"  # downloaded | cached | failed | interrupted
     size: int = 0
     downloaded: int = 0
     reused: int = 0
@@ -409,7 +409,7 @@ def _failed(plan: FilePlan, exc: PrefetchError) -> FileResult:
         name=plan.label,
         path=str(plan.final),
         paths=[str(p) for p in plan.paths],
-        status="failed",
+        status="interrupted" if exc.exit_code == ExitCode.INTERRUPTED else "failed",
         error=str(exc),
         exit_code=int(exc.exit_code),
     )
@@ -418,6 +418,6 @@ def _failed(plan: FilePlan, exc: PrefetchError) -> FileResult:
 def overall_exit_code(results: Sequence[FileResult]) -> int:
     """0 when every file succeeded, else the first failure's exit code."""
     for r in results:
-        if r.status == "failed":
+        if r.status in ("failed", "interrupted"):
             return r.exit_code or int(ExitCode.FAILURE)
     return 0

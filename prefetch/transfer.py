@@ -638,6 +638,8 @@ class _Transfer:
                     raise
 
     def _retry_later(self, src: _Source, message: str, retry_after: float | None) -> None:
+        if self.stop.is_set() or self.interrupt.is_set():
+            return  # we are shutting down: the broken read is ours, not the network's
         with self.lock:
             self.failures_in_a_row += 1
             src.failures += 1
@@ -783,6 +785,7 @@ class _Transfer:
         ramp_last_bytes = self.downloaded
         last_state = last_progress = time.monotonic()
         rate = _RateMeter()
+        rate.update(time.monotonic(), self.done.total())
         try:
             while True:
                 with self.lock:

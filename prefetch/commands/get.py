@@ -81,7 +81,7 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
         click.echo(json.dumps([r.__dict__ for r in results], indent=2))
     else:
         for r in results:
-            if r.status == "failed":
+            if r.status in ("failed", "interrupted"):
                 click.echo(f"prefetch: error: {r.error}", err=True)
             else:
                 click.echo(f"{r.status:10} {r.path}")

@@ -1,0 +1,105 @@
+"""What is in the local Keras cache: per-dataset state, and re-verification."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefetch.errors import UsageError
+from prefetch.fetch import local_state, plan_files
+from prefetch.registry import Registry
+from prefetch.verify import hash_file
+
+
+@dataclass
+class FileState:
+    """One file of a dataset on disk."""
+
+    name: str
+    path: str
+    state: str  # complete | partial | missing
+    bytes: int
+    total: int | None
+
+
+@dataclass
+class DatasetState:
+    """A dataset's local state: complete only when every file is."""
+
+    name: str
+    description: str
+    state: str  # complete | partial | missing
+    percent: float | None
+    files: list[FileState] = field(default_factory=list)
+
+
+def list_datasets(registry: Registry, *, root: Path) -> list[DatasetState]:
+    """Every known dataset and what of it is on disk (no hashing: fast)."""
+    out = []
+    for name, spec in sorted(registry.datasets.items()):
+        files = []
+        for plan in plan_files(spec, root=root):
+            state, done, total = local_state(plan)
+            files.append(FileState(plan.label, str(plan.final), state, done, total))
+        states = {f.state for f in files}
+        if states == {"complete"}:
+            overall = "complete"
+        elif states == {"missing"}:
+            overall = "missing"
+        else:
+            overall = "partial"
+        known = [f for f in files if f.total]
+        percent = None
+        if overall == "partial" and known and len(known) == len(files):
+            percent = 100.0 * sum(f.bytes for f in files) / sum(f.total for f in files)
+        out.append(DatasetState(name, spec.description, overall, percent, files))
+    return out
+
+
+@dataclass
+class VerifyResult:
+    """The re-check of one file."""
+
+    path: str
+    state: str  # ok | mismatch | missing | unchecked (no known hash)
+    algorithm: str | None
+    expected: str | None
+    got: str | None
+
+
+def verify_cached(target: str, registry: Registry, *, root: Path) -> list[VerifyResult]:
+    """Re-hash a cached dataset (by name) or a file (by path).
+
+    A plain path is hashed with sha256 and reported ``unchecked`` unless it is a
+    known dataset file, whose registry hash is then used.
+
+    Raises:
+        UsageError: neither a dataset nor an existing file.
+    """
+    path = Path(target).expanduser()
+    if path.is_file():
+        for spec in registry.datasets.values():
+            for plan in plan_files(spec, root=root):
+                if path.absolute() in [p.absolute() for p in plan.paths]:
+                    return [_verify_one(path, plan.spec.expected)]
+        return [_verify_one(path, None)]
+    if "/" in target or path.suffix:
+        if not path.exists():
+            raise UsageError(f"{target}: no such file")
+    spec = registry.get(target)
+    results = []
+    for plan in plan_files(spec, root=root):
+        for p in plan.paths:
+            results.append(_verify_one(p, plan.spec.expected))
+    return results
+
+
+def _verify_one(path: Path, expected) -> VerifyResult:
+    if not path.exists():
+        return VerifyResult(str(path), "missing", expected.algorithm if expected else None,
+                            expected.hexdigest if expected else None, None)
+    if expected is None:
+        return VerifyResult(str(path), "unchecked", "sha256", None, hash_file(path, "sha256"))
+    got = hash_file(path, expected.algorithm)
+    state = "ok" if got == expected.hexdigest else "mismatch"
+    return VerifyResult(str(path), state, expected.algorithm, expected.hexdigest, got)

@@ -1,0 +1,59 @@
+"""``prefetch demo``: the whole flow offline, against a built-in local origin."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command()
+@click.option("--keep", is_flag=True, help="Keep the temporary cache instead of deleting it.")
+def demo(keep):
+    """Download a synthetic dataset from a built-in local origin: interrupted, resumed,
+    verified and extracted into a temporary Keras cache. Needs no network.
+
+    \b
+    Example (in a notebook cell):
+      !prefetch demo
+    """
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from prefetch.demo import demo_exit_code, run_demo
+    from prefetch.events import EventKind
+    from prefetch.render import LineRenderer, human_bytes
+
+    out = sys.stdout
+    lines = LineRenderer(out, min_interval=1.0, min_percent=20.0)
+
+    def show(event):
+        if event.file == "demo":
+            out.write(f"\n== {event.message}\n")
+            out.flush()
+        elif event.kind is not EventKind.FAILED:
+            lines(event)
+
+    root = Path(tempfile.mkdtemp(prefix="prefetch-demo-"))
+    try:
+        report = run_demo(root, on_event=show)
+        click.echo(f"\norigin: {report.origin} (local, throttled, dropped one connection)")
+        for step in report.steps:
+            states = ", ".join(f"{r.name}: {r.status}" + (f" ({r.error})" if r.error else "") for r in step.results)
+            click.echo(f"{step.title.split(' ', 1)[0]} {states}")
+        click.echo(
+            f"dataset {human_bytes(report.size)}; origin sent {human_bytes(report.bytes_served)} "
+            f"in all (resume re-sent {human_bytes(max(0, report.bytes_served - report.size))})"
+        )
+        click.echo(f"\nKeras cache at {root}:")
+        for path, size in report.tree:
+            click.echo(f"  {path}" + ("" if size < 0 else f"  ({human_bytes(size)})"))
+        code = demo_exit_code(report)
+        click.echo("\ndemo ok: every file verified and in place" if code == 0 else "\ndemo FAILED", err=code != 0)
+        return code
+    finally:
+        if keep:
+            click.echo(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,52 @@
+"""``prefetch verify``: re-check the hashes of what is cached."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import click
+
+
+@click.command()
+@click.argument("targets", nargs=-1, required=True, metavar="NAME|PATH...")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to check.")
+@click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def verify(targets, cache_dir, registries, as_json):
+    """Re-hash cached datasets or files; exit 4 if any differs from its known hash.
+
+    \b
+    Examples (in a notebook cell):
+      !prefetch verify cifar10
+      !prefetch verify ~/.keras/datasets/mnist.npz
+    """
+    from pathlib import Path
+
+    from prefetch import cache
+    from prefetch.errors import ExitCode
+    from prefetch.layout import keras_root
+    from prefetch.paths import config_dir
+    from prefetch.registry import load_registry
+
+    registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
+    root = keras_root(cache_dir=cache_dir)
+    results = [r for t in targets for r in cache.verify_cached(t, registry, root=root)]
+    if as_json:
+        click.echo(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        for r in results:
+            detail = {
+                "ok": f"{r.algorithm} ok",
+                "mismatch": f"{r.algorithm} expected {r.expected}, got {r.got}",
+                "missing": "not on disk",
+                "unchecked": f"no known hash; sha256 {r.got}",
+            }[r.state]
+            click.echo(f"{r.state:9} {r.path}  {detail}")
+    if any(r.state == "mismatch" for r in results):
+        click.echo("prefetch: error: hash mismatch; run `prefetch get` again to replace the file", err=True)
+        return int(ExitCode.INTEGRITY)
+    if any(r.state == "missing" for r in results):
+        click.echo("prefetch: error: some files are missing; run `prefetch get` to fetch them", err=True)
+        return int(ExitCode.FAILURE)
+    return 0

@@ -1,0 +1,62 @@
+"""Shared fixtures: isolated homes, local origin servers, running the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A fresh HOME, KERAS_HOME and PREFETCH_HOME for this test (in-process and subprocesses)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("KERAS_HOME", str(home / ".keras"))
+    monkeypatch.setenv("PREFETCH_HOME", str(home / ".prefetch"))
+    for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy",
+                "PREFETCH_DATASET_MIRROR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost,::1")
+    # Fast failure handling in tests; the defaults are for real networks.
+    monkeypatch.setenv("PREFETCH_BACKOFF", "0.05")
+    monkeypatch.setenv("PREFETCH_BACKOFF_CAP", "0.2")
+    monkeypatch.setenv("PREFETCH_RETRY_AFTER_CAP", "1")
+    monkeypatch.setenv("PREFETCH_READ_TIMEOUT", "3")
+    monkeypatch.setenv("PREFETCH_CONNECT_TIMEOUT", "3")
+    return home
+
+
+@pytest.fixture
+def keras_datasets(home) -> Path:
+    """Where this test's Keras looks for datasets."""
+    return home / ".keras" / "datasets"
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: str | Path | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m prefetch ARGS`` as a real subprocess without a TTY."""
+    return subprocess.run(
+        [sys.executable, "-m", "prefetch", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env if env is not None else os.environ.copy(),
+        cwd=cwd,
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def cli(home):
+    """``cli("get", "mnist", ...)`` runs the real CLI in this test's isolated homes."""
+    return run_cli
