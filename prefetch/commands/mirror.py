@@ -1,0 +1,272 @@
+"""``prefetch mirror``: list, show, bench, use NAME|fastest, restore."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, is_dataclass
+from enum import Enum
+from pathlib import Path
+
+import click
+
+
+# -- rendering (shared with `prefetch doctor`) ------------------------------
+def render_table(headers: list[str], rows: list[list[str]], *, title: str | None = None) -> None:
+    """A rich table on a terminal; plain aligned columns (no ANSI) anywhere else."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title, show_lines=False)
+        for header in headers:
+            table.add_column(header, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        return
+    if title:
+        click.echo(title)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    for line in [headers, *rows]:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr."""
+    click.echo(f"prefetch: warning: {message}", err=True)
+
+
+def echo_json(data: object) -> None:
+    """Dataclasses, enums and paths as JSON on stdout."""
+    click.echo(json.dumps(to_jsonable(data), indent=2))
+
+
+def to_jsonable(value: object) -> object:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: to_jsonable(v) for k, v in asdict(value).items()}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def _dirs() -> tuple[Path, Path]:
+    from prefetch.paths import config_dir, state_dir
+
+    return config_dir(), state_dir()
+
+
+def _rate(bps: float | None) -> str:
+    if not bps:
+        return "-"
+    for unit in ("B/s", "KB/s", "MB/s", "GB/s"):
+        if bps < 1024 or unit == "GB/s":
+            return f"{bps:.1f} {unit}" if unit != "B/s" else f"{bps:.0f} B/s"
+        bps /= 1024
+    return "-"
+
+
+# -- commands ---------------------------------------------------------------
+@click.group()
+def mirror() -> None:
+    """Package mirrors for pip, uv, conda and Hugging Face.
+
+    \b
+    Examples (in a notebook cell):
+      !prefetch mirror list                 # the catalog
+      !prefetch mirror bench                # throughput + latency of every mirror
+      !prefetch mirror use fastest          # pip now uses the fastest mirror
+      !prefetch mirror use tuna --tool all  # pip, uv, conda (and hf where the mirror has one)
+      !prefetch mirror show                 # what pip/uv/conda/HF will really use
+      !prefetch mirror restore              # undo the last `use`, byte for byte
+    """
+
+
+@mirror.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def list_mirrors(as_json: bool) -> None:
+    """The mirror catalog (built-in plus your mirrors.toml)."""
+    from prefetch.mirrors import load_catalog
+
+    config, _ = _dirs()
+    catalog = load_catalog(config_dir=config)
+    if as_json:
+        echo_json(
+            {
+                "mirrors": list(catalog.mirrors.values()),
+                "datasets": list(catalog.datasets.values()),
+                "files": catalog.files,
+                "user_file": catalog.user_file,
+            }
+        )
+        return
+    rows = [
+        [m.name, ",".join(m.tools), m.pypi or m.hf or m.conda or "", m.conda or "-", m.title, m.source]
+        for m in catalog.mirrors.values()
+    ]
+    render_table(["NAME", "TOOLS", "URL", "CONDA", "TITLE", "SOURCE"], rows, title="Package mirrors")
+    if catalog.datasets:
+        click.echo("")
+        render_table(
+            ["NAME", "URL", "TITLE", "SOURCE"],
+            [[d.name, d.url, d.title, d.source] for d in catalog.datasets.values()],
+            title="Dataset mirrors (prefetch get --mirror NAME)",
+        )
+    click.echo(f"\nAdd or override mirrors in {catalog.user_file}")
+
+
+@mirror.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--python", "python", default=None, help="Interpreter whose pip to ask [default: this one].")
+def show(as_json: bool, python: str | None) -> None:
+    """What pip, uv, conda and Hugging Face will really use, and why."""
+    from prefetch.configs.show import read_effective_mirrors
+    from prefetch.errors import MirrorCatalogError
+    from prefetch.mirrors import load_catalog
+
+    config, _ = _dirs()
+    try:
+        catalog = load_catalog(config_dir=config)
+    except MirrorCatalogError as exc:
+        warn(f"{exc} (mirror names not shown)")
+        catalog = None
+    result = read_effective_mirrors(catalog=catalog, python=python)
+    if as_json:
+        echo_json(result)
+        return
+    rows = [[t.tool, t.url or "-", t.mirror or "-", t.source] for t in result.tools]
+    render_table(["TOOL", "INDEX / ENDPOINT", "MIRROR", "SET BY"], rows)
+    for state in result.tools:
+        if state.detail:
+            click.echo(f"{state.tool}: {state.detail}")
+    if result.env_overrides:
+        click.echo("environment:")
+        for name, value in result.env_overrides.items():
+            click.echo(f"  {name}={value}")
+
+
+@mirror.command("bench")
+@click.argument("names", nargs=-1)
+@click.option("--deadline", type=click.FloatRange(min=0.1), default=8.0, show_default=True,
+              help="Seconds allowed per mirror (all run in parallel).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def bench(names: tuple[str, ...], deadline: float, as_json: bool) -> None:
+    """Measure throughput and latency of every mirror (or NAMES) in parallel."""
+    from prefetch.mirror_bench import bench_mirrors
+    from prefetch.mirrors import load_catalog
+
+    config, _ = _dirs()
+    catalog = load_catalog(config_dir=config)
+    mirrors = [catalog.get(n) for n in names] if names else list(catalog.mirrors.values())
+    report = bench_mirrors(mirrors, deadline=deadline, project=catalog.bench_project, probe_file=catalog.bench_file)
+    if as_json:
+        echo_json({"deadline_s": report.deadline_s, "fastest": report.fastest.name if report.fastest else None,
+                   "results": list(report.results)})
+        return
+    rows = [
+        [
+            r.name,
+            r.status.value,
+            _rate(r.throughput_bps),
+            f"{r.latency_s * 1000:.0f} ms" if r.latency_s is not None else "-",
+            f"{r.bytes}",
+            r.error or r.index_url,
+        ]
+        for r in report.results
+    ]
+    render_table(["MIRROR", "STATUS", "THROUGHPUT", "LATENCY", "BYTES", "NOTE"], rows,
+                 title=f"Mirror speed (deadline {deadline:g}s each, in parallel)")
+    if report.fastest:
+        click.echo(f"fastest: {report.fastest.name}  (`prefetch mirror use {report.fastest.name}`)")
+    else:
+        warn("no mirror delivered any bytes in time; check the network or raise --deadline")
+
+
+@mirror.command("use")
+@click.argument("name")
+@click.option("--tool", "tools", default="pip", show_default=True,
+              help="Comma-separated: pip, uv, conda, hf; or all.")
+@click.option("--scope", type=click.Choice(["user", "site", "global"]), default="user", show_default=True,
+              help="pip file: user (~/.config/pip/pip.conf), site (this venv), global (/etc/pip.conf).")
+@click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
+@click.option("--deadline", type=click.FloatRange(min=0.1), default=8.0, show_default=True,
+              help="Seconds per mirror for `use fastest`.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def use(name: str, tools: str, scope: str, dry_run: bool, deadline: float, as_json: bool) -> None:
+    """Point pip (and uv/conda/hf with --tool) at mirror NAME, or at the fastest one."""
+    from prefetch.configs.switch import use_mirror
+
+    config, state = _dirs()
+    result = use_mirror(name, tools=tools, scope=scope, dry_run=dry_run, config_dir=config, state_dir=state,
+                        deadline=deadline)
+    for message in result.warnings:
+        warn(message)
+    if as_json:
+        echo_json(result)
+        return
+    if result.bench is not None and result.bench.fastest is not None:
+        fastest = result.bench.fastest
+        click.echo(f"fastest: {fastest.name} ({_rate(fastest.throughput_bps)}, "
+                   f"{(fastest.latency_s or 0) * 1000:.0f} ms)")
+    for outcome in result.outcomes:
+        plan = outcome.plan
+        if plan is None:
+            click.echo(f"{outcome.tool}: skipped ({outcome.skipped})")
+            continue
+        paths = ", ".join(str(w.path) for w in plan.writes)
+        if dry_run:
+            diff = plan.diff()
+            click.echo(diff.rstrip("\n") if diff else f"{plan.tool}: {paths} already uses {plan.value}")
+            continue
+        if outcome.backup is None:
+            click.echo(f"{plan.tool}: {paths} already uses {plan.value}; nothing written")
+        else:
+            click.echo(f"{plan.tool}: {plan.value} -> {paths} (backup {outcome.backup.id})")
+        for note in plan.notes:
+            click.echo(f"  note: {note}")
+    effective = result.pip_effective
+    if effective is not None and not getattr(effective, "error", None):
+        click.echo(f"pip resolves from: {effective.index_url}  (asked pip; set by {effective.source})")
+    if not dry_run and any(o.backup for o in result.outcomes):
+        click.echo("undo: prefetch mirror restore")
+    if dry_run:
+        click.echo("(dry run: nothing written)")
+
+
+@mirror.command("restore")
+@click.argument("backup", required=False)
+@click.option("--tool", "tools", default=None, help="Restore the newest backup of these tools (pip,uv,conda,hf|all).")
+@click.option("--list", "list_only", is_flag=True, help="List backups instead of restoring.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def restore(backup: str | None, tools: str | None, list_only: bool, as_json: bool) -> None:
+    """Put back the config files as they were before the last `mirror use` (or BACKUP)."""
+    from prefetch.configs.switch import list_restorable, restore_mirror
+
+    _, state = _dirs()
+    if list_only:
+        found = list_restorable(state_dir=state, tools=tools)
+        if as_json:
+            echo_json(found)
+            return
+        rows = [
+            [b.id, b.tool, b.mirror, b.kind, "yes" if b.restored else "no", ", ".join(str(f.path) for f in b.files)]
+            for b in found
+        ]
+        render_table(["BACKUP", "TOOL", "MIRROR", "KIND", "RESTORED", "FILES"], rows)
+        return
+    results = restore_mirror(state_dir=state, backup_id=backup, tools=tools)
+    if as_json:
+        echo_json(results)
+        return
+    for result in results:
+        for item in result.files:
+            verb = {"restored": "restored", "removed": "removed (did not exist before)",
+                    "absent": "already absent"}[item.action]
+            click.echo(f"{result.backup.tool}: {item.path} {verb} from backup {result.backup.id}")
+        click.echo(f"  (what it replaced is saved as backup {result.safety_backup.id})")

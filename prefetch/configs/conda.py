@@ -1,0 +1,138 @@
+"""conda: ``~/.condarc`` channels from the mirror's template, other settings kept.
+
+The channel keys (``default_channels``, ``custom_channels``, ``show_channel_urls``)
+are replaced by the template; every other top-level key and comment stays. An
+existing ``channels`` list is the user's choice of channels and is kept (the
+template only maps those names to the mirror); without one, ``channels: [defaults]``
+is added.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+_REPLACED = ("default_channels", "custom_channels", "show_channel_urls")
+_TOP_KEY = re.compile(r"^([A-Za-z_][\w.-]*)\s*:")
+
+
+@dataclass(frozen=True)
+class CondaEffective:
+    """The mirror base conda's default channels point at, if any."""
+
+    base: str | None
+    source: str
+
+
+def condarc_path(*, env: Mapping[str, str] | None = None) -> Path:
+    """The user's ``~/.condarc``."""
+    env = os.environ if env is None else env
+    return Path(env.get("HOME") or os.path.expanduser("~")) / ".condarc"
+
+
+def render_condarc_channels(base: str, *, with_channels: bool, newline: str = "\n") -> str:
+    """The channel block for mirror ``base`` (TUNA's documented template)."""
+    base = base.rstrip("/")
+    lines = ["# channels: written by `prefetch mirror use` (undo: prefetch mirror restore --tool conda)"]
+    if with_channels:
+        lines += ["channels:", "  - defaults"]
+    lines += [
+        "show_channel_urls: true",
+        "default_channels:",
+        f"  - {base}/pkgs/main",
+        f"  - {base}/pkgs/r",
+        f"  - {base}/pkgs/msys2",
+        "custom_channels:",
+        f"  conda-forge: {base}/cloud",
+        f"  pytorch: {base}/cloud",
+    ]
+    return newline.join(lines) + newline
+
+
+def _blocks(lines: list[str]) -> list[tuple[str | None, int, int]]:
+    """(top-level key or None, start, end exclusive) spans of a YAML mapping's text."""
+    spans: list[tuple[str | None, int, int]] = []
+    index = 0
+    while index < len(lines):
+        match = _TOP_KEY.match(lines[index])
+        if not match:
+            spans.append((None, index, index + 1))
+            index += 1
+            continue
+        stop = index + 1
+        while stop < len(lines):
+            line = lines[stop]
+            if line[:1] in (" ", "\t", "-") and line.strip():
+                stop += 1
+                continue
+            if not line.strip():
+                # blank lines belong to the block only if the block continues after them
+                ahead = stop
+                while ahead < len(lines) and not lines[ahead].strip():
+                    ahead += 1
+                if ahead < len(lines) and lines[ahead][:1] in (" ", "\t", "-"):
+                    stop = ahead
+                    continue
+            break
+        spans.append((match.group(1), index, stop))
+        index = stop
+    return spans
+
+
+def edit_condarc(text: str | None, *, base: str) -> str:
+    """Return ``.condarc`` text pointing conda's channels at mirror ``base``."""
+    text = text or ""
+    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines(keepends=True)
+    kept: list[str] = []
+    has_channels = False
+    marker = "# channels: written by `prefetch mirror use`"
+    for key, start, end in _blocks(lines):
+        if key == "channels":
+            has_channels = True
+        if key in _REPLACED or (key is None and lines[start].startswith(marker)):
+            continue
+        kept.extend(lines[start:end])
+    body = "".join(kept).rstrip("\r\n")
+    block = render_condarc_channels(base, with_channels=not has_channels, newline=newline)
+    return f"{body}{newline}{block}" if body else block
+
+
+def conda_override_warnings(*, env: Mapping[str, str] | None = None) -> list[str]:
+    """Files and variables that beat ``~/.condarc`` for channels."""
+    env = os.environ if env is None else env
+    warnings = []
+    if env.get("CONDARC"):
+        warnings.append(
+            f"CONDARC={env['CONDARC']}: conda also reads that file and it beats ~/.condarc;"
+            " remove its channel settings or unset CONDARC"
+        )
+    prefix = env.get("CONDA_PREFIX")
+    if prefix and (Path(prefix) / ".condarc").is_file():
+        text = (Path(prefix) / ".condarc").read_text(encoding="utf-8", errors="replace")
+        if re.search(r"^(default_channels|channels)\s*:", text, re.M):
+            warnings.append(
+                f"{Path(prefix) / '.condarc'} (the active environment's) sets channels and beats ~/.condarc;"
+                " remove them there"
+            )
+    return warnings
+
+
+def read_conda_effective(*, env: Mapping[str, str] | None = None) -> CondaEffective:
+    """The base URL of the first ``default_channels`` entry in ``~/.condarc``."""
+    path = condarc_path(env=env)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return CondaEffective(base=None, source=f"{path} (absent): conda's defaults (repo.anaconda.com)")
+    lines = text.splitlines()
+    for key, start, end in _blocks([line + "\n" for line in lines]):
+        if key == "default_channels":
+            for line in lines[start + 1 : end]:
+                item = line.strip().lstrip("-").strip()
+                if item:
+                    return CondaEffective(base=re.sub(r"/pkgs/main/?$", "", item), source=str(path))
+    return CondaEffective(base=None, source=f"{path}: no default_channels, conda's defaults (repo.anaconda.com)")

@@ -1,0 +1,103 @@
+"""Hugging Face: persist ``HF_ENDPOINT`` where new kernels and shells pick it up.
+
+huggingface_hub reads ``HF_ENDPOINT`` once, at import. Two files carry it:
+
+* ``$IPYTHONDIR/profile_default/startup/00-prefetch-hf-endpoint.py`` (default
+  ``~/.ipython``): run by every new IPython/Jupyter kernel; the file is ours alone.
+* a managed block in ``~/.bashrc``, for terminals and shells started from them;
+  re-running replaces the block, never adds a second one.
+
+A kernel that is already running keeps its old value: ``%env HF_ENDPOINT=...`` or a
+restart is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+BEGIN = "# >>> prefetch HF_ENDPOINT >>>"
+END = "# <<< prefetch HF_ENDPOINT <<<"
+STARTUP_NAME = "00-prefetch-hf-endpoint.py"
+
+
+@dataclass(frozen=True)
+class HfEffective:
+    """HF_ENDPOINT now (this process) and as persisted for new kernels."""
+
+    current: str | None  # os.environ of this process
+    persisted: str | None  # from the IPython startup file
+    source: str
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("HOME") or os.path.expanduser("~"))
+
+
+def ipython_startup_path(*, env: Mapping[str, str] | None = None) -> Path:
+    """The IPython startup file prefetch owns."""
+    env = os.environ if env is None else env
+    root = Path(env["IPYTHONDIR"]) if env.get("IPYTHONDIR") else _home(env) / ".ipython"
+    return root / "profile_default" / "startup" / STARTUP_NAME
+
+
+def shell_rc_path(*, env: Mapping[str, str] | None = None) -> Path:
+    """The shell file that gets the managed block (``~/.bashrc``)."""
+    env = os.environ if env is None else env
+    return _home(env) / ".bashrc"
+
+
+def render_startup(endpoint: str) -> str:
+    """The IPython startup file's text."""
+    return (
+        "# Written by `prefetch mirror use --tool hf`; `prefetch mirror restore --tool hf` removes it.\n"
+        "# huggingface_hub reads HF_ENDPOINT once, at import: this runs first in every new kernel.\n"
+        "import os\n\n"
+        f"os.environ.setdefault(\"HF_ENDPOINT\", {endpoint!r})\n"
+    )
+
+
+def edit_shell_rc(text: str | None, *, endpoint: str) -> str:
+    """Put ``export HF_ENDPOINT=...`` in the managed block (replaced in place, never duplicated)."""
+    text = text or ""
+    newline = "\r\n" if "\r\n" in text else "\n"
+    block = f"{BEGIN}{newline}export HF_ENDPOINT={shlex.quote(endpoint)}{newline}{END}{newline}"
+    pattern = re.compile(rf"{re.escape(BEGIN)}.*?{re.escape(END)}[^\S\r\n]*(\r?\n|$)", re.S)
+    if pattern.search(text):
+        return pattern.sub(lambda _: block, text, count=1)
+    if text and not text.endswith(("\n", "\r")):
+        text += newline
+    return f"{text}{block}"
+
+
+def hf_notes(endpoint: str, *, env: Mapping[str, str] | None = None) -> list[str]:
+    """What the user must do for a running kernel."""
+    env = os.environ if env is None else env
+    notes = [
+        f"a running kernel keeps its old HF_ENDPOINT: run `%env HF_ENDPOINT={endpoint}` in it"
+        " before importing huggingface_hub/transformers, or restart the kernel"
+    ]
+    if env.get("HF_ENDPOINT") and env["HF_ENDPOINT"] != endpoint:
+        notes.append(
+            f"HF_ENDPOINT={env['HF_ENDPOINT']} is set in this environment and wins wherever it is inherited;"
+            " change or unset it where it is set"
+        )
+    return notes
+
+
+def read_hf_effective(*, env: Mapping[str, str] | None = None) -> HfEffective:
+    """HF_ENDPOINT in this process, and the value new kernels will get."""
+    env = os.environ if env is None else env
+    path = ipython_startup_path(env=env)
+    persisted = None
+    try:
+        match = re.search(r"HF_ENDPOINT\",\s*'([^']*)'", path.read_text(encoding="utf-8"))
+        persisted = match.group(1) if match else None
+    except OSError:
+        pass
+    source = str(path) if persisted else "not persisted (huggingface_hub default https://huggingface.co)"
+    return HfEffective(current=env.get("HF_ENDPOINT"), persisted=persisted, source=source)
