@@ -1,0 +1,179 @@
+"""A real nginx serving a directory, for tests that want a production web server.
+
+``NginxServer(root, limit_rate="200k")`` writes a minimal nginx.conf into a temporary
+prefix (pid, logs and temp paths all inside it), runs ``nginx -c CONF -p PREFIX -e LOG``
+in the foreground (``daemon off; master_process off;``, so it never switches user and
+can read root-only pytest tmp dirs) on 127.0.0.1 at a free port, waits until it accepts
+connections and stops it on exit. ``nginx_binary()`` finds the executable (``NGINX`` env
+var, then PATH, then the usual sbin paths) or returns None.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+__all__ = ["NginxServer", "nginx_binary"]
+
+_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx",
+               "/opt/homebrew/bin/nginx", "/usr/local/bin/nginx")
+
+
+def nginx_binary() -> str | None:
+    """Path of the nginx executable, or None when it is not installed."""
+    override = os.environ.get("NGINX")
+    if override and os.access(override, os.X_OK):
+        return override
+    found = shutil.which("nginx")
+    if found:
+        return found
+    for candidate in _CANDIDATES:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _nginx_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _render_conf(*, prefix: Path, root: Path, port: int, limit_rate: str | None) -> str:
+    rate = f"        limit_rate {limit_rate};\n" if limit_rate else ""
+    p = prefix
+    return f"""\
+daemon off;
+master_process off;
+worker_processes 1;
+pid {_nginx_string(str(p / 'nginx.pid'))};
+error_log {_nginx_string(str(p / 'error.log'))} warn;
+
+events {{
+    worker_connections 256;
+}}
+
+http {{
+    access_log {_nginx_string(str(p / 'access.log'))};
+    client_body_temp_path {_nginx_string(str(p / 'tmp' / 'client_body'))};
+    proxy_temp_path {_nginx_string(str(p / 'tmp' / 'proxy'))};
+    fastcgi_temp_path {_nginx_string(str(p / 'tmp' / 'fastcgi'))};
+    uwsgi_temp_path {_nginx_string(str(p / 'tmp' / 'uwsgi'))};
+    scgi_temp_path {_nginx_string(str(p / 'tmp' / 'scgi'))};
+    default_type application/octet-stream;
+    sendfile on;
+    keepalive_timeout 30s;
+
+    server {{
+        listen 127.0.0.1:{port};
+        server_name localhost;
+        root {_nginx_string(str(root))};
+        location / {{
+{rate}        }}
+    }}
+}}
+"""
+
+
+class NginxServer:
+    """nginx serving ``root`` on 127.0.0.1 (``url``, ``url_for(name)``), with an optional
+    per-connection ``limit_rate`` (nginx syntax: "100k", "1m")."""
+
+    def __init__(self, root: Path, *, limit_rate: str | None = None,
+                 binary: str | None = None, start_timeout: float = 10.0):
+        self.root = Path(root).resolve()
+        self.limit_rate = limit_rate
+        self.binary = binary or nginx_binary()
+        self.start_timeout = start_timeout
+        self.url = ""
+        self.port = 0
+        self.prefix: Path | None = None
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def error_log(self) -> Path:
+        return self.prefix / "error.log"
+
+    @property
+    def access_log(self) -> Path:
+        return self.prefix / "access.log"
+
+    def url_for(self, name: str) -> str:
+        return self.url + quote(name.lstrip("/"), safe="/")
+
+    def start(self) -> NginxServer:
+        if self.binary is None:
+            raise RuntimeError("nginx is not installed (looked at $NGINX, PATH and "
+                               f"{', '.join(_CANDIDATES)}); install it, e.g. apt-get install nginx")
+        self.prefix = Path(tempfile.mkdtemp(prefix="nginx-test-"))
+        (self.prefix / "tmp").mkdir()
+        last_error = ""
+        for _attempt in range(5):
+            port = _free_port()
+            conf = self.prefix / "nginx.conf"
+            conf.write_text(_render_conf(prefix=self.prefix, root=self.root, port=port,
+                                         limit_rate=self.limit_rate))
+            log = self.error_log
+            log.write_text("")
+            stderr_path = self.prefix / "stderr.log"
+            with stderr_path.open("wb") as stderr:
+                proc = subprocess.Popen(
+                    [self.binary, "-c", str(conf), "-p", str(self.prefix) + "/", "-e", str(log)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                )
+            if self._wait_ready(proc, port):
+                self._proc, self.port = proc, port
+                self.url = f"http://127.0.0.1:{port}/"
+                return self
+            _stop_process(proc)
+            last_error = (stderr_path.read_text(errors="replace")
+                          + log.read_text(errors="replace")).strip()
+            if "in use" not in last_error:
+                break
+        shutil.rmtree(self.prefix, ignore_errors=True)
+        raise RuntimeError(f"nginx did not start: {last_error or 'no output'}")
+
+    def _wait_ready(self, proc: subprocess.Popen, port: int) -> bool:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return False
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return True
+            except OSError:
+                time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            _stop_process(proc)
+        if self.prefix is not None:
+            shutil.rmtree(self.prefix, ignore_errors=True)
+
+    def __enter__(self) -> NginxServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _stop_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
