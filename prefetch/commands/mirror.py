@@ -197,14 +197,18 @@ def bench(names: tuple[str, ...], deadline: float, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
 @click.option("--deadline", type=click.FloatRange(min=0.1), default=8.0, show_default=True,
               help="Seconds per mirror for `use fastest`.")
+@click.option("--among", default=None, metavar="NAMES",
+              help="For `use fastest`: only these mirrors (comma-separated).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def use(name: str, tools: str, scope: str, dry_run: bool, deadline: float, as_json: bool) -> None:
+def use(name: str, tools: str, scope: str, dry_run: bool, deadline: float, among: str | None,
+        as_json: bool) -> None:
     """Point pip (and uv/conda/hf with --tool) at mirror NAME, or at the fastest one."""
     from prefetch.configs.switch import use_mirror
 
     config, state = _dirs()
+    names = [n.strip() for n in among.split(",") if n.strip()] if among else None
     result = use_mirror(name, tools=tools, scope=scope, dry_run=dry_run, config_dir=config, state_dir=state,
-                        deadline=deadline)
+                        deadline=deadline, among=names)
     for message in result.warnings:
         warn(message)
     if as_json:

@@ -99,5 +99,5 @@ def read_hf_effective(*, env: Mapping[str, str] | None = None) -> HfEffective:
         persisted = match.group(1) if match else None
     except OSError:
         pass
-    source = str(path) if persisted else "not persisted (huggingface_hub default https://huggingface.co)"
+    source = str(path) if persisted else "huggingface_hub default (HF_ENDPOINT neither set nor persisted)"
     return HfEffective(current=env.get("HF_ENDPOINT"), persisted=persisted, source=source)

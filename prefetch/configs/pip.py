@@ -189,7 +189,7 @@ def pip_override_warnings(
             f"PIP_CONFIG_FILE={config_file} exists, so pip skips the user files including {target};"
             " unset PIP_CONFIG_FILE or write there with --scope site/global"
         )
-    seen_target = False
+    seen_target = target not in paths  # an unread target loses to every file that sets index-url
     for item in files:
         if item.path == target:
             seen_target = True  # our own file: checked on the new text by command_section_warnings
@@ -200,7 +200,8 @@ def pip_override_warnings(
         other = get_ini_value(text, "global", "index-url")
         if seen_target and other and other.rstrip("/") != index_url.rstrip("/"):
             warnings.append(
-                f"{item.path} ({item.variant} file, read after {target}) sets [global] index-url = {other}"
+                f"{item.path} ({item.variant} file, read after {target} or instead of it) sets"
+                f" [global] index-url = {other}"
                 " and wins; remove that line, or write there with the matching --scope"
             )
         for section in _COMMAND_SECTIONS:

@@ -248,8 +248,11 @@ def use_mirror(
     python: str | None = None,
     verify_pip: bool = True,
     prefix: str | None = None,
+    among: list[str] | None = None,
 ) -> UseResult:
     """Point the chosen tools at mirror ``name`` (or the fastest one), with backups.
+
+    For ``fastest``, ``among`` limits the candidates (default: every mirror with a PyPI index).
 
     Raises:
         MirrorCatalogError: unknown mirror or broken catalog.
@@ -267,8 +270,9 @@ def use_mirror(
     if name.strip().lower() == "fastest":
         from prefetch.mirror_bench import bench_mirrors
 
+        candidates = [catalog.get(n) for n in among] if among else list(catalog.mirrors.values())
         bench = bench_mirrors(
-            list(catalog.mirrors.values()),
+            candidates,
             deadline=deadline,
             project=catalog.bench_project,
             probe_file=catalog.bench_file,
