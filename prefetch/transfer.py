@@ -55,9 +55,9 @@ class TransferOptions:
 
     connections: int | None = None  # None: automatic (grow while throughput grows)
     max_connections: int = 16  # polite cap per file, as aria2c's per-server cap
-    initial_connections: int = 4
-    min_split: int = 1 << 20  # never split a segment into pieces smaller than this
-    chunk_size: int = 256 << 10  # one read; also the safety gap when splitting
+    initial_connections: int = 8
+    min_split: int = 512 << 10  # never split a segment into pieces smaller than this
+    chunk_size: int = 128 << 10  # one read; also the safety gap when splitting
     timeouts: Timeouts = field(default_factory=Timeouts)
     stall_window: float = 20.0  # seconds ...
     stall_min_rate: float = 1024.0  # ... below this many bytes/s => reconnect
@@ -67,7 +67,7 @@ class TransferOptions:
     backoff_cap: float = 30.0
     retry_after_cap: float = 120.0
     max_restarts: int = 3  # remote changed this often => IntegrityError
-    ramp_interval: float = 0.25
+    ramp_interval: float = 0.1
     state_interval: float = 0.5
     progress_interval: float = 0.25
     preallocate: bool = True
@@ -808,7 +808,10 @@ class _Transfer:
                 if not ramp_done and now >= ramp_at and self.size is not None and self.ranges_ok:
                     bytes_now = self.downloaded
                     cur = (bytes_now - ramp_last_bytes) / self.opt.ramp_interval
-                    if ramp_last_rate == 0.0 or cur > ramp_last_rate * 1.15:
+                    # Grow while more connections do not make things worse: per-connection
+                    # throttling (CDNs) rewards every added connection; on a fast link the
+                    # rate stays flat and the cap bounds the cost.
+                    if ramp_last_rate == 0.0 or cur >= ramp_last_rate * 0.9:
                         if target < self.opt.max_connections and alive >= target:
                             target = min(self.opt.max_connections, target * 2)
                         ramp_last_rate = max(cur, ramp_last_rate)

@@ -60,3 +60,42 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: str 
 def cli(home):
     """``cli("get", "mnist", ...)`` runs the real CLI in this test's isolated homes."""
     return run_cli
+
+
+# -- origin servers ----------------------------------------------------------
+from tests.nginx import NginxServer, nginx_binary  # noqa: E402
+from tests.origin import OriginServer, SilentServer  # noqa: E402
+
+
+@pytest.fixture
+def origin():
+    """A fresh in-process HTTP/1.1 origin (prefetch.localorigin); put() files into it."""
+    with OriginServer() as server:
+        yield server
+
+
+@pytest.fixture
+def tls_origin(monkeypatch):
+    """HTTPS origin with a throwaway CA; this process and its children trust it
+    through REQUESTS_CA_BUNDLE (undo that to test a refused certificate)."""
+    with OriginServer(tls=True) as server:
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(server.ca_path))
+        yield server
+
+
+@pytest.fixture
+def silent_origin():
+    """Accepts TCP connections and never answers: for timeout tests."""
+    with SilentServer() as server:
+        yield server
+
+
+@pytest.fixture
+def nginx_origin(tmp_path):
+    """A real nginx serving ``nginx_origin.root``. nginx is required: .ci/run installs it."""
+    if nginx_binary() is None:
+        raise RuntimeError("nginx is not installed: apt-get install nginx (.ci/run does this)")
+    root = tmp_path / "nginx-root"
+    root.mkdir()
+    with NginxServer(root) as server:
+        yield server
