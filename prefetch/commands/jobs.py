@@ -1,0 +1,299 @@
+"""Background job commands: status, log, wait, cancel, resume, jobs clean.
+
+Each is a short adapter over ``prefetch.jobs``; tables are rich on a terminal
+and plain aligned text elsewhere (a notebook cell), ``--json`` where a table is
+printed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+
+
+def _human_bytes(n) -> str:
+    from prefetch.render import human_bytes
+
+    return "?" if n is None else human_bytes(n)
+
+
+def _rows(records) -> list[tuple[str, ...]]:
+    from prefetch.render import human_bytes, human_seconds
+
+    rows = []
+    for r in records:
+        if not r.files:
+            rows.append((r.id, "-", r.state, "", "", "", ""))
+            continue
+        for f in r.files:
+            pct = f.percent
+            moving = f.state == "downloading"
+            rows.append(
+                (
+                    r.id,
+                    f.name,
+                    f.state,
+                    f"{_human_bytes(f.bytes)}/{_human_bytes(f.total)}",
+                    "" if pct is None else f"{pct:.1f}%",
+                    f"{human_bytes(f.rate)}/s" if moving and f.rate else "",
+                    human_seconds(f.eta) if moving and f.eta is not None else "",
+                )
+            )
+    return rows
+
+
+HEADERS = ("JOB", "FILE", "STATE", "BYTES", "%", "SPEED", "ETA")
+
+
+def _print_table(rows) -> None:
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(box=None, pad_edge=False)
+        for i, h in enumerate(HEADERS):
+            table.add_column(h, justify="right" if i >= 3 else "left", no_wrap=i < 3)
+        colours = {"done": "green", "cached": "green", "failed": "red", "interrupted": "yellow",
+                   "cancelled": "yellow", "corrupt": "red", "downloading": "cyan"}
+        for row in rows:
+            style = colours.get(row[2])
+            table.add_row(*row[:2], f"[{style}]{row[2]}[/]" if style else row[2], *row[3:])
+        Console().print(table)
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
+    for row in (HEADERS, *rows):
+        cells = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        click.echo("  ".join(cells).rstrip())
+
+
+def _hints(records) -> list[str]:
+    lines = []
+    for r in records:
+        if r.state == "interrupted":
+            lines.append(f"{r.id}: interrupted; continue with `prefetch resume {r.id}`")
+        elif r.state == "cancelled":
+            lines.append(f"{r.id}: cancelled; continue with `prefetch resume {r.id}`")
+        elif r.state in ("failed", "corrupt") and r.error:
+            lines.append(f"{r.id}: {r.state} (exit {r.exit_code}): {r.error}")
+    return lines
+
+
+@click.command()
+@click.argument("job", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the job records as JSON (schema below).")
+def status(job, as_json):
+    """Background jobs: per-file state, bytes, %, speed and ETA.
+
+    \b
+    Examples (in a notebook cell):
+      !prefetch status
+      !prefetch status j0518-a3f9 --json
+
+    \b
+    A running job whose worker has gone (killed, kernel restart, OOM) shows as
+    "interrupted"; `prefetch resume JOB` continues from the bytes on disk.
+
+    \b
+    --json schema (stable; new keys may be added; // comments are not part of it):
+    {
+      "schema": 1,
+      "jobs": [                      // oldest first
+        {
+          "id": "j0518-a3f9",
+          "state": "queued|running|done|failed|cancelled|interrupted|corrupt",
+          "exit_code": 0,             // null while running; see "Exit codes"
+          "error": null,              // why it failed / was interrupted
+          "command": "prefetch get cifar10 -b",
+          "names": ["cifar10"],
+          "pid": 12345, "host": "nb-7f9c",
+          "started": 1779000000.0,    // epoch seconds; "updated", "finished" (null) too
+          "attempts": 1,              // 2+ after `prefetch resume`
+          "fail_fast": false,
+          "log": "/root/.local/state/prefetch/jobs/j0518-a3f9.log",
+          "bytes": 1048576, "total": 170498071, "rate": 2400000.0,
+          "files": [
+            {
+              "name": "cifar-10-python.tar.gz", "dataset": "cifar10",
+              "path": "/root/.keras/datasets/cifar-10-batches-py.tar.gz",
+              "state": "pending|waiting|downloading|verified|extracting|done|cached|failed|interrupted|cancelled",
+              "bytes": 1048576, "total": 170498071, "percent": 0.6,
+              "rate": 2400000.0, "eta": 70.6,   // bytes/s, seconds (null when unknown)
+              "exit_code": null, "error": null
+            }
+          ]
+        }
+      ]
+    }
+    """
+    from prefetch import jobs as lib
+
+    records = [lib.get_job(job)] if job else lib.list_jobs()
+    if as_json:
+        click.echo(json.dumps({"schema": 1, "jobs": [lib.job_to_dict(r) for r in records]}, indent=2))
+        return 0
+    if not records:
+        click.echo("no jobs yet; start one with `prefetch get NAME -b`")
+        return 0
+    _print_table(_rows(records))
+    for line in _hints(records):
+        click.echo(line)
+    return 0
+
+
+@click.command()
+@click.argument("job", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends (like tail -f).")
+def log(job, follow):
+    """Show a job's log (default: the latest job); -f follows it until the job ends.
+
+    \b
+    Examples:
+      !prefetch log
+      !prefetch log -f j0518-a3f9
+    """
+    from prefetch import jobs as lib
+
+    if job is None:
+        latest = lib.latest_job()
+        if latest is None:
+            click.echo("no jobs yet; start one with `prefetch get NAME -b`")
+            return 0
+        job = latest.id
+    for chunk in lib.iter_log(job, follow=follow):
+        click.echo(chunk, nl=False)
+        sys.stdout.flush()
+    return 0
+
+
+@click.command()
+@click.argument("targets", nargs=-1, metavar="[JOB|DATASET]...")
+@click.option("--timeout", type=float, metavar="S", help="Give up after S seconds (exit 1; the jobs keep running).")
+def wait(targets, timeout):
+    """Block until jobs finish; exit 0, or the first failure's exit code.
+
+    \b
+    Without arguments: every job in `prefetch status` (`prefetch jobs clean`
+    forgets finished ones). A dataset name waits for the jobs that include it,
+    then checks its files are in place.
+
+    \b
+    Examples:
+      !prefetch wait
+      !prefetch wait j0518-a3f9 --timeout 600
+      !prefetch wait cifar10
+    """
+    from prefetch import jobs as lib
+
+    ticker = _WaitTicker()
+    result = lib.wait_for(list(targets) or None, timeout=timeout, on_poll=ticker)
+    if not result.jobs and not result.datasets and not result.failures:
+        click.echo("no jobs to wait for")
+        return 0
+    for r in result.jobs:
+        line = f"{r.id} {r.state}"
+        if r.state in ("done",):
+            line += f" ({len(r.files)} file{'s' if len(r.files) != 1 else ''} in place)"
+        click.echo(line)
+    for name in result.datasets:
+        click.echo(f"{name} in place")
+    for failure in result.failures:
+        click.echo(f"prefetch: error: {failure}", err=True)
+    return result.exit_code
+
+
+class _WaitTicker:
+    """While waiting: one plain progress line on stderr every 30 s (none on the first poll)."""
+
+    def __init__(self, every: float = 30.0) -> None:
+        self.every = every
+        self.last = time.monotonic()
+
+    def __call__(self, records) -> None:
+        from prefetch.render import human_bytes, human_seconds
+
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        running = [r for r in records if r.active]
+        if not running:
+            return
+        done = sum(r.bytes for r in running)
+        total = sum(r.total or 0 for r in running)
+        rate = sum(r.rate for r in running)
+        pct = f"{100.0 * done / total:.1f}%" if total else "?%"
+        eta = human_seconds((total - done) / rate) if total and rate > 0 else "?"
+        ids = ", ".join(r.id for r in running)
+        click.echo(f"waiting for {ids}: {human_bytes(done)}/{_human_bytes(total or None)} {pct} "
+                   f"{human_bytes(rate)}/s eta {eta}", err=True)
+
+
+@click.command()
+@click.argument("job")
+@click.option("--timeout", type=float, default=30.0, show_default=True, metavar="S",
+              help="How long to wait for the worker to save its state and stop.")
+def cancel(job, timeout):
+    """Stop a background job cleanly (state saved; `prefetch resume JOB` continues).
+
+    \b
+    Example:
+      !prefetch cancel j0518-a3f9
+    """
+    from prefetch import jobs as lib
+
+    before = lib.get_job(job)
+    if not before.active:
+        click.echo(f"{job} is not running ({before.state}); nothing to cancel")
+        return 0
+    record = lib.cancel_job(job, timeout=timeout)
+    click.echo(f"{job} {record.state}; continue with `prefetch resume {job}`")
+    return 0
+
+
+@click.command()
+@click.argument("job")
+@click.option("--json", "as_json", is_flag=True, help="Print the job id, log and pid as JSON.")
+def resume(job, as_json):
+    """Restart a stopped job (interrupted, cancelled or failed) from the bytes on disk.
+
+    \b
+    Example:
+      !prefetch resume j0518-a3f9
+    """
+    from prefetch import jobs as lib
+
+    record = lib.resume_job(job)
+    if as_json:
+        click.echo(json.dumps({"job": record.id, "log": record.log, "pid": record.pid}))
+    else:
+        click.echo(f"resumed job {record.id} (pid {record.pid}); log: {record.log}")
+        click.echo(f"follow with: prefetch status {record.id} | prefetch log -f {record.id} | prefetch wait {record.id}")
+    return 0
+
+
+@click.group()
+def jobs():
+    """Manage job records and logs."""
+
+
+@jobs.command()
+@click.option("--all", "include_interrupted", is_flag=True, help="Also forget interrupted (resumable) jobs.")
+def clean(include_interrupted):
+    """Forget finished jobs (done, failed, cancelled, corrupt): remove their records and logs.
+
+    Running jobs are never touched; interrupted ones are kept unless --all.
+    """
+    from prefetch import jobs as lib
+
+    result = lib.clean_jobs(include_interrupted=include_interrupted)
+    if not result.removed:
+        click.echo("no finished jobs to remove")
+    else:
+        click.echo(f"removed {len(result.removed)} job(s): {', '.join(result.removed)}")
+    if result.kept:
+        click.echo(f"kept {len(result.kept)}: {', '.join(result.kept)}")
+    return 0

@@ -1,0 +1,376 @@
+"""The background worker: ``python -m prefetch.worker JOB_ID``.
+
+Started detached by ``prefetch.jobs.start_job`` (new session, stdio on the job
+log). It runs the job's ``GetRequest`` with an event sink that writes plain log
+lines and rewrites the job record about once a second, stops cleanly on
+SIGTERM (``prefetch cancel``: state saved, job ``cancelled``, exit 7) and
+records the final state and exit code.
+
+Test hook (for the test suite only; does nothing unless set):
+``PREFETCH_TEST_PAUSE_AT=KIND[:N]`` makes the worker pause at the N-th (default
+first) event of KIND (``verify``, ``extract``, ``start``, ...) for
+``PREFETCH_TEST_PAUSE_SECONDS`` (default 60) seconds, after logging
+``test hook: pausing at KIND``, so a test can kill it in that phase.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Mapping, TextIO
+
+from prefetch.errors import ExitCode
+
+_EXIT_RE = re.compile(r"^exit=(\d+) ")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one job; the exit code is the job's."""
+    stop = threading.Event()
+    signalled: list[int] = []
+
+    def on_signal(signum, frame) -> None:
+        signalled.append(signum)
+        stop.set()
+
+    # First thing: a cancel that arrives while we start up must still be clean.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m prefetch.worker JOB_ID", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    return run_job(args[0], stop=stop, signalled=signalled)
+
+
+def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Mapping[str, str] | None = None) -> int:
+    """Run job ``job_id`` in this process until it ends or ``stop`` is set."""
+    from prefetch import jobs
+    from prefetch.errors import PrefetchError
+
+    env = os.environ if env is None else env
+    try:
+        record = jobs.load_record(job_id, env)
+    except (PrefetchError, ValueError) as exc:
+        print(f"prefetch worker: {exc}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", ExitCode.USAGE))
+    log = _open_log(record, env)
+    progress = JobProgress(job_id, record.files, log=log, stop=stop, env=env)
+    started = time.monotonic()
+    try:
+        claimed = progress.claim()
+        if claimed is not None:
+            return claimed
+        progress.log_line(f"job {job_id} running (pid {os.getpid()}, attempt {record.attempts})")
+        code = _run(record, progress, stop=stop, signalled=signalled, env=env)
+    except BaseException as exc:  # a bug: record it, keep the traceback in the log
+        import traceback
+
+        traceback.print_exc(file=log)
+        progress.finish(state="failed", exit_code=int(ExitCode.FAILURE), error=f"internal error: {exc!r}")
+        code = int(ExitCode.FAILURE)
+    elapsed = time.monotonic() - started
+    progress.log_line(f"job {job_id} {progress.final_state} exit={code} in {elapsed:.1f}s")
+    log.close()
+    return code
+
+
+def _open_log(record, env: Mapping[str, str]) -> TextIO:
+    from prefetch.jobs import jobs_dir
+
+    path = Path(record.log) if record.log else jobs_dir(env) / f"{record.id}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "a", encoding="utf-8", buffering=1, newline="\n")
+
+
+def _run(record, progress: "JobProgress", *, stop: threading.Event, signalled: list[int], env) -> int:
+    from prefetch.errors import PrefetchError
+    from prefetch.fetch import FileResult
+    from prefetch.paths import state_dir
+    from prefetch.request import GetRequest, plan_request, run_request
+
+    request = GetRequest.from_dict(record.request)
+    request.job = record.id
+    try:
+        plans, _ = plan_request(request, env=env)
+        clean_leftovers(plans, locks_dir=state_dir(env) / "locks", on_note=progress.log_line)
+        results: list[FileResult] = run_request(request, on_event=progress, stop=stop, env=env)
+    except PrefetchError as exc:
+        progress.log_line(f"job {record.id} failed: {exc}")
+        return progress.finish(state="failed", exit_code=int(exc.exit_code), error=str(exc))
+    code = job_code(results)
+    if code == 0:
+        state = "done"
+    elif code == int(ExitCode.INTERRUPTED):
+        state = "cancelled" if signalled else "interrupted"
+    else:
+        state = "failed"
+    error = None
+    if code:
+        error = "; ".join(r.error or "" for r in results if _failed(r) and r.exit_code == code)
+    progress.apply_results(results, cancelled=bool(signalled))
+    return progress.finish(state=state, exit_code=code, error=error)
+
+
+def job_code(results) -> int:
+    """0, or the first real failure's exit code (a file merely stopped by it counts last)."""
+    codes = [r.exit_code or int(ExitCode.FAILURE) for r in results if _failed(r)]
+    real = [c for c in codes if c != int(ExitCode.INTERRUPTED)]
+    if real:
+        return real[0]
+    return codes[0] if codes else 0
+
+
+def _failed(result) -> bool:
+    return result.status in ("failed", "interrupted") or bool(result.exit_code)
+
+
+def clean_leftovers(plans, *, locks_dir: Path, on_note=None) -> list[Path]:
+    """Remove temp files and dirs a killed process left beside the targets.
+
+    Only for targets whose lock is free right now (no process is working on
+    them): half-written extraction dirs (``.NAME.extract-*``, ``.NAME.old-*``)
+    and state temp files (``NAME.state.*.tmp``). ``.part`` files and their state
+    are kept: they are what a resume continues from.
+    """
+    from prefetch.errors import LockTimeoutError
+    from prefetch.extract import _remove_tree
+    from prefetch.layout import state_path
+    from prefetch.locks import hold_lock
+
+    removed: list[Path] = []
+    for plan in plans:
+        try:
+            with hold_lock(locks_dir, plan.final, timeout=0):
+                candidates: list[Path] = []
+                state = state_path(plan.final)
+                if state.parent.is_dir():
+                    candidates += state.parent.glob(f"{_glob_escape(state.name)}.*.tmp")
+                for into in plan.extract_into:
+                    into = Path(os.path.abspath(into))
+                    for where in (into.parent, into):
+                        if where.is_dir():
+                            for pattern in (".{}.extract-*", ".{}.old-*"):
+                                candidates += where.glob(pattern.format(_glob_escape(into.name)))
+                for path in candidates:
+                    _remove_tree(path)
+                    removed.append(path)
+                    if on_note is not None:
+                        on_note(f"removed leftover {path}")
+        except LockTimeoutError:
+            continue  # in use: whoever holds it cleans up after itself
+    return removed
+
+
+def _glob_escape(name: str) -> str:
+    import glob
+
+    return glob.escape(name)
+
+
+class JobProgress:
+    """The worker's event sink: log lines plus the per-file state in the job record."""
+
+    def __init__(self, job_id: str, files, *, log: TextIO, stop: threading.Event, env) -> None:
+        from prefetch.render import LineRenderer
+
+        self.job_id = job_id
+        self.files = files
+        self.by_name: dict[str, list] = {}
+        for f in files:
+            self.by_name.setdefault(f.name, []).append(f)
+        self.log = log
+        self.renderer = LineRenderer(log)
+        self.stop = stop
+        self.env = env
+        self.lock = threading.Lock()
+        self.dirty = False
+        self.closed = threading.Event()
+        self.final_state = "running"
+        self.flusher: threading.Thread | None = None
+        self.pause_at, self.pause_count = _pause_hook(env)
+        self.seen: dict[str, int] = {}
+
+    # -- record ------------------------------------------------------------------
+    def claim(self) -> int | None:
+        """Mark the record running with our pid; an exit code if we must not run."""
+        from prefetch import jobs
+
+        refused: list[int] = []
+
+        def take(rec) -> None:
+            if rec.state == jobs.JobState.CANCELLED.value:
+                refused.append(int(ExitCode.INTERRUPTED))
+                return
+            other = rec.pid not in (None, os.getpid()) and jobs.is_process_alive(rec.pid, rec.pid_start)
+            if other and rec.state == jobs.JobState.RUNNING.value:
+                refused.append(int(ExitCode.USAGE))
+                return
+            rec.state = jobs.JobState.RUNNING.value
+            rec.pid = os.getpid()
+            rec.pid_start = jobs.process_start_time(os.getpid())
+            import socket
+
+            rec.host = socket.gethostname()
+
+        jobs.update_record(self.job_id, take, self.env)
+        if refused:
+            self.final_state = "cancelled" if refused[0] == int(ExitCode.INTERRUPTED) else "refused"
+            self.log_line(f"job {self.job_id} not started: {'cancelled' if refused[0] == 7 else 'another worker runs it'}")
+            return refused[0]
+        self.flusher = threading.Thread(target=self._flush_loop, name="prefetch-job-record", daemon=True)
+        self.flusher.start()
+        return None
+
+    def _flush_loop(self) -> None:
+        while not self.closed.wait(1.0):
+            self.flush()
+
+    def flush(self, *, force: bool = False) -> None:
+        """Write the per-file state into the record if it changed."""
+        from prefetch import jobs
+
+        with self.lock:
+            if not (self.dirty or force) or self.closed.is_set() and not force:
+                return
+            self.dirty = False
+            snapshot = [_copy_file(f) for f in self.files]
+
+        def put(rec) -> None:
+            rec.files = snapshot
+
+        try:
+            jobs.update_record(self.job_id, put, self.env)
+        except Exception as exc:  # noqa: BLE001 - a status glitch must not stop the download
+            self.log_line(f"job {self.job_id} could not update its record: {exc}")
+
+    def finish(self, *, state: str, exit_code: int, error: str | None) -> int:
+        """Record the final state; returns ``exit_code``."""
+        from prefetch import jobs
+
+        self.closed.set()
+        if self.flusher is not None:
+            self.flusher.join()
+        with self.lock:
+            snapshot = [_copy_file(f) for f in self.files]
+        self.final_state = state
+
+        def end(rec) -> None:
+            rec.files = snapshot
+            rec.state = state
+            rec.exit_code = exit_code
+            rec.error = error or None
+            rec.finished = time.time()
+
+        jobs.update_record(self.job_id, end, self.env)
+        return exit_code
+
+    def apply_results(self, results, *, cancelled: bool) -> None:
+        """Per-file final states from ``run_request``'s results."""
+        with self.lock:
+            for r in results:
+                f = self._file(r.name)
+                if f is None:
+                    continue
+                f.rate, f.eta = 0.0, None
+                if _failed(r):
+                    f.exit_code = r.exit_code or int(ExitCode.FAILURE)
+                    f.error = r.error
+                    if f.exit_code == int(ExitCode.INTERRUPTED):
+                        f.state = "cancelled" if cancelled else "interrupted"
+                    else:
+                        f.state = "failed"
+                else:
+                    f.state = "done" if r.status == "downloaded" else "cached"
+                    f.exit_code = 0
+                    f.error = None
+                    f.bytes = r.size
+                    f.total = r.size
+            self.dirty = True
+
+    def _file(self, name: str):
+        candidates = self.by_name.get(name) or []
+        for f in candidates:
+            if f.state not in ("done", "cached", "failed"):
+                return f
+        return candidates[0] if candidates else None
+
+    # -- events ------------------------------------------------------------------
+    def __call__(self, event) -> None:
+        from prefetch.events import EventKind
+
+        with self.lock:
+            f = self._file(event.file)
+            if f is not None:
+                kind = event.kind
+                if kind in (EventKind.START, EventKind.PROGRESS):
+                    f.state = "downloading"
+                    f.bytes, f.total = event.done, event.total
+                    f.rate, f.eta = event.rate, event.eta
+                elif kind is EventKind.NOTE and event.message.startswith("waiting for"):
+                    f.state = "waiting"
+                elif kind is EventKind.VERIFY:
+                    f.state = "verified"
+                    f.bytes, f.total, f.rate, f.eta = event.done, event.total, 0.0, None
+                elif kind is EventKind.EXTRACT:
+                    f.state = "extracting"
+                elif kind in (EventKind.DONE, EventKind.CACHED):
+                    f.state = "done" if kind is EventKind.DONE else "cached"
+                    f.bytes, f.total, f.rate, f.eta = event.done, event.total, 0.0, None
+                    f.exit_code, f.error = 0, None
+                elif kind is EventKind.FAILED:
+                    match = _EXIT_RE.match(event.message)
+                    f.exit_code = int(match.group(1)) if match else int(ExitCode.FAILURE)
+                    f.error = event.message[match.end():] if match else event.message
+                    f.state = "interrupted" if f.exit_code == int(ExitCode.INTERRUPTED) else "failed"
+                    f.rate, f.eta = 0.0, None
+                self.dirty = True
+        self.renderer(event)
+        self._maybe_pause(event)
+
+    def log_line(self, text: str) -> None:
+        """A job-level line in the log, in the same shape as event lines."""
+        from prefetch.render import LineRenderer  # noqa: F401 - same stream, same lock
+
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with self.renderer.lock:
+            self.log.write(f"{stamp} {' '.join(text.split())}\n")
+            self.log.flush()
+
+    def _maybe_pause(self, event) -> None:
+        # Test hook (see the module docstring).
+        if self.pause_at is None or event.kind.value != self.pause_at:
+            return
+        count = self.seen.get(self.pause_at, 0) + 1
+        self.seen[self.pause_at] = count
+        if count != self.pause_count:
+            return
+        self.flush(force=True)
+        seconds = float(self.env.get("PREFETCH_TEST_PAUSE_SECONDS", "60"))
+        self.log_line(f"{event.file} note test hook: pausing at {self.pause_at} for {seconds:g}s")
+        self.stop.wait(seconds)
+
+
+def _pause_hook(env: Mapping[str, str]) -> tuple[str | None, int]:
+    value = env.get("PREFETCH_TEST_PAUSE_AT", "").strip().lower()
+    if not value:
+        return None, 0
+    kind, _, count = value.partition(":")
+    return kind, int(count) if count.isdigit() else 1
+
+
+def _copy_file(f):
+    from dataclasses import replace
+
+    return replace(f)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
