@@ -147,7 +147,8 @@ def _write_marks(state_dir: Path, marks: dict) -> None:
 def _missing(mirror: Mirror, tool: str, catalog_names: list[str]) -> str:
     need = {"pip": "pypi", "uv": "pypi", "conda": "conda", "hf": "hf"}[tool]
     have = ", ".join(catalog_names) or "none"
-    return f"mirror {mirror.name} has no {need} URL, so it cannot configure {tool}; mirrors that can: {have}"
+    own = f"; it can configure {','.join(mirror.tools)} (--tool {','.join(mirror.tools)})" if mirror.tools else ""
+    return f"mirror {mirror.name} has no {need} URL, so it cannot configure {tool}{own}; mirrors that can: {have}"
 
 
 def plan_tool(
