@@ -153,6 +153,7 @@ class WaitResult:
     exit_code: int
     failures: list[str] = field(default_factory=list)  # one line per failed job or dataset
     datasets: list[str] = field(default_factory=list)  # dataset names found complete
+    missing: list[str] = field(default_factory=list)  # datasets not in place that no job fetched
 
 
 # -- paths and ids -------------------------------------------------------------------
@@ -749,6 +750,7 @@ def wait_for(
             failures.append(_failure_line(r))
             exit_code = exit_code or code
     complete: list[str] = []
+    missing_names: list[str] = []
     for name in datasets:
         covering = [r for r in records if _job_mentions(r, name)]
         missing = dataset_missing(name, covering, env=env)
@@ -760,11 +762,12 @@ def wait_for(
             failures.append(_failure_line(latest))
             exit_code = exit_code or job_exit_code(latest)
         else:
+            missing_names.append(name)
             failures.append(
                 f"{name}: not in place ({missing}) and no job is fetching it; run `prefetch get {name}`"
             )
             exit_code = exit_code or int(ExitCode.FAILURE)
-    return WaitResult(jobs=records, exit_code=exit_code, failures=failures, datasets=complete)
+    return WaitResult(jobs=records, exit_code=exit_code, failures=failures, datasets=complete, missing=missing_names)
 
 
 def _job_mentions(record: JobRecord, name: str) -> bool:

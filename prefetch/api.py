@@ -1,0 +1,151 @@
+"""The Python API: ``ensure()``, ``wait()``, ``status()`` (re-exported by ``prefetch``).
+
+They return data (dataclasses) and raise ``PrefetchError`` subclasses; nothing
+is printed. Typical use in a notebook or a training script::
+
+    import prefetch
+    job = prefetch.ensure(["cifar10", "imdb"], background=True)   # returns at once
+    ...
+    prefetch.wait("cifar10")          # blocks until cifar10 is verified and in place
+    (x, y), _ = keras.datasets.cifar10.load_data()
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from prefetch.errors import (
+    ExitCode,
+    IntegrityError,
+    InterruptedTransferError,
+    LocalFileError,
+    NetworkError,
+    PrefetchError,
+    UnsafeArchiveError,
+    UsageError,
+)
+
+_ERRORS: dict[int, type[PrefetchError]] = {
+    int(ExitCode.USAGE): UsageError,
+    int(ExitCode.NETWORK): NetworkError,
+    int(ExitCode.INTEGRITY): IntegrityError,
+    int(ExitCode.FILESYSTEM): LocalFileError,
+    int(ExitCode.UNSAFE_ARCHIVE): UnsafeArchiveError,
+    int(ExitCode.INTERRUPTED): InterruptedTransferError,
+}
+_REQUEST_KEYS = ("cache_dir", "mirrors", "also_origin", "connections", "sha256", "md5", "output", "registries", "fail_fast")
+
+
+def error_for_exit_code(code: int, message: str) -> PrefetchError:
+    """The ``PrefetchError`` subclass that goes with an exit code (base class for 1)."""
+    return _ERRORS.get(int(code), PrefetchError)(message)
+
+
+def _names(names: str | Iterable[str]) -> list[str]:
+    if isinstance(names, str):
+        return [names]
+    return [str(n) for n in names]
+
+
+def make_request(names: str | Iterable[str], **options):
+    """A ``GetRequest`` from API arguments (``registry``/``mirror`` accept one value or a list)."""
+    from prefetch.request import GetRequest
+
+    if "registry" in options:
+        options["registries"] = options.pop("registry")
+    if "mirror" in options:
+        options["mirrors"] = options.pop("mirror")
+    unknown = sorted(set(options) - set(_REQUEST_KEYS))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; expected some of {', '.join(_REQUEST_KEYS)}")
+    for key in ("registries", "mirrors"):
+        if isinstance(options.get(key), (str, bytes)) or hasattr(options.get(key), "__fspath__"):
+            options[key] = [options[key]]
+        if key in options:
+            options[key] = [str(v) for v in options[key] or []]
+    for key in ("cache_dir", "output"):
+        if options.get(key) is not None:
+            options[key] = str(options[key])
+    return GetRequest(names=_names(names), **options)
+
+
+def ensure(names: str | Iterable[str], background: bool = False, *, on_event=None, **options):
+    """Make datasets (or URLs) present, verified and in place in the Keras cache.
+
+    Args:
+        names: a dataset name or URL, or several.
+        background: start a detached job and return its ``JobRecord`` at once
+            (``.id``, ``.pid``, ``.log_path``); follow it with ``wait``/``status``.
+        on_event: foreground only: called with each progress ``Event``.
+        **options: as the ``get`` flags: ``cache_dir``, ``mirrors`` (or ``mirror``),
+            ``also_origin``, ``connections``, ``sha256``, ``md5``, ``output``,
+            ``registries`` (or ``registry``), ``fail_fast``.
+
+    Returns:
+        Foreground: a list of ``FileResult`` (status ``downloaded`` or ``cached``).
+        Background: the ``JobRecord``.
+
+    Raises:
+        UsageError (unknown dataset, bad flags), NetworkError, IntegrityError,
+        LocalFileError, UnsafeArchiveError, InterruptedTransferError: the first
+        file's failure (the others were still attempted).
+    """
+    request = make_request(names, **options)
+    if background:
+        from prefetch.jobs import start_job
+
+        return start_job(request)
+    from prefetch.events import ignore_event
+    from prefetch.request import plan_request, run_request
+
+    plan_request(request)
+    results = run_request(request, on_event=on_event or ignore_event)
+    failed = [r for r in results if r.status in ("failed", "interrupted") or r.exit_code]
+    if failed:
+        from prefetch.worker import job_code
+
+        code = job_code(results)
+        raise error_for_exit_code(code, "; ".join(r.error or r.name for r in failed))
+    return results
+
+
+def wait(names_or_jobs: str | Sequence[str] | None = None, timeout: float | None = None):
+    """Block until jobs or datasets are done; the ``WaitResult`` (jobs and datasets in place).
+
+    Args:
+        names_or_jobs: job ids and/or dataset names (one string or several). A
+            dataset waits for every job that includes it; with none running it
+            just checks that its files are complete. None: every job on record.
+        timeout: seconds; None waits as long as it takes.
+
+    Raises:
+        WaitTimeoutError: ``timeout`` passed first (the jobs keep running).
+        JobNotFoundError: an unknown job id. UnknownDatasetError: an unknown name.
+        NetworkError, IntegrityError, ...: a job failed (the class of its exit code);
+        NotDownloadedError: a dataset is not in place and no job is fetching it.
+    """
+    from prefetch.jobs import NotDownloadedError, wait_for
+
+    targets = None if names_or_jobs is None else _names(names_or_jobs)
+    result = wait_for(targets, timeout=timeout)
+    if result.exit_code:
+        message = "; ".join(result.failures)
+        if result.missing and len(result.missing) == len(result.failures):
+            raise NotDownloadedError(message)
+        raise error_for_exit_code(result.exit_code, message)
+    return result
+
+
+def status(job: str | None = None):
+    """Background jobs with their current state: a list of ``JobRecord`` (or one, given ``job``).
+
+    A job whose worker died shows ``state == "interrupted"``.
+
+    Raises:
+        JobNotFoundError, UsageError: unknown or invalid job id.
+    """
+    from prefetch.jobs import get_job, list_jobs
+
+    if job is not None:
+        return get_job(job)
+    return list_jobs()
