@@ -357,13 +357,8 @@ class _Transfer:
             if not active:
                 return None
             victim = max(active, key=lambda s: s.end - s.pos)
-            remaining = victim.end - victim.pos
-            if remaining < 2 * self.opt.min_split:
-                return None
-            # The owner may be reading up to chunk_size past its pos: split beyond that.
-            mid = victim.pos + max(remaining // 2, self.opt.chunk_size)
-            mid = max(mid, victim.pos + self.opt.chunk_size)
-            if victim.end - mid < self.opt.min_split:
+            mid = self._split_point(victim)
+            if mid is None:
                 return None
             seg = _Segment(mid, mid, victim.end, owner=worker)
             victim.end = mid
@@ -387,10 +382,18 @@ class _Transfer:
                 return False
             if any(s.owner is None and s.end is not None and s.pos < s.end for s in self.segments):
                 return True
-            return any(
-                s.owner is not None and s.end is not None and s.end - s.pos >= 2 * self.opt.min_split
-                for s in self.segments
-            )
+            return any(s.owner is not None and s.end is not None and self._split_point(s) is not None for s in self.segments)
+
+    def _split_point(self, seg: _Segment) -> int | None:
+        """Where an active segment may be split, or None (take_segment and splittable_work agree)."""
+        remaining = seg.end - seg.pos
+        if remaining < 2 * self.opt.min_split:
+            return None
+        # The owner may be reading up to chunk_size past its pos: split beyond that.
+        mid = seg.pos + max(remaining // 2, self.opt.chunk_size)
+        if seg.end - mid < self.opt.min_split:
+            return None
+        return mid
 
     def choose_source(self, worker: int) -> _Source | None:
         with self.lock:
@@ -820,7 +823,11 @@ class _Transfer:
                     ramp_last_bytes = bytes_now
                     ramp_at = now + self.opt.ramp_interval
                 want = target if (self.size is not None and self.ranges_ok) else 1
-                while alive < want and (alive == 0 or self.splittable_work()):
+                # At most want - alive new workers per pass: a worker that exits at once
+                # (restart, fatal error, stop, nothing to split) must not make this spin.
+                for _ in range(max(0, want - alive)):
+                    if alive and not self.splittable_work():
+                        break
                     thread = threading.Thread(target=self.worker, args=(next_id,), daemon=True)
                     with self.lock:
                         self.active_workers += 1
