@@ -5,7 +5,7 @@ the error classes in ``prefetch.errors``. Importing ``prefetch`` stays light:
 the API functions import their machinery when first called.
 """
 
-from prefetch.errors import (  # noqa: F401
+from prefetch.errors import (
     ExitCode,
     HashMismatchError,
     IntegrityError,

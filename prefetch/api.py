@@ -12,7 +12,7 @@ is printed. Typical use in a notebook or a training script::
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from prefetch.errors import (
     ExitCode,

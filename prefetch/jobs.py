@@ -23,11 +23,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
 
 from prefetch.errors import (
     ExitCode,
@@ -194,14 +194,14 @@ def record_path(job_id: str, env: Mapping[str, str] | None = None) -> Path:
 def record_from_dict(data: Mapping) -> JobRecord:
     """Build a record from its JSON form (raises ValueError/TypeError/KeyError if malformed)."""
     if not isinstance(data, Mapping):
-        raise ValueError("not a JSON object")
+        raise TypeError("not a JSON object")
     known = set(JobRecord.__dataclass_fields__)
     fields = {k: v for k, v in data.items() if k in known}
     file_keys = set(FileStatus.__dataclass_fields__)
     fields["files"] = [FileStatus(**{k: v for k, v in f.items() if k in file_keys}) for f in data.get("files", [])]
     record = JobRecord(**fields)
     if not isinstance(record.id, str) or not isinstance(record.request, dict):
-        raise ValueError("bad id or request")
+        raise TypeError("bad id or request")
     JobState(record.state)  # raises ValueError for an unknown state
     return record
 

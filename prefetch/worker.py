@@ -21,8 +21,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, TextIO
+from typing import TextIO
 
 from prefetch.errors import ExitCode
 
@@ -70,7 +71,7 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
             return claimed
         progress.log_line(f"job {job_id} running (pid {os.getpid()}, attempt {record.attempts})")
         code = _run(record, progress, stop=stop, signalled=signalled, env=env)
-    except BaseException as exc:  # a bug: record it, keep the traceback in the log
+    except BaseException as exc:  # noqa: BLE001 - a bug: record it, keep the traceback in the log
         import traceback
 
         traceback.print_exc(file=log)
@@ -90,7 +91,7 @@ def _open_log(record, env: Mapping[str, str]) -> TextIO:
     return open(path, "a", encoding="utf-8", buffering=1, newline="\n")
 
 
-def _run(record, progress: "JobProgress", *, stop: threading.Event, signalled: list[int], env) -> int:
+def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: list[int], env) -> int:
     from prefetch.errors import PrefetchError
     from prefetch.fetch import FileResult
     from prefetch.paths import state_dir

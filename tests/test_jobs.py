@@ -107,6 +107,22 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.fixture(autouse=True)
+def stop_leftover_workers(home):
+    """After each test, kill any worker still running in that test's isolated home."""
+    yield
+    import signal
+
+    from prefetch.jobs import list_jobs
+
+    for job in list_jobs():
+        if job.active and job.pid:
+            try:
+                os.kill(job.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 @pytest.fixture
 def synth(home, origin, tmp_path):
     """Registry with ``synth`` (one 1.2 MB file), ``missing`` (404) and ``badhash`` (sha256 mismatch)."""

@@ -14,7 +14,6 @@ import time
 import click
 
 
-
 def _human_bytes(n) -> str:
     from prefetch.render import human_bytes
 
