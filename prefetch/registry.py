@@ -127,15 +127,17 @@ def _parse_file(where: str, entry: object) -> FileSpec:
     if unknown:
         raise RegistryError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     url = _string(where, entry, "url")
-    _check_url(url, where)
+    _check_url(url, f"{where}: url")
     name = entry.get("name") or PurePosixPath(urlsplit(url).path).name
     if not isinstance(name, str) or not name or "/" in name:
         raise RegistryError(f"{where}: name must be a plain file name")
     target = entry.get("target", name)
     if not isinstance(target, str):
         raise RegistryError(f"{where}: target must be a string")
-    for rel in [target, *_strings(where, entry, "also"), *_strings(where, entry, "extract")]:
-        _check_relative(rel, where)
+    for key, values in (("target", [target]), ("also", _strings(where, entry, "also")),
+                        ("extract", _strings(where, entry, "extract"))):
+        for rel in values:
+            _check_relative(rel, f"{where}: {key}")
     expected = None
     hashes = [k for k in ("sha256", "md5", "hash") if k in entry]
     if len(hashes) > 1:
@@ -173,7 +175,7 @@ def _strings(where: str, entry: dict, key: str) -> list[str]:
 def _check_relative(rel: str, where: str) -> None:
     parts = PurePosixPath(rel).parts
     if rel.startswith("/") or ".." in parts or "\\" in rel:
-        raise RegistryError(f"{where}: path {rel!r} must stay inside the datasets directory")
+        raise RegistryError(f"{where} {rel!r} must stay inside the datasets directory")
 
 
 def _check_url(url: str, where: str) -> None:
