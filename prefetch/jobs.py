@@ -154,6 +154,7 @@ class WaitResult:
     failures: list[str] = field(default_factory=list)  # one line per failed job or dataset
     datasets: list[str] = field(default_factory=list)  # dataset names found complete
     missing: list[str] = field(default_factory=list)  # datasets not in place that no job fetched
+    superseded: list[str] = field(default_factory=list)  # stopped jobs whose files are in place anyway
 
 
 # -- paths and ids -------------------------------------------------------------------
@@ -624,8 +625,9 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
 def clean_jobs(*, include_interrupted: bool = False, env: Mapping[str, str] | None = None) -> CleanResult:
     """Forget finished jobs: remove their records and logs.
 
-    Removes done, failed, cancelled and corrupt jobs; interrupted ones too with
-    ``include_interrupted`` (they can still be resumed). Running jobs are kept.
+    Removes done, failed, cancelled and corrupt jobs, and interrupted ones whose
+    files are all in place anyway; every interrupted one with
+    ``include_interrupted`` (they could still be resumed). Running jobs are kept.
     """
     result = CleanResult()
     directory = jobs_dir(env)
@@ -636,7 +638,8 @@ def clean_jobs(*, include_interrupted: bool = False, env: Mapping[str, str] | No
         removable.add(JobState.INTERRUPTED.value)
     with locked_jobs(env):
         for record in list_jobs(env):
-            if record.state in removable:
+            finished_anyway = record.state == JobState.INTERRUPTED.value and files_in_place(record)
+            if record.state in removable or finished_anyway:
                 for path in (directory / f"{record.id}.json", directory / f"{record.id}.log"):
                     try:
                         path.unlink()
@@ -714,7 +717,8 @@ def wait_for(
 
     ``targets`` are job ids or dataset names (a dataset waits for every job
     that includes it, then checks its files are in place). None: every job on
-    record (``prefetch jobs clean`` forgets finished ones).
+    record (``prefetch jobs clean`` forgets finished ones); a stopped job whose
+    files have all been put in place since (by another get) counts as done.
 
     Raises:
         WaitTimeoutError: ``timeout`` passed first. JobNotFoundError: an unknown job id.
@@ -744,8 +748,13 @@ def wait_for(
     failures: list[str] = []
     exit_code = 0
     explicit = [r for r in records if targets is None or r.id in (targets or [])]
+    superseded: list[str] = []
     for r in explicit:
         code = job_exit_code(r)
+        if code and targets is None and files_in_place(r):
+            # Stopped, but a later get or job has put every file in place since.
+            superseded.append(r.id)
+            continue
         if code:
             failures.append(_failure_line(r))
             exit_code = exit_code or code
@@ -767,7 +776,19 @@ def wait_for(
                 f"{name}: not in place ({missing}) and no job is fetching it; run `prefetch get {name}`"
             )
             exit_code = exit_code or int(ExitCode.FAILURE)
-    return WaitResult(jobs=records, exit_code=exit_code, failures=failures, datasets=complete, missing=missing_names)
+    return WaitResult(
+        jobs=records,
+        exit_code=exit_code,
+        failures=failures,
+        datasets=complete,
+        missing=missing_names,
+        superseded=superseded,
+    )
+
+
+def files_in_place(record: JobRecord) -> bool:
+    """True when every file of ``record`` is at its final path (only ever complete and verified)."""
+    return bool(record.files) and all(Path(f.path).exists() for f in record.files)
 
 
 def _job_mentions(record: JobRecord, name: str) -> bool:

@@ -376,3 +376,21 @@ def test_get_background_usage_errors_start_nothing(synth, home, cli):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert status_json(cli)["jobs"] == []
+
+
+def test_a_later_get_supersedes_a_cancelled_job_for_wait(synth, origin, home, cli):
+    registry, data = synth
+    origin.rate = 150_000
+    job_id = job_id_from(cli("get", "synth", "--registry", str(registry), "--connections", "1", "-b").stdout)
+    poll(lambda: record(job_id).files[0].bytes > 0, what="bytes on disk")
+    assert cli("cancel", job_id).returncode == 0
+    assert cli("wait").returncode == 7  # the stopped job's files are not in place
+
+    origin.rate = None
+    again = cli("get", "synth", "--registry", str(registry))  # as a user re-running the cell
+    assert again.returncode == 0, again.stderr
+    result = cli("wait")
+    assert result.returncode == 0, result.stderr
+    assert f"{job_id}: stopped earlier, but its files are in place now" in result.stdout
+    assert cli("wait", job_id).returncode == 7  # asked by id: its own outcome
+    assert sha256_of(home / ".keras" / "datasets" / "synth.bin") == hashlib.sha256(data).hexdigest()

@@ -176,8 +176,9 @@ def wait(targets, timeout):
 
     \b
     Without arguments: every job in `prefetch status` (`prefetch jobs clean`
-    forgets finished ones). A dataset name waits for the jobs that include it,
-    then checks its files are in place.
+    forgets finished ones; a stopped job whose files were put in place since
+    by another get counts as done). A dataset name waits for the jobs that
+    include it, then checks its files are in place.
 
     \b
     Examples:
@@ -197,6 +198,8 @@ def wait(targets, timeout):
         if r.state in ("done",):
             line += f" ({len(r.files)} file{'s' if len(r.files) != 1 else ''} in place)"
         click.echo(line)
+    for job_id in result.superseded:
+        click.echo(f"{job_id}: stopped earlier, but its files are in place now")
     for name in result.datasets:
         click.echo(f"{name} in place")
     for failure in result.failures:
