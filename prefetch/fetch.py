@@ -155,6 +155,7 @@ def fetch_file(
         on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
 
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting):
+        _remove_leftovers(plan)
         expected = plan.spec.expected
         if plan.final.exists() and _existing_is_good(plan, on_event):
             _place_extras(plan, plan.final, markers_dir, on_event, result)
@@ -236,6 +237,29 @@ def fetch_file(
             )
         )
         return result
+
+
+def _remove_leftovers(plan: FilePlan) -> None:
+    """Delete temp files a killed run left for ``plan``; call it with the plan's lock held.
+
+    Half-written extraction dirs (``.NAME.extract-*``, ``.NAME.old-*``) and state or
+    alias temp files. The ``.part`` and its state stay: a resume continues from them.
+    """
+    import glob
+
+    from prefetch.extract import _remove_tree
+
+    state = state_path(plan.final)
+    spots = [(state.parent, f"{glob.escape(state.name)}.*.tmp")]
+    spots += [(alias.parent, f".{glob.escape(alias.name)}.*.tmp") for alias in plan.also]
+    for into in plan.extract_into:
+        into = Path(os.path.abspath(into))
+        for where in (into.parent, into):
+            spots += [(where, f".{glob.escape(into.name)}.extract-*"), (where, f".{glob.escape(into.name)}.old-*")]
+    for where, pattern in spots:
+        if where.is_dir():
+            for path in where.glob(pattern):
+                _remove_tree(path)
 
 
 def _existing_is_good(plan: FilePlan, on_event: EventSink) -> bool:
