@@ -189,6 +189,18 @@ def fetch_file(
             if expected is None or transfer.digest == expected.hexdigest:
                 break
             _discard(part, state)
+            if transfer.reused:
+                # Bytes kept from an earlier run may be what is wrong (a server that sent
+                # bad bytes then, a changed file without validators): one fresh try.
+                on_event(
+                    Event(
+                        EventKind.NOTE,
+                        plan.label,
+                        message=f"{expected.algorithm} mismatch after resuming {transfer.reused} bytes "
+                        f"from an earlier run; downloading the whole file again",
+                    )
+                )
+                continue
             if len(urls) > 1:
                 on_event(
                     Event(
