@@ -172,17 +172,23 @@ def fetch_file(
         algorithm = expected.algorithm if expected else None
         urls = source_urls(plan.spec, options)
         part, state = part_path(plan.final), state_path(plan.final)
+        if expected is None:
+            _drop_unverifiable_partial(part, state, plan.label, on_event)
         while True:
-            transfer = download_to_part(
-                urls=urls,
-                part=part,
-                state_file=state,
-                algorithm=algorithm,
-                options=options.transfer,
-                on_event=on_event,
-                stop=stop,
-                name=plan.label,
-            )
+            try:
+                transfer = download_to_part(
+                    urls=urls,
+                    part=part,
+                    state_file=state,
+                    algorithm=algorithm,
+                    options=options.transfer,
+                    on_event=on_event,
+                    stop=stop,
+                    name=plan.label,
+                )
+            except PrefetchError:
+                _drop_empty_partial(part, state)
+                raise
             result.downloaded += transfer.downloaded
             result.reused = transfer.reused
             result.sources_dropped += transfer.sources_dropped
@@ -249,6 +255,38 @@ def fetch_file(
             )
         )
         return result
+
+
+def _drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: EventSink) -> None:
+    """Without an expected hash, resume only bytes that a validator can vouch for.
+
+    ``If-Range`` needs an ETag or a Last-Modified date. A partial download from a
+    server that sent neither cannot be checked against the remote file: resuming it
+    could stitch two versions together with no hash to catch it (as ``wget -c`` does).
+    """
+    from prefetch.transfer import load_state
+
+    saved = load_state(state)
+    if saved is None or not saved.done or any(saved.validators.values()):
+        return
+    _discard(part, state)
+    on_event(
+        Event(
+            EventKind.NOTE,
+            label,
+            message="the partial download has no ETag or Last-Modified to check it against the server "
+            "(and no expected hash); starting over",
+        )
+    )
+
+
+def _drop_empty_partial(part: Path, state: Path) -> None:
+    """After a failure with no byte on disk, leave no ``.part`` or state behind: nothing to resume."""
+    from prefetch.transfer import load_state
+
+    saved = load_state(state)
+    if saved is None or not saved.done:
+        _discard(part, state)
 
 
 def _remove_leftovers(plan: FilePlan) -> None:
