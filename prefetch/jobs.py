@@ -39,6 +39,7 @@ from prefetch.errors import (
 from prefetch.paths import state_dir
 
 RECORD_SCHEMA = 1
+STALE_SECONDS = 120.0  # a running record not rewritten for this long, on another host, is stale
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _GENERATED_ID_RE = re.compile(r"^j\d{4}-[0-9a-f]{4,}$")
 
@@ -332,12 +333,18 @@ def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
 
     A queued or running job whose worker process no longer exists becomes
     ``interrupted`` (or ``cancelled`` when a cancel was asked for); its files
-    still in flight become ``interrupted`` too. Jobs on other hosts are left as
-    recorded (their pids mean nothing here).
+    still in flight become ``interrupted`` too. For jobs on other hosts (a shared
+    state dir) only a record not rewritten for ``STALE_SECONDS`` counts as gone.
     """
-    if not record.active or (record.host and record.host != socket.gethostname()):
+    if not record.active:
         return record
     now = time.time() if now is None else now
+    if record.host and record.host != socket.gethostname():
+        # Another machine sharing the state dir: its pids mean nothing here, but a
+        # live worker rewrites its record at least every 20 s (worker.HEARTBEAT_SECONDS).
+        if now - record.updated < STALE_SECONDS:
+            return record
+        return _mark_stopped(record)
     if record.pid is None:
         # The launcher writes the pid right after starting the worker; a record
         # without one for long means the launcher died before that.
@@ -348,6 +355,10 @@ def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
         alive = is_process_alive(record.pid, record.pid_start)
     if alive:
         return record
+    return _mark_stopped(record)
+
+
+def _mark_stopped(record: JobRecord) -> JobRecord:
     state = JobState.CANCELLED if record.cancel_requested else JobState.INTERRUPTED
     record.state = state.value
     record.exit_code = int(ExitCode.INTERRUPTED)

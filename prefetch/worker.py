@@ -28,6 +28,7 @@ from typing import TextIO
 from prefetch.errors import ExitCode
 
 _EXIT_RE = re.compile(r"^exit=(\d+) ")
+HEARTBEAT_SECONDS = 20.0  # the record is rewritten at least this often while running
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,16 +232,21 @@ class JobProgress:
         return None
 
     def _flush_loop(self) -> None:
+        last = time.monotonic()
         while not self.closed.wait(1.0):
-            self.flush()
+            # A heartbeat even when nothing moves (e.g. waiting for another
+            # process's lock): readers on other hosts judge liveness by it.
+            heartbeat = time.monotonic() - last >= HEARTBEAT_SECONDS
+            if self.flush(force=heartbeat):
+                last = time.monotonic()
 
-    def flush(self, *, force: bool = False) -> None:
-        """Write the per-file state into the record if it changed."""
+    def flush(self, *, force: bool = False) -> bool:
+        """Write the per-file state into the record if it changed (or ``force``); True if written."""
         from prefetch import jobs
 
         with self.lock:
-            if not (self.dirty or force) or self.closed.is_set() and not force:
-                return
+            if not (self.dirty or force) or (self.closed.is_set() and not force):
+                return False
             self.dirty = False
             snapshot = [_copy_file(f) for f in self.files]
 
@@ -251,6 +257,8 @@ class JobProgress:
             jobs.update_record(self.job_id, put, self.env)
         except Exception as exc:  # noqa: BLE001 - a status glitch must not stop the download
             self.log_line(f"job {self.job_id} could not update its record: {exc}")
+            return False
+        return True
 
     def finish(self, *, state: str, exit_code: int, error: str | None) -> int:
         """Record the final state; returns ``exit_code``."""

@@ -394,3 +394,35 @@ def test_a_later_get_supersedes_a_cancelled_job_for_wait(synth, origin, home, cl
     assert f"{job_id}: stopped earlier, but its files are in place now" in result.stdout
     assert cli("wait", job_id).returncode == 7  # asked by id: its own outcome
     assert sha256_of(home / ".keras" / "datasets" / "synth.bin") == hashlib.sha256(data).hexdigest()
+
+
+def test_liveness_pid_reuse_zombies_and_other_hosts(home):
+    import socket
+
+    from prefetch.jobs import JobRecord, process_start_time, refresh_state
+
+    def running(**kw) -> JobRecord:
+        base = {"id": "j0101-abcd", "command": "prefetch get x -b", "request": {"names": ["x"]},
+                "state": "running", "host": socket.gethostname(), "started": time.time(), "updated": time.time()}
+        base.update(kw)
+        return JobRecord(**base)
+
+    me, my_start = os.getpid(), process_start_time(os.getpid())
+    assert my_start is not None
+    assert refresh_state(running(pid=me, pid_start=my_start)).state == "running"
+    # The same pid, but started at another time: a different process reusing the pid.
+    reused = refresh_state(running(pid=me, pid_start=my_start - 1))
+    assert reused.state == "interrupted" and reused.exit_code == 7
+    # A zombie (exited, not yet reaped) is not alive.
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    poll(lambda: Path(f"/proc/{child.pid}/stat").read_text().split(")")[-1].split()[0] == "Z", what="a zombie")
+    assert refresh_state(running(pid=child.pid, pid_start=process_start_time(child.pid))).state == "interrupted"
+    child.wait()
+    # Another host sharing the state dir: judged by the record's heartbeat, not the pid.
+    fresh = running(host="elsewhere", pid=1, updated=time.time())
+    assert refresh_state(fresh).state == "running"
+    stale = running(host="elsewhere", pid=1, updated=time.time() - 3600)
+    assert refresh_state(stale).state == "interrupted"
+    # A cancel was asked for and the worker is gone: cancelled.
+    gone = refresh_state(running(pid=child.pid, pid_start=1, cancel_requested=True))
+    assert gone.state == "cancelled"
