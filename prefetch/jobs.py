@@ -478,7 +478,7 @@ def start_job(
     env = dict(os.environ if env is None else env)
     request = pin_request(request, env)
     plans, _ = plan_request(request, env=env)
-    directory = jobs_dir(env)
+    directory = jobs_dir(env).absolute()
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -507,6 +507,10 @@ def start_job(
 def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str) -> JobRecord:
     """Start the detached worker for ``record`` and store its pid."""
     log_path = record.log_path
+    env = dict(env)
+    for var in ("PREFETCH_HOME", "KERAS_HOME"):  # the worker runs in the jobs dir
+        if env.get(var):
+            env[var] = str(Path(env[var]).expanduser().absolute())
     with open(log_path, "ab") as log:
         log.write(f"{_stamp()} job {record.id} {note}: {record.command}\n".encode())
         log.flush()
@@ -519,8 +523,8 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
             stderr=log,
             close_fds=True,
             start_new_session=True,
-            env=dict(env),
-            cwd=str(log_path.parent),
+            env=env,
+            cwd=str(log_path.parent),  # not the caller's directory: it may go away
         )
     pid_start = process_start_time(proc.pid)
     # The worker sets the same pid itself; whichever write comes second keeps it.
