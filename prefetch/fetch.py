@@ -154,7 +154,7 @@ def fetch_file(
         who = owner.describe() if owner else "another process"
         on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
 
-    with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting):
+    with _Locked(locks_dir, hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting)):
         _remove_leftovers(plan)
         expected = plan.spec.expected
         if plan.final.exists() and _existing_is_good(plan, on_event):
@@ -287,6 +287,30 @@ def _drop_empty_partial(part: Path, state: Path) -> None:
     saved = load_state(state)
     if saved is None or not saved.done:
         _discard(part, state)
+
+
+class _Locked:
+    """Enter ``hold_lock``, turning filesystem errors of the locks dir into LocalFileError."""
+
+    def __init__(self, locks_dir: Path, context) -> None:
+        self.locks_dir = locks_dir
+        self.context = context
+
+    def __enter__(self):
+        try:
+            return self.context.__enter__()
+        except OSError as exc:
+            from errno import ENOSPC
+
+            if exc.errno == ENOSPC:
+                raise _fs_error(exc, self.locks_dir) from None
+            raise LocalFileError(
+                f"cannot use the lock directory {self.locks_dir}: {exc.strerror or exc}; prefetch keeps "
+                f"its state there: make it writable or set PREFETCH_HOME to a writable directory"
+            ) from None
+
+    def __exit__(self, *exc_info):
+        return self.context.__exit__(*exc_info)
 
 
 def _remove_leftovers(plan: FilePlan) -> None:
