@@ -149,6 +149,9 @@ def fetch_file(
     )
     started = time.monotonic()
     _make_dirs(plan.final.parent)
+    if plan.final.is_dir():
+        # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
+        raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")
 
     def waiting(owner) -> None:
         who = owner.describe() if owner else "another process"
