@@ -95,14 +95,12 @@ def _open_log(record, env: Mapping[str, str]) -> TextIO:
 def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: list[int], env) -> int:
     from prefetch.errors import PrefetchError
     from prefetch.fetch import FileResult
-    from prefetch.paths import state_dir
     from prefetch.request import GetRequest, plan_request, run_request
 
     request = GetRequest.from_dict(record.request)
     request.job = record.id
     try:
-        plans, _ = plan_request(request, env=env)
-        clean_leftovers(plans, locks_dir=state_dir(env) / "locks", on_note=progress.log_line)
+        plan_request(request, env=env)  # a registry that changed since: fail the job, not the worker
         results: list[FileResult] = run_request(request, on_event=progress, stop=stop, env=env)
     except PrefetchError as exc:
         progress.log_line(f"job {record.id} failed: {exc}")
@@ -132,49 +130,6 @@ def job_code(results) -> int:
 
 def _failed(result) -> bool:
     return result.status in ("failed", "interrupted") or bool(result.exit_code)
-
-
-def clean_leftovers(plans, *, locks_dir: Path, on_note=None) -> list[Path]:
-    """Remove temp files and dirs a killed process left beside the targets.
-
-    Only for targets whose lock is free right now (no process is working on
-    them): half-written extraction dirs (``.NAME.extract-*``, ``.NAME.old-*``)
-    and state temp files (``NAME.state.*.tmp``). ``.part`` files and their state
-    are kept: they are what a resume continues from.
-    """
-    from prefetch.errors import LockTimeoutError
-    from prefetch.extract import _remove_tree
-    from prefetch.layout import state_path
-    from prefetch.locks import hold_lock
-
-    removed: list[Path] = []
-    for plan in plans:
-        try:
-            with hold_lock(locks_dir, plan.final, timeout=0):
-                candidates: list[Path] = []
-                state = state_path(plan.final)
-                if state.parent.is_dir():
-                    candidates += state.parent.glob(f"{_glob_escape(state.name)}.*.tmp")
-                for into in plan.extract_into:
-                    into = Path(os.path.abspath(into))
-                    for where in (into.parent, into):
-                        if where.is_dir():
-                            for pattern in (".{}.extract-*", ".{}.old-*"):
-                                candidates += where.glob(pattern.format(_glob_escape(into.name)))
-                for path in candidates:
-                    _remove_tree(path)
-                    removed.append(path)
-                    if on_note is not None:
-                        on_note(f"removed leftover {path}")
-        except LockTimeoutError:
-            continue  # in use: whoever holds it cleans up after itself
-    return removed
-
-
-def _glob_escape(name: str) -> str:
-    import glob
-
-    return glob.escape(name)
 
 
 class JobProgress:
