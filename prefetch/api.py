@@ -124,7 +124,8 @@ def wait(names_or_jobs: str | Sequence[str] | None = None, timeout: float | None
         NetworkError, IntegrityError, ...: a job failed (the class of its exit code);
         NotDownloadedError: a dataset is not in place and no job is fetching it.
     """
-    from prefetch.jobs import NotDownloadedError, wait_for
+    from prefetch.errors import NotDownloadedError
+    from prefetch.jobs import wait_for
 
     targets = None if names_or_jobs is None else _names(names_or_jobs)
     result = wait_for(targets, timeout=timeout)

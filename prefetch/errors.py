@@ -113,3 +113,7 @@ class LockTimeoutError(PrefetchError):
 
 class WaitTimeoutError(PrefetchError):
     """``wait`` ran out of time before the jobs finished."""
+
+
+class NotDownloadedError(PrefetchError):
+    """A dataset is not in place and no job is fetching it."""

@@ -32,7 +32,7 @@ from pathlib import Path
 from prefetch.errors import (
     ExitCode,
     JobNotFoundError,
-    PrefetchError,
+    NotDownloadedError,  # noqa: F401 - re-exported for callers of prefetch.jobs
     UsageError,
     WaitTimeoutError,
 )
@@ -59,10 +59,6 @@ class JobState(str, Enum):
 ACTIVE_STATES = frozenset({JobState.QUEUED.value, JobState.RUNNING.value})
 # File states that mean "this file will not move any more".
 FINAL_FILE_STATES = frozenset({"done", "cached", "failed", "interrupted", "cancelled"})
-
-
-class NotDownloadedError(PrefetchError):
-    """A dataset is not in place and no job is fetching it."""
 
 
 @dataclass

@@ -16,7 +16,7 @@ from prefetch.errors import (
     UnknownDatasetError,
     WaitTimeoutError,
 )
-from prefetch.jobs import NotDownloadedError
+from prefetch.errors import NotDownloadedError
 from tests.test_jobs import (
     poll,
     sha256_of,
