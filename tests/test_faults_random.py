@@ -15,8 +15,9 @@ then does ``prefetch get URL -o PATH``. The invariant checked after every run:
 
 RUNS_IN_PROCESS runs call ``run_request`` (what the CLI and the background worker call);
 RUNS_CLI runs go through the real ``prefetch get`` subprocess and also check its
-stdout/stderr and exit status. A failing run names its seed: re-run it with
-``pytest tests/test_faults_random.py -k 'seed-N'``.
+stdout/stderr and exit status. Runs of a batch go on LANES threads, each with its own
+origin. A failing run's message starts with its seed and the whole plan; run its batch
+alone with ``pytest tests/test_faults_random.py -k seeds-N0-N9``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import os
 import random
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +62,7 @@ from tests.test_faults import (
 )
 
 BATCH = 10  # runs per test
+LANES = 3  # runs of a batch in parallel, each lane on its own origin
 IN_PROCESS_BATCHES = 20  # 200 in-process runs
 CLI_BATCHES = 3  # 30 CLI runs
 RUNS_IN_PROCESS = BATCH * IN_PROCESS_BATCHES
@@ -288,15 +291,28 @@ def expected_reuse(plan: Plan, server: OriginServer, out: Path, done: int) -> in
 
 
 @pytest.fixture(scope="module")
-def shared_origin():
-    with OriginServer() as server:
-        yield server
+def origins():
+    """One origin per lane: server habits (Range support, validators) are per server."""
+    servers = [OriginServer().start() for _ in range(LANES)]
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+def run_in_lanes(seeds: list[int], origins: list[OriginServer], directory: Path, run_one) -> None:
+    """Run ``seeds`` on LANES threads (runs mostly wait on timeouts); re-raise the first failure."""
+    def lane(index: int) -> None:
+        for seed in seeds[index::LANES]:
+            run_one(seed, origins[index], directory / f"run-{seed}")
+
+    with ThreadPoolExecutor(LANES) as pool:
+        for future in [pool.submit(lane, i) for i in range(LANES)]:
+            future.result()
 
 
 @pytest.mark.parametrize("batch", range(IN_PROCESS_BATCHES), ids=lambda b: f"seeds-{b * BATCH}-{b * BATCH + BATCH - 1}")
-def test_random_fault_schedules_in_process(batch, home, tmp_path, shared_origin):
-    for seed in range(batch * BATCH, batch * BATCH + BATCH):
-        run_one_in_process(seed, shared_origin, tmp_path / f"run-{seed}")
+def test_random_fault_schedules_in_process(batch, home, tmp_path, origins):
+    run_in_lanes(list(range(batch * BATCH, batch * BATCH + BATCH)), origins, tmp_path, run_one_in_process)
 
 
 def run_one_in_process(seed: int, server: OriginServer, directory: Path) -> None:
@@ -337,9 +353,8 @@ def run_one_in_process(seed: int, server: OriginServer, directory: Path) -> None
 
 
 @pytest.mark.parametrize("batch", range(CLI_BATCHES), ids=lambda b: f"cli-seeds-{1000 + b * BATCH}")
-def test_random_fault_schedules_through_the_cli(batch, home, tmp_path, shared_origin):
-    for seed in range(1000 + batch * BATCH, 1000 + batch * BATCH + BATCH):
-        run_one_cli(seed, shared_origin, tmp_path / f"run-{seed}")
+def test_random_fault_schedules_through_the_cli(batch, home, tmp_path, origins):
+    run_in_lanes(list(range(1000 + batch * BATCH, 1000 + batch * BATCH + BATCH)), origins, tmp_path, run_one_cli)
 
 
 def run_one_cli(seed: int, server: OriginServer, directory: Path) -> None:
