@@ -198,7 +198,7 @@ def make_archive(members: int) -> tuple[bytes, dict[str, bytes]]:
 @pytest.mark.parametrize("seed", [31, 32])
 def test_sigkill_during_extract_then_resume(home, tmp_path, seed):
     rng = random.Random(seed)
-    archive, files = make_archive(2500)
+    archive, files = make_archive(4000)
     sha = hashlib.sha256(archive).hexdigest()
     datasets = home / ".keras" / "datasets"
     with OriginServer() as origin:
@@ -230,4 +230,4 @@ def test_sigkill_during_extract_then_resume(home, tmp_path, seed):
 
 def _complete(root: Path, files: dict[str, bytes]) -> bool:
     found = {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file()}
-    return set(found) == set(files) and all(found[n].read_bytes() == files[n] for n in ("pkg/d0/f0.txt", "pkg/d24/f2499.txt"))
+    return set(found) == set(files) and all(found[n].read_bytes() == files[n] for n in ("pkg/d0/f0.txt", "pkg/d24/f3999.txt"))
