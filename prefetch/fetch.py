@@ -158,10 +158,11 @@ def fetch_file(
         on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
 
     with _Locked(locks_dir, hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting)):
-        _remove_leftovers(plan)
+        _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         expected = plan.spec.expected
         if plan.final.exists() and _existing_is_good(plan, on_event):
-            _place_extras(plan, plan.final, markers_dir, on_event, result)
+            _place_extras(plan, plan.final, markers_dir, on_event, result,
+                          locks_dir=locks_dir, lock_timeout=options.lock_timeout)
             result.status = "cached"
             result.size = plan.final.stat().st_size
             result.verified = expected is not None
@@ -236,7 +237,8 @@ def fetch_file(
             )
         )
         try:
-            _place_extras(plan, part, markers_dir, on_event, result)
+            _place_extras(plan, part, markers_dir, on_event, result,
+                          locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         except PrefetchError as exc:
             if exc.exit_code == ExitCode.UNSAFE_ARCHIVE:
                 _discard(part, state)
@@ -316,27 +318,41 @@ class _Locked:
         return self.context.__exit__(*exc_info)
 
 
-def _remove_leftovers(plan: FilePlan) -> None:
+def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -> None:
     """Delete temp files a killed run left for ``plan``; call it with the plan's lock held.
 
     Half-written extraction dirs (``.NAME.extract-*``, ``.NAME.old-*``) and state or
     alias temp files. The ``.part`` and its state stay: a resume continues from them.
+    An extraction dir can be shared by several files (cifar10 and cifar100 both extract
+    into ``datasets/``), so its temp dirs are only removed under that dir's extraction
+    lock: another file's extraction in progress is not a leftover.
     """
     import glob
 
     from prefetch.extract import _remove_tree
 
+    def remove(spots) -> None:
+        for where, pattern in spots:
+            if where.is_dir():
+                for path in where.glob(pattern):
+                    _remove_tree(path)
+
     state = state_path(plan.final)
     spots = [(state.parent, f"{glob.escape(state.name)}.*.tmp")]
     spots += [(alias.parent, f".{glob.escape(alias.name)}.*.tmp") for alias in plan.also]
+    remove(spots)
     for into in plan.extract_into:
         into = Path(os.path.abspath(into))
-        for where in (into.parent, into):
-            spots += [(where, f".{glob.escape(into.name)}.extract-*"), (where, f".{glob.escape(into.name)}.old-*")]
-    for where, pattern in spots:
-        if where.is_dir():
-            for path in where.glob(pattern):
-                _remove_tree(path)
+        with _extraction_lock(locks_dir, into, timeout=lock_timeout):
+            remove(
+                [(where, f".{glob.escape(into.name)}.{kind}-*") for where in (into.parent, into) for kind in ("extract", "old")]
+            )
+
+
+def _extraction_lock(locks_dir: Path, into: Path, *, timeout: float) -> "_Locked":
+    """The lock for extracting into ``into`` (taken after a file's own lock, never before)."""
+    key = Path(os.path.abspath(into))
+    return _Locked(locks_dir, hold_lock(locks_dir, key.parent / f".{key.name}.extracting", timeout=timeout))
 
 
 def _existing_is_good(plan: FilePlan, on_event: EventSink) -> bool:
@@ -352,7 +368,8 @@ def _existing_is_good(plan: FilePlan, on_event: EventSink) -> bool:
     return False
 
 
-def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: EventSink, result: FileResult) -> None:
+def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: EventSink, result: FileResult, *,
+                  locks_dir: Path, lock_timeout: float) -> None:
     """Extract archives and create the extra names, before the final name appears.
 
     Keras treats the archive's presence as "done", so folders come first.
@@ -365,7 +382,8 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
         from prefetch.extract import extract_archive
 
         on_event(Event(EventKind.EXTRACT, plan.label, message=f"extracting into {into}"))
-        extracted = extract_archive(data, into)
+        with _extraction_lock(locks_dir, into, timeout=lock_timeout):
+            extracted = extract_archive(data, into)
         _write_marker(marker, into, extracted.entries)
         result.extracted.append(str(into))
     for alias in plan.also:
