@@ -324,6 +324,7 @@ class _Transfer:
             raise _local_error(exc, self.part) from None
         self.size = None
         self.done = RangeSet()
+        self.reused = 0  # bytes from an earlier run are gone: report what this run really reused
         for src in self.sources:
             src.etag = src.last_modified = None
             src.served = RangeSet()
