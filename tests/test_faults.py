@@ -453,6 +453,7 @@ def test_content_change_between_runs_is_not_stitched(origin, out):
     origin.put(NAME, new)
     result = get_file(origin.url_for(NAME), out, env=fault_env(), connections=1)
     assert_success(result, out, new, verified=False)
+    assert result.reused == 0 and result.downloaded == SIZE  # started over, and says so
 
 
 def test_change_with_last_modified_only(origin, out):
