@@ -1,0 +1,593 @@
+#!/usr/bin/env python3
+"""Benchmark ``prefetch get`` against wget, curl and aria2c on a loopback nginx.
+
+    python bench/run.py                 # 200 MiB file, 3 rounds (a few minutes)
+    python bench/run.py --quick         # 50 MiB, 1 round: a smoke run
+    python bench/run.py --tools prefetch,aria2c --scenarios throttled
+
+What it does:
+
+* writes a random file (``--size-mib``, default 200) into a temp dir and computes its sha256;
+* starts nginx twice on 127.0.0.1 serving that dir: ``throttled`` (``limit_rate 10m``, i.e.
+  10 MiB/s for *each* connection, the usual CDN case) and ``unthrottled``;
+* per scenario and round, runs every tool once, in an order that rotates each round:
+  ``wget -q -O out URL``, ``curl -s -o out URL``,
+  ``aria2c -x16 -s16 -k1M ... URL``, ``python -m prefetch get URL -o out -q``, the same
+  with ``--sha256 HEX`` (download + verify) and ``prefetch-nohash`` (the same CLI run with
+  hashing forced off: download alone); outputs and prefetch's state are deleted between
+  runs and every output is checked byte for byte (by sha256, outside the timed part);
+* measures each run's wall time and peak RSS (GNU ``/usr/bin/time -f %M`` when present,
+  else ``wait4``'s ru_maxrss, which includes this process's RSS as a floor), counts the
+  HTTP requests each run made (nginx's access log), times CLI start-up
+  (``prefetch --help`` / ``prefetch status`` against ``python -c pass``);
+* prints tables (markdown, ready to paste), the issue's targets with MET / NOT MET, and
+  writes everything to ``bench/out/latest.json``.
+
+Nothing is dropped from the page cache: the served file is hot in memory (nginx serves it
+with sendfile) and outputs land in the page cache too, so the numbers are about the
+clients' own overhead, not the disk. Tools run with HOME and PREFETCH_HOME pointing into
+the temp dir (no ~/.wgetrc, ~/.curlrc or user state) and with proxies unset.
+
+Needs nginx, wget, curl and aria2c (Debian: ``apt-get install -y nginx wget curl aria2``);
+a missing client is reported and skipped. Linux only (wait4, /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.nginx import NginxServer, nginx_binary  # after the sys.path insert above
+
+MIB = 1 << 20
+FILE_NAME = "bench.bin"
+TOOLS = ("wget", "curl", "aria2c", "prefetch", "prefetch+sha256", "prefetch-nohash")
+
+# "Download alone" for prefetch: the same CLI path with the hash-while-downloading forced off,
+# so the --sha256 comparison stays meaningful whether or not plain `get URL` hashes by default.
+NOHASH_DRIVER = """\
+import dataclasses, sys
+import prefetch.fetch as fetch
+real = fetch.download_to_part
+def no_hash(**kw):
+    kw["algorithm"] = None
+    return dataclasses.replace(real(**kw), digest="not-computed")
+fetch.download_to_part = no_hash
+from prefetch.cli import main
+sys.argv[0] = "prefetch"
+main()
+"""
+SCENARIOS = ("throttled", "unthrottled")
+RUN_TIMEOUT = 600.0
+
+# The issue's targets: (key, description, limit). A ratio is MET when <= limit.
+TARGETS = [
+    ("throttled_prefetch_over_aria2c", "throttled: prefetch / aria2c -x16", 0.9),
+    ("throttled_prefetch_over_wget", "throttled: prefetch / wget", 0.1),
+    ("unthrottled_prefetch_over_curl", "unthrottled: prefetch / curl", 1.2),
+    ("throttled_sha256_over_nohash", "throttled: prefetch --sha256 / prefetch without hashing", 1.1),
+    ("unthrottled_sha256_over_nohash", "unthrottled: prefetch --sha256 / prefetch without hashing", 1.1),
+    ("peak_rss_mib", "prefetch peak RSS (MiB)", 80.0),
+    ("help_over_python", "prefetch --help / python -c pass", 2.0),
+    ("status_over_python", "prefetch status / python -c pass", 2.0),
+]
+
+
+@dataclass
+class Run:
+    scenario: str
+    tool: str
+    round: int
+    seconds: float
+    returncode: int
+    max_rss_kib: int
+    requests: int | None
+    ok: bool  # exit 0 and the output is byte-identical
+    note: str = ""
+
+
+@dataclass
+class Summary:
+    scenario: str
+    tool: str
+    runs: int
+    failed: int
+    median_s: float | None
+    mb_per_s: float | None
+    min_s: float | None
+    max_s: float | None
+    requests: float | None
+    max_rss_mib: float | None
+
+
+@dataclass
+class Startup:
+    name: str
+    command: list[str]
+    median_s: float | None
+    runs: list[float] = field(default_factory=list)
+    error: str | None = None
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def make_file(path: Path, size: int) -> str:
+    """Write ``size`` random bytes to ``path``; return their sha256."""
+    digest = hashlib.sha256()
+    with path.open("wb") as f:
+        left = size
+        while left:
+            block = os.urandom(min(left, 4 * MIB))
+            digest.update(block)
+            f.write(block)
+            left -= len(block)
+    return digest.hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(4 * MIB):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@functools.cache
+def gnu_time() -> str | None:
+    """/usr/bin/time when it is GNU time (it reports the command's own peak RSS)."""
+    path = "/usr/bin/time"
+    if not os.access(path, os.X_OK):
+        return None
+    try:
+        proc = subprocess.run([path, "-f", "%M", "-o", os.devnull, "true"], check=False, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return path if proc.returncode == 0 else None
+
+
+def rss_method() -> str:
+    return ("/usr/bin/time -f %M" if gnu_time() else
+            "wait4 ru_maxrss (includes the forking bench process's RSS, ~30 MiB floor)")
+
+
+def run_measured(cmd: list[str], *, env: dict, cwd: Path, log: Path, timeout: float = RUN_TIMEOUT
+                 ) -> tuple[float, int, int]:
+    """Run ``cmd``; return (wall seconds, exit code, peak RSS in KiB of that process).
+
+    Peak RSS comes from GNU time when present: ``wait4``'s ru_maxrss of a child forked
+    from this (large) Python process starts at this process's RSS, because Linux keeps
+    the pre-exec high-water mark.
+    """
+    rss_file = log.with_suffix(".rss")
+    wrapped = [gnu_time(), "-f", "%M", "-o", str(rss_file), *cmd] if gnu_time() else cmd
+    with log.open("wb") as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(wrapped, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env=env, cwd=cwd)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        elapsed = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    rss = usage.ru_maxrss  # Linux: KiB
+    if gnu_time():
+        try:
+            rss = int(rss_file.read_text().split()[-1])
+        except (OSError, ValueError, IndexError):
+            pass
+    return elapsed, proc.returncode, rss
+
+
+def tool_env(work: Path) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+           and not k.startswith("PREFETCH_")}
+    env["HOME"] = str(work / "home")
+    env["XDG_CONFIG_HOME"] = str(work / "home" / ".config")
+    env["PREFETCH_HOME"] = str(work / "prefetch-home")
+    env["NO_PROXY"] = "127.0.0.1,localhost"
+    return env
+
+
+def prefetch_cli() -> list[str]:
+    """The console script users type, from this interpreter's environment, else -m."""
+    script = Path(sys.executable).parent / "prefetch"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    found = shutil.which("prefetch")
+    return [found] if found else [sys.executable, "-m", "prefetch"]
+
+
+def tool_command(tool: str, url: str, out: Path, sha256: str) -> list[str]:
+    if tool == "wget":
+        return ["wget", "-q", "-O", str(out), url]
+    if tool == "curl":
+        return ["curl", "-s", "-o", str(out), url]
+    if tool == "aria2c":
+        return ["aria2c", "-x16", "-s16", "-k1M", "--allow-overwrite=true", "--auto-file-renaming=false",
+                "-q", "-d", str(out.parent), "-o", out.name, url]
+    if tool == "prefetch":
+        return [sys.executable, "-m", "prefetch", "get", url, "-o", str(out), "-q"]
+    if tool == "prefetch-nohash":
+        return [sys.executable, "-c", NOHASH_DRIVER, "get", url, "-o", str(out), "-q"]
+    if tool == "prefetch+sha256":
+        return [sys.executable, "-m", "prefetch", "get", url, "-o", str(out), "-q", "--sha256", sha256]
+    raise ValueError(tool)
+
+
+def tool_available(tool: str) -> bool:
+    return tool.startswith("prefetch") or shutil.which(tool) is not None
+
+
+def clean_outputs(out: Path, env: dict) -> None:
+    for p in (out, out.with_name(out.name + ".part"), out.with_name(out.name + ".part.json"),
+              out.with_name(out.name + ".aria2")):
+        p.unlink(missing_ok=True)
+    for p in out.parent.glob(out.name + ".*"):
+        p.unlink(missing_ok=True)
+    shutil.rmtree(env["PREFETCH_HOME"], ignore_errors=True)
+
+
+def count_lines(path: Path) -> int:
+    try:
+        with path.open("rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def first_line(cmd: list[str]) -> str:
+    try:
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "n/a"
+    text = (proc.stdout or proc.stderr).strip()
+    return text.splitlines()[0] if text else "n/a"
+
+
+def machine_info() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = round(int(line.split()[1]) / (1 << 20), 1)
+    except OSError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        prefetch_version = version("prefetch-datasets")
+    except Exception:  # noqa: BLE001
+        prefetch_version = "n/a"
+    commit = first_line(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                           check=False, capture_output=True, text=True).stdout.strip()
+    nginx = nginx_binary()
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": mem,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "prefetch": prefetch_version,
+        "commit": commit + ("+dirty" if dirty else ""),
+        "nginx": first_line([nginx, "-v"]) if nginx else "n/a",
+        "wget": first_line(["wget", "--version"]),
+        "curl": first_line(["curl", "--version"]),
+        "aria2c": first_line(["aria2c", "--version"]),
+    }
+
+
+# ---------------------------------------------------------------------------- phases
+
+
+def bench_downloads(*, servers: dict[str, NginxServer], tools: list[str], rounds: int, size: int,
+                    sha256: str, work: Path, env: dict, prefetch_env: dict, progress) -> list[Run]:
+    out = work / "out" / FILE_NAME
+    out.parent.mkdir(exist_ok=True)
+    logs = work / "logs"
+    logs.mkdir(exist_ok=True)
+    runs: list[Run] = []
+    for scenario, server in servers.items():
+        url = server.url_for(FILE_NAME)
+        for r in range(rounds):
+            order = tools[r % len(tools):] + tools[:r % len(tools)]  # rotate: no tool always first
+            for tool in order:
+                clean_outputs(out, env)
+                before = count_lines(server.access_log)
+                log = logs / f"{scenario}-{tool}-{r}.log"
+                run_env = {**env, **prefetch_env} if tool.startswith("prefetch") else env
+                seconds, code, rss = run_measured(tool_command(tool, url, out, sha256), env=run_env,
+                                                  cwd=work, log=log)
+                requests = count_lines(server.access_log) - before
+                ok, note = code == 0, ""
+                if code != 0:
+                    note = f"exit {code}: " + " ".join(log.read_text(errors="replace").split())[:200]
+                elif not out.is_file() or out.stat().st_size != size:
+                    ok, note = False, f"output has {out.stat().st_size if out.exists() else 'no'} bytes"
+                elif sha256_of(out) != sha256:
+                    ok, note = False, "output differs from the served file"
+                run = Run(scenario, tool, r + 1, seconds, code, rss, requests, ok, note)
+                runs.append(run)
+                progress(f"  {scenario:11} round {r + 1}/{rounds} {tool:16} {seconds:7.2f}s "
+                         f"{size / seconds / 1e6:8.1f} MB/s  rss {rss / 1024:6.1f} MiB  "
+                         f"req {requests:3}  {'ok' if ok else 'FAILED ' + note}")
+    clean_outputs(out, env)
+    return runs
+
+
+def bench_startup(*, env: dict, work: Path, repeats: int, progress) -> list[Startup]:
+    """Median wall time of each start-up command; the commands alternate, so load from
+    anything else on the machine hits them alike. One warm-up run each is not counted."""
+    cli = prefetch_cli()
+    results = [
+        Startup("python -c pass", [sys.executable, "-c", "pass"], None),
+        Startup("prefetch --help", [*cli, "--help"], None),
+        Startup("prefetch status", [*cli, "status"], None),
+    ]
+    log = work / "logs" / "startup.log"
+    log.parent.mkdir(exist_ok=True)
+    for i in range(repeats + 1):
+        for item in results:
+            if item.error:
+                continue
+            seconds, code, _ = run_measured(item.command, env=env, cwd=work, log=log, timeout=60)
+            if code != 0:
+                lines = log.read_text(errors="replace").strip().splitlines()
+                item.error = f"exit {code}: {lines[-1] if lines else 'no output'}"
+            elif i:
+                item.runs.append(seconds)
+    for item in results:
+        item.median_s = None if item.error else median(item.runs)
+        shown = f"{item.median_s * 1000:.0f} ms" if item.median_s else f"n/a ({item.error})"
+        progress(f"  {item.name:16} {shown}")
+    return results
+
+
+def summarize(runs: list[Run], size: int) -> list[Summary]:
+    out = []
+    for scenario in dict.fromkeys(r.scenario for r in runs):
+        for tool in dict.fromkeys(r.tool for r in runs if r.scenario == scenario):
+            mine = [r for r in runs if r.scenario == scenario and r.tool == tool]
+            good = [r for r in mine if r.ok]
+            secs = [r.seconds for r in good]
+            med = median(secs)
+            reqs = [r.requests for r in good if r.requests is not None]
+            out.append(Summary(
+                scenario=scenario, tool=tool, runs=len(mine), failed=len(mine) - len(good),
+                median_s=med, mb_per_s=size / med / 1e6 if med else None,
+                min_s=min(secs) if secs else None, max_s=max(secs) if secs else None,
+                requests=median(reqs) if reqs else None,
+                max_rss_mib=max(r.max_rss_kib for r in mine) / 1024 if mine else None,
+            ))
+    return out
+
+
+def compute_ratios(summaries: list[Summary], startup: list[Startup]) -> dict[str, float | None]:
+    med = {(s.scenario, s.tool): s.median_s for s in summaries}
+
+    def ratio(a, b):
+        x, y = med.get(a), med.get(b)
+        return x / y if x and y else None
+
+    ratios: dict[str, float | None] = {}
+    for scenario in SCENARIOS:
+        for other in ("aria2c", "wget", "curl"):
+            ratios[f"{scenario}_prefetch_over_{other}"] = ratio((scenario, "prefetch"), (scenario, other))
+        ratios[f"{scenario}_sha256_over_plain"] = ratio((scenario, "prefetch+sha256"), (scenario, "prefetch"))
+        ratios[f"{scenario}_sha256_over_nohash"] = ratio((scenario, "prefetch+sha256"), (scenario, "prefetch-nohash"))
+        ratios[f"{scenario}_aria2c_over_wget"] = ratio((scenario, "aria2c"), (scenario, "wget"))
+    rss = [s.max_rss_mib for s in summaries if s.tool.startswith("prefetch") and s.max_rss_mib]
+    ratios["peak_rss_mib"] = max(rss) if rss else None
+    by_name = {s.name: s.median_s for s in startup}
+    base = by_name.get("python -c pass")
+    for key, name in (("help_over_python", "prefetch --help"), ("status_over_python", "prefetch status")):
+        value = by_name.get(name)
+        ratios[key] = value / base if value and base else None
+    return ratios
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def render(*, machine: dict, args, size: int, summaries: list[Summary], startup: list[Startup],
+           ratios: dict, targets: list[dict]) -> str:
+    lines = [
+        (f"prefetch benchmark: {size // MIB} MiB file, {args.rounds} round(s), nginx on 127.0.0.1 "
+        f"(throttled: limit_rate {args.limit_rate} per connection)"
+        + (f"; prefetch env: {' '.join(args.prefetch_env)}" if args.prefetch_env else "")),
+        f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM, {machine['os']}",
+        (f"python {machine['python']}, prefetch {machine['prefetch']} ({machine['commit']}); {machine['nginx']}; "
+        f"{machine['wget']}; {machine['curl'].split(' (')[0]}; {machine['aria2c']}"),
+        f"page cache: not dropped (the served file and the outputs stay in memory); peak RSS: {rss_method()}",
+        f"load average (1 min) before / after: {machine.get('load_before', 'n/a')} / {machine.get('load_after', 'n/a')}",
+        "",
+        "| scenario | tool | median s | MB/s | min-max s | requests | peak RSS MiB | failed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        lines.append(
+            f"| {s.scenario} | {s.tool} | {fmt(s.median_s, '.2f')} | {fmt(s.mb_per_s, '.1f')} | "
+            f"{fmt(s.min_s, '.2f')}-{fmt(s.max_s, '.2f')} | {fmt(s.requests, '.0f')} | "
+            f"{fmt(s.max_rss_mib, '.1f')} | {s.failed}/{s.runs} |"
+        )
+    lines += ["", "| start-up | median ms | x python -c pass |", "|---|---:|---:|"]
+    base = next((s.median_s for s in startup if s.name == "python -c pass"), None)
+    for s in startup:
+        rel = s.median_s / base if s.median_s and base else None
+        ms = f"{s.median_s * 1000:.0f}" if s.median_s else f"n/a ({s.error})"
+        lines.append(f"| {s.name} | {ms} | {fmt(rel, '.2f')} |")
+    lines += ["", "| ratio | value |", "|---|---:|"]
+    for scenario in dict.fromkeys(s.scenario for s in summaries):
+        for other in ("aria2c", "wget", "curl"):
+            key = f"{scenario}_prefetch_over_{other}"
+            lines.append(f"| {scenario}: prefetch / {other} | {fmt(ratios.get(key), '.2f')} |")
+        lines.append(f"| {scenario}: prefetch --sha256 / prefetch | {fmt(ratios.get(f'{scenario}_sha256_over_plain'), '.2f')} |")
+        lines.append(f"| {scenario}: prefetch --sha256 / prefetch without hashing | "
+                     f"{fmt(ratios.get(f'{scenario}_sha256_over_nohash'), '.2f')} |")
+    aria = ratios.get("throttled_aria2c_over_wget")
+    if aria is not None:
+        lines.append(f"| throttled: aria2c / wget (per-connection throttle check) | {aria:.2f} |")
+    lines += ["", "| target | limit | measured | |", "|---|---:|---:|---|"]
+    for t in targets:
+        lines.append(f"| {t['target']} | <= {t['limit']:g} | {fmt(t['measured'], '.2f')} | {t['status']} |")
+    if aria is not None and aria > 0.5:
+        lines += ["", (f"WARNING: aria2c is not much faster than wget on the throttled server "
+                      f"(ratio {aria:.2f}): the throttle does not look per-connection.")]
+    lines += ["", ("note: prefetch-nohash is `prefetch get URL -o out -q` with the hash-while-downloading forced off, "
+                  "i.e. download alone whatever the default is; prefetch+sha256 downloads and verifies.")]
+    return "\n".join(lines)
+
+
+def judge(ratios: dict) -> list[dict]:
+    out = []
+    for key, label, limit in TARGETS:
+        value = ratios.get(key)
+        status = "n/a" if value is None else ("MET" if value <= limit else "NOT MET")
+        out.append({"key": key, "target": label, "limit": limit, "measured": value, "status": status})
+    return out
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=None, help="file size in MiB (default 200; 50 with --quick)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per scenario (default 3; 1 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 50 MiB, 1 round, 3 start-up repeats")
+    parser.add_argument("--limit-rate", default="10m", help="nginx per-connection limit_rate of the throttled server")
+    parser.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated subset of {','.join(TOOLS)}")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset of throttled,unthrottled")
+    parser.add_argument("--startup-repeats", type=int, default=None, help="runs per start-up command (default 10)")
+    parser.add_argument("--prefetch-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="environment for the prefetch runs, e.g. PREFETCH_MAX_CONNECTIONS=24 (repeatable)")
+    parser.add_argument("--json-out", default=str(REPO / "bench" / "out" / "latest.json"), help="where to write the JSON results")
+    args = parser.parse_args(argv)
+    args.size_mib = args.size_mib or (50 if args.quick else 200)
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.startup_repeats = args.startup_repeats or (3 if args.quick else 10)
+    args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    for item in args.prefetch_env:
+        if "=" not in item or not item.split("=", 1)[0]:
+            parser.error(f"--prefetch-env wants NAME=VALUE, got {item!r}")
+    for t in args.tools:
+        if t not in TOOLS:
+            parser.error(f"unknown tool {t!r}; choose from {', '.join(TOOLS)}")
+    for s in args.scenarios:
+        if s not in SCENARIOS:
+            parser.error(f"unknown scenario {s!r}; choose from {', '.join(SCENARIOS)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if nginx_binary() is None:
+        print("bench: nginx not found (apt-get install -y nginx, or set NGINX=/path/to/nginx)", file=sys.stderr)
+        return 2
+
+    def progress(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    tools = [t for t in args.tools if tool_available(t)]
+    for t in args.tools:
+        if t not in tools:
+            progress(f"bench: {t} is not installed; skipped (apt-get install -y {'aria2' if t == 'aria2c' else t})")
+    size = args.size_mib * MIB
+    machine = machine_info()
+    machine["load_before"] = round(os.getloadavg()[0], 2)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="prefetch-bench-") as tmp:
+        work = Path(tmp)
+        root = work / "www"
+        root.mkdir()
+        (work / "home").mkdir()
+        env = tool_env(work)
+        progress(f"bench: writing a {args.size_mib} MiB random file ...")
+        sha256 = make_file(root / FILE_NAME, size)
+        servers: dict[str, NginxServer] = {}
+        try:
+            for scenario in args.scenarios:
+                rate = args.limit_rate if scenario == "throttled" else None
+                servers[scenario] = NginxServer(root, limit_rate=rate).start()
+            progress(f"bench: nginx {', '.join(f'{k} {v.url}' for k, v in servers.items())}")
+            prefetch_env = dict(item.split("=", 1) for item in args.prefetch_env)
+            runs = bench_downloads(servers=servers, tools=tools, rounds=args.rounds, size=size, sha256=sha256,
+                                   work=work, env=env, prefetch_env=prefetch_env, progress=progress)
+        finally:
+            for server in servers.values():
+                server.stop()
+        progress("bench: start-up times ...")
+        startup = bench_startup(env=env, work=work, repeats=args.startup_repeats, progress=progress)
+    machine["load_after"] = round(os.getloadavg()[0], 2)
+    summaries = summarize(runs, size)
+    ratios = compute_ratios(summaries, startup)
+    targets = judge(ratios)
+    text = render(machine=machine, args=args, size=size, summaries=summaries, startup=startup,
+                  ratios=ratios, targets=targets)
+    print(text)
+    elapsed = time.monotonic() - started
+    print(f"\n(benchmark took {elapsed:.0f}s)")
+    result = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "elapsed_s": round(elapsed, 1),
+        "machine": machine,
+        "config": {"size_mib": args.size_mib, "rounds": args.rounds, "limit_rate": args.limit_rate,
+                   "tools": tools, "scenarios": args.scenarios, "quick": args.quick,
+                   "prefetch_env": args.prefetch_env,
+                   "page_cache_dropped": False, "rss_method": rss_method()},
+        "summary": [asdict(s) for s in summaries],
+        "startup": [asdict(s) for s in startup],
+        "ratios": ratios,
+        "targets": targets,
+        "runs": [asdict(r) for r in runs],
+        "table": text,
+    }
+    out = Path(args.json_out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    progress(f"bench: results written to {out}")
+    return 1 if any(not r.ok for r in runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
