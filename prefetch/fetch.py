@@ -178,6 +178,7 @@ def fetch_file(
         part, state = part_path(plan.final), state_path(plan.final)
         if expected is None:
             _drop_unverifiable_partial(part, state, plan.label, on_event)
+        alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
         while True:
             try:
                 transfer = download_to_part(
@@ -211,16 +212,19 @@ def fetch_file(
                     )
                 )
                 continue
-            if len(urls) > 1:
+            if alone is None and len(urls) > 1:
+                # Which source lied is unknown: try each one alone, the origin first.
+                alone = sorted(urls, key=lambda u: u != plan.spec.url)
+            if alone:
                 on_event(
                     Event(
                         EventKind.NOTE,
                         plan.label,
-                        message=f"{expected.algorithm} mismatch with {len(urls)} sources; "
-                        f"downloading again from {urls[0]} only",
+                        message=f"{expected.algorithm} mismatch with {len(urls)} source(s); "
+                        f"downloading again from {alone[0]} only",
                     )
                 )
-                urls = urls[:1]
+                urls = [alone.pop(0)]
                 continue
             check_hash(transfer.digest or "", expected, what=plan.label)  # raises
         result.size = transfer.size

@@ -476,8 +476,17 @@ class _Transfer:
             length = resp.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             changed = self._validator_differs(src, etag, last_modified)
-            if start > 0 or (known_size is not None and total is not None and total != known_size):
-                if changed or (known_size is not None and total is not None and total != known_size):
+            resized = known_size is not None and total is not None and total != known_size
+            if changed or resized:
+                with self.lock:
+                    others = [s for s in self.sources if s is not src and not s.dropped]
+                if others:
+                    # One source of several changed its file: drop it (and what it gave us)
+                    # instead of starting over with it still in the mix.
+                    what = f"size {known_size} -> {total}" if resized else f"ETag {src.etag} -> {etag}"
+                    raise _SourceBad(f"{_host(src.url)} changed its file ({what})")
+            if start > 0 or resized:
+                if changed or resized:
                     raise _Restart(f"{_host(src.url)}: the remote file changed; restarting from 0")
                 raise _Restart(f"{_host(src.url)} ignored Range; restarting from 0 on one connection", ranges=False)
             if changed:
@@ -716,7 +725,8 @@ class _Transfer:
         self.emit(Event(EventKind.START, self.name, done=self.done.total(), total=self.size))
         hasher_stop = threading.Event()
         hasher = threading.Thread(target=self._hash_loop, args=(hasher_stop,), daemon=True)
-        hasher.start()
+        if self.algorithm:
+            hasher.start()
         try:
             while True:
                 self._plan_segments()
@@ -740,7 +750,10 @@ class _Transfer:
             self.hash_ready_prefix()
         finally:
             hasher_stop.set()
-            hasher.join()
+            with self.lock:
+                self.wake.notify_all()  # the hash loop sleeps on it: wake it to see the stop
+            if hasher.is_alive():
+                hasher.join()
             with self.lock:
                 self.dirty = True
             self._save_state(force=True)
@@ -782,7 +795,7 @@ class _Transfer:
         next_id = 0
         target = self.opt.connections or 1  # first a probe, unless the size is known
         if self.size is not None and self.ranges_ok:
-            target = self.opt.connections or self.opt.initial_connections
+            target = self.opt.connections or min(self.opt.initial_connections, self.opt.max_connections)
         ramp_at = time.monotonic() + self.opt.ramp_interval
         ramp_done = self.opt.connections is not None
         ramp_last_rate = 0.0
@@ -807,7 +820,7 @@ class _Transfer:
                     )
                 now = time.monotonic()
                 if self.size is not None and self.ranges_ok and self.opt.connections is None and target == 1:
-                    target = self.opt.initial_connections
+                    target = min(self.opt.initial_connections, self.opt.max_connections)
                     ramp_at = now + self.opt.ramp_interval
                 if not ramp_done and now >= ramp_at and self.size is not None and self.ranges_ok:
                     bytes_now = self.downloaded
