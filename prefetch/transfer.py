@@ -358,6 +358,13 @@ class _Transfer:
             if not active:
                 return None
             victim = max(active, key=lambda s: s.end - s.pos)
+            if self.hasher is not None:
+                # Hashing needs a contiguous prefix: prefer splitting the lowest segment
+                # while it is not much smaller than the largest, so the prefix (and the
+                # hash) keep up with the download instead of waiting for the end.
+                lowest = min(active, key=lambda s: s.pos)
+                if 2 * (lowest.end - lowest.pos) >= victim.end - victim.pos:
+                    victim = lowest
             mid = self._split_point(victim)
             if mid is None:
                 return None
