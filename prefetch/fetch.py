@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import quote
 
-from prefetch.errors import ExitCode, HashMismatchError, LocalFileError, PrefetchError
+from prefetch.errors import ExitCode, LocalFileError, PrefetchError
 from prefetch.events import Event, EventKind, EventSink, ignore_event
 from prefetch.layout import datasets_dir, part_path, state_path
 from prefetch.locks import hold_lock

@@ -36,6 +36,7 @@ from prefetch.errors import (
     UsageError,
     WaitTimeoutError,
 )
+from prefetch.fsutil import replace_file
 from prefetch.paths import state_dir
 
 RECORD_SCHEMA = 1
@@ -214,13 +215,8 @@ def write_record(record: JobRecord, env: Mapping[str, str] | None = None) -> Non
     """Write ``record`` atomically (temp file, fsync, rename)."""
     path = record_path(record.id, env)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     data = json.dumps(record_to_dict(record), indent=1)
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    replace_file(path, data.encode("utf-8"), durable=True)
 
 
 def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:

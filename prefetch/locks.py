@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from prefetch.errors import LockTimeoutError
+from prefetch.fsutil import replace_file
 
 
 @dataclass(frozen=True)
@@ -101,9 +102,7 @@ def hold_lock(
             ) from None
     owner = LockOwner(pid=os.getpid(), host=socket.gethostname(), started=time.time(), target=str(target), job=job)
     owner_file = path.with_suffix(".owner")
-    tmp = owner_file.with_name(f"{owner_file.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(owner.__dict__), encoding="utf-8")
-    os.replace(tmp, owner_file)
+    replace_file(owner_file, json.dumps(owner.__dict__).encode("utf-8"))
     try:
         yield waited
     finally:

@@ -40,6 +40,7 @@ from prefetch.errors import (
     RemoteChangedError,
 )
 from prefetch.events import Event, EventKind, EventSink, ignore_event
+from prefetch.fsutil import replace_file
 from prefetch.http import Timeouts, TransientHTTPError, make_session, open_url
 from prefetch.ranges import RangeSet
 from prefetch.verify import new_hasher, update_from_file
@@ -188,15 +189,9 @@ def load_state(path: Path) -> TransferState | None:
 
 def save_state(path: Path, state: TransferState) -> None:
     """Write the state atomically (temp file + rename)."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        tmp.write_text(state.to_json(), encoding="utf-8")
-        os.replace(tmp, path)
+        replace_file(path, state.to_json().encode("utf-8"))
     except OSError as exc:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
         raise _local_error(exc, path) from None
 
 

@@ -107,23 +107,14 @@ def write_atomic(path: Path, data: bytes) -> None:
     Raises:
         LocalFileError: the directory or file cannot be written.
     """
+    from prefetch.fsutil import replace_file
+
     target = Path(os.path.realpath(path))
-    tmp = target.with_name(f".{target.name}.prefetch-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         mode = target.stat().st_mode & 0o7777 if target.exists() else None
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        replace_file(target, data, durable=True, mode=mode)
     except OSError as exc:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
         raise LocalFileError(
             f"cannot write {path}: {exc.strerror or exc}; check permissions (or use --scope user)"
         ) from None
