@@ -73,9 +73,10 @@ def fault_env(**overrides: str | int | float) -> dict[str, str]:
 
 def get_file(url: str, out: Path, *, env: dict[str, str], sha256: str | None = None, md5: str | None = None,
              connections: int | None = None, stop: threading.Event | None = None, events: list | None = None,
-             deadline: float = 60.0) -> FileResult:
+             mirrors: list[str] = (), also_origin: bool = False, deadline: float = 60.0) -> FileResult:
     """``prefetch get URL -o OUT`` in-process; fails the test if it hangs past ``deadline``."""
-    request = GetRequest(names=[url], output=str(out), sha256=sha256, md5=md5, connections=connections)
+    request = GetRequest(names=[url], output=str(out), sha256=sha256, md5=md5, connections=connections,
+                         mirrors=list(mirrors), also_origin=also_origin)
     stop = stop or threading.Event()
     box: dict = {}
 

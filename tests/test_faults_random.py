@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import json
 import random
 import threading
 import time
@@ -84,7 +85,9 @@ class Plan:
     hash_kind: str | None  # "sha256" | "md5" | None
     connections: int | None
     stop_after: float | None  # seconds until the run is asked to stop (exit 7)
-    server_habits: dict[str, bool]
+    server_habits: dict[str, bool]  # the origin's; a mirror behaves normally
+    mirrored: bool = False  # also a flat mirror (--mirror BASE --also-origin): two sources
+    fault_targets: list[int] | None = None  # per fault: 0 = origin, 1 = mirror
 
     @property
     def changes(self) -> list[bytes]:
@@ -101,8 +104,10 @@ class Plan:
         return {self.hash_kind: hashlib.new(self.hash_kind, self.data).hexdigest()}
 
     def describe(self) -> str:
-        faults = ", ".join(_fault_text(f) for f in self.faults) or "no faults"
+        targets = self.fault_targets or [0] * len(self.faults)
+        faults = ", ".join(("mirror:" if t else "") + _fault_text(f) for f, t in zip(self.faults, targets))
         return (f"seed {self.seed}: {len(self.data)} bytes, hash={self.hash_kind}, connections={self.connections}, "
+                f"mirrored={self.mirrored}, "
                 f"stop_after={self.stop_after}, habits={self.server_habits}, "
                 f"env={ {k: v for k, v in self.env.items() if k.startswith('PREFETCH_') and k != 'PREFETCH_HOME'} }; "
                 f"faults: {faults}")
@@ -115,8 +120,11 @@ def _fault_text(fault: Fault) -> str:
     return f"{type(fault).__name__}({fields})"
 
 
-def make_plan(seed: int, server: OriginServer, *, allow_stop: bool = True) -> Plan:
-    """Draw one run from ``seed`` (the same seed always gives the same plan)."""
+def make_plan(seed: int, servers: list[OriginServer], *, allow_stop: bool = True) -> Plan:
+    """Draw one run from ``seed`` (the same seed always gives the same plan).
+
+    ``servers`` is (origin, mirror); about a quarter of the runs use both as sources.
+    """
     rng = random.Random(seed)
     size = rng.randrange(64 << 10, 512 << 10)
     data = rng.randbytes(size)
@@ -127,9 +135,13 @@ def make_plan(seed: int, server: OriginServer, *, allow_stop: bool = True) -> Pl
         "send_etag": rng.random() < 0.85,
         "accept_ranges": rng.random() < 0.95,
     }
+    mirrored = rng.random() < 0.25
     faults: list[Fault] = []
+    targets: list[int] = []
     for _ in range(rng.choice([0, 1, 2, 3, 3, 4, 5, 6, 8])):
-        faults.append(_random_fault(rng, name, data, server, hashed=hash_kind is not None))
+        target = rng.choice([0, 1]) if mirrored else 0
+        faults.append(_random_fault(rng, name, data, servers[target], hashed=hash_kind is not None))
+        targets.append(target)
     env = fault_env(
         PREFETCH_MIN_SPLIT=rng.choice([8192, 16384, 32768, 65536]),
         PREFETCH_RETRIES=rng.choice([1, 2, 3, 5, 8]),
@@ -149,6 +161,8 @@ def make_plan(seed: int, server: OriginServer, *, allow_stop: bool = True) -> Pl
         connections=rng.choice([None, None, None, 1, 2, 4]),
         stop_after=rng.uniform(0.0, 0.06) if allow_stop and rng.random() < 0.12 else None,
         server_habits=habits,
+        mirrored=mirrored,
+        fault_targets=targets,
     )
 
 
@@ -211,13 +225,22 @@ def clear_faults(server: OriginServer) -> None:
         server._faults.clear()  # noqa: SLF001
 
 
-def start_plan(server: OriginServer, plan: Plan) -> None:
-    server.put(plan.name, plan.data)
-    server.ignore_range = plan.server_habits["ignore_range"]
-    server.send_etag = plan.server_habits["send_etag"]
-    server.accept_ranges = plan.server_habits["accept_ranges"]
-    for fault in plan.faults:
-        server.add_fault(fault)
+def start_plan(servers: list[OriginServer], plan: Plan) -> None:
+    origin, mirror = servers
+    origin.put(plan.name, plan.data)
+    origin.ignore_range = plan.server_habits["ignore_range"]
+    origin.send_etag = plan.server_habits["send_etag"]
+    origin.accept_ranges = plan.server_habits["accept_ranges"]
+    if plan.mirrored:
+        mirror.put(plan.name, plan.data)
+        mirror.ignore_range, mirror.send_etag, mirror.accept_ranges = False, True, True
+    for fault, target in zip(plan.faults, plan.fault_targets):
+        servers[target].add_fault(fault)
+
+
+def source_args(servers: list[OriginServer], plan: Plan) -> dict:
+    """get_file() arguments for the plan's sources."""
+    return {"mirrors": [servers[1].url], "also_origin": True} if plan.mirrored else {}
 
 
 def current_bytes(server: OriginServer, name: str) -> bytes:
@@ -262,22 +285,25 @@ def trusted_versions(plan: Plan) -> list[bytes]:
     return plan.versions
 
 
-def prepare_clean_run(server: OriginServer, plan: Plan) -> bytes:
-    """Remove the faults; restore the hashed version. Returns what the clean run must give."""
-    clear_faults(server)
-    server.ignore_range = plan.server_habits["ignore_range"]
+def prepare_clean_run(servers: list[OriginServer], plan: Plan) -> list[bytes]:
+    """Remove the faults; restore the hashed version. Returns what the clean run may give."""
+    used = servers if plan.mirrored else servers[:1]
+    for server in used:
+        clear_faults(server)
     if plan.hash_kind:
-        server.put(plan.name, plan.data)
-        return plan.data
-    return current_bytes(server, plan.name)
+        for server in used:
+            server.put(plan.name, plan.data)
+        return [plan.data]
+    # No hash: the current file of one source (they may differ after a ChangeContent).
+    return [current_bytes(server, plan.name) for server in used]
 
 
-def expected_reuse(plan: Plan, server: OriginServer, out: Path, done: int) -> int | None:
+def expected_reuse(plan: Plan, out: Path, done: int) -> int | None:
     """How many bytes the clean run must reuse, when that is certain."""
     from prefetch.transfer import load_state
 
     if (not done or plan.changes or plan.server_habits["ignore_range"] or not plan.server_habits["accept_ranges"]
-            or any(isinstance(f, WrongBytes) for f in plan.faults)):
+            or plan.mirrored or any(isinstance(f, WrongBytes) for f in plan.faults)):
         return None
     state = load_state(Path(f"{out}.part.json"))
     if state is None or not state.ranges or state.size != len(plan.data):
@@ -289,42 +315,51 @@ def expected_reuse(plan: Plan, server: OriginServer, out: Path, done: int) -> in
 
 
 @pytest.fixture(scope="module")
-def origins():
-    """One origin per lane: server habits (Range support, validators) are per server."""
-    servers = [OriginServer().start() for _ in range(LANES)]
-    yield servers
-    for server in servers:
-        server.stop()
+def lanes():
+    """An (origin, mirror) pair per lane: server habits (Range support, validators) are per server."""
+    pairs = [[OriginServer().start(), OriginServer().start()] for _ in range(LANES)]
+    yield pairs
+    for pair in pairs:
+        for server in pair:
+            server.stop()
 
 
-def run_in_lanes(seeds: list[int], origins: list[OriginServer], directory: Path, run_one) -> None:
+def run_in_lanes(seeds: list[int], lanes: list[list[OriginServer]], directory: Path, run_one) -> None:
     """Run ``seeds`` on LANES threads (runs mostly wait on timeouts); re-raise the first failure."""
     def lane(index: int) -> None:
         for seed in seeds[index::LANES]:
-            run_one(seed, origins[index], directory / f"run-{seed}")
+            run_one(seed, lanes[index], directory / f"run-{seed}")
 
     with ThreadPoolExecutor(LANES) as pool:
         for future in [pool.submit(lane, i) for i in range(LANES)]:
             future.result()
 
 
+def settle(plan: Plan, before: bytes | None, candidates: list[bytes]) -> list[bytes]:
+    """What the clean run may leave: an unverifiable file already in place is kept as it is."""
+    if before is not None and not plan.hash_kind:
+        return [before]
+    return candidates
+
+
 @pytest.mark.parametrize("batch", range(IN_PROCESS_BATCHES), ids=lambda b: f"seeds-{b * BATCH}-{b * BATCH + BATCH - 1}")
-def test_random_fault_schedules_in_process(batch, home, tmp_path, origins):
-    run_in_lanes(list(range(batch * BATCH, batch * BATCH + BATCH)), origins, tmp_path, run_one_in_process)
+def test_random_fault_schedules_in_process(batch, home, tmp_path, lanes):
+    run_in_lanes(list(range(batch * BATCH, batch * BATCH + BATCH)), lanes, tmp_path, run_one_in_process)
 
 
-def run_one_in_process(seed: int, server: OriginServer, directory: Path) -> None:
-    plan = make_plan(seed, server)
+def run_one_in_process(seed: int, servers: list[OriginServer], directory: Path) -> None:
+    plan = make_plan(seed, servers)
     directory.mkdir()
     out = directory / plan.name
-    start_plan(server, plan)
+    start_plan(servers, plan)
+    url = servers[0].url_for(plan.name)
     stop = threading.Event()
     timer = threading.Timer(plan.stop_after, stop.set) if plan.stop_after is not None else None
     if timer:
         timer.start()
     try:
-        first = get_file(server.url_for(plan.name), out, env=plan.env, connections=plan.connections, stop=stop,
-                         **plan.hash_args)
+        first = get_file(url, out, env=plan.env, connections=plan.connections, stop=stop,
+                         **source_args(servers, plan), **plan.hash_args)
     finally:
         if timer:
             timer.cancel()
@@ -333,14 +368,15 @@ def run_one_in_process(seed: int, server: OriginServer, directory: Path) -> None
     if not ok:
         assert first.status == ("interrupted" if first.exit_code == ExitCode.INTERRUPTED else "failed")
         assert_clean_failure(first, out, trusted_versions(plan))
-    expected = prepare_clean_run(server, plan)
-    reuse = expected_reuse(plan, server, out, done)
+    candidates = prepare_clean_run(servers, plan)
+    reuse = expected_reuse(plan, out, done)
     before = out.read_bytes() if out.exists() else None
-    clean = get_file(server.url_for(plan.name), out, env=plan.env, connections=plan.connections, **plan.hash_args)
-    if before is not None and not plan.hash_kind:
-        expected = before  # an unverifiable file already in place is kept as it is
+    clean = get_file(url, out, env=plan.env, connections=plan.connections, **source_args(servers, plan),
+                     **plan.hash_args)
     try:
-        assert_success(clean, out, expected, verified=plan.hash_kind is not None)
+        candidates = settle(plan, before, candidates)
+        assert out.exists() and out.read_bytes() in candidates, "the clean run did not give a whole, current file"
+        assert_success(clean, out, out.read_bytes(), verified=plan.hash_kind is not None)
         if reuse is not None:
             assert clean.reused == reuse, f"clean run reused {clean.reused}, expected {reuse}"
     except AssertionError as exc:
@@ -351,16 +387,18 @@ def run_one_in_process(seed: int, server: OriginServer, directory: Path) -> None
 
 
 @pytest.mark.parametrize("batch", range(CLI_BATCHES), ids=lambda b: f"cli-seeds-{1000 + b * BATCH}")
-def test_random_fault_schedules_through_the_cli(batch, home, tmp_path, origins):
-    run_in_lanes(list(range(1000 + batch * BATCH, 1000 + batch * BATCH + BATCH)), origins, tmp_path, run_one_cli)
+def test_random_fault_schedules_through_the_cli(batch, home, tmp_path, lanes):
+    run_in_lanes(list(range(1000 + batch * BATCH, 1000 + batch * BATCH + BATCH)), lanes, tmp_path, run_one_cli)
 
 
-def run_one_cli(seed: int, server: OriginServer, directory: Path) -> None:
-    plan = make_plan(seed, server, allow_stop=False)
+def run_one_cli(seed: int, servers: list[OriginServer], directory: Path) -> None:
+    plan = make_plan(seed, servers, allow_stop=False)
     directory.mkdir()
     out = directory / plan.name
-    start_plan(server, plan)
-    args = ["get", server.url_for(plan.name), "-o", str(out), "-q"]
+    start_plan(servers, plan)
+    args = ["get", servers[0].url_for(plan.name), "-o", str(out), "-q"]
+    if plan.mirrored:
+        args += ["--mirror", servers[1].url, "--also-origin"]
     if plan.connections:
         args += ["--connections", str(plan.connections)]
     for kind, value in plan.hash_args.items():
@@ -370,26 +408,24 @@ def run_one_cli(seed: int, server: OriginServer, directory: Path) -> None:
     stderr = first.stderr.strip()
     if ok:
         assert stderr == "", (stderr, plan.describe())
-        assert first.stdout.split() == ["downloaded", str(out)] or first.stdout.strip().endswith(str(out))
+        assert first.stdout.strip().endswith(str(out)), (first.stdout, plan.describe())
     else:
         lines = stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("prefetch: error: "), (first.stderr, plan.describe())
     done = check_first_run(plan, out, ok=ok, exit_code=first.returncode,
                            message=stderr.removeprefix("prefetch: error: ") if not ok else None)
-    expected = prepare_clean_run(server, plan)
-    reuse = expected_reuse(plan, server, out, done)
+    candidates = prepare_clean_run(servers, plan)
+    reuse = expected_reuse(plan, out, done)
     before = out.read_bytes() if out.exists() else None
     clean = run_cli(*args, "--json", env=plan.env, timeout=60)
-    if before is not None and not plan.hash_kind:
-        expected = before
     assert clean.returncode == 0, (clean.stderr, plan.describe())
     assert clean.stderr == "", (clean.stderr, plan.describe())
-    assert out.read_bytes() == expected, plan.describe()
+    assert out.read_bytes() in settle(plan, before, candidates), plan.describe()
     assert leftovers(out) == [] and not Path(f"{out}.part").exists()
+    (record,) = json.loads(clean.stdout)
+    if plan.hash_kind:
+        assert record["verified"], (record, plan.describe())
     if reuse is not None:
-        import json
-
-        (record,) = json.loads(clean.stdout)
         assert record["reused"] == reuse, (record, plan.describe())
 
 
