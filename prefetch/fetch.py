@@ -66,7 +66,7 @@ class FileResult:
     name: str
     path: str
     paths: list[str]
-    extracted: list[str] = field(default_factory=list)
+    extracted: list[str] = field(default_factory=list)  # extracted top-level folders/files
     status: str = "pending"  # downloaded | cached | failed | interrupted
     size: int = 0
     downloaded: int = 0
@@ -380,8 +380,9 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
     """
     for into in plan.extract_into:
         marker = _marker_path(markers_dir, plan.final, into)
-        if data == plan.final and _extraction_present(marker, into):
-            result.extracted.append(str(into))
+        present = _extracted_entries(marker, into) if data == plan.final else []
+        if present:
+            result.extracted.extend(str(into / e) for e in present)
             continue
         from prefetch.extract import extract_archive
 
@@ -389,7 +390,7 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
         with _extraction_lock(locks_dir, into, timeout=lock_timeout):
             extracted = extract_archive(data, into)
         _write_marker(marker, into, extracted.entries)
-        result.extracted.append(str(into))
+        result.extracted.extend(str(into / e) for e in extracted.entries)
     for alias in plan.also:
         if data == plan.final and alias.exists():
             continue
@@ -403,12 +404,13 @@ def _marker_path(markers_dir: Path, final: Path, into: Path) -> Path:
     return markers_dir / f"{key}.json"
 
 
-def _extraction_present(marker: Path, into: Path) -> bool:
+def _extracted_entries(marker: Path, into: Path) -> list[str]:
+    """The top-level entries a past extraction put into ``into``, if all still exist."""
     try:
-        entries = json.loads(marker.read_text(encoding="utf-8"))["entries"]
+        entries = [str(e) for e in json.loads(marker.read_text(encoding="utf-8"))["entries"]]
     except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return bool(entries) and all((into / e).exists() for e in entries)
+        return []
+    return entries if entries and all((into / e).exists() for e in entries) else []
 
 
 def _write_marker(marker: Path, into: Path, entries: Sequence[str]) -> None:
