@@ -69,8 +69,8 @@ def test_non_tty_dataset_run_with_extraction_is_plain(origin, home, tmp_path):
     assert proc.stdout.splitlines() == [
         f"downloaded {base / 'cifar-10-batches-py.tar.gz'}",
         f"{'':10} {base / 'cifar-10-batches-py-target_archive'}",
-        f"{'extracted':10} {base}",
-        f"{'extracted':10} {base / 'cifar-10-batches-py-target'}",
+        f"{'extracted':10} {base / 'cifar-10-batches-py'}",
+        f"{'extracted':10} {base / 'cifar-10-batches-py-target' / 'cifar-10-batches-py'}",
     ]
 
     again = run_cli("get", "cifar10", "--registry", str(registry))
