@@ -338,7 +338,7 @@ class _Budget:
             raise UnsafeArchiveError(
                 f"unsafe archive {self.archive}: it has more than {self.max_members} members "
                 f"(reached at {name!r}); refusing it as a possible decompression bomb. Nothing was "
-                "extracted; if you trust it, raise max_members."
+                "extracted; do not trust this source."
             )
 
     def check_declared(self, size: int, name: str) -> None:
@@ -362,15 +362,15 @@ class _Budget:
             raise UnsafeArchiveError(
                 f"unsafe archive {self.archive}: member {name!r} {how} the uncompressed total to "
                 f"{total} bytes, over the limit of {self.max_bytes} bytes; refusing it as a possible "
-                "decompression bomb. Nothing was extracted; if you trust it, raise max_bytes."
+                "decompression bomb. Nothing was extracted; do not trust this source."
             )
         ratio_bytes = self.ratio_bytes
         if ratio_bytes is not None and total > ratio_bytes:
             raise UnsafeArchiveError(
                 f"unsafe archive {self.archive}: member {name!r} {how} the uncompressed total to "
                 f"{total} bytes, more than {self.max_ratio:g} times the {self.archive_size}-byte "
-                "archive; refusing it as a possible decompression bomb. Nothing was extracted; if "
-                "you trust it, raise max_ratio."
+                "archive; refusing it as a possible decompression bomb. Nothing was extracted; "
+                "do not trust this source."
             )
         if total > self.free_bytes:
             raise DiskFullError(

@@ -501,6 +501,11 @@ class OriginServer:
             self._faults.append(fault)
         return fault
 
+    def clear_faults(self) -> None:
+        """Drop every fault not consumed yet."""
+        with self._lock:
+            self._faults.clear()
+
     @property
     def pending_faults(self) -> list[Fault]:
         with self._lock:

@@ -209,6 +209,8 @@ def spec_for_url(url: str, *, output: Path | None, expected: ExpectedHash | None
     """Build an ad-hoc dataset for a plain URL (saved to ``output`` or the current dir)."""
     check_url(url)
     name = PurePosixPath(urlsplit(url).path).name
+    if name in (".", ".."):
+        name = ""
     if not name:
         if output is None:
             raise UsageError(f"cannot tell a file name from {url!r}; give -o PATH")

@@ -72,18 +72,20 @@ class LineRenderer:
         self.stream = stream
         self.min_interval = min_interval
         self.min_percent = min_percent
-        self.last: dict[str, tuple[float, float]] = {}
+        self.last: dict[str, tuple[float, float, int]] = {}
         self.lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
         now = time.time()
         with self.lock:
             if event.kind is EventKind.PROGRESS:
-                last_time, last_pct = self.last.get(event.file, (0.0, -100.0))
+                last_time, last_pct, last_done = self.last.get(event.file, (0.0, -100.0, -1))
                 pct = event.percent if event.percent is not None else 0.0
+                if event.done == last_done:
+                    return  # nothing moved: the retry notes say why
                 if now - last_time < self.min_interval and pct - last_pct < self.min_percent:
                     return
-                self.last[event.file] = (now, pct)
+                self.last[event.file] = (now, pct, event.done)
             self.stream.write(format_event(event, now=now) + "\n")
             self.stream.flush()
 

@@ -220,9 +220,8 @@ def _random_fault(rng: random.Random, name: str, data: bytes, server: OriginServ
 
 
 def clear_faults(server: OriginServer) -> None:
-    """Drop every fault not consumed yet (origin.py has no public way to)."""
-    with server._lock:  # noqa: SLF001
-        server._faults.clear()  # noqa: SLF001
+    """Drop every fault not consumed yet."""
+    server.clear_faults()
 
 
 def start_plan(servers: list[OriginServer], plan: Plan) -> None:
