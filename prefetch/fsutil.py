@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 
@@ -19,7 +18,7 @@ def replace_file(path: Path, data: bytes, *, durable: bool = False, mode: int | 
         OSError: the temp file could not be written or renamed (it is removed).
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
     try:
         with open(tmp, "wb") as handle:
             handle.write(data)

@@ -17,10 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
-import shlex
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,6 +34,20 @@ from prefetch.errors import (
 )
 from prefetch.fsutil import replace_file
 from prefetch.paths import state_dir
+
+def _token_hex(nbytes: int) -> str:
+    return os.urandom(nbytes).hex()
+
+
+def _shell_join(parts: Sequence[str]) -> str:
+    import shlex
+
+    return shlex.join(parts)
+
+
+def _hostname() -> str:
+    return os.uname().nodename
+
 
 RECORD_SCHEMA = 1
 STALE_SECONDS = 120.0  # a running record not rewritten for this long, on another host, is stale
@@ -179,10 +189,10 @@ def new_job_id(directory: Path) -> str:
     """A short, unused id: ``j`` + month and day + random hex (``j0518-a3f9``)."""
     day = time.strftime("%m%d", time.gmtime())
     for length in (4, 4, 4, 6, 6, 8):
-        candidate = f"j{day}-{secrets.token_hex(length // 2)}"
+        candidate = f"j{day}-{_token_hex(length // 2)}"
         if not (directory / f"{candidate}.json").exists():
             return candidate
-    return f"j{day}-{secrets.token_hex(8)}"
+    return f"j{day}-{_token_hex(8)}"
 
 
 def record_path(job_id: str, env: Mapping[str, str] | None = None) -> Path:
@@ -331,7 +341,7 @@ def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
     if not record.active:
         return record
     now = time.time() if now is None else now
-    if record.host and record.host != socket.gethostname():
+    if record.host and record.host != _hostname():
         # Another machine sharing the state dir: its pids mean nothing here, but a
         # live worker rewrites its record at least every 20 s (worker.HEARTBEAT_SECONDS).
         if now - record.updated < STALE_SECONDS:
@@ -424,7 +434,7 @@ def describe_request(request) -> str:
         parts += ["--registry", r]
     if request.fail_fast:
         parts.append("--fail-fast")
-    return shlex.join(parts) + " -b"
+    return _shell_join(parts) + " -b"
 
 
 def pin_request(request, env: Mapping[str, str] | None = None):
@@ -486,7 +496,7 @@ def start_job(
             command=describe_request(request),
             request=request.to_dict(),
             files=[FileStatus(name=p.label, dataset=p.dataset, path=str(p.final)) for p in plans],
-            host=socket.gethostname(),
+            host=_hostname(),
             started=now,
             updated=now,
             log=str(directory / f"{job_id}.log"),
@@ -508,6 +518,8 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
         log.flush()
         # A new session and no stdio left on the caller's terminal: the worker
         # survives a notebook cell's shell exiting under its pty (no & or nohup).
+        import subprocess
+
         proc = subprocess.Popen(
             [python or sys.executable, "-m", "prefetch.worker", record.id],
             stdin=subprocess.DEVNULL,
@@ -530,7 +542,7 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
     return update_record(record.id, set_pid, env)
 
 
-def _forget_child(proc: subprocess.Popen) -> None:
+def _forget_child(proc) -> None:
     # The launcher never waits for the worker, but in a long-lived process (the
     # Python API in a notebook kernel) an unreaped worker would linger as a
     # zombie: reap it from a daemon thread. (Liveness checks treat zombies as dead.)
@@ -610,7 +622,7 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
         rec.state = JobState.QUEUED.value
         rec.pid = None
         rec.pid_start = None
-        rec.host = socket.gethostname()
+        rec.host = _hostname()
         rec.exit_code = None
         rec.error = None
         rec.finished = None
