@@ -7,6 +7,7 @@ file every few seconds or few percent, so ``tail -f`` and ``grep`` both work.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -131,10 +132,12 @@ class BarRenderer:
                 bar.n = event.done
                 bar.refresh()
                 return
-            if event.kind is EventKind.DONE and event.file in self.bars:
-                bar = self.bars[event.file]
-                bar.n = event.done
-                bar.refresh()
+            if event.kind in (EventKind.DONE, EventKind.FAILED) and event.file in self.bars:
+                bar = self.bars.pop(event.file)
+                if event.kind is EventKind.DONE:
+                    bar.total = event.total if event.total is not None else bar.total
+                    bar.n = event.done
+                bar.close()  # leaves the final bar on screen, once
             tqdm.write(_plain_message(event), file=self.stream)
 
     def close(self) -> None:
@@ -158,10 +161,18 @@ def make_renderer(stream: TextIO | None = None, *, quiet: bool = False, skip_fai
     stream = stream or sys.stderr
     if quiet:
         return _Quiet()
-    renderer = BarRenderer(stream) if stream.isatty() else LineRenderer(stream)
+    renderer = BarRenderer(stream) if _is_sized_terminal(stream) else LineRenderer(stream)
     if skip_failures:
         return _SkipFailures(renderer)
     return renderer
+
+
+def _is_sized_terminal(stream: TextIO) -> bool:
+    """A terminal a bar can be drawn on (a pty with no size, as under `script`, is not)."""
+    try:
+        return stream.isatty() and os.get_terminal_size(stream.fileno()).columns > 0
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class _SkipFailures:
