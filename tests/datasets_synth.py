@@ -31,10 +31,11 @@ import io
 import json
 import pickle
 import struct
-import tarfile
 from pathlib import Path
 
 import numpy as np
+
+from tests.archives import tar_gz
 
 # Rows in the synthetic data (keep files tiny: a few KB each).
 TRAIN, TEST = 12, 5
@@ -94,18 +95,7 @@ def _cifar_batch(rng: np.random.Generator, rows: int, label_keys: dict[bytes, in
 
 
 def _tar_gz(folder: str, members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        dir_info = tarfile.TarInfo(folder)
-        dir_info.type = tarfile.DIRTYPE
-        dir_info.mode = 0o755
-        tar.addfile(dir_info)
-        for name, data in members.items():
-            info = tarfile.TarInfo(f"{folder}/{name}")
-            info.size = len(data)
-            info.mode = 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    return tar_gz(members, folder=folder)
 
 
 def build_files(seed: int = 0) -> dict[str, bytes]:

@@ -9,13 +9,11 @@ Every failure must be exit 5 with one `prefetch: error:` line and a resumable st
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import random
 import subprocess
 import sys
-import tarfile
 import time
 import uuid
 from pathlib import Path
@@ -23,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from prefetch.errors import ExitCode
+from tests.archives import tar_gz
 from tests.origin import OriginServer
 from tests.test_bad_input import one_error_line
 from tests.test_faults import recorded_bytes
@@ -164,13 +163,7 @@ def test_no_room_to_extract_is_exit_5_and_the_verified_archive_is_kept(cli, orig
     rng = random.Random(3)
     words = [bytes(rng.choice(b"abcdefghij") for _ in range(8)) for _ in range(300)]
     members = {f"big/f{i}.txt": b" ".join(rng.choice(words) for _ in range(60_000)) for i in range(5)}
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, body in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(body)
-            tar.addfile(info, io.BytesIO(body))
-    archive = buf.getvalue()
+    archive = tar_gz(members)
     assert len(archive) < MiB and sum(map(len, members.values())) > 2 * MiB
     sha = hashlib.sha256(archive).hexdigest()
     origin.put("big.tar.gz", archive)
@@ -309,12 +302,7 @@ def test_non_ascii_paths_in_a_c_locale(cli, origin, tmp_path):
 def test_registry_dataset_into_a_cache_dir_with_spaces_and_non_ascii(cli, origin, tmp_path):
     rng = random.Random(7)
     payload = rng.randbytes(20_000)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        info = tarfile.TarInfo("inner ü/file 数据.bin")
-        info.size = len(payload)
-        tar.addfile(info, io.BytesIO(payload))
-    archive = buf.getvalue()
+    archive = tar_gz({"inner ü/file 数据.bin": payload})
     sha = hashlib.sha256(archive).hexdigest()
     origin.put("arch ü.tar.gz", archive)
     registry = tmp_path / "régistry ü.toml"

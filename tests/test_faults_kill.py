@@ -12,7 +12,6 @@ foreground process, at random points drawn from fixed seeds.)
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import queue
@@ -20,7 +19,6 @@ import random
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from pathlib import Path
@@ -28,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from prefetch.transfer import TransferState, save_state
+from tests.archives import tar_gz
 from tests.origin import OriginServer
 from tests.test_faults import recorded_bytes
 
@@ -186,13 +185,7 @@ def test_sigkill_while_verifying_a_complete_part_then_resume(home, tmp_path, see
 
 def make_archive(members: int) -> tuple[bytes, dict[str, bytes]]:
     files = {f"pkg/d{i % 25}/f{i}.txt": (f"member {i}\n" * 24).encode() for i in range(members)}
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, body in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(body)
-            tar.addfile(info, io.BytesIO(body))
-    return buf.getvalue(), files
+    return tar_gz(files), files
 
 
 @pytest.mark.parametrize("seed", [31, 32])

@@ -7,14 +7,13 @@ verified files identical to the origin's, with no temp files or dirs left behind
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import signal
-import tarfile
 from pathlib import Path
 
 import pytest
 
+from tests.archives import tar_gz
 from tests.test_jobs import (
     job_id_from,
     leftovers,
@@ -33,13 +32,7 @@ MEMBERS = 1500  # enough that extracting takes a visible while
 def make_archive() -> tuple[bytes, dict[str, bytes]]:
     """A tar.gz with many small members under ``arch/``; returns (archive, {member: bytes})."""
     members = {f"arch/d{i % 30}/f{i}.txt": (f"member {i}\n" * 16).encode() for i in range(MEMBERS)}
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue(), members
+    return tar_gz(members), members
 
 
 @pytest.fixture
