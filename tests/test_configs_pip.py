@@ -104,7 +104,7 @@ def test_real_pip_download_from_local_index_after_mirror_use(home, env, tmp_path
         write_user_mirrors(home, f'[mirrors.local]\ntitle = "loopback"\npypi = "{server.url}/simple"\n')
         done = run_cli("mirror", "use", "local", env=env)
         assert done.returncode == 0, done.stderr
-        assert f"trusted-host = 127.0.0.1" in pip_user_conf(home).read_text()
+        assert "trusted-host = 127.0.0.1" in pip_user_conf(home).read_text()
 
         dest = tmp_path / "downloads"
         got = pip("download", "--no-deps", "--no-cache-dir", "-d", str(dest), PKG, env=env)

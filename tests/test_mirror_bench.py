@@ -61,7 +61,7 @@ def test_bench_picks_the_faster_and_cuts_off_the_silent_one(mirrors):
     assert by_name["silent"].status is BenchStatus.TIMEOUT and "deadline" in by_name["silent"].error
     assert by_name["refused"].status is BenchStatus.ERROR and by_name["refused"].bytes == 0
     assert [r.name for r in report.results][:2] == ["fast", "slow"]
-    assert f"/simple/pip/" in fast.paths and f"/packages/{BENCH_FILE}" in fast.paths
+    assert "/simple/pip/" in fast.paths and f"/packages/{BENCH_FILE}" in fast.paths
 
 
 def test_explicit_probe_and_missing_probe(mirrors):
