@@ -80,6 +80,9 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
                 registry = load_registry(extra_files=[Path(r) for r in request.registries], config_dir=cfg)
             spec = registry.get(name)
         plans.extend(plan_files(spec, root=root))
+    if env.get("KERAS_HOME") and root.absolute() == Path(env["KERAS_HOME"]).expanduser().absolute():
+        # The root came from KERAS_HOME (directly, or fixed into a background job).
+        plans = [add_tf_keras_names(plan, env=env, root=root) for plan in plans]
     seen: dict[Path, str] = {}
     unique = []
     for plan in plans:
@@ -101,6 +104,31 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
         job=request.job,
     )
     return unique, options
+
+
+def add_tf_keras_names(plan: FilePlan, *, env: Mapping[str, str], root: Path) -> FilePlan:
+    """Also place ``plan`` where tf-keras looks, when tf-keras is installed and not reading ``root``.
+
+    tf-keras (Keras 2) ignores KERAS_HOME and always uses ~/.keras; with KERAS_HOME
+    set, its legacy names (the target, and extraction into datasets/ itself) are
+    added there as hard links (or copies) and a second extraction.
+    """
+    import dataclasses
+
+    from prefetch.layout import datasets_dir, detect_keras, keras_root
+
+    if os.path.isabs(plan.spec.target):
+        return plan
+    tf_root = keras_root(env={k: v for k, v in env.items() if k != "KERAS_HOME"})
+    if tf_root.absolute() == root.absolute() or not detect_keras().tf_keras:
+        return plan
+    base = datasets_dir(tf_root)
+    legacy_dirs = tuple(base / d for d in plan.spec.extract if d in (".", ""))
+    return dataclasses.replace(
+        plan,
+        also=(*plan.also, base / plan.spec.target),
+        extract_into=(*plan.extract_into, *legacy_dirs),
+    )
 
 
 def resolve_mirror(value: str, *, config: Path) -> str:
