@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
-from prefetch.errors import MirrorCatalogError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from prefetch.errors import MirrorCatalogError, UsageError
+from prefetch.registry import check_url, tomllib
 
 BUILTIN = Path(__file__).with_name("mirrors.toml")
 USER_FILE_NAME = "mirrors.toml"
@@ -211,8 +206,6 @@ def _parse_mirror(locator: "_Locator", name: str, body: object, source: str) -> 
         if "://" in probe:
             probe = _url(locator, table, "probe", probe)
         elif "pypi" in values:
-            from urllib.parse import urljoin
-
             probe = urljoin(values["pypi"].rstrip("/") + "/", probe)
         else:
             raise MirrorCatalogError(
@@ -281,15 +274,12 @@ def _string(locator: "_Locator", table: str, body: dict, key: str) -> str:
 
 def _url(locator: "_Locator", table: str, key: str, value: str) -> str:
     try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError:
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        check_url(value)
+    except UsageError:
         raise MirrorCatalogError(
             f"{locator.at(table, key)}: [{table}] {key} must be an http:// or https:// URL"
             f" with a host, got {value!r}"
-        )
+        ) from None
     return value
 
 
@@ -354,15 +344,12 @@ def resolve_dataset_mirror(name_or_url: str, *, config_dir: Path | None) -> str:
     text = name_or_url.strip()
     if "://" in text:
         try:
-            parts = urlsplit(text)
-            parts.port  # noqa: B018
-        except ValueError:
-            parts = None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            check_url(text)
+        except UsageError:
             raise MirrorCatalogError(
                 f"dataset mirror {text!r} is not an http:// or https:// URL with a host;"
                 " give a base URL like https://host/path/ or a name from mirrors.toml"
-            )
+            ) from None
         return text.rstrip("/") + "/"
     if not text:
         raise MirrorCatalogError("dataset mirror is empty; give a name from mirrors.toml or a URL")
