@@ -80,10 +80,9 @@ class MirrorCatalog:
         Raises:
             MirrorCatalogError: no such mirror; the message suggests close names.
         """
-        key = name.strip().lower()
-        for known, mirror in self.mirrors.items():
-            if known.lower() == key:
-                return mirror
+        found = _lookup(self.mirrors, name)
+        if found is not None:
+            return found
         raise MirrorCatalogError(
             f"unknown mirror {name!r}{_suggest(name, self.mirrors)}"
             f" (`prefetch mirror list` shows all; add your own in {self._user_hint()})"
@@ -95,10 +94,9 @@ class MirrorCatalog:
         Raises:
             MirrorCatalogError: no such dataset mirror; the message suggests close names.
         """
-        key = name.strip().lower()
-        for known, mirror in self.datasets.items():
-            if known.lower() == key:
-                return mirror
+        found = _lookup(self.datasets, name)
+        if found is not None:
+            return found
         known_names = ", ".join(sorted(self.datasets)) or "none defined"
         raise MirrorCatalogError(
             f"unknown dataset mirror {name!r}{_suggest(name, self.datasets)}"
@@ -108,6 +106,12 @@ class MirrorCatalog:
 
     def _user_hint(self) -> str:
         return str(self.user_file) if self.user_file else "<config dir>/mirrors.toml"
+
+
+def _lookup(entries: dict, name: str):
+    """The entry whose name equals ``name`` ignoring case and surrounding blanks, else None."""
+    key = name.strip().lower()
+    return next((entry for known, entry in entries.items() if known.lower() == key), None)
 
 
 def _suggest(name: str, known: dict) -> str:
@@ -189,10 +193,7 @@ def _syntax_message(path: Path, exc: Exception) -> str:
 
 def _parse_mirror(locator: "_Locator", name: str, body: object, source: str) -> Mirror:
     table = f"mirrors.{name}"
-    _check_name(locator, table, name)
-    if not isinstance(body, dict):
-        raise MirrorCatalogError(f"{locator.at(table)}: [{table}] must be a table, got {type(body).__name__}")
-    _check_keys(locator, table, body, _MIRROR_KEYS)
+    _check_table(locator, table, name, body, _MIRROR_KEYS)
     values = {key: _string(locator, table, body, key) for key in _MIRROR_KEYS if key in body}
     for key in ("pypi", "conda", "hf"):
         if key in values:
@@ -235,10 +236,7 @@ def _parse_mirror(locator: "_Locator", name: str, body: object, source: str) -> 
 
 def _parse_dataset(locator: "_Locator", name: str, body: object, source: str) -> DatasetMirror:
     table = f"datasets.{name}"
-    _check_name(locator, table, name)
-    if not isinstance(body, dict):
-        raise MirrorCatalogError(f"{locator.at(table)}: [{table}] must be a table, got {type(body).__name__}")
-    _check_keys(locator, table, body, _DATASET_KEYS)
+    _check_table(locator, table, name, body, _DATASET_KEYS)
     if "url" not in body:
         raise MirrorCatalogError(f"{locator.at(table)}: [{table}] needs url = \"http(s)://...\"")
     url = _url(locator, table, "url", _string(locator, table, body, "url"))
@@ -246,12 +244,16 @@ def _parse_dataset(locator: "_Locator", name: str, body: object, source: str) ->
     return DatasetMirror(name=name, url=url.rstrip("/") + "/", title=title, source=source)
 
 
-def _check_name(locator: "_Locator", table: str, name: str) -> None:
+def _check_table(locator: "_Locator", table: str, name: str, body: object, allowed: set[str]) -> None:
+    """A ``[mirrors.NAME]`` or ``[datasets.NAME]`` entry: a valid name, a table, known keys only."""
     if not _NAME_RE.match(name) or name.lower() == "fastest":
         raise MirrorCatalogError(
             f"{locator.at(table)}: [{table}]: name {name!r} must be letters, digits, '.', '_' or '-'"
             " and not 'fastest'"
         )
+    if not isinstance(body, dict):
+        raise MirrorCatalogError(f"{locator.at(table)}: [{table}] must be a table, got {type(body).__name__}")
+    _check_keys(locator, table, body, allowed)
 
 
 def _check_keys(locator: "_Locator", table: str, body: dict, allowed: set[str]) -> None:
