@@ -222,7 +222,7 @@ def record_to_dict(record: JobRecord) -> dict:
 
 
 def write_record(record: JobRecord, env: Mapping[str, str] | None = None) -> None:
-    """Write ``record`` atomically (temp file, fsync, rename)."""
+    """Write ``record`` atomically (temp file, fsync, rename); callers hold ``locked_jobs``."""
     path = record_path(record.id, env)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(record_to_dict(record), indent=1)
@@ -667,13 +667,13 @@ def clean_jobs(*, include_interrupted: bool = False, env: Mapping[str, str] | No
                 result.removed.append(record.id)
             else:
                 result.kept.append(record.id)
-        for tmp in directory.glob(".*.tmp"):  # left by a writer killed mid-write
-            pid = tmp.name.rsplit(".", 2)[-2]
-            if not (pid.isdigit() and is_process_alive(int(pid))):
-                try:
-                    tmp.unlink()
-                except OSError:
-                    pass
+        # Records are only written under this lock, so a temp file here is one
+        # left by a writer killed mid-write.
+        for tmp in directory.glob(".*.tmp"):
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
     return result
 
 
