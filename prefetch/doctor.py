@@ -271,18 +271,19 @@ def check_reachability(urls: list[str], *, deadline: float) -> list[Reachability
     def probe(url: str) -> None:
         import requests
 
+        from prefetch.http import make_session
+
         start = time.monotonic()
         try:
-            with requests.get(url, stream=True, timeout=(deadline, deadline),
-                              headers={"User-Agent": "prefetch-doctor/0.1"}) as response:
+            with make_session() as session, session.get(url, stream=True, timeout=(deadline, deadline)) as response:
                 detail = f"HTTP {response.status_code}, {(time.monotonic() - start) * 1000:.0f} ms"
                 outcome = Reachability(url, True, detail)
         except requests.exceptions.Timeout:
             outcome = Reachability(url, False, "timed out")
         except requests.exceptions.RequestException as exc:
-            from prefetch.mirror_bench import _describe
+            from prefetch.mirror_bench import describe_error
 
-            outcome = Reachability(url, False, _describe(exc))
+            outcome = Reachability(url, False, describe_error(exc))
         with lock:
             results[url] = outcome
 

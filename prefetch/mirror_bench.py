@@ -18,9 +18,9 @@ from enum import Enum
 from typing import Callable
 from urllib.parse import unquote, urljoin, urlsplit
 
+from prefetch.http import make_session
 from prefetch.mirrors import DEFAULT_BENCH_FILE, DEFAULT_BENCH_PROJECT, Mirror
 
-USER_AGENT = "prefetch-mirror-bench/0.1"
 _HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
 _GRACE = 1.0  # seconds past the deadline before an unfinished thread is abandoned
 
@@ -137,8 +137,7 @@ def measure_mirror(
     def result(status: BenchStatus, **fields: object) -> BenchResult:
         return BenchResult(mirror.name, index, status, seconds=round(clock() - start, 3), **fields)  # type: ignore[arg-type]
 
-    session = requests.Session()
-    session.headers["User-Agent"] = USER_AGENT
+    session = make_session()
     latency = None
     try:
         probe = mirror.probe
@@ -173,7 +172,7 @@ def measure_mirror(
     except requests.exceptions.Timeout:
         return result(BenchStatus.TIMEOUT, probe_url=mirror.probe, latency_s=latency, error=_cut(deadline))
     except requests.exceptions.RequestException as exc:
-        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=_describe(exc))
+        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=describe_error(exc))
     finally:
         session.close()
 
@@ -208,7 +207,8 @@ def _read_until(response: object, remaining: Callable[[], float]) -> tuple[int, 
         response.close()  # type: ignore[attr-defined]
 
 
-def _describe(exc: Exception) -> str:
+def describe_error(exc: Exception) -> str:
+    """The short cause of a requests error ("Connection refused"), for one table cell or line."""
     text = str(exc)
     match = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text) or re.search(r"(Connection refused|Name or service not known)", text)
     if match:
