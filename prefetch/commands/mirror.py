@@ -63,13 +63,9 @@ def _dirs() -> tuple[Path, Path]:
 
 
 def _rate(bps: float | None) -> str:
-    if not bps:
-        return "-"
-    for unit in ("B/s", "KB/s", "MB/s", "GB/s"):
-        if bps < 1024 or unit == "GB/s":
-            return f"{bps:.1f} {unit}" if unit != "B/s" else f"{bps:.0f} B/s"
-        bps /= 1024
-    return "-"
+    from prefetch.render import human_bytes
+
+    return f"{human_bytes(bps)}/s" if bps else "-"
 
 
 # -- commands ---------------------------------------------------------------
