@@ -766,7 +766,7 @@ def wait_for(
     records = wait_jobs(job_ids, timeout=timeout, poll=poll, on_poll=on_poll, env=env) if job_ids else []
     failures: list[str] = []
     exit_code = 0
-    explicit = [r for r in records if targets is None or r.id in (targets or [])]
+    explicit = [r for r in records if targets is None or r.id in targets]
     superseded: list[str] = []
     for r in explicit:
         code = job_exit_code(r)
@@ -811,17 +811,15 @@ def files_in_place(record: JobRecord) -> bool:
 
 
 def _job_mentions(record: JobRecord, name: str) -> bool:
-    from prefetch.registry import is_url
+    from prefetch.registry import _normalise, is_url
 
-    names = record.request.get("names", []) if isinstance(record.request, dict) else []
+    names = record.request.get("names", [])
     if name in names:
         return True
     if is_url(name):
         return False
-    key = name.strip().lower().replace("-", "_")
-    return any(key == str(n).strip().lower().replace("-", "_") for n in names) or any(
-        key == f.dataset.lower().replace("-", "_") for f in record.files
-    )
+    key = _normalise(name)
+    return any(key == _normalise(str(n)) for n in names) or any(key == _normalise(f.dataset) for f in record.files)
 
 
 def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[str, str] | None = None) -> str | None:
@@ -868,7 +866,7 @@ def job_to_dict(record: JobRecord) -> dict:
         "exit_code": record.exit_code,
         "error": record.error,
         "command": record.command,
-        "names": list(record.request.get("names", [])) if isinstance(record.request, dict) else [],
+        "names": list(record.request.get("names", [])),
         "pid": record.pid,
         "host": record.host,
         "started": record.started,
