@@ -7,7 +7,6 @@ Only ``fail`` makes ``doctor`` exit 1.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import threading
 import time
@@ -248,19 +247,17 @@ def _check_writable(directory: Path, checks: list[Check]) -> None:
                   "set KERAS_HOME to a writable directory, or pass --cache-dir")
         )
         return
-    try:
-        free = shutil.disk_usage(existing).free
-    except OSError as exc:
-        checks.append(Check("cache", Level.WARN, f"cannot read free space of {existing}: {exc}", "check the mount"))
-        return
-    gib = free / 1024**3
+    from prefetch.fsutil import free_space
+    from prefetch.render import human_bytes
+
+    free = free_space(existing)
     if free < LOW_SPACE_BYTES:
         checks.append(
-            Check("cache", Level.WARN, f"{directory} is writable but only {gib:.2f} GiB free",
+            Check("cache", Level.WARN, f"{directory} is writable but only {human_bytes(free)} free",
                   "free space, or point KERAS_HOME / --cache-dir at a bigger disk (cifar100 alone needs ~0.3 GiB)")
         )
     else:
-        checks.append(Check("cache", Level.OK, f"{directory} is writable; {gib:.1f} GiB free"))
+        checks.append(Check("cache", Level.OK, f"{directory} is writable; {human_bytes(free)} free"))
 
 
 def check_reachability(urls: list[str], *, deadline: float) -> list[Reachability]:
