@@ -138,25 +138,23 @@ def _check_pip(effective, checks: list[Check], urls: dict[str, str], env: Mappin
     for extra in pip.extra_index_urls:
         checks.append(Check("pip", Level.INFO, f"pip extra index: {extra} (pip also looks there)"))
         _add_url(urls, extra, "pip extra index")
+    from prefetch.configs.pip import command_index_urls
+
     for item in pip.files:
         if not item.exists:
             continue
-        from prefetch.configs.ini import get_ini_value
-
         try:
             text = item.path.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             checks.append(Check("pip", Level.WARN, f"{item.path} exists but cannot be read: {exc}",
                                 "fix its permissions; pip will fail to read it too"))
             continue
-        for section in ("install", "download"):
-            value = get_ini_value(text, section, "index-url")
-            if value:
-                checks.append(
-                    Check("pip", Level.WARN, f"{item.path} sets [{section}] index-url = {value}, which beats"
-                          f" [global] for `pip {section}`",
-                          "remove it if `prefetch mirror use` should decide the index")
-                )
+        for section, value in command_index_urls(text):
+            checks.append(
+                Check("pip", Level.WARN, f"{item.path} sets [{section}] index-url = {value}, which beats"
+                      f" [global] for `pip {section}`",
+                      "remove it if `prefetch mirror use` should decide the index")
+            )
     if env.get("PIP_INDEX_URL"):
         checks.append(
             Check("pip", Level.WARN, f"PIP_INDEX_URL={env['PIP_INDEX_URL']} overrides every pip.conf",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from prefetch.configs.ini import get_ini_value, remove_ini_key, set_ini_value
+from prefetch.configs.ini import get_ini_value, read_ini_values, remove_ini_key, set_ini_value
 from prefetch.errors import UsageError
 
 SCOPES = ("user", "site", "global")
@@ -204,9 +204,8 @@ def pip_override_warnings(
                 f" [global] index-url = {other}"
                 " and wins; remove that line, or write there with the matching --scope"
             )
-        for section in _COMMAND_SECTIONS:
-            value = get_ini_value(text, section, "index-url")
-            if value and value.rstrip("/") != index_url.rstrip("/"):
+        for section, value in command_index_urls(text):
+            if value.rstrip("/") != index_url.rstrip("/"):
                 warnings.append(
                     f"{item.path} sets [{section}] index-url = {value}, which beats [global] for"
                     f" `pip {section}`; remove that line from the file"
@@ -217,14 +216,22 @@ def pip_override_warnings(
 def command_section_warnings(target: Path, text: str, *, index_url: str) -> list[str]:
     """``[install]``/``[download]`` index-url inside the file we write, which beats our [global]."""
     warnings = []
-    for section in _COMMAND_SECTIONS:
-        value = get_ini_value(text, section, "index-url")
-        if value and value.rstrip("/") != index_url.rstrip("/"):
+    for section, value in command_index_urls(text):
+        if value.rstrip("/") != index_url.rstrip("/"):
             warnings.append(
                 f"{target} also sets [{section}] index-url = {value}, which beats [global] for"
                 f" `pip {section}`; remove that line to use the mirror"
             )
     return warnings
+
+
+def command_index_urls(text: str) -> list[tuple[str, str]]:
+    """``(section, url)`` for each ``[install]``/``[download]`` index-url in a pip.conf's text.
+
+    Each beats ``[global] index-url`` for that pip command.
+    """
+    values = read_ini_values(text)
+    return [(s, values[(s, "index-url")]) for s in _COMMAND_SECTIONS if values.get((s, "index-url"))]
 
 
 def _read_quietly(path: Path) -> str | None:
