@@ -48,6 +48,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prefetch.fsutil import remove_tree
 from prefetch.errors import (
     DiskFullError,
     IntegrityError,
@@ -181,7 +182,7 @@ def extract_archive(
             raise _corrupt(archive, exc) from exc
         finally:
             if temp is not None:
-                _remove_tree(temp)
+                remove_tree(temp)
     return ExtractResult(
         destination=destination, entries=entries, members=ctx.budget.members, bytes=ctx.budget.written
     )
@@ -863,33 +864,4 @@ def _replace_entry(new: Path, target: Path) -> None:
     except BaseException:
         os.rename(aside, target)
         raise
-    _remove_tree(aside)
-
-
-def _remove_tree(path: Path) -> None:
-    """Delete ``path`` (file, link or tree) as thoroughly as possible, never raising."""
-    try:
-        if os.path.islink(path) or not os.path.isdir(path):
-            os.unlink(path)
-            return
-    except FileNotFoundError:
-        return
-    except OSError:
-        return
-    try:
-        shutil.rmtree(path)
-    except OSError:
-        # Read-only directories (from an old extraction) block deletion of their entries.
-        for dirpath, dirnames, _ in os.walk(path):
-            for d in dirnames:
-                full = os.path.join(dirpath, d)
-                if not os.path.islink(full):
-                    try:
-                        os.chmod(full, 0o700)
-                    except OSError:
-                        pass
-        try:
-            os.chmod(path, 0o700)
-        except OSError:
-            pass
-        shutil.rmtree(path, ignore_errors=True)
+    remove_tree(aside)

@@ -20,6 +20,7 @@ from urllib.parse import quote
 from prefetch.errors import ExitCode, LocalFileError, PrefetchError
 from prefetch.events import Event, EventKind, EventSink, ignore_event
 from prefetch.layout import datasets_dir, part_path, state_path
+from prefetch.fsutil import local_error
 from prefetch.locks import hold_lock
 from prefetch.registry import DatasetSpec, FileSpec
 from prefetch.transfer import TransferOptions, download_to_part
@@ -157,7 +158,7 @@ def fetch_file(
         who = owner.describe() if owner else "another process"
         on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
 
-    with _Locked(locks_dir, hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting)):
+    with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting):
         _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         expected = plan.spec.expected
         if plan.final.exists() and _existing_is_good(plan, on_event):
@@ -298,30 +299,6 @@ def _drop_empty_partial(part: Path, state: Path) -> None:
         _discard(part, state)
 
 
-class _Locked:
-    """Enter ``hold_lock``, turning filesystem errors of the locks dir into LocalFileError."""
-
-    def __init__(self, locks_dir: Path, context) -> None:
-        self.locks_dir = locks_dir
-        self.context = context
-
-    def __enter__(self):
-        try:
-            return self.context.__enter__()
-        except OSError as exc:
-            from errno import ENOSPC
-
-            if exc.errno == ENOSPC:
-                raise _fs_error(exc, self.locks_dir) from None
-            raise LocalFileError(
-                f"cannot use the lock directory {self.locks_dir}: {exc.strerror or exc}; prefetch keeps "
-                f"its state there: make it writable or set PREFETCH_HOME to a writable directory"
-            ) from None
-
-    def __exit__(self, *exc_info):
-        return self.context.__exit__(*exc_info)
-
-
 def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -> None:
     """Delete temp files a killed run left for ``plan``; call it with the plan's lock held.
 
@@ -333,13 +310,13 @@ def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -
     """
     import glob
 
-    from prefetch.extract import _remove_tree
+    from prefetch.fsutil import remove_tree
 
     def remove(spots) -> None:
         for where, pattern in spots:
             if where.is_dir():
                 for path in where.glob(pattern):
-                    _remove_tree(path)
+                    remove_tree(path)
 
     state = state_path(plan.final)
     spots = [(state.parent, f"{glob.escape(state.name)}.*.tmp")]
@@ -353,10 +330,10 @@ def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -
             )
 
 
-def _extraction_lock(locks_dir: Path, into: Path, *, timeout: float) -> "_Locked":
+def _extraction_lock(locks_dir: Path, into: Path, *, timeout: float):
     """The lock for extracting into ``into`` (taken after a file's own lock, never before)."""
     key = Path(os.path.abspath(into))
-    return _Locked(locks_dir, hold_lock(locks_dir, key.parent / f".{key.name}.extracting", timeout=timeout))
+    return hold_lock(locks_dir, key.parent / f".{key.name}.extracting", timeout=timeout)
 
 
 def _existing_is_good(plan: FilePlan, on_event: EventSink) -> bool:
@@ -436,14 +413,14 @@ def _link_or_copy(source: Path, alias: Path) -> None:
         os.replace(tmp, alias)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise _fs_error(exc, alias) from None
+        raise local_error(exc, alias) from None
 
 
 def _rename(source: Path, target: Path) -> None:
     try:
         os.replace(source, target)
     except OSError as exc:
-        raise _fs_error(exc, target) from None
+        raise local_error(exc, target) from None
 
 
 def _discard(*paths: Path) -> None:
@@ -460,16 +437,7 @@ def _make_dirs(path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise _fs_error(exc, path) from None
-
-
-def _fs_error(exc: OSError, path: Path) -> PrefetchError:
-    from prefetch.transfer import _local_error
-
-    error = _local_error(exc, path)
-    if not isinstance(error, LocalFileError):
-        return LocalFileError(str(error))
-    return error
+        raise local_error(exc, path) from None
 
 
 def fetch_files(

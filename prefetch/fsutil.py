@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 from pathlib import Path
 
 
@@ -34,3 +36,67 @@ def replace_file(path: Path, data: bytes, *, durable: bool = False, mode: int | 
         except OSError:
             pass
         raise
+
+
+def remove_tree(path: Path) -> None:
+    """Delete ``path`` (file, link or tree) as thoroughly as possible, never raising."""
+    try:
+        if os.path.islink(path) or not os.path.isdir(path):
+            os.unlink(path)
+            return
+    except FileNotFoundError:
+        return
+    except OSError:
+        return
+    try:
+        shutil.rmtree(path)
+    except OSError:
+        # Read-only directories (from an old extraction) block deletion of their entries.
+        for dirpath, dirnames, _ in os.walk(path):
+            for d in dirnames:
+                full = os.path.join(dirpath, d)
+                if not os.path.islink(full):
+                    try:
+                        os.chmod(full, 0o700)
+                    except OSError:
+                        pass
+        try:
+            os.chmod(path, 0o700)
+        except OSError:
+            pass
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def mib(n: int | None) -> str:
+    """Bytes as MiB for messages: 3145728 -> '3.0 MiB'."""
+    return "? MiB" if n is None else f"{n / (1 << 20):.1f} MiB"
+
+
+def free_space(path: Path) -> int:
+    """Bytes free for us on the filesystem holding ``path`` (or its nearest existing parent)."""
+    for candidate in (path, *path.parents):
+        try:
+            st = os.statvfs(candidate)
+            return st.f_bavail * st.f_frsize
+        except OSError:
+            continue
+    return 0
+
+
+def local_error(exc: OSError, path: Path, *, needed: int | None = None):
+    """The user-facing error for an OSError while writing ``path``.
+
+    Returns:
+        DiskFullError (no space, with free and needed sizes) or LocalFileError.
+    """
+    from prefetch.errors import DiskFullError, LocalFileError
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        need = f"; needs {mib(needed)} more" if needed else ""
+        return DiskFullError(
+            f"no space left on the device holding {path}{need}, {mib(free_space(path))} free. "
+            f"Free some space (or use --cache-dir) and run the command again to resume"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return LocalFileError(f"cannot write {path}: {exc.strerror}; choose a writable --cache-dir")
+    return LocalFileError(f"cannot write {path}: {exc.strerror or exc}")

@@ -78,14 +78,15 @@ def hold_lock(
 
     Raises:
         LockTimeoutError: still held by someone else after ``timeout`` seconds.
+        LocalFileError: ``locks_dir`` cannot be used (DiskFullError when it is full).
     """
     from filelock import FileLock, Timeout
 
-    locks_dir.mkdir(parents=True, exist_ok=True)
     path = lock_path(locks_dir, target)
     lock = FileLock(str(path))
     waited = False
     try:
+        locks_dir.mkdir(parents=True, exist_ok=True)
         lock.acquire(timeout=0)
     except Timeout:
         waited = True
@@ -100,9 +101,15 @@ def hold_lock(
                 f"{target} is being downloaded by {who}; waited {timeout:.0f}s. "
                 f"Wait for it (`prefetch wait`) or cancel that job"
             ) from None
+    except OSError as exc:  # after Timeout: filelock's Timeout is an OSError too
+        raise _locks_dir_error(exc, locks_dir) from None
     owner = LockOwner(pid=os.getpid(), host=socket.gethostname(), started=time.time(), target=str(target), job=job)
     owner_file = path.with_suffix(".owner")
-    replace_file(owner_file, json.dumps(owner.__dict__).encode("utf-8"))
+    try:
+        replace_file(owner_file, json.dumps(owner.__dict__).encode("utf-8"))
+    except OSError as exc:
+        lock.release()
+        raise _locks_dir_error(exc, locks_dir) from None
     try:
         yield waited
     finally:
@@ -111,3 +118,18 @@ def hold_lock(
         except OSError:
             pass
         lock.release()
+
+
+def _locks_dir_error(exc: OSError, locks_dir: Path):
+    """The user-facing error when prefetch's own lock directory is unusable."""
+    import errno
+
+    from prefetch.errors import LocalFileError
+    from prefetch.fsutil import local_error
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return local_error(exc, locks_dir)
+    return LocalFileError(
+        f"cannot use the lock directory {locks_dir}: {exc.strerror or exc}; prefetch keeps "
+        f"its state there: make it writable or set PREFETCH_HOME to a writable directory"
+    )

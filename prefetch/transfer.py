@@ -32,15 +32,12 @@ from pathlib import Path
 from typing import Callable
 
 from prefetch.errors import (
-    DiskFullError,
     InterruptedTransferError,
-    LocalFileError,
     NetworkError,
-    PrefetchError,
     RemoteChangedError,
 )
 from prefetch.events import Event, EventKind, EventSink, ignore_event
-from prefetch.fsutil import replace_file
+from prefetch.fsutil import local_error, mib, replace_file
 from prefetch.http import Timeouts, TransientHTTPError, make_session, open_url
 from prefetch.ranges import RangeSet
 from prefetch.verify import new_hasher, update_from_file
@@ -192,7 +189,7 @@ def save_state(path: Path, state: TransferState) -> None:
     try:
         replace_file(path, state.to_json().encode("utf-8"))
     except OSError as exc:
-        raise _local_error(exc, path) from None
+        raise local_error(exc, path) from None
 
 
 def read_progress(part: Path, state_file: Path) -> tuple[int, int | None] | None:
@@ -297,7 +294,7 @@ class _Transfer:
         try:
             self.fd = os.open(self.part, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise _local_error(exc, self.part) from None
+            raise local_error(exc, self.part) from None
         if usable:
             self.size = state.size
             self.ranges_ok = state.ranges
@@ -307,7 +304,7 @@ class _Transfer:
                 src.etag, src.last_modified = vals.get("etag"), vals.get("last_modified")
             self.reused = self.done.total()
             if self.reused:
-                self._note(f"resuming: {_mib(self.reused)} of {_mib(self.size)} already on disk")
+                self._note(f"resuming: {mib(self.reused)} of {mib(self.size)} already on disk")
         else:
             self._truncate()
         self._reset_hash()
@@ -316,7 +313,7 @@ class _Transfer:
         try:
             os.ftruncate(self.fd, 0)
         except OSError as exc:
-            raise _local_error(exc, self.part) from None
+            raise local_error(exc, self.part) from None
         self.size = None
         self.done = RangeSet()
         self.reused = 0  # bytes from an earlier run are gone: report what this run really reused
@@ -565,7 +562,7 @@ class _Transfer:
             try:
                 os.pwrite(self.fd, data, pos)
             except OSError as exc:
-                raise _local_error(exc, self.part, needed=self._remaining()) from None
+                raise local_error(exc, self.part, needed=self._remaining()) from None
             with self.lock:
                 if src.dropped or self.generation != generation:
                     return  # bytes of a dropped source or an old generation are not trusted
@@ -600,7 +597,7 @@ class _Transfer:
             os.posix_fallocate(self.fd, 0, self.size)
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise _local_error(exc, self.part, needed=self._remaining()) from None
+                raise local_error(exc, self.part, needed=self._remaining()) from None
             # EOPNOTSUPP / EINVAL on some filesystems: preallocation is only an optimisation.
 
     # -- workers -----------------------------------------------------------
@@ -818,7 +815,7 @@ class _Transfer:
                     return
                 if self.stop.is_set():
                     raise InterruptedTransferError(
-                        f"{self.name}: stopped at {_mib(self.done.total())}; run the same command again to resume"
+                        f"{self.name}: stopped at {mib(self.done.total())}; run the same command again to resume"
                     )
                 now = time.monotonic()
                 if self.size is not None and self.ranges_ok and self.opt.connections is None and target == 1:
@@ -971,35 +968,6 @@ def download_to_part(
 
 # ---------------------------------------------------------------------------
 # helpers
-
-
-def _local_error(exc: OSError, path: Path, *, needed: int | None = None) -> PrefetchError:
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        free = _free_space(path)
-        need = f"; needs {_mib(needed)} more" if needed else ""
-        return DiskFullError(
-            f"no space left on the device holding {path}{need}, {_mib(free)} free. "
-            f"Free some space (or use --cache-dir) and run the command again to resume"
-        )
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return LocalFileError(f"cannot write {path}: {exc.strerror}; choose a writable --cache-dir")
-    return LocalFileError(f"cannot write {path}: {exc.strerror or exc}")
-
-
-def _free_space(path: Path) -> int:
-    for candidate in (path, *path.parents):
-        try:
-            st = os.statvfs(candidate)
-            return st.f_bavail * st.f_frsize
-        except OSError:
-            continue
-    return 0
-
-
-def _mib(n: int | None) -> str:
-    if n is None:
-        return "? MiB"
-    return f"{n / (1 << 20):.1f} MiB"
 
 
 def _host(url: str) -> str:
