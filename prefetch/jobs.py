@@ -45,7 +45,8 @@ def _shell_join(parts: Sequence[str]) -> str:
     return shlex.join(parts)
 
 
-def _hostname() -> str:
+def this_host() -> str:
+    """This machine's name, as job records store it (``host``)."""
     return os.uname().nodename
 
 
@@ -341,7 +342,7 @@ def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
     if not record.active:
         return record
     now = time.time() if now is None else now
-    if record.host and record.host != _hostname():
+    if record.host and record.host != this_host():
         # Another machine sharing the state dir: its pids mean nothing here, but a
         # live worker rewrites its record at least every 20 s (worker.HEARTBEAT_SECONDS).
         if now - record.updated < STALE_SECONDS:
@@ -496,7 +497,7 @@ def start_job(
             command=describe_request(request),
             request=request.to_dict(),
             files=[FileStatus(name=p.label, dataset=p.dataset, path=str(p.final)) for p in plans],
-            host=_hostname(),
+            host=this_host(),
             started=now,
             updated=now,
             log=str(directory / f"{job_id}.log"),
@@ -514,7 +515,7 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
         if env.get(var):
             env[var] = str(Path(env[var]).expanduser().absolute())
     with open(log_path, "ab") as log:
-        log.write(f"{_stamp()} job {record.id} {note}: {record.command}\n".encode())
+        log.write(f"{log_stamp()} job {record.id} {note}: {record.command}\n".encode())
         log.flush()
         # A new session and no stdio left on the caller's terminal: the worker
         # survives a notebook cell's shell exiting under its pty (no & or nohup).
@@ -551,8 +552,9 @@ def _forget_child(proc) -> None:
     threading.Thread(target=proc.wait, name=f"prefetch-reap-{proc.pid}", daemon=True).start()
 
 
-def _stamp(now: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+def log_stamp() -> str:
+    """The UTC timestamp that starts every job log line."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 # -- cancel and resume ---------------------------------------------------------------
@@ -622,7 +624,7 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
         rec.state = JobState.QUEUED.value
         rec.pid = None
         rec.pid_start = None
-        rec.host = _hostname()
+        rec.host = this_host()
         rec.exit_code = None
         rec.error = None
         rec.finished = None

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -49,20 +50,25 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m prefetch.worker JOB_ID", file=sys.stderr)
         return int(ExitCode.USAGE)
-    return run_job(args[0], stop=stop, signalled=signalled)
+    from prefetch.errors import PrefetchError
+
+    try:
+        return run_job(args[0], stop=stop, signalled=signalled)
+    except (PrefetchError, ValueError) as exc:  # no such job, or its record is corrupt
+        print(f"prefetch worker: {exc}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", ExitCode.USAGE))
 
 
 def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Mapping[str, str] | None = None) -> int:
-    """Run job ``job_id`` in this process until it ends or ``stop`` is set."""
+    """Run job ``job_id`` in this process until it ends or ``stop`` is set; the job's exit code.
+
+    Raises:
+        JobNotFoundError, UsageError: no such job. ValueError: its record is corrupt.
+    """
     from prefetch import jobs
-    from prefetch.errors import PrefetchError
 
     env = os.environ if env is None else env
-    try:
-        record = jobs.load_record(job_id, env)
-    except (PrefetchError, ValueError) as exc:
-        print(f"prefetch worker: {exc}", file=sys.stderr)
-        return int(getattr(exc, "exit_code", ExitCode.USAGE))
+    record = jobs.load_record(job_id, env)
     log = _open_log(record, env)
     progress = JobProgress(job_id, record.files, log=log, stop=stop, env=env)
     started = time.monotonic()
@@ -173,14 +179,13 @@ class JobProgress:
             rec.state = jobs.JobState.RUNNING.value
             rec.pid = os.getpid()
             rec.pid_start = jobs.process_start_time(os.getpid())
-            import socket
-
-            rec.host = socket.gethostname()
+            rec.host = jobs.this_host()  # what refresh_state compares with
 
         jobs.update_record(self.job_id, take, self.env)
         if refused:
-            self.final_state = "cancelled" if refused[0] == int(ExitCode.INTERRUPTED) else "refused"
-            self.log_line(f"job {self.job_id} not started: {'cancelled' if refused[0] == 7 else 'another worker runs it'}")
+            cancelled = refused[0] == int(ExitCode.INTERRUPTED)
+            self.final_state = "cancelled" if cancelled else "refused"
+            self.log_line(f"job {self.job_id} not started: {'cancelled' if cancelled else 'another worker runs it'}")
             return refused[0]
         self.flusher = threading.Thread(target=self._flush_loop, name="prefetch-job-record", daemon=True)
         self.flusher.start()
@@ -203,7 +208,7 @@ class JobProgress:
             if not (self.dirty or force) or (self.closed.is_set() and not force):
                 return False
             self.dirty = False
-            snapshot = [_copy_file(f) for f in self.files]
+            snapshot = [replace(f) for f in self.files]
 
         def put(rec) -> None:
             rec.files = snapshot
@@ -223,7 +228,7 @@ class JobProgress:
         if self.flusher is not None:
             self.flusher.join()
         with self.lock:
-            snapshot = [_copy_file(f) for f in self.files]
+            snapshot = [replace(f) for f in self.files]
         self.final_state = state
 
         def end(rec) -> None:
@@ -301,11 +306,10 @@ class JobProgress:
 
     def log_line(self, text: str) -> None:
         """A job-level line in the log, in the same shape as event lines."""
-        from prefetch.render import LineRenderer  # noqa: F401 - same stream, same lock
+        from prefetch.jobs import log_stamp
 
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        with self.renderer.lock:
-            self.log.write(f"{stamp} {' '.join(text.split())}\n")
+        with self.renderer.lock:  # the renderer writes event lines to the same stream
+            self.log.write(f"{log_stamp()} {' '.join(text.split())}\n")
             self.log.flush()
 
     def _maybe_pause(self, event) -> None:
@@ -328,12 +332,6 @@ def _pause_hook(env: Mapping[str, str]) -> tuple[str | None, int]:
         return None, 0
     kind, _, count = value.partition(":")
     return kind, int(count) if count.isdigit() else 1
-
-
-def _copy_file(f):
-    from dataclasses import replace
-
-    return replace(f)
 
 
 if __name__ == "__main__":
