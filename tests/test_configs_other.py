@@ -138,7 +138,9 @@ def test_hf_endpoint_persisted_once_and_restored(home, env):
                            env=env, timeout=60)
     assert shell.stdout.strip() == "https://hf-mirror.com"
 
-    assert run_cli("mirror", "use", "huggingface", "--tool", "hf", env=env).returncode == 0
+    inherited = run_cli("mirror", "use", "huggingface", "--tool", "hf", env=dict(env, HF_ENDPOINT="https://hf-mirror.com"))
+    assert inherited.returncode == 0, inherited.stderr
+    assert "prefetch: warning: HF_ENDPOINT=https://hf-mirror.com is set in this environment" in inherited.stderr
     assert bashrc.read_text().count(BEGIN) == 1 and "https://huggingface.co" in bashrc.read_text()
 
     assert run_cli("mirror", "restore", "--tool", "hf", env=env).returncode == 0  # undo huggingface

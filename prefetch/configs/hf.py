@@ -74,19 +74,23 @@ def edit_shell_rc(text: str | None, *, endpoint: str) -> str:
     return f"{text}{block}"
 
 
-def hf_notes(endpoint: str, *, env: Mapping[str, str] | None = None) -> list[str]:
+def hf_notes(endpoint: str) -> list[str]:
     """What the user must do for a running kernel."""
-    env = os.environ if env is None else env
-    notes = [
+    return [
         f"a running kernel keeps its old HF_ENDPOINT: run `%env HF_ENDPOINT={endpoint}` in it"
         " before importing huggingface_hub/transformers, or restart the kernel"
     ]
+
+
+def hf_override_warnings(endpoint: str, *, env: Mapping[str, str] | None = None) -> list[str]:
+    """An inherited ``HF_ENDPOINT`` that beats the persisted one."""
+    env = os.environ if env is None else env
     if env.get("HF_ENDPOINT") and env["HF_ENDPOINT"] != endpoint:
-        notes.append(
+        return [
             f"HF_ENDPOINT={env['HF_ENDPOINT']} is set in this environment and wins wherever it is inherited;"
             " change or unset it where it is set"
-        )
-    return notes
+        ]
+    return []
 
 
 def read_hf_effective(*, env: Mapping[str, str] | None = None) -> HfEffective:

@@ -231,7 +231,8 @@ def plan_tool(
                 PlannedWrite(startup, old_startup, hfconf.render_startup(mirror.hf)),
                 PlannedWrite(shell_rc, old_rc, hfconf.edit_shell_rc(old_rc, endpoint=mirror.hf)),
             ),
-            notes=tuple(hfconf.hf_notes(mirror.hf, env=env)),
+            warnings=tuple(hfconf.hf_override_warnings(mirror.hf, env=env)),
+            notes=tuple(hfconf.hf_notes(mirror.hf)),
         )
     raise UsageError(f"unknown tool {tool!r}; expected one of {', '.join(TOOLS)}")
 
