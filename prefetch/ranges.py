@@ -34,6 +34,19 @@ class RangeSet:
         merged.sort()
         self._ranges = merged
 
+    def remove(self, start: int, end: int) -> None:
+        """Mark ``[start, end)`` as not covered."""
+        kept: list[list[int]] = []
+        for lo, hi in self._ranges:
+            if hi <= start or lo >= end:
+                kept.append([lo, hi])
+                continue
+            if lo < start:
+                kept.append([lo, start])
+            if hi > end:
+                kept.append([end, hi])
+        self._ranges = kept
+
     def total(self) -> int:
         """Number of bytes covered."""
         return sum(hi - lo for lo, hi in self._ranges)

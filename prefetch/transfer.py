@@ -689,14 +689,8 @@ class _Transfer:
         return True
 
     def _unmark_locked(self, lo: int, hi: int) -> None:
-        kept = RangeSet()
-        for a, b in self.done.as_list():
-            if b <= lo or a >= hi:
-                kept.add(a, b)
-            else:
-                kept.add(a, min(b, lo))
-                kept.add(max(a, hi), b)
-        self.done = kept
+        """Forget bytes ``[lo, hi)``: they go back to the work to do (and the hash restarts)."""
+        self.done.remove(lo, hi)
         if lo < self.hashed:
             self._reset_hash()
         self.segments.append(_Segment(lo, lo, hi))
