@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -72,6 +73,11 @@ def test_use_writes_user_file_pip_reads_it_and_restore_is_byte_exact(home, env):
     text = conf.read_text()
     assert "# my settings, keep me" in text and "; a semicolon comment" in text
     assert "trusted-host = my.own.host" in text  # https mirror: no trusted-host of ours, user's kept
+
+    shown = json.loads(run_cli("mirror", "show", "--json", env=env).stdout)
+    pip_state = shown["tools"][0]
+    assert (pip_state["tool"], pip_state["url"], pip_state["mirror"], pip_state["source"]) == ("pip", TUNA, "tuna", str(conf))
+    assert shown["env_overrides"]["PIP_DISABLE_PIP_VERSION_CHECK"] == "1"  # every PIP_* variable is listed
 
     undo = run_cli("mirror", "restore", env=env)
     assert undo.returncode == 0, undo.stderr

@@ -14,17 +14,10 @@ from prefetch.configs.pip import PipEffective, read_pip_effective
 from prefetch.configs.uv import UvEffective, read_uv_effective
 from prefetch.mirrors import MirrorCatalog
 
+# Every PIP_* and UV_* variable is a setting of that tool (PIP_NO_INDEX, PIP_FIND_LINKS,
+# UV_OFFLINE, ... bear on downloads too), plus these.
+OVERRIDE_PREFIXES = ("PIP_", "UV_")
 OVERRIDE_VARS = (
-    "PIP_INDEX_URL",
-    "PIP_EXTRA_INDEX_URL",
-    "PIP_CONFIG_FILE",
-    "PIP_TRUSTED_HOST",
-    "UV_DEFAULT_INDEX",
-    "UV_INDEX_URL",
-    "UV_INDEX",
-    "UV_EXTRA_INDEX_URL",
-    "UV_CONFIG_FILE",
-    "UV_NO_CONFIG",
     "CONDARC",
     "HF_ENDPOINT",
     "KERAS_HOME",
@@ -102,5 +95,9 @@ def read_effective_mirrors(
             hf_detail,
         ),
     )
-    overrides = {name: env[name] for name in OVERRIDE_VARS if env.get(name)}
+    overrides = {
+        name: value
+        for name, value in sorted(env.items())
+        if value and (name.startswith(OVERRIDE_PREFIXES) or name in OVERRIDE_VARS)
+    }
     return EffectiveMirrors(tools=tools, env_overrides=overrides, pip=pip, uv=uv, conda=conda, hf=hf)
