@@ -25,24 +25,9 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from prefetch.errors import (
-    ExitCode,
-    JobNotFoundError,
-    NotDownloadedError,  # noqa: F401 - re-exported for callers of prefetch.jobs
-    UsageError,
-    WaitTimeoutError,
-)
+from prefetch.errors import ExitCode, JobNotFoundError, UsageError, WaitTimeoutError
 from prefetch.fsutil import replace_file
 from prefetch.paths import state_dir
-
-def _token_hex(nbytes: int) -> str:
-    return os.urandom(nbytes).hex()
-
-
-def _shell_join(parts: Sequence[str]) -> str:
-    import shlex
-
-    return shlex.join(parts)
 
 
 def this_host() -> str:
@@ -190,10 +175,10 @@ def new_job_id(directory: Path) -> str:
     """A short, unused id: ``j`` + month and day + random hex (``j0518-a3f9``)."""
     day = time.strftime("%m%d", time.gmtime())
     for length in (4, 4, 4, 6, 6, 8):
-        candidate = f"j{day}-{_token_hex(length // 2)}"
+        candidate = f"j{day}-{os.urandom(length // 2).hex()}"
         if not (directory / f"{candidate}.json").exists():
             return candidate
-    return f"j{day}-{_token_hex(8)}"
+    return f"j{day}-{os.urandom(8).hex()}"
 
 
 def record_path(job_id: str, env: Mapping[str, str] | None = None) -> Path:
@@ -416,6 +401,8 @@ def latest_job(env: Mapping[str, str] | None = None) -> JobRecord | None:
 # -- starting ------------------------------------------------------------------------
 def describe_request(request) -> str:
     """The ``prefetch get`` command line equivalent to ``request``."""
+    import shlex  # only when starting a job: `prefetch status` starts faster without it
+
     parts = ["prefetch", "get", *request.names]
     if request.cache_dir:
         parts += ["--cache-dir", request.cache_dir]
@@ -435,7 +422,7 @@ def describe_request(request) -> str:
         parts += ["--registry", r]
     if request.fail_fast:
         parts.append("--fail-fast")
-    return _shell_join(parts) + " -b"
+    return shlex.join(parts) + " -b"
 
 
 def pin_request(request, env: Mapping[str, str] | None = None):
