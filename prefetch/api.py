@@ -33,7 +33,6 @@ _ERRORS: dict[int, type[PrefetchError]] = {
     int(ExitCode.UNSAFE_ARCHIVE): UnsafeArchiveError,
     int(ExitCode.INTERRUPTED): InterruptedTransferError,
 }
-_REQUEST_KEYS = ("cache_dir", "mirrors", "also_origin", "connections", "sha256", "md5", "output", "registries", "fail_fast")
 
 
 def error_for_exit_code(code: int, message: str) -> PrefetchError:
@@ -49,15 +48,18 @@ def _names(names: str | Iterable[str]) -> list[str]:
 
 def make_request(names: str | Iterable[str], **options):
     """A ``GetRequest`` from API arguments (``registry``/``mirror`` accept one value or a list)."""
+    from dataclasses import fields
+
     from prefetch.request import GetRequest
 
     if "registry" in options:
         options["registries"] = options.pop("registry")
     if "mirror" in options:
         options["mirrors"] = options.pop("mirror")
-    unknown = sorted(set(options) - set(_REQUEST_KEYS))
+    keys = [f.name for f in fields(GetRequest) if f.name not in ("names", "job")]
+    unknown = sorted(set(options) - set(keys))
     if unknown:
-        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; expected some of {', '.join(_REQUEST_KEYS)}")
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; expected some of {', '.join(keys)}")
     for key in ("registries", "mirrors"):
         if isinstance(options.get(key), (str, bytes)) or hasattr(options.get(key), "__fspath__"):
             options[key] = [options[key]]
