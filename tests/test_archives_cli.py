@@ -192,19 +192,22 @@ def test_hardlink_escape_then_overwrite(cli, world, home, tmp_path):
         link_member("pkg/hl", str(victim), tarfile.LNKTYPE),
         file_member("pkg/hl", b"pwned through a hard link\n"),
     ])
-    assert_refused(cli, world, home, tmp_path, "hardlink.tar.gz", archive)
+    # Refused by prefetch's own check (the stdlib's data filter, where there is one, has other words).
+    assert_refused(cli, world, home, tmp_path, "hardlink.tar.gz", archive, "absolute hard link target")
     assert victim.read_text() == "original\n"
 
 
 def test_hardlink_with_dot_dot(cli, world, home, tmp_path):
     archive = tar_bytes([link_member("pkg/hl", "../../../outside/victim.txt", tarfile.LNKTYPE)])
-    assert_refused(cli, world, home, tmp_path, "hardlink2.tar.gz", archive)
+    assert_refused(cli, world, home, tmp_path, "hardlink2.tar.gz", archive, "'..' component in its hard link target")
 
 
-@pytest.mark.parametrize("kind, label", [(tarfile.CHRTYPE, "char"), (tarfile.BLKTYPE, "block"), (tarfile.FIFOTYPE, "fifo")])
-def test_device_and_fifo_members(cli, world, home, tmp_path, kind, label):
+@pytest.mark.parametrize("kind, label, why", [(tarfile.CHRTYPE, "char", "is a character device"),
+                                              (tarfile.BLKTYPE, "block", "is a block device"),
+                                              (tarfile.FIFOTYPE, "fifo", "is a FIFO")], ids=["char", "block", "fifo"])
+def test_device_and_fifo_members(cli, world, home, tmp_path, kind, label, why):
     archive = tar_bytes([file_member("pkg/ok.txt"), special_member(f"pkg/{label}", kind)])
-    assert_refused(cli, world, home, tmp_path, f"{label}.tar.gz", archive)
+    assert_refused(cli, world, home, tmp_path, f"{label}.tar.gz", archive, f"member 'pkg/{label}' {why}")
 
 
 def test_zip_slip(cli, world, home, tmp_path):
@@ -214,14 +217,15 @@ def test_zip_slip(cli, world, home, tmp_path):
 
 def test_zip_absolute_and_backslash_names(cli, world, home, tmp_path):
     archive = zip_bytes([("pkg/ok.txt", b"fine"), ("..\\..\\outside\\win.txt", b"pwned")])
-    assert_refused(cli, world, home, tmp_path, "winslip.zip", archive)
+    assert_refused(cli, world, home, tmp_path, "winslip.zip", archive, "'..'")
     archive = zip_bytes([("/outside/abs.txt", b"pwned")])
     assert_refused(cli, world, home, tmp_path, "zipabs.zip", archive, "absolute")
 
 
 def test_zip_symlink_escape(cli, world, home, tmp_path):
     _, outside = world
-    assert_refused(cli, world, home, tmp_path, "ziplink.zip", zip_symlink("pkg/link", str(outside)))
+    assert_refused(cli, world, home, tmp_path, "ziplink.zip", zip_symlink("pkg/link", str(outside)),
+                   "member 'pkg/link' is a symlink to the absolute path")
 
 
 def test_tar_decompression_bomb(cli, world, home, tmp_path):
