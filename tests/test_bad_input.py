@@ -204,11 +204,13 @@ def test_corrupted_state_file_starts_over_and_still_gives_the_right_file(cli, or
     elif kind == "future version":
         body = json.dumps({"version": 99, "urls": [url], "size": len(DATA), "done": [[0, len(DATA)]]}).encode()
     state.write_bytes(body)
-    proc = cli("get", url, "-o", str(out), "--sha256", SHA, "-q")
+    proc = cli("get", url, "-o", str(out), "--sha256", SHA)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert out.read_bytes() == DATA
     assert not part.exists() and not state.exists()
+    # Started over at once: not a resume from the bad state that only the hash check then undid.
+    assert "resuming" not in proc.stderr and "mismatch" not in proc.stderr, proc.stderr
 
 
 def test_state_claiming_more_than_the_part_holds_is_not_trusted(cli, origin, tmp_path):
@@ -216,8 +218,10 @@ def test_state_claiming_more_than_the_part_holds_is_not_trusted(cli, origin, tmp
     out = tmp_path / "d.bin"
     url = origin.url_for("d.bin")
     Path(f"{out}.part").write_bytes(DATA[:1000])
+    # With the server's real ETag (without a validator a hash-less partial is dropped anyway).
     Path(f"{out}.part.json").write_text(json.dumps(
-        {"version": 1, "urls": [url], "size": len(DATA), "ranges": True, "validators": {}, "done": [[0, len(DATA)]]}))
+        {"version": 1, "urls": [url], "size": len(DATA), "ranges": True,
+         "validators": {url: {"etag": origin.etag("d.bin")}}, "done": [[0, len(DATA)]]}))
     proc = cli("get", url, "-o", str(out), "-q")  # no hash: only the state logic protects us
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == DATA
