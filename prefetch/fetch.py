@@ -175,59 +175,8 @@ def fetch_file(
         # Hash only when there is something to check: hashing costs CPU that a
         # 2-core notebook needs for the transfer itself.
         algorithm = expected.algorithm if expected else None
-        urls = source_urls(plan.spec, options)
         part, state = part_path(plan.final), state_path(plan.final)
-        if expected is None:
-            _drop_unverifiable_partial(part, state, plan.label, on_event)
-        alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
-        while True:
-            try:
-                transfer = download_to_part(
-                    urls=urls,
-                    part=part,
-                    state_file=state,
-                    algorithm=algorithm,
-                    options=options.transfer,
-                    on_event=on_event,
-                    stop=stop,
-                    name=plan.label,
-                )
-            except PrefetchError:
-                _drop_empty_partial(part, state)
-                raise
-            result.downloaded += transfer.downloaded
-            result.reused = transfer.reused
-            result.sources_dropped += transfer.sources_dropped
-            if expected is None or transfer.digest == expected.hexdigest:
-                break
-            _discard(part, state)
-            if transfer.reused:
-                # Bytes kept from an earlier run may be what is wrong (a server that sent
-                # bad bytes then, a changed file without validators): one fresh try.
-                on_event(
-                    Event(
-                        EventKind.NOTE,
-                        plan.label,
-                        message=f"{expected.algorithm} mismatch after resuming {transfer.reused} bytes "
-                        f"from an earlier run; downloading the whole file again",
-                    )
-                )
-                continue
-            if alone is None and len(urls) > 1:
-                # Which source lied is unknown: try each one alone, the origin first.
-                alone = sorted(urls, key=lambda u: u != plan.spec.url)
-            if alone:
-                on_event(
-                    Event(
-                        EventKind.NOTE,
-                        plan.label,
-                        message=f"{expected.algorithm} mismatch with {len(urls)} source(s); "
-                        f"downloading again from {alone[0]} only",
-                    )
-                )
-                urls = [alone.pop(0)]
-                continue
-            check_hash(transfer.digest or "", expected, what=plan.label)  # raises
+        transfer = _download_verified(plan, part, state, options=options, on_event=on_event, stop=stop, result=result)
         result.size = transfer.size
         result.algorithm = algorithm
         result.digest = transfer.digest
@@ -265,6 +214,72 @@ def fetch_file(
             )
         )
         return result
+
+
+def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: FetchOptions, on_event: EventSink,
+                       stop: threading.Event, result: FileResult):
+    """Download ``plan`` into ``part`` until its hash matches (adds to ``result``'s counters).
+
+    A mismatch is retried once from scratch when bytes from an earlier run were
+    reused, then from each source alone (the origin first) when there are several.
+
+    Raises:
+        HashMismatchError: no source gives the expected bytes.
+    """
+    expected = plan.spec.expected
+    algorithm = expected.algorithm if expected else None
+    urls = source_urls(plan.spec, options)
+    if expected is None:
+        _drop_unverifiable_partial(part, state, plan.label, on_event)
+    alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
+    while True:
+        try:
+            transfer = download_to_part(
+                urls=urls,
+                part=part,
+                state_file=state,
+                algorithm=algorithm,
+                options=options.transfer,
+                on_event=on_event,
+                stop=stop,
+                name=plan.label,
+            )
+        except PrefetchError:
+            _drop_empty_partial(part, state)
+            raise
+        result.downloaded += transfer.downloaded
+        result.reused = transfer.reused
+        result.sources_dropped += transfer.sources_dropped
+        if expected is None or transfer.digest == expected.hexdigest:
+            return transfer
+        _discard(part, state)
+        if transfer.reused:
+            # Bytes kept from an earlier run may be what is wrong (a server that sent
+            # bad bytes then, a changed file without validators): one fresh try.
+            on_event(
+                Event(
+                    EventKind.NOTE,
+                    plan.label,
+                    message=f"{expected.algorithm} mismatch after resuming {transfer.reused} bytes "
+                    f"from an earlier run; downloading the whole file again",
+                )
+            )
+            continue
+        if alone is None and len(urls) > 1:
+            # Which source lied is unknown: try each one alone, the origin first.
+            alone = sorted(urls, key=lambda u: u != plan.spec.url)
+        if alone:
+            on_event(
+                Event(
+                    EventKind.NOTE,
+                    plan.label,
+                    message=f"{expected.algorithm} mismatch with {len(urls)} source(s); "
+                    f"downloading again from {alone[0]} only",
+                )
+            )
+            urls = [alone.pop(0)]
+            continue
+        check_hash(transfer.digest or "", expected, what=plan.label)  # raises
 
 
 def _drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: EventSink) -> None:
