@@ -428,6 +428,31 @@ def run_one_cli(seed: int, servers: list[OriginServer], directory: Path) -> None
         assert record["reused"] == reuse, (record, plan.describe())
 
 
-def test_run_count_meets_the_issue():
-    """Issue 6 asks for at least 200 randomized runs in total."""
+def test_the_schedules_meet_the_issue_and_the_readme():
+    """Issue 6 asks for at least 200 randomized runs from fixed seeds; the README says how many
+    and that a quarter use a mirror. Check the plans the tests above really draw: the same seed
+    gives the same plan, and together they use every kind of fault the origin can inject."""
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8").split())
     assert RUNS_IN_PROCESS + RUNS_CLI >= 200
+    assert (f"{RUNS_IN_PROCESS + RUNS_CLI} randomized schedules from fixed seeds "
+            f"({RUNS_IN_PROCESS} in-process, {RUNS_CLI} through the CLI, a quarter with a mirror") in readme
+    with OriginServer() as origin, OriginServer() as mirror:
+        servers = [origin, mirror]
+        plans = [make_plan(seed, servers) for seed in range(RUNS_IN_PROCESS)]
+        plans += [make_plan(1000 + i, servers, allow_stop=False) for i in range(RUNS_CLI)]
+        again = make_plan(7, servers)
+
+    def drawn(plan: Plan) -> tuple:  # all of a plan but a Retry-After date, which is "now + 2 s"
+        faults = [(type(f).__name__, {k: v for k, v in vars(f).items() if k != "retry_after"}) for f in plan.faults]
+        return plan.data, faults, plan.env, plan.connections, plan.stop_after, plan.server_habits, plan.mirrored
+
+    assert drawn(again) == drawn(plans[7])
+    used = {type(f) for plan in plans for f in plan.faults}
+    assert used == {ChangeContent, CloseAfter, Delay, Gzip, IgnoreRange, LongContentLength, Redirect,
+                    StallAfter, Status, WrongBytes, WrongContentRange}
+    assert {code for plan in plans for f in plan.faults if isinstance(f, Status) for code in [f.code]} >= {
+        416, 429, 500, 503, 404}
+    assert {plan.hash_kind for plan in plans} == {"sha256", "md5", None}
+    assert 0.15 <= sum(plan.mirrored for plan in plans) / len(plans) <= 0.35
+    assert any(plan.stop_after is not None for plan in plans)
+    assert sum(not plan.faults for plan in plans) < len(plans) // 4
