@@ -13,32 +13,22 @@ from prefetch.errors import (
     IntegrityError,
     JobNotFoundError,
     NetworkError,
+    NotDownloadedError,
     UnknownDatasetError,
     WaitTimeoutError,
 )
-from prefetch.errors import NotDownloadedError
 from tests.test_jobs import (
     poll,
     sha256_of,
     stop_leftover_workers,  # noqa: F401 - autouse fixture
-    synthetic,
-    write_registry,
+    write_synth_registry,
 )
 
 
 @pytest.fixture
 def registry(home, origin, tmp_path):
-    data = synthetic(800_000, seed=3)
-    path = write_registry(
-        tmp_path / "registry.toml",
-        origin,
-        {
-            "synth": [{"name": "synth.bin", "data": data}],
-            "missing": [{"name": "nope.bin", "data": b"x", "serve": False}],
-            "badhash": [{"name": "bad.bin", "data": b"payload" * 100, "sha256": "0" * 64}],
-        },
-    )
-    return path, data
+    """The (registry path, synth.bin bytes) of test_jobs: synth, missing (404), badhash."""
+    return write_synth_registry(tmp_path / "registry.toml", origin)
 
 
 def test_import_prefetch_stays_light():

@@ -123,12 +123,11 @@ def stop_leftover_workers(home):
                 pass
 
 
-@pytest.fixture
-def synth(home, origin, tmp_path):
+def write_synth_registry(path: Path, origin) -> tuple[Path, bytes]:
     """Registry with ``synth`` (one 1.2 MB file), ``missing`` (404) and ``badhash`` (sha256 mismatch)."""
     data = synthetic()
     registry = write_registry(
-        tmp_path / "registry.toml",
+        path,
         origin,
         {
             "synth": [{"name": "synth.bin", "data": data}],
@@ -137,6 +136,12 @@ def synth(home, origin, tmp_path):
         },
     )
     return registry, data
+
+
+@pytest.fixture
+def synth(home, origin, tmp_path):
+    """``write_synth_registry``'s (registry path, synth.bin bytes)."""
+    return write_synth_registry(tmp_path / "registry.toml", origin)
 
 
 # -- tests -----------------------------------------------------------------------------
