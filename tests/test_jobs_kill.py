@@ -51,6 +51,16 @@ def datasets(home, origin, tmp_path):
     return registry, data, archive, members
 
 
+def start_paused(cli, monkeypatch, registry: Path, dataset: str, at: str) -> str:
+    """Start a job whose worker pauses at event ``at`` (``KIND[:N]``, the worker's test hook); its id."""
+    monkeypatch.setenv("PREFETCH_TEST_PAUSE_AT", at)
+    job_id = job_id_from(cli("get", dataset, "--registry", str(registry), "-b").stdout)
+    log = Path(record(job_id).log)
+    kind = at.partition(":")[0]
+    poll(lambda: f"test hook: pausing at {kind}" in log.read_text(), what=f"the pause at {at}")
+    return job_id
+
+
 def kill_worker(job_id: str) -> None:
     pid = record(job_id).pid
     assert pid
@@ -115,10 +125,7 @@ def test_kill_mid_body_then_resume(datasets, origin, home, cli):
 
 def test_kill_during_verify_then_resume(datasets, origin, home, cli, monkeypatch):
     registry, data, _, _ = datasets
-    monkeypatch.setenv("PREFETCH_TEST_PAUSE_AT", "verify")
-    job_id = job_id_from(cli("get", "synth", "--registry", str(registry), "-b").stdout)
-    log = Path(record(job_id).log)
-    poll(lambda: "test hook: pausing at verify" in log.read_text(), what="the verify phase")
+    job_id = start_paused(cli, monkeypatch, registry, "synth", "verify")
     assert record(job_id).files[0].state == "verified"
     kill_worker(job_id)
     assert_interrupted(cli, job_id)
@@ -133,10 +140,7 @@ def test_kill_during_verify_then_resume(datasets, origin, home, cli, monkeypatch
 
 def test_kill_between_two_extractions_then_resume(datasets, origin, home, cli, monkeypatch):
     registry, _, archive, members = datasets
-    monkeypatch.setenv("PREFETCH_TEST_PAUSE_AT", "extract:2")  # first dir extracted, second not yet
-    job_id = job_id_from(cli("get", "archset", "--registry", str(registry), "-b").stdout)
-    log = Path(record(job_id).log)
-    poll(lambda: "test hook: pausing at extract" in log.read_text(), what="the second extraction")
+    job_id = start_paused(cli, monkeypatch, registry, "archset", "extract:2")  # first dir extracted, second not yet
     assert record(job_id).files[0].state == "extracting"
     kill_worker(job_id)
     assert_interrupted(cli, job_id)
