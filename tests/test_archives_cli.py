@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from prefetch.errors import ExitCode
+from tests.helpers import write_registry
 from tests.origin import OriginServer
 from tests.test_bad_input import one_error_line
 
@@ -111,12 +112,8 @@ def snapshot(root: Path, *, skip: Path) -> dict[str, tuple[int, bytes]]:
 
 def get_archive(cli, origin: OriginServer, home: Path, tmp_path: Path, name: str, archive: bytes):
     origin.put(name, archive)
-    registry = tmp_path / "registry.toml"
-    registry.write_text(
-        f'[evil]\n[[evil.files]]\nurl = "{origin.url_for(name)}"\n'
-        f'sha256 = "{hashlib.sha256(archive).hexdigest()}"\nextract = ["somedir"]\n',
-        encoding="utf-8",
-    )
+    registry = write_registry(tmp_path / "registry.toml", "evil", origin.url_for(name),
+                              sha256=hashlib.sha256(archive).hexdigest(), extract=["somedir"])
     return cli("get", "evil", "--registry", str(registry), "-q")
 
 

@@ -13,7 +13,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 
 from prefetch.errors import ExitCode
 from tests.archives import tar_gz
+from tests.helpers import start_cli, write_registry
 from tests.origin import OriginServer
 from tests.test_bad_input import one_error_line
 from tests.test_faults import recorded_bytes
@@ -116,11 +116,8 @@ def test_disk_filling_up_mid_download_keeps_the_part_and_resumes(cli, origin, tm
     origin.rate = 1_000_000
     fs = tmpfs("4m")
     out = fs.path / "fill.bin"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefetch", "get", origin.url_for("fill.bin"), "-o", str(out), "-q",
-         "--sha256", sha, "--connections", "1"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
-    )
+    proc = start_cli("get", origin.url_for("fill.bin"), "-o", str(out), "-q", "--sha256", sha, "--connections", "1",
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     from prefetch.transfer import load_state
 
     def saved() -> int:
@@ -167,9 +164,7 @@ def test_no_room_to_extract_is_exit_5_and_the_verified_archive_is_kept(cli, orig
     assert len(archive) < MiB and sum(map(len, members.values())) > 2 * MiB
     sha = hashlib.sha256(archive).hexdigest()
     origin.put("big.tar.gz", archive)
-    registry = home / "reg.toml"
-    registry.write_text(f'[bigset]\n[[bigset.files]]\nurl = "{origin.url_for("big.tar.gz")}"\nsha256 = "{sha}"\n'
-                        f'extract = ["big"]\n', encoding="utf-8")
+    registry = write_registry(home / "reg.toml", "bigset", origin.url_for("big.tar.gz"), sha256=sha, extract=["big"])
     fs = tmpfs("2m")
     line = one_error_line(cli("get", "bigset", "--registry", str(registry), "--cache-dir", str(fs.path), "-q"),
                           ExitCode.FILESYSTEM)
@@ -305,12 +300,8 @@ def test_registry_dataset_into_a_cache_dir_with_spaces_and_non_ascii(cli, origin
     archive = tar_gz({"inner ü/file 数据.bin": payload})
     sha = hashlib.sha256(archive).hexdigest()
     origin.put("arch ü.tar.gz", archive)
-    registry = tmp_path / "régistry ü.toml"
-    registry.write_text(
-        f'[odd-set]\n[[odd-set.files]]\nurl = "{origin.url_for("arch ü.tar.gz")}"\nsha256 = "{sha}"\n'
-        f'target = "sub dir/arch ü.tar.gz"\nextract = ["unpacked ü"]\n',
-        encoding="utf-8",
-    )
+    registry = write_registry(tmp_path / "régistry ü.toml", "odd-set", origin.url_for("arch ü.tar.gz"), sha256=sha,
+                              target="sub dir/arch ü.tar.gz", extract=["unpacked ü"])
     cache = tmp_path / "my cache ü" / "ker as"
     proc = cli("get", "odd-set", "--registry", str(registry), "--cache-dir", str(cache))
     assert proc.returncode == 0, proc.stderr

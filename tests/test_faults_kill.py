@@ -18,7 +18,6 @@ import queue
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -27,6 +26,8 @@ import pytest
 
 from prefetch.transfer import TransferState, save_state
 from tests.archives import tar_gz
+from tests.conftest import run_cli
+from tests.helpers import start_cli, write_registry
 from tests.origin import OriginServer
 from tests.test_faults import recorded_bytes
 
@@ -41,14 +42,7 @@ class Running:
     """A `prefetch get` subprocess whose stderr lines are read as they come."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "prefetch", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=os.environ.copy(),
-        )
+        self.proc = start_cli(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
@@ -133,8 +127,7 @@ def test_sigkill_at_random_offsets_then_resume(home, tmp_path, seed):
             recorded = recorded_bytes(out, [data])  # recorded bytes are the real bytes
         origin.rate = None
         done_before = recorded_bytes(out, [data])
-        final = subprocess.run([sys.executable, "-m", "prefetch", *args, "--json"], capture_output=True, text=True,
-                               timeout=60, stdin=subprocess.DEVNULL)
+        final = run_cli(*args, "--json", timeout=60)
     assert final.returncode == 0, final.stderr
     assert out.read_bytes() == data
     (result,) = json.loads(final.stdout)
@@ -173,8 +166,7 @@ def test_sigkill_while_verifying_a_complete_part_then_resume(home, tmp_path, see
                 break
         assert killed_while_verifying >= 1
         assert origin.data_requests("verify.bin") == []  # a complete .part is never fetched again
-        final = subprocess.run([sys.executable, "-m", "prefetch", *args, "-q"], capture_output=True, text=True,
-                               timeout=60, stdin=subprocess.DEVNULL)
+        final = run_cli(*args, "-q", timeout=60)
     assert final.returncode == 0, final.stderr
     assert hashlib.md5(out.read_bytes()).hexdigest() == md5
     assert strays(out.parent, {out.name, "home"}) == []
@@ -196,12 +188,8 @@ def test_sigkill_during_extract_then_resume(home, tmp_path, seed):
     datasets = home / ".keras" / "datasets"
     with OriginServer() as origin:
         origin.put("pkg.tar.gz", archive)
-        registry = tmp_path / "registry.toml"
-        registry.write_text(
-            f'[pkgset]\n[[pkgset.files]]\nurl = "{origin.url_for("pkg.tar.gz")}"\nsha256 = "{sha}"\n'
-            f'extract = ["unpacked"]\n',
-            encoding="utf-8",
-        )
+        registry = write_registry(tmp_path / "registry.toml", "pkgset", origin.url_for("pkg.tar.gz"), sha256=sha,
+                                  extract=["unpacked"])
         args = ["get", "pkgset", "--registry", str(registry)]
         run = Running(*args)
         run.wait_for_line("extracting into")
@@ -212,8 +200,7 @@ def test_sigkill_during_extract_then_resume(home, tmp_path, seed):
         assert not (datasets / "pkg.tar.gz").exists()
         assert not (datasets / "unpacked").exists() or _complete(datasets / "unpacked", files)
         sent = origin.bytes_sent
-        final = subprocess.run([sys.executable, "-m", "prefetch", *args, "-q"], capture_output=True, text=True,
-                               timeout=60, stdin=subprocess.DEVNULL)
+        final = run_cli(*args, "-q", timeout=60)
         assert origin.bytes_sent == sent  # the verified .part was extracted again, not fetched again
     assert final.returncode == 0, final.stderr
     assert sha256_of(datasets / "pkg.tar.gz") == sha

@@ -15,6 +15,7 @@ import pytest
 
 import prefetch
 from prefetch.errors import ExitCode
+from tests.helpers import write_registry
 from tests.origin import OriginServer, Redirect
 from tests.test_bad_input import one_error_line
 
@@ -214,9 +215,7 @@ def test_server_cannot_choose_paths_for_registry_files(cli, home, origin, tmp_pa
     """The registry decides the target; a redirect to a '../'-laden URL changes nothing locally."""
     origin.put("real.bin", DATA)
     origin.add_fault(Redirect("/x/../../../real.bin", path="reg.bin"))
-    registry = tmp_path / "reg.toml"
-    registry.write_text(f'[regset]\n[[regset.files]]\nurl = "{origin.url_for("reg.bin")}"\nsha256 = "{SHA}"\n',
-                        encoding="utf-8")
+    registry = write_registry(tmp_path / "reg.toml", "regset", origin.url_for("reg.bin"), sha256=SHA)
     proc = cli("get", "regset", "--registry", str(registry), "-q")
     assert proc.returncode == 0, proc.stderr
     datasets = home / ".keras" / "datasets"

@@ -11,10 +11,7 @@ import json
 import os
 import random
 import re
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,8 +19,23 @@ import pytest
 from prefetch.events import EventKind
 from prefetch.http import Timeouts
 from prefetch.ranges import RangeSet
-from prefetch.transfer import TransferOptions, download_to_part, load_state, read_progress
-from tests.origin import ChangeContent, CloseAfter, Delay, OriginServer, StallAfter, Status, WrongBytes
+from prefetch.transfer import (
+    TransferOptions,
+    download_to_part,
+    load_state,
+    read_progress,
+)
+from tests.conftest import run_cli
+from tests.helpers import sigkill_when, start_cli
+from tests.origin import (
+    ChangeContent,
+    CloseAfter,
+    Delay,
+    OriginServer,
+    StallAfter,
+    Status,
+    WrongBytes,
+)
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -191,22 +203,14 @@ def test_sigkill_with_segments_in_flight_resumes_losing_only_unsaved_bytes(home,
     out = tmp_path / "out.bin"
     part = tmp_path / "out.bin.part"
     state_file = tmp_path / "out.bin.part.json"
-    cmd = [sys.executable, "-m", "prefetch", "get", origin.url_for(NAME), "-o", str(out), "--connections", "4", "-q"]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None:
-            state = load_state(state_file)
-            if state is not None and len(state.done) >= 2 and origin.open_connections >= 2:
-                break
-            time.sleep(0.02)
-        assert proc.poll() is None, "finished before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    args = ["get", origin.url_for(NAME), "-o", str(out), "--connections", "4", "-q"]
+    proc = start_cli(*args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def segments_in_flight() -> bool:
+        state = load_state(state_file)
+        return state is not None and len(state.done) >= 2 and origin.open_connections >= 2
+
+    sigkill_when(proc, segments_in_flight, what="two segments on disk", timeout=30)
     first_sent = body_bytes(origin)
     first_requests = len(origin.data_requests(NAME))
 
@@ -220,7 +224,7 @@ def test_sigkill_with_segments_in_flight_resumes_losing_only_unsaved_bytes(home,
     assert read_progress(part, state_file) == (saved.total(), size)  # ... yet reported partial
 
     origin.rate = None
-    done = subprocess.run(cmd, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    done = run_cli(*args, timeout=60)
 
     assert done.returncode == 0, done.stderr
     assert out.read_bytes() == data

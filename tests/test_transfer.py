@@ -11,9 +11,7 @@ import hashlib
 import json
 import os
 import random
-import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,7 +23,15 @@ from prefetch.http import Timeouts
 from prefetch.ranges import RangeSet
 from prefetch.transfer import TransferOptions, download_to_part, load_state
 from tests.conftest import run_cli
-from tests.origin import ChangeContent, CloseAfter, OriginServer, StallAfter, Status, WrongBytes
+from tests.helpers import sigkill_when, start_cli
+from tests.origin import (
+    ChangeContent,
+    CloseAfter,
+    OriginServer,
+    StallAfter,
+    Status,
+    WrongBytes,
+)
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -237,29 +243,16 @@ def test_resume_across_processes_after_sigkill(origin, home, tmp_path):
     origin.rate = rate  # per connection
     out = tmp_path / "big.bin"
     state_file = tmp_path / "big.bin.part.json"
-    with open(tmp_path / "first.log", "wb") as log:
-        first = subprocess.Popen(
-            [sys.executable, "-m", "prefetch", "get", origin.url_for("big.bin"), "-o", str(out),
-             "--connections", str(connections)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=os.environ.copy(),
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                state = load_state(state_file)
-                if state is not None and RangeSet(state.done).total() >= 1 * MiB:
-                    break
-                assert first.poll() is None, (tmp_path / "first.log").read_text()
-                time.sleep(0.05)
-            else:
-                pytest.fail("the first run never recorded 1 MiB")
-            first.send_signal(signal.SIGKILL)
-            first.wait(timeout=10)
-        finally:
-            if first.poll() is None:
-                first.kill()
-                first.wait()
-    assert first.returncode == -signal.SIGKILL
+    log = tmp_path / "first.log"
+    with open(log, "wb") as sink:
+        first = start_cli("get", origin.url_for("big.bin"), "-o", str(out), "--connections", str(connections),
+                          stdout=sink, stderr=subprocess.STDOUT)
+
+    def recorded_1_mib() -> bool:
+        state = load_state(state_file)
+        return state is not None and RangeSet(state.done).total() >= 1 * MiB
+
+    sigkill_when(first, recorded_1_mib, what="1 MiB recorded", details=log.read_text)
     assert not out.exists()
 
     # Let the server notice the dead connections before counting.

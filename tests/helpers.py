@@ -1,0 +1,53 @@
+"""Small helpers shared by several test modules (a helper module, not tests; fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def write_registry(path: Path, dataset: str, url: str, *, sha256: str | None = None, target: str | None = None,
+                   extract: list[str] | None = None) -> Path:
+    """A user registry (``--registry PATH``) with one dataset of one file."""
+    def toml(value) -> str:
+        return json.dumps(value, ensure_ascii=False)  # a JSON string or list of strings is valid TOML
+
+    lines = [f"[{dataset}]", f"[[{dataset}.files]]", f"url = {toml(url)}"]
+    for key, value in (("sha256", sha256), ("target", target), ("extract", extract)):
+        if value is not None:
+            lines.append(f"{key} = {toml(value)}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def start_cli(*args: str, **popen) -> subprocess.Popen:
+    """Start ``python -m prefetch ARGS`` without a TTY and without waiting (``run_cli`` waits)."""
+    popen.setdefault("stdin", subprocess.DEVNULL)
+    popen.setdefault("env", os.environ.copy())
+    return subprocess.Popen([sys.executable, "-m", "prefetch", *args], **popen)
+
+
+def sigkill_when(proc: subprocess.Popen, ready: Callable[[], bool], *, what: str, timeout: float = 60.0,
+                 details: Callable[[], str] = lambda: "") -> None:
+    """SIGKILL ``proc`` as soon as ``ready()`` holds; fail if it ends or ``timeout`` passes first."""
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if proc.poll() is not None:
+                raise AssertionError(f"prefetch ended (exit {proc.returncode}) before {what} {details()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what} {details()}")
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL, f"prefetch ended (exit {proc.returncode}) before the kill {details()}"
