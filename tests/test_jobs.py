@@ -193,7 +193,8 @@ def test_status_with_no_jobs_says_so(cli):
     assert result.returncode == 0
     assert "no jobs" in result.stdout
     assert status_json(cli) == {"schema": 1, "jobs": []}
-    assert cli("wait").returncode == 0
+    waited = cli("wait")
+    assert waited.returncode == 0 and "no jobs to wait for" in waited.stdout
     assert "no jobs" in cli("log").stdout
 
 
@@ -423,8 +424,9 @@ def test_liveness_pid_reuse_zombies_and_other_hosts(home):
     poll(lambda: Path(f"/proc/{child.pid}/stat").read_text().split(")")[-1].split()[0] == "Z", what="a zombie")
     assert refresh_state(running(pid=child.pid, pid_start=process_start_time(child.pid))).state == "interrupted"
     child.wait()
-    # Another host sharing the state dir: judged by the record's heartbeat, not the pid.
-    fresh = running(host="elsewhere", pid=1, updated=time.time())
+    # Another host sharing the state dir: judged by the record's heartbeat, not the pid
+    # (a pid gone here keeps a fresh record running; a live one does not save a stale one).
+    fresh = running(host="elsewhere", pid=child.pid, updated=time.time())
     assert refresh_state(fresh).state == "running"
     stale = running(host="elsewhere", pid=1, updated=time.time() - 3600)
     assert refresh_state(stale).state == "interrupted"
