@@ -75,9 +75,13 @@ def main(argv: list[str] | None = None) -> None:
         _fail("interrupted; run the same command again to resume", ExitCode.INTERRUPTED)
     except KeyboardInterrupt:
         _fail("interrupted; run the same command again to resume", ExitCode.INTERRUPTED)
+    except click.UsageError as exc:
+        # One line, like every other error; the command's --help has the rest.
+        command = exc.ctx.command_path if exc.ctx is not None else "prefetch"
+        _fail(f"{exc.format_message()} (see `{command} --help`)", ExitCode.USAGE)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
+        sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(ExitCode.FAILURE)
     sys.exit(int(rv) if isinstance(rv, int) else 0)

@@ -236,3 +236,19 @@ def test_job_id_with_path_characters(cli, job):
         proc = cli(command, job)
         line = one_error_line(proc, ExitCode.USAGE)
         assert "invalid job id" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["get", "http://127.0.0.1:9/x.bin", "-o", "{tmp}"],  # -o names an existing directory
+        ["get"],  # no NAME
+        ["get", "mnist", "--connections", "many"],
+        ["no-such-command"],
+    ],
+)
+def test_click_usage_errors_are_one_line_too(cli, tmp_path, args):
+    proc = cli(*[a.format(tmp=tmp_path) for a in args])
+    line = one_error_line(proc, ExitCode.USAGE)
+    assert "--help" in line  # where to read more
+    assert "Usage:" not in proc.stderr
