@@ -104,9 +104,9 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
     results = run_request(request, on_event=on_event or ignore_event)
     failed = [r for r in results if r.status in ("failed", "interrupted") or r.exit_code]
     if failed:
-        from prefetch.worker import job_code
+        from prefetch.fetch import overall_exit_code
 
-        code = job_code(results)
+        code = overall_exit_code(results)
         raise error_for_exit_code(code, "; ".join(r.error or r.name for r in failed))
     return results
 

@@ -32,6 +32,7 @@ class Event:
     message: str = ""
     connections: int = 0
     elapsed: float = 0.0
+    exit_code: int = 0  # FAILED: the error's exit code (errors.ExitCode)
 
     @property
     def percent(self) -> float | None:

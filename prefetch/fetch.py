@@ -484,7 +484,7 @@ def fetch_files(
             )
         except PrefetchError as exc:
             results[index] = _failed(plan, exc)
-            on_event(Event(EventKind.FAILED, plan.label, message=f"exit={int(exc.exit_code)} {exc}"))
+            on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
             if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
                 stop.set()
 
@@ -526,8 +526,13 @@ def _failed(plan: FilePlan, exc: PrefetchError) -> FileResult:
 
 
 def overall_exit_code(results: Sequence[FileResult]) -> int:
-    """0 when every file succeeded, else the first failure's exit code."""
-    for r in results:
-        if r.status in ("failed", "interrupted"):
-            return r.exit_code or int(ExitCode.FAILURE)
-    return 0
+    """0, or the first real failure's exit code.
+
+    A file that was merely stopped because of another's failure (``--fail-fast``:
+    exit 7) counts only when nothing else failed, so the cause is what is reported.
+    """
+    codes = [r.exit_code or int(ExitCode.FAILURE) for r in results if r.status in ("failed", "interrupted")]
+    real = [c for c in codes if c != int(ExitCode.INTERRUPTED)]
+    if real:
+        return real[0]
+    return codes[0] if codes else 0

@@ -61,6 +61,8 @@ def format_event(event: Event, *, now: float | None = None) -> str:
             f"{head} {human_bytes(event.done)} in {event.elapsed:.1f}s, "
             f"avg {human_bytes(event.rate)}/s, {event.message}"
         )
+    if event.kind is EventKind.FAILED:
+        return f"{head} exit={event.exit_code} {event.message}"
     if event.kind is EventKind.CACHED:
         return f"{head} already complete: {event.message}"
     return f"{head} {event.message}".rstrip()

@@ -16,7 +16,6 @@ first) event of KIND (``verify``, ``extract``, ``start``, ...) for
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 import threading
@@ -28,7 +27,6 @@ from typing import TextIO
 
 from prefetch.errors import ExitCode
 
-_EXIT_RE = re.compile(r"^exit=(\d+) ")
 HEARTBEAT_SECONDS = 20.0  # the record is rewritten at least this often while running
 
 
@@ -111,7 +109,9 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
     except PrefetchError as exc:
         progress.log_line(f"job {record.id} failed: {exc}")
         return progress.finish(state="failed", exit_code=int(exc.exit_code), error=str(exc))
-    code = job_code(results)
+    from prefetch.fetch import overall_exit_code
+
+    code = overall_exit_code(results)
     if code == 0:
         state = "done"
     elif code == int(ExitCode.INTERRUPTED):
@@ -123,15 +123,6 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
         error = "; ".join(r.error or "" for r in results if _failed(r) and r.exit_code == code)
     progress.apply_results(results, cancelled=bool(signalled))
     return progress.finish(state=state, exit_code=code, error=error)
-
-
-def job_code(results) -> int:
-    """0, or the first real failure's exit code (a file merely stopped by it counts last)."""
-    codes = [r.exit_code or int(ExitCode.FAILURE) for r in results if _failed(r)]
-    real = [c for c in codes if c != int(ExitCode.INTERRUPTED)]
-    if real:
-        return real[0]
-    return codes[0] if codes else 0
 
 
 def _failed(result) -> bool:
@@ -295,9 +286,8 @@ class JobProgress:
                     f.bytes, f.total, f.rate, f.eta = event.done, event.total, 0.0, None
                     f.exit_code, f.error = 0, None
                 elif kind is EventKind.FAILED:
-                    match = _EXIT_RE.match(event.message)
-                    f.exit_code = int(match.group(1)) if match else int(ExitCode.FAILURE)
-                    f.error = event.message[match.end():] if match else event.message
+                    f.exit_code = event.exit_code or int(ExitCode.FAILURE)
+                    f.error = event.message
                     f.state = "interrupted" if f.exit_code == int(ExitCode.INTERRUPTED) else "failed"
                     f.rate, f.eta = 0.0, None
                 self.dirty = True
