@@ -434,15 +434,13 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     from dataclasses import replace
 
     from prefetch.layout import keras_root
+    from prefetch.request import requested_mirrors
 
     env = os.environ if env is None else env
-    mirrors = list(request.mirrors)
-    if not mirrors and env.get("PREFETCH_DATASET_MIRROR"):
-        mirrors = [m.strip() for m in env["PREFETCH_DATASET_MIRROR"].split(",") if m.strip()]
     return replace(
         request,
         cache_dir=str(keras_root(cache_dir=request.cache_dir, env=env).absolute()),
-        mirrors=mirrors,
+        mirrors=requested_mirrors(request, env),
         output=str(Path(request.output).expanduser().absolute()) if request.output else None,
         registries=[str(Path(r).expanduser().absolute()) for r in request.registries],
     )
@@ -502,7 +500,9 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
         if env.get(var):
             env[var] = str(Path(env[var]).expanduser().absolute())
     with open(log_path, "ab") as log:
-        log.write(f"{log_stamp()} job {record.id} {note}: {record.command}\n".encode())
+        from prefetch.render import timestamp
+
+        log.write(f"{timestamp()} job {record.id} {note}: {record.command}\n".encode())
         log.flush()
         # A new session and no stdio left on the caller's terminal: the worker
         # survives a notebook cell's shell exiting under its pty (no & or nohup).
@@ -537,11 +537,6 @@ def _forget_child(proc) -> None:
     import threading
 
     threading.Thread(target=proc.wait, name=f"prefetch-reap-{proc.pid}", daemon=True).start()
-
-
-def log_stamp() -> str:
-    """The UTC timestamp that starts every job log line."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 # -- cancel and resume ---------------------------------------------------------------
@@ -800,15 +795,15 @@ def files_in_place(record: JobRecord) -> bool:
 
 
 def _job_mentions(record: JobRecord, name: str) -> bool:
-    from prefetch.registry import _normalise, is_url
+    from prefetch.registry import is_url, normalize_name
 
     names = record.request.get("names", [])
     if name in names:
         return True
     if is_url(name):
         return False
-    key = _normalise(name)
-    return any(key == _normalise(str(n)) for n in names) or any(key == _normalise(f.dataset) for f in record.files)
+    key = normalize_name(name)
+    return any(key == normalize_name(str(n)) for n in names) or any(key == normalize_name(f.dataset) for f in record.files)
 
 
 def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[str, str] | None = None) -> str | None:

@@ -37,18 +37,6 @@ class LockOwner:
         job = f", job {self.job}" if self.job else ""
         return f"pid {self.pid} on {self.host}{job}, for {age:.0f}s"
 
-    def is_alive(self) -> bool:
-        """True when the owner runs on this host and its pid exists (other hosts: assume alive)."""
-        if self.host != socket.gethostname():
-            return True
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-
 
 def lock_path(locks_dir: Path, target: Path) -> Path:
     """The lock file for ``target`` (named by a hash of its absolute path)."""

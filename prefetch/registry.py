@@ -57,9 +57,9 @@ class Registry:
         Raises:
             UnknownDatasetError: no such dataset; the message suggests close names.
         """
-        key = _normalise(name)
+        key = normalize_name(name)
         for known, spec in self.datasets.items():
-            if _normalise(known) == key:
+            if normalize_name(known) == key:
                 return spec
         close = difflib.get_close_matches(name, list(self.datasets), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -68,7 +68,8 @@ class Registry:
         )
 
 
-def _normalise(name: str) -> str:
+def normalize_name(name: str) -> str:
+    """Dataset names compare case-insensitively, with ``-`` and ``_`` alike."""
     return name.strip().lower().replace("-", "_")
 
 

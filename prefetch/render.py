@@ -44,10 +44,14 @@ def human_seconds(s: float | None) -> str:
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
+def timestamp(now: float | None = None) -> str:
+    """The UTC time that starts every log line: 2026-11-22T05:40:01Z."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+
+
 def format_event(event: Event, *, now: float | None = None) -> str:
     """One plain log line for ``event``."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-    head = f"{stamp} {event.file} {event.kind.value}"
+    head = f"{timestamp(now)} {event.file} {event.kind.value}"
     if event.kind is EventKind.PROGRESS:
         total = str(event.total) if event.total is not None else "?"
         pct = f"{event.percent:.1f}" if event.percent is not None else "?"

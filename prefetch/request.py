@@ -90,10 +90,7 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
             continue
         seen[plan.final] = plan.dataset
         unique.append(plan)
-    mirrors = list(request.mirrors)
-    if not mirrors and env.get("PREFETCH_DATASET_MIRROR"):
-        mirrors = [m.strip() for m in env["PREFETCH_DATASET_MIRROR"].split(",") if m.strip()]
-    bases = tuple(resolve_mirror(m, config=cfg) for m in mirrors)
+    bases = tuple(resolve_mirror(m, config=cfg) for m in requested_mirrors(request, env))
     from prefetch.transfer import TransferOptions
 
     options = FetchOptions(
@@ -129,6 +126,13 @@ def add_tf_keras_names(plan: FilePlan, *, env: Mapping[str, str], root: Path) ->
         also=(*plan.also, base / plan.spec.target),
         extract_into=(*plan.extract_into, *legacy_dirs),
     )
+
+
+def requested_mirrors(request: GetRequest, env: Mapping[str, str]) -> list[str]:
+    """``--mirror`` values, else the comma-separated ``PREFETCH_DATASET_MIRROR``."""
+    if request.mirrors:
+        return list(request.mirrors)
+    return [m.strip() for m in env.get("PREFETCH_DATASET_MIRROR", "").split(",") if m.strip()]
 
 
 def resolve_mirror(value: str, *, config: Path) -> str:

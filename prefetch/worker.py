@@ -296,10 +296,10 @@ class JobProgress:
 
     def log_line(self, text: str) -> None:
         """A job-level line in the log, in the same shape as event lines."""
-        from prefetch.jobs import log_stamp
+        from prefetch.render import timestamp
 
         with self.renderer.lock:  # the renderer writes event lines to the same stream
-            self.log.write(f"{log_stamp()} {' '.join(text.split())}\n")
+            self.log.write(f"{timestamp()} {' '.join(text.split())}\n")
             self.log.flush()
 
     def _maybe_pause(self, event) -> None:
