@@ -121,8 +121,7 @@ def run_demo(root: Path, *, on_event: EventSink = ignore_event, rate: int = 2 <<
             results = fetch_files(
                 plans,
                 options=options,
-                locks_dir=state / "locks",
-                markers_dir=state / "extracted",
+                state=state,
                 on_event=sink,
                 stop=stop,
             )

@@ -459,12 +459,14 @@ def fetch_files(
     plans: Sequence[FilePlan],
     *,
     options: FetchOptions,
-    locks_dir: Path,
-    markers_dir: Path,
+    state: Path,
     on_event: EventSink = ignore_event,
     stop: threading.Event | None = None,
 ) -> list[FileResult]:
     """Fetch several files on a bounded pool; one failure does not harm the others.
+
+    ``state`` is prefetch's state dir: file locks go to ``state/locks``, records of
+    past extractions to ``state/extracted``.
 
     With ``options.fail_fast`` the first failure asks every other file to stop
     cleanly (their state is saved and they report "interrupted").
@@ -480,7 +482,7 @@ def fetch_files(
 
                 raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
             results[index] = fetch_file(
-                plan, options=options, locks_dir=locks_dir, markers_dir=markers_dir, on_event=on_event, stop=stop
+                plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted", on_event=on_event, stop=stop
             )
         except PrefetchError as exc:
             results[index] = _failed(plan, exc)

@@ -156,12 +156,4 @@ def run_request(
 ) -> list[FileResult]:
     """Plan and fetch everything in ``request``; per-file results (failures included)."""
     plans, options = plan_request(request, env=env)
-    base = state_dir(env)
-    return fetch_files(
-        plans,
-        options=options,
-        locks_dir=base / "locks",
-        markers_dir=base / "extracted",
-        on_event=on_event,
-        stop=stop,
-    )
+    return fetch_files(plans, options=options, state=state_dir(env), on_event=on_event, stop=stop)
