@@ -264,21 +264,20 @@ def check_reachability(urls: list[str], *, deadline: float) -> list[Reachability
     lock = threading.Lock()
 
     def probe(url: str) -> None:
-        import requests
-
-        from prefetch.http import make_session
+        from prefetch.errors import NetworkError
+        from prefetch.http import Client, Timeouts, TransientHTTPError, follow_redirects
 
         start = time.monotonic()
         try:
-            with make_session() as session, session.get(url, stream=True, timeout=(deadline, deadline)) as response:
-                detail = f"HTTP {response.status_code}, {(time.monotonic() - start) * 1000:.0f} ms"
-                outcome = Reachability(url, True, detail)
-        except requests.exceptions.Timeout:
-            outcome = Reachability(url, False, "timed out")
-        except requests.exceptions.RequestException as exc:
-            from prefetch.mirror_bench import describe_error
-
-            outcome = Reachability(url, False, describe_error(exc))
+            with Client() as client:
+                response, _ = follow_redirects(client, url, timeouts=Timeouts(deadline, deadline))
+                response.close()
+            detail = f"HTTP {response.status}, {(time.monotonic() - start) * 1000:.0f} ms"
+            outcome = Reachability(url, True, detail)
+        except TransientHTTPError as exc:
+            outcome = Reachability(url, False, "timed out" if exc.timed_out else str(exc).split(": ", 1)[-1])
+        except NetworkError as exc:
+            outcome = Reachability(url, False, str(exc))
         with lock:
             results[url] = outcome
 

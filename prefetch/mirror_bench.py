@@ -18,7 +18,7 @@ from enum import Enum
 from typing import Callable
 from urllib.parse import unquote, urljoin, urlsplit
 
-from prefetch.http import make_session
+from prefetch.http import Client, Timeouts, TransientHTTPError, follow_redirects
 from prefetch.mirrors import DEFAULT_BENCH_FILE, DEFAULT_BENCH_PROJECT, Mirror
 
 _HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
@@ -126,7 +126,7 @@ def measure_mirror(
     clock: Callable[[], float] = time.monotonic,
 ) -> BenchResult:
     """Measure one mirror; never raises for network trouble."""
-    import requests
+    from prefetch.errors import NetworkError
 
     start = clock()
     index = mirror.pypi or ""
@@ -137,18 +137,21 @@ def measure_mirror(
     def result(status: BenchStatus, **fields: object) -> BenchResult:
         return BenchResult(mirror.name, index, status, seconds=round(clock() - start, 3), **fields)  # type: ignore[arg-type]
 
-    session = make_session()
+    client = Client()
     latency = None
     try:
         probe = mirror.probe
         if probe is None:
             page_url = index.rstrip("/") + f"/{project}/"
             t0 = clock()
-            response = session.get(page_url, timeout=_timeout(remaining()), headers={"Accept": "text/html"})
+            response, final_url = follow_redirects(client, page_url, headers={"Accept": "text/html"},
+                                                   timeouts=_timeouts(remaining()))
             latency = clock() - t0
-            if response.status_code >= 400:
-                return result(BenchStatus.ERROR, latency_s=latency, error=f"HTTP {response.status_code} for {page_url}")
-            probe = find_probe_link(response.text, base_url=response.url, probe_file=probe_file)
+            with response:
+                if response.status >= 400:
+                    return result(BenchStatus.ERROR, latency_s=latency, error=f"HTTP {response.status} for {page_url}")
+                html = response.text()
+            probe = find_probe_link(html, base_url=final_url, probe_file=probe_file)
             if probe is None:
                 return result(
                     BenchStatus.ERROR, latency_s=latency, error=f"no {probe_file} (nor any wheel) listed at {page_url}"
@@ -156,12 +159,12 @@ def measure_mirror(
             if remaining() <= 0:
                 return result(BenchStatus.TIMEOUT, latency_s=latency, probe_url=probe, error=_cut(deadline))
         t0 = clock()
-        response = session.get(probe, stream=True, timeout=_timeout(remaining()))
+        response, _ = follow_redirects(client, probe, timeouts=_timeouts(remaining()))
         headers_at = clock()
         latency = latency if latency is not None else headers_at - t0
-        if response.status_code >= 400:
+        if response.status >= 400:
             response.close()
-            return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency, error=f"HTTP {response.status_code} for {probe}")
+            return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency, error=f"HTTP {response.status} for {probe}")
         received, finished = _read_until(response, remaining)
         elapsed = max(clock() - headers_at, 1e-6)
         rate = received / elapsed if received else None
@@ -169,51 +172,48 @@ def measure_mirror(
             return result(BenchStatus.OK, probe_url=probe, latency_s=latency, throughput_bps=rate, bytes=received)
         status = BenchStatus.PARTIAL if received else BenchStatus.TIMEOUT
         return result(status, probe_url=probe, latency_s=latency, throughput_bps=rate, bytes=received, error=_cut(deadline))
-    except requests.exceptions.Timeout:
-        return result(BenchStatus.TIMEOUT, probe_url=mirror.probe, latency_s=latency, error=_cut(deadline))
-    except requests.exceptions.RequestException as exc:
-        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=describe_error(exc))
+    except TransientHTTPError as exc:
+        if exc.timed_out:
+            return result(BenchStatus.TIMEOUT, probe_url=mirror.probe, latency_s=latency, error=_cut(deadline))
+        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=_cause(exc))
+    except NetworkError as exc:
+        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=str(exc))
     finally:
-        session.close()
+        client.close()
 
 
-def _timeout(seconds: float) -> tuple[float, float]:
+def _timeouts(seconds: float) -> Timeouts:
     seconds = max(seconds, 0.05)
-    return (seconds, seconds)
+    return Timeouts(connect=seconds, read=seconds)
+
+
+def _cause(exc: TransientHTTPError) -> str:
+    """"host: Connection refused" -> "Connection refused": the table already names the mirror."""
+    return str(exc).split(": ", 1)[-1]
 
 
 def _cut(deadline: float) -> str:
     return f"cut off at the {deadline:g}s deadline"
 
 
-def _read_until(response: object, remaining: Callable[[], float]) -> tuple[int, bool]:
-    """Read the body until EOF or the deadline; return (bytes, finished)."""
-    import urllib3
+def _read_until(response, remaining: Callable[[], float]) -> tuple[int, bool]:
+    """Read the body until its end or the deadline; return (bytes, finished)."""
+    import http.client
 
-    raw = response.raw  # type: ignore[attr-defined]
-    reader = getattr(raw, "read1", None)
+    buffer = memoryview(bytearray(256 << 10))
     received = 0
     try:
         while True:
             if remaining() <= 0:
                 return received, False
-            chunk = reader(65536) if reader else raw.read(16384)
-            if not chunk:
+            n = response.readinto(buffer)
+            if not n:
                 return received, True
-            received += len(chunk)
-    except (urllib3.exceptions.HTTPError, OSError):
+            received += n
+    except (http.client.HTTPException, OSError):
         return received, False
     finally:
-        response.close()  # type: ignore[attr-defined]
-
-
-def describe_error(exc: Exception) -> str:
-    """The short cause of a requests error ("Connection refused"), for one table cell or line."""
-    text = str(exc)
-    match = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text) or re.search(r"(Connection refused|Name or service not known)", text)
-    if match:
-        return match.group(1).strip()
-    return text if len(text) < 160 else text[:157] + "..."
+        response.close()
 
 
 def find_probe_link(html: str, *, base_url: str, probe_file: str) -> str | None:

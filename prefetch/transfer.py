@@ -38,11 +38,12 @@ from prefetch.errors import (
 )
 from prefetch.events import Event, EventKind, EventSink, ignore_event
 from prefetch.fsutil import local_error, mib, replace_file
-from prefetch.http import Timeouts, TransientHTTPError, make_session, open_url
+from prefetch.http import Timeouts, TransientHTTPError, make_client, open_url
 from prefetch.ranges import RangeSet
 from prefetch.verify import new_hasher, update_from_file
 
 STATE_VERSION = 1
+_FIRST_READ = 64 << 10
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.I)
 _UNSATISFIED_RANGE = re.compile(r"^\s*bytes\s+\*/(\d+)\s*$", re.I)
 
@@ -55,7 +56,7 @@ class TransferOptions:
     max_connections: int = 16  # polite cap per file, as aria2c's per-server cap
     initial_connections: int = 8
     min_split: int = 512 << 10  # never split a segment into pieces smaller than this
-    chunk_size: int = 128 << 10  # one read; also the safety gap when splitting
+    chunk_size: int = 512 << 10  # the largest read (a read returns what has arrived)
     timeouts: Timeouts = field(default_factory=Timeouts)
     stall_window: float = 20.0  # seconds ...
     stall_min_rate: float = 1024.0  # ... below this many bytes/s => reconnect
@@ -237,12 +238,13 @@ class _Segment:
     pos: int
     end: int | None  # None: until the end of an unknown-size body
     owner: int | None = None
+    reading_to: int = 0  # the owner's read in flight may fill bytes up to here: never split below
 
 
 class _Transfer:
     """Shared state of one running transfer; workers are threads."""
 
-    def __init__(self, *, urls, part, state_file, algorithm, options, on_event, stop, session_factory, name):
+    def __init__(self, *, urls, part, state_file, algorithm, options, on_event, stop, client_factory, name):
         self.urls = list(urls)
         self.part = part
         self.state_file = state_file
@@ -250,7 +252,7 @@ class _Transfer:
         self.opt: TransferOptions = options
         self.emit: EventSink = on_event
         self.stop = stop
-        self.session_factory = session_factory
+        self.client_factory = client_factory
         self.name = name
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)
@@ -389,8 +391,8 @@ class _Transfer:
         remaining = seg.end - seg.pos
         if remaining < 2 * self.opt.min_split:
             return None
-        # The owner may be reading up to chunk_size past its pos: split beyond that.
-        mid = seg.pos + max(remaining // 2, self.opt.chunk_size)
+        # The owner's read in flight may fill bytes up to reading_to: split beyond that.
+        mid = max(seg.pos + remaining // 2, seg.reading_to)
         if seg.end - mid < self.opt.min_split:
             return None
         return mid
@@ -403,7 +405,7 @@ class _Transfer:
             return live[worker % len(live)]
 
     # -- one request -------------------------------------------------------
-    def fetch_segment(self, worker: int, seg: _Segment, src: _Source, session) -> None:
+    def fetch_segment(self, worker: int, seg: _Segment, src: _Source, client, buffer: memoryview) -> None:
         """Download ``seg`` from ``src`` until it is done, cut short, or fails."""
         headers: dict[str, str] = {}
         with self.lock:
@@ -416,7 +418,7 @@ class _Transfer:
             if start > 0 or src.etag or src.last_modified:
                 headers.update(src.validator_headers())
         url = src.effective_url or src.url
-        resp, final_url = open_url(session, url, headers=headers, timeouts=self.opt.timeouts)
+        resp, final_url = open_url(client, url, headers=headers, timeouts=self.opt.timeouts)
         with self.lock:
             self.responses[worker] = resp
         try:
@@ -434,14 +436,14 @@ class _Transfer:
                     tail = _Segment(body_end, body_end, seg.end)
                     seg.end = body_end
                     self.segments.append(tail)
-            self._stream_body(resp, seg, src, body_start)
+            self._stream_body(resp, seg, src, body_start, buffer)
         finally:
             with self.lock:
                 self.responses.pop(worker, None)
             resp.close()
 
     def _check_response(self, resp, start, known_size, src: _Source, ranged):
-        status = resp.status_code
+        status = resp.status
         encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
         etag = resp.headers.get("ETag")
         last_modified = resp.headers.get("Last-Modified")
@@ -528,28 +530,33 @@ class _Transfer:
                 src.last_modified = last_modified
                 self.dirty = True
 
-    def _stream_body(self, resp, seg: _Segment, src: _Source, pos: int) -> None:
-        raw = resp.raw
-        read = getattr(raw, "read1", None) or raw.read
+    def _stream_body(self, resp, seg: _Segment, src: _Source, pos: int, buffer: memoryview) -> None:
         window: deque[tuple[float, int]] = deque()
         window_bytes = 0
         generation = self.generation
         opened = time.monotonic()
+        last = _FIRST_READ
         while True:
             if self.stop.is_set() or self.generation != generation or self.fatal or self.restart or src.dropped:
                 return
+            # Ask for about twice what the last read brought (up to the buffer): reads stay
+            # large on a fast link, and on a slow one the bytes in flight, which a work
+            # stealer must leave alone, stay few.
+            want = min(len(buffer), max(_FIRST_READ, 2 * last))
             with self.lock:
                 end = seg.end
-            if end is not None and pos >= end:
-                return
-            want = self.opt.chunk_size if end is None else min(self.opt.chunk_size, end - pos)
+                if end is not None:
+                    if pos >= end:
+                        return
+                    want = min(want, end - pos)
+                seg.reading_to = pos + want
             try:
-                data = read(want)
-            except Exception as exc:  # urllib3/http.client errors while streaming
+                n = resp.readinto(buffer[:want])
+            except Exception as exc:  # http.client / socket errors while streaming
                 if _is_timeout(exc):
                     raise TransientHTTPError(f"{_host(src.url)}: read timed out (no data for {self.opt.timeouts.read:g}s)") from None
                 raise TransientHTTPError(f"{_host(src.url)}: connection broke after byte {pos}: {type(exc).__name__}") from None
-            if not data:
+            if not n:
                 if end is None:
                     with self.lock:
                         if self.size is None:
@@ -558,7 +565,8 @@ class _Transfer:
                         seg.end = pos
                     return
                 raise TransientHTTPError(f"{_host(src.url)}: connection closed at byte {pos} of {end}")
-            n = len(data)
+            data = buffer[:n]
+            last = n
             try:
                 os.pwrite(self.fd, data, pos)
             except OSError as exc:
@@ -602,21 +610,22 @@ class _Transfer:
 
     # -- workers -----------------------------------------------------------
     def worker(self, worker_id: int) -> None:
-        session = self.session_factory()
+        client = self.client_factory(timeouts=self.opt.timeouts)
+        buffer = memoryview(bytearray(self.opt.chunk_size))
         try:
-            self._work(worker_id, session)
+            self._work(worker_id, client, buffer)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             with self.lock:
                 if self.fatal is None:
                     self.fatal = exc
                 self.wake.notify_all()
         finally:
-            session.close()
+            client.close()
             with self.lock:
                 self.active_workers -= 1
                 self.wake.notify_all()
 
-    def _work(self, worker_id: int, session) -> None:
+    def _work(self, worker_id: int, client, buffer: memoryview) -> None:
         while not self.stop.is_set():
             seg = self.take_segment(worker_id)
             if seg is None:
@@ -629,7 +638,7 @@ class _Transfer:
                         self.fatal = NetworkError(f"every source failed for {self.name}")
                 return
             try:
-                self.fetch_segment(worker_id, seg, src, session)
+                self.fetch_segment(worker_id, seg, src, client, buffer)
                 self.release(seg)
             except _Restart as exc:
                 self.release(seg)
@@ -877,7 +886,7 @@ class _Transfer:
             responses = list(self.responses.values())
             self.wake.notify_all()
         for resp in responses:
-            _abort_response(resp)
+            resp.abort()
 
     def _save_state(self, *, force: bool = False) -> None:
         with self.lock:
@@ -925,7 +934,7 @@ def download_to_part(
     options: TransferOptions | None = None,
     on_event: EventSink = ignore_event,
     stop: threading.Event | None = None,
-    session_factory: Callable = make_session,
+    client_factory: Callable = make_client,
     name: str | None = None,
 ) -> TransferResult:
     """Download ``urls`` (sources of the same file) into ``part``, resuming from ``state_file``.
@@ -949,7 +958,7 @@ def download_to_part(
         options=options or TransferOptions(),
         on_event=on_event,
         stop=stop or threading.Event(),
-        session_factory=session_factory,
+        client_factory=client_factory,
         name=name or Path(part).name.removesuffix(".part"),
     )
     try:
@@ -968,17 +977,6 @@ def _host(url: str) -> str:
     from urllib.parse import urlsplit
 
     return urlsplit(url).netloc or url
-
-
-def _abort_response(resp) -> None:
-    """Shut the response's socket down so a thread blocked reading it wakes up."""
-    import socket
-
-    try:
-        sock = resp.raw._fp.fp.raw._sock  # http.client -> BufferedReader -> SocketIO
-        sock.shutdown(socket.SHUT_RDWR)
-    except Exception:  # noqa: BLE001 - best effort: the read timeout still applies
-        pass
 
 
 def _is_timeout(exc: BaseException) -> bool:
