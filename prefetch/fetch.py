@@ -334,7 +334,7 @@ def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -
                     remove_tree(path)
 
     state = state_path(plan.final)
-    spots = [(state.parent, f"{glob.escape(state.name)}.*.tmp")]
+    spots = [(state.parent, f".{glob.escape(state.name)}.*.tmp")]  # replace_file's temp names
     spots += [(alias.parent, f".{glob.escape(alias.name)}.*.tmp") for alias in plan.also]
     remove(spots)
     for into in plan.extract_into:

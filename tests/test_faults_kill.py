@@ -135,6 +135,22 @@ def test_sigkill_at_random_offsets_then_resume(home, tmp_path, seed):
     assert strays(out.parent, {out.name}) == []
 
 
+def test_a_state_temp_file_left_by_a_kill_mid_write_is_removed_on_resume(home, tmp_path):
+    """A SIGKILL between writing the state's temp file and renaming it leaves
+    ``.NAME.part.json.PID-XXXX.tmp`` (prefetch.fsutil.replace_file's name): the next run removes it."""
+    data = os.urandom(300_000)
+    out = tmp_path / "dl" / "f.bin"
+    out.parent.mkdir()
+    stray = out.parent / f".{out.name}.part.json.999999-0badc0de.tmp"
+    stray.write_text("{half a state")
+    with OriginServer() as origin:
+        origin.put("f.bin", data)
+        proc = run_cli("get", origin.url_for("f.bin"), "-o", str(out), "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == data
+    assert strays(out.parent, {out.name}) == []
+
+
 # --------------------------------------------------------------------------- verify
 
 
