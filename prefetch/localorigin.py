@@ -6,8 +6,10 @@ nginx does (RFC 9110), and misbehaves on demand:
 
 * one-shot faults (``add_fault``), consumed in FIFO order by the next request that
   matches the fault's ``path`` / ``method`` / ``only_ranged`` filters;
-* persistent switches (attributes): ``ignore_range``, ``rate``, ``send_etag``,
-  ``send_last_modified``, ``accept_ranges``; persistent redirects (``set_redirect``);
+* persistent switches (attributes): ``ignore_range``, ``rate`` (bytes/s per response,
+  like nginx's ``limit_rate``), ``total_rate`` (bytes/s shared by every response: one
+  link that more connections cannot widen), ``send_etag``, ``send_last_modified``,
+  ``accept_ranges``; persistent redirects (``set_redirect``);
   ``loop_path`` always redirects to itself.
 
 Range semantics (what a client may rely on):
@@ -369,6 +371,7 @@ class OriginServer:
         # persistent switches
         self.ignore_range = False
         self.rate: int | None = None
+        self.total_rate: int | None = None
         self.send_etag = True
         self.send_last_modified = True
         self.accept_ranges = True
@@ -387,6 +390,7 @@ class OriginServer:
         self._connections: set = set()
         self._peak_connections = 0
         self._slept = 0.0
+        self._link_free_at = 0.0  # total_rate: when the shared link has sent all it was given
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._tmpdir: Path | None = None
@@ -701,7 +705,8 @@ class OriginServer:
 
     def _write_body(self, h: _Handler, record: RequestRecord, body: bytes) -> None:
         rate = self.rate
-        chunk = CHUNK if not rate else max(1, min(CHUNK, rate // 10))
+        slowest = min(r for r in (rate, self.total_rate, 10 * CHUNK) if r)
+        chunk = max(1, min(CHUNK, slowest // 10))
         started = time.monotonic()
         sent = 0
         view = memoryview(body)
@@ -718,12 +723,25 @@ class OriginServer:
                 h.close_connection = True
                 raise _Stop() from exc
             sent += len(piece)
+            self._share_link(len(piece))
             if rate:
                 ahead = sent / rate - (time.monotonic() - started)
                 if ahead > 0:
                     with self._lock:
                         self._slept += ahead
                     self._sleep(ahead)
+
+    def _share_link(self, size: int) -> None:
+        """With ``total_rate``: wait until the shared link has carried ``size`` more bytes."""
+        total = self.total_rate
+        if not total:
+            return
+        with self._lock:
+            now = time.monotonic()
+            self._link_free_at = max(self._link_free_at, now) + size / total
+            wait = self._link_free_at - now
+            self._slept += wait
+        self._sleep(wait)
 
     def _sleep(self, seconds: float) -> None:
         if self._stopping.wait(seconds):

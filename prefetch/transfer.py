@@ -53,7 +53,7 @@ class TransferOptions:
     """Knobs for one transfer. Defaults suit a slow, throttled route abroad."""
 
     connections: int | None = None  # None: automatic (grow while throughput grows)
-    max_connections: int = 16  # polite cap per file, as aria2c's per-server cap
+    max_connections: int = 32  # cap per file; the ramp reaches it only while connections pay
     initial_connections: int = 8
     min_split: int = 512 << 10  # never split a segment into pieces smaller than this
     chunk_size: int = 512 << 10  # the largest read (a read returns what has arrived)
@@ -66,7 +66,8 @@ class TransferOptions:
     backoff_cap: float = 30.0
     retry_after_cap: float = 120.0
     max_restarts: int = 3  # remote changed this often => IntegrityError
-    ramp_interval: float = 0.1
+    ramp_interval: float = 0.1  # the ramp judges each step over this long (after it settles)
+    ramp_gain: float = 1.15  # ... and doubles again only if the rate grew by this factor
     state_interval: float = 0.5
     progress_interval: float = 0.25
     preallocate: bool = True
@@ -278,6 +279,7 @@ class _Transfer:
         self.dirty = False
         self.interrupt = threading.Event()  # wakes sleeping workers when a generation ends
         self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
+        self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
 
     # -- setup -------------------------------------------------------------
     def open(self) -> None:
@@ -421,6 +423,7 @@ class _Transfer:
         resp, final_url = open_url(client, url, headers=headers, timeouts=self.opt.timeouts)
         with self.lock:
             self.responses[worker] = resp
+            self.answered.add(worker)
         try:
             src.effective_url = final_url
             body_start, body_end, total = self._check_response(resp, start, known_size, src, ranged)
@@ -622,6 +625,7 @@ class _Transfer:
         finally:
             client.close()
             with self.lock:
+                self.answered.discard(worker_id)
                 self.active_workers -= 1
                 self.wake.notify_all()
 
@@ -795,13 +799,8 @@ class _Transfer:
     def _run_generation(self, started: float) -> None:
         threads: list[threading.Thread] = []
         next_id = 0
-        target = self.opt.connections or 1  # first a probe, unless the size is known
-        if self.size is not None and self.ranges_ok:
-            target = self.opt.connections or min(self.opt.initial_connections, self.opt.max_connections)
-        ramp_at = time.monotonic() + self.opt.ramp_interval
-        ramp_done = self.opt.connections is not None
-        ramp_last_rate = 0.0
-        ramp_last_bytes = self.downloaded
+        fixed = self.opt.connections
+        ramp = _Ramp(self.opt) if fixed is None else None
         last_state = last_progress = time.monotonic()
         rate = _RateMeter()
         rate.update(time.monotonic(), self.done.total())
@@ -814,6 +813,7 @@ class _Transfer:
                         raise self.restart
                     finished = self._finished_locked()
                     alive = self.active_workers
+                    answered = len(self.answered)
                 if finished:
                     return
                 if self.stop.is_set():
@@ -821,24 +821,14 @@ class _Transfer:
                         f"{self.name}: stopped at {mib(self.done.total())}; run the same command again to resume"
                     )
                 now = time.monotonic()
-                if self.size is not None and self.ranges_ok and self.opt.connections is None and target == 1:
-                    target = min(self.opt.initial_connections, self.opt.max_connections)
-                    ramp_at = now + self.opt.ramp_interval
-                if not ramp_done and now >= ramp_at and self.size is not None and self.ranges_ok:
-                    bytes_now = self.downloaded
-                    cur = (bytes_now - ramp_last_bytes) / self.opt.ramp_interval
-                    # Grow while more connections do not make things worse: per-connection
-                    # throttling (CDNs) rewards every added connection; on a fast link the
-                    # rate stays flat and the cap bounds the cost.
-                    if ramp_last_rate == 0.0 or cur >= ramp_last_rate * 0.9:
-                        if target < self.opt.max_connections and alive >= target:
-                            target = min(self.opt.max_connections, target * 2)
-                        ramp_last_rate = max(cur, ramp_last_rate)
-                    else:
-                        ramp_done = True
-                    ramp_last_bytes = bytes_now
-                    ramp_at = now + self.opt.ramp_interval
-                want = target if (self.size is not None and self.ranges_ok) else 1
+                segmented = self.size is not None and self.ranges_ok
+                if not segmented:
+                    target = 1  # a probe first; no Range support: one connection
+                elif ramp is None:
+                    target = fixed
+                else:
+                    target = ramp.update(now, self.downloaded, alive=alive, answered=answered)
+                want = target
                 # At most want - alive new workers per pass: a worker that exits at once
                 # (restart, fatal error, stop, nothing to split) must not make this spin.
                 for _ in range(max(0, want - alive)):
@@ -908,6 +898,51 @@ class _Transfer:
 
     def _note(self, message: str) -> None:
         self.emit(Event(EventKind.NOTE, self.name, done=self.done.total(), total=self.size, message=message))
+
+
+class _Ramp:
+    """How many connections a file gets when ``--connections`` is not given.
+
+    Start at ``initial_connections`` and double, up to ``max_connections``, while the
+    added connections pay: a step is judged only once every running worker has had
+    an answer (on a 200 ms route a new connection needs a few round trips before it
+    delivers anything), then over ``ramp_interval`` seconds; when that window's rate
+    beats the previous step's by ``ramp_gain`` it doubles again, otherwise it stays
+    where it is. Per-connection throttling (most CDNs, long fat routes) rewards every
+    connection and the ramp runs to the cap; on a link that one connection already
+    fills it stops at the first step.
+    """
+
+    def __init__(self, opt: "TransferOptions") -> None:
+        self.opt = opt
+        self.target = min(opt.initial_connections, opt.max_connections)
+        self.done = self.target >= opt.max_connections
+        self.step_started: float | None = None
+        self.window: tuple[float, int] | None = None  # (start, bytes downloaded then)
+        self.last_rate: float | None = None
+
+    def update(self, now: float, downloaded: int, *, alive: int, answered: int) -> int:
+        if self.done:
+            return self.target
+        if self.step_started is None:
+            self.step_started = now
+        if self.window is None:
+            settled = alive >= self.target and answered >= alive
+            if settled or now - self.step_started > 20 * self.opt.ramp_interval:
+                self.window = (now, downloaded)
+            return self.target
+        start, base = self.window
+        if now - start < self.opt.ramp_interval:
+            return self.target
+        rate = (downloaded - base) / (now - start)
+        if alive < self.target or (self.last_rate is not None and rate < self.last_rate * self.opt.ramp_gain):
+            self.done = True  # not enough work left to split, or the last step did not pay
+            return self.target
+        self.last_rate = rate
+        self.target = min(self.opt.max_connections, self.target * 2)
+        self.done = self.target >= self.opt.max_connections
+        self.step_started, self.window = now, None
+        return self.target
 
 
 class _RateMeter:

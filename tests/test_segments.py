@@ -349,6 +349,35 @@ def test_automatic_mode_uses_several_connections_on_a_throttled_server(home, ori
     assert result.connections > 1
 
 
+def test_ramp_grows_to_the_cap_while_each_connection_is_throttled(home, origin, tmp_path):
+    """Per-connection throttling (the CDN case): every added connection pays, so the
+    automatic mode doubles 2 -> 4 -> 8 and stops at the cap, not beyond."""
+    data = payload(12 * MIB)
+    origin.put(NAME, data)
+    origin.rate = 512 * KIB
+
+    result, _, part = transfer(tmp_path, [origin.url_for(NAME)], initial_connections=2, max_connections=8,
+                               ramp_interval=0.3)
+
+    assert part.read_bytes() == data
+    assert result.connections == 8
+    assert origin.peak_connections <= 8 + 1  # + one the client just dropped after a steal
+
+
+def test_ramp_stops_when_more_connections_do_not_pay(home, origin, tmp_path):
+    """One shared link (the aggregate rate is fixed): the first doubling brings nothing,
+    so the ramp stops there instead of opening connections up to the cap."""
+    data = payload(6 * MIB)
+    origin.put(NAME, data)
+    origin.total_rate = 2 * MIB
+
+    result, _, part = transfer(tmp_path, [origin.url_for(NAME)], initial_connections=2, max_connections=16,
+                               ramp_interval=0.3)
+
+    assert part.read_bytes() == data
+    assert result.connections == 4  # 2, then 4 judged and found not to pay
+
+
 def test_small_file_uses_one_connection(home, origin, tmp_path):
     data = payload(200 * KIB)
     origin.put(NAME, data)
