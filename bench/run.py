@@ -219,6 +219,20 @@ def prefetch_cli() -> list[str]:
     return [found] if found else [sys.executable, "-m", "prefetch"]
 
 
+def compile_prefetch() -> None:
+    """Byte-compile the prefetch package being measured, as ``pip install`` does.
+
+    An editable install (or PYTHONDONTWRITEBYTECODE=1, set on some machines) would
+    otherwise recompile prefetch's sources on every run and time the compiler.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("prefetch")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", location], check=False,
+                       stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
+
+
 def tool_command(tool: str, url: str, out: Path, sha256: str) -> list[str]:
     if tool == "wget":
         return ["wget", "-q", "-O", str(out), url]
@@ -533,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         if t not in tools:
             progress(f"bench: {t} is not installed; skipped (apt-get install -y {'aria2' if t == 'aria2c' else t})")
     size = args.size_mib * MIB
+    compile_prefetch()
     machine = machine_info()
     machine["load_before"] = round(os.getloadavg()[0], 2)
     started = time.monotonic()

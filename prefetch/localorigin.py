@@ -8,8 +8,10 @@ nginx does (RFC 9110), and misbehaves on demand:
   matches the fault's ``path`` / ``method`` / ``only_ranged`` filters;
 * persistent switches (attributes): ``ignore_range``, ``rate`` (bytes/s per response,
   like nginx's ``limit_rate``), ``total_rate`` (bytes/s shared by every response: one
-  link that more connections cannot widen), ``send_etag``, ``send_last_modified``,
-  ``accept_ranges``; persistent redirects (``set_redirect``);
+  link that more connections cannot widen), ``connection_limit`` (more open connections
+  than this get ``503`` with ``Retry-After: 1``, as mirrors that cap connections per
+  client do), ``send_etag``, ``send_last_modified``, ``accept_ranges``; persistent
+  redirects (``set_redirect``);
   ``loop_path`` always redirects to itself.
 
 Range semantics (what a client may rely on):
@@ -372,6 +374,7 @@ class OriginServer:
         self.ignore_range = False
         self.rate: int | None = None
         self.total_rate: int | None = None
+        self.connection_limit: int | None = None
         self.send_etag = True
         self.send_last_modified = True
         self.accept_ranges = True
@@ -572,6 +575,11 @@ class OriginServer:
 
         if target == self.loop_path or target.startswith(self.loop_path + "/"):
             self._send_simple(h, record, 302, extra={"Location": h.path})
+            return
+        limit = self.connection_limit
+        if limit is not None and self.open_connections > limit:
+            h.close_connection = True
+            self._send_simple(h, record, 503, extra={"Retry-After": "1", "Connection": "close"})
             return
 
         fault = self._take_fault(method=method, name=name, ranged=range_header is not None)

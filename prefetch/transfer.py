@@ -44,6 +44,7 @@ from prefetch.verify import new_hasher, update_from_file
 
 STATE_VERSION = 1
 _FIRST_READ = 64 << 10
+_CROWDED = (429, 503)  # refusals that, while other connections deliver, mean "fewer connections"
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.I)
 _UNSATISFIED_RANGE = re.compile(r"^\s*bytes\s+\*/(\d+)\s*$", re.I)
 
@@ -280,6 +281,8 @@ class _Transfer:
         self.interrupt = threading.Event()  # wakes sleeping workers when a generation ends
         self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
+        self.worker_limit: int | None = None  # workers beyond this exit (the server asked for fewer)
+        self.crowded_at: int | None = None  # workers that had answers when the server refused one more
 
     # -- setup -------------------------------------------------------------
     def open(self) -> None:
@@ -631,6 +634,9 @@ class _Transfer:
 
     def _work(self, worker_id: int, client, buffer: memoryview) -> None:
         while not self.stop.is_set():
+            with self.lock:
+                if self.worker_limit is not None and self.active_workers > self.worker_limit:
+                    return  # the server refused more connections: this one steps back
             seg = self.take_segment(worker_id)
             if seg is None:
                 return
@@ -656,11 +662,33 @@ class _Transfer:
                 self._drop_source(src, str(exc), distrust=True)
             except TransientHTTPError as exc:
                 self.release(seg)
+                if exc.status in _CROWDED and self._crowded(worker_id, src, exc.status):
+                    continue  # fewer connections from now on; others still deliver, so no backoff here
                 self._retry_later(src, str(exc), exc.retry_after)
             except NetworkError as exc:
                 self.release(seg)
                 if not self._drop_source(src, str(exc), distrust=False):
                     raise
+
+    def _crowded(self, worker_id: int, src: _Source, status: int) -> bool:
+        """The server refused one more request (429/503) while other connections deliver.
+
+        That is a per-client connection cap (many mirrors have one), not an outage:
+        keep as many connections as had answers, for the rest of this transfer.
+        Returns False when no other connection is delivering (then it is an outage:
+        retry with backoff as usual).
+        """
+        with self.lock:
+            others = len(self.answered - {worker_id})
+            if not others:
+                return False
+            first = self.crowded_at is None
+            self.crowded_at = others if first else min(self.crowded_at, others)
+            self.worker_limit = min(self.worker_limit or others, others)
+        if first:
+            self._note(f"{_host(src.url)} answered HTTP {status} to connection {others + 1}; "
+                       f"staying at {others} connection{'s' if others != 1 else ''}")
+        return True
 
     def _retry_later(self, src: _Source, message: str, retry_after: float | None) -> None:
         if self.stop.is_set() or self.interrupt.is_set():
@@ -828,6 +856,12 @@ class _Transfer:
                     target = fixed
                 else:
                     target = ramp.update(now, self.downloaded, alive=alive, answered=answered)
+                with self.lock:
+                    if self.crowded_at is not None:
+                        target = min(target, self.crowded_at)
+                        if ramp is not None:
+                            ramp.done = True
+                    self.worker_limit = target
                 want = target
                 # At most want - alive new workers per pass: a worker that exits at once
                 # (restart, fatal error, stop, nothing to split) must not make this spin.

@@ -14,7 +14,7 @@ import click
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to fill (default $KERAS_HOME or ~/.keras).")
 @click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror (repeatable). Default $PREFETCH_DATASET_MIRROR.")
 @click.option("--also-origin", is_flag=True, help="With --mirror: use the origin too, in parallel.")
-@click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, up to 16).")
+@click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, 8 doubling up to 32 while it pays).")
 @click.option("--sha256", metavar="HEX", help="Expected sha256 of a URL download.")
 @click.option("--md5", metavar="HEX", help="Expected md5 of a URL download.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Where to save a URL download.")
