@@ -13,8 +13,9 @@ What it does:
 * per scenario and round, runs every tool once, in an order that rotates each round:
   ``wget -q -O out URL``, ``curl -s -o out URL``,
   ``aria2c -x16 -s16 -k1M ... URL``, ``python -m prefetch get URL -o out -q``, the same
-  with ``--sha256 HEX`` (download + verify) and ``prefetch-nohash`` (the same CLI run with
-  hashing forced off: download alone); outputs and prefetch's state are deleted between
+  with ``--sha256 HEX`` (download + verify), ``prefetch-nohash`` (the same CLI run with
+  hashing forced off: download alone) and ``prefetch-x16`` (``--connections 16``: aria2c's
+  connection count, like for like); outputs and prefetch's state are deleted between
   runs and every output is checked byte for byte (by sha256, outside the timed part);
 * measures each run's wall time and peak RSS (GNU ``/usr/bin/time -f %M`` when present,
   else ``wait4``'s ru_maxrss, which includes this process's RSS as a floor), counts the
@@ -58,7 +59,7 @@ from tests.nginx import NginxServer, nginx_binary  # after the sys.path insert a
 
 MIB = 1 << 20
 FILE_NAME = "bench.bin"
-TOOLS = ("wget", "curl", "aria2c", "prefetch", "prefetch+sha256", "prefetch-nohash")
+TOOLS = ("wget", "curl", "aria2c", "prefetch", "prefetch+sha256", "prefetch-nohash", "prefetch-x16")
 
 # "Download alone" for prefetch: the same CLI path with the hash-while-downloading forced off,
 # so the --sha256 comparison stays meaningful whether or not plain `get URL` hashes by default.
@@ -247,6 +248,8 @@ def tool_command(tool: str, url: str, out: Path, sha256: str) -> list[str]:
         return [sys.executable, "-c", NOHASH_DRIVER, "get", url, "-o", str(out), "-q"]
     if tool == "prefetch+sha256":
         return [sys.executable, "-m", "prefetch", "get", url, "-o", str(out), "-q", "--sha256", sha256]
+    if tool == "prefetch-x16":  # like for like with aria2c -x16: its connection count, fixed
+        return [sys.executable, "-m", "prefetch", "get", url, "-o", str(out), "-q", "--connections", "16"]
     raise ValueError(tool)
 
 
@@ -424,6 +427,7 @@ def compute_ratios(summaries: list[Summary], startup: list[Startup]) -> dict[str
         ratios[f"{scenario}_sha256_over_plain"] = ratio((scenario, "prefetch+sha256"), (scenario, "prefetch"))
         ratios[f"{scenario}_sha256_over_nohash"] = ratio((scenario, "prefetch+sha256"), (scenario, "prefetch-nohash"))
         ratios[f"{scenario}_aria2c_over_wget"] = ratio((scenario, "aria2c"), (scenario, "wget"))
+        ratios[f"{scenario}_x16_over_aria2c"] = ratio((scenario, "prefetch-x16"), (scenario, "aria2c"))
     rss = [s.max_rss_mib for s in summaries if s.tool.startswith("prefetch") and s.max_rss_mib]
     ratios["peak_rss_mib"] = max(rss) if rss else None
     by_name = {s.name: s.median_s for s in startup}
@@ -476,6 +480,9 @@ def render(*, machine: dict, args, size: int, summaries: list[Summary], startup:
         lines.append(f"| {scenario}: prefetch --sha256 / prefetch | {fmt(ratios.get(f'{scenario}_sha256_over_plain'), '.2f')} |")
         lines.append(f"| {scenario}: prefetch --sha256 / prefetch without hashing | "
                      f"{fmt(ratios.get(f'{scenario}_sha256_over_nohash'), '.2f')} |")
+        x16 = ratios.get(f"{scenario}_x16_over_aria2c")
+        if x16 is not None:
+            lines.append(f"| {scenario}: prefetch --connections 16 / aria2c -x16 (same connection count) | {x16:.2f} |")
     aria = ratios.get("throttled_aria2c_over_wget")
     if aria is not None:
         lines.append(f"| throttled: aria2c / wget (per-connection throttle check) | {aria:.2f} |")

@@ -56,7 +56,7 @@ class TransferOptions:
     connections: int | None = None  # None: automatic (grow while throughput grows)
     max_connections: int = 32  # cap per file; the ramp reaches it only while connections pay
     initial_connections: int = 8
-    min_split: int = 512 << 10  # never split a segment into pieces smaller than this
+    min_split: int = 512 << 10  # never split into pieces smaller than this (nor than latency x rate)
     chunk_size: int = 512 << 10  # the largest read (a read returns what has arrived)
     timeouts: Timeouts = field(default_factory=Timeouts)
     stall_window: float = 20.0  # seconds ...
@@ -282,7 +282,10 @@ class _Transfer:
         self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
         self.worker_limit: int | None = None  # workers beyond this exit (the server asked for fewer)
+        self.latency: float | None = None  # seconds from a request to its answer (moving average)
+        self.conn_rate = 0.0  # bytes/s per running connection, lately
         self.crowded_at: int | None = None  # workers that had answers when the server refused one more
+        self.refusals = 0  # 429/503 answers while other connections delivered
 
     # -- setup -------------------------------------------------------------
     def open(self) -> None:
@@ -392,13 +395,20 @@ class _Transfer:
             return any(s.owner is not None and s.end is not None and self._split_point(s) is not None for s in self.segments)
 
     def _split_point(self, seg: _Segment) -> int | None:
-        """Where an active segment may be split, or None (take_segment and splittable_work agree)."""
+        """Where an active segment may be split, or None (take_segment and splittable_work agree).
+
+        A split pays when the half it takes away would take the owner longer than a new
+        request costs: pieces are at least ``min_split`` and at least what one connection
+        moves in one request latency (on a 200 ms route at 2 MiB/s per connection that is
+        400 KiB; on loopback the floor decides).
+        """
+        smallest = max(self.opt.min_split, int(self.conn_rate * (self.latency or 0.0)))
         remaining = seg.end - seg.pos
-        if remaining < 2 * self.opt.min_split:
+        if remaining < 2 * smallest:
             return None
         # The owner's read in flight may fill bytes up to reading_to: split beyond that.
         mid = max(seg.pos + remaining // 2, seg.reading_to)
-        if seg.end - mid < self.opt.min_split:
+        if seg.end - mid < smallest:
             return None
         return mid
 
@@ -423,10 +433,15 @@ class _Transfer:
             if start > 0 or src.etag or src.last_modified:
                 headers.update(src.validator_headers())
         url = src.effective_url or src.url
+        asked = time.monotonic()
         resp, final_url = open_url(client, url, headers=headers, timeouts=self.opt.timeouts)
+        latency = time.monotonic() - asked
         with self.lock:
             self.responses[worker] = resp
             self.answered.add(worker)
+            # What a new request costs (a connection, the round trips to the first byte):
+            # the ramp judges over several of these, and a split must save more than one.
+            self.latency = latency if self.latency is None else 0.7 * self.latency + 0.3 * latency
         try:
             src.effective_url = final_url
             body_start, body_end, total = self._check_response(resp, start, known_size, src, ranged)
@@ -671,16 +686,19 @@ class _Transfer:
                     raise
 
     def _crowded(self, worker_id: int, src: _Source, status: int) -> bool:
-        """The server refused one more request (429/503) while other connections deliver.
+        """The server refused a request (429/503) while other connections deliver.
 
-        That is a per-client connection cap (many mirrors have one), not an outage:
-        keep as many connections as had answers, for the rest of this transfer.
-        Returns False when no other connection is delivering (then it is an outage:
-        retry with backoff as usual).
+        The second such refusal is taken as a per-client connection cap (many mirrors
+        have one), not a hiccup: keep as many connections as had answers, for the rest
+        of this transfer. Returns False for the first refusal and when no other
+        connection delivers (an outage): then it is retried with backoff as usual.
         """
         with self.lock:
             others = len(self.answered - {worker_id})
             if not others:
+                return False
+            self.refusals += 1
+            if self.refusals < 2:
                 return False
             first = self.crowded_at is None
             self.crowded_at = others if first else min(self.crowded_at, others)
@@ -832,6 +850,7 @@ class _Transfer:
         last_state = last_progress = time.monotonic()
         rate = _RateMeter()
         rate.update(time.monotonic(), self.done.total())
+        recent = _RateMeter(window=1.0)  # for the per-connection rate that sizes splits
         try:
             while True:
                 with self.lock:
@@ -849,13 +868,15 @@ class _Transfer:
                         f"{self.name}: stopped at {mib(self.done.total())}; run the same command again to resume"
                     )
                 now = time.monotonic()
+                self.conn_rate = recent.update(now, self.downloaded) / max(1, alive)
                 segmented = self.size is not None and self.ranges_ok
                 if not segmented:
                     target = 1  # a probe first; no Range support: one connection
                 elif ramp is None:
                     target = fixed
                 else:
-                    target = ramp.update(now, self.downloaded, alive=alive, answered=answered)
+                    target = ramp.update(now, self.downloaded, alive=alive, answered=answered,
+                                         latency=self.latency or 0.0)
                 with self.lock:
                     if self.crowded_at is not None:
                         target = min(target, self.crowded_at)
@@ -955,18 +976,18 @@ class _Ramp:
         self.window: tuple[float, int] | None = None  # (start, bytes downloaded then)
         self.last_rate: float | None = None
 
-    def update(self, now: float, downloaded: int, *, alive: int, answered: int) -> int:
+    def update(self, now: float, downloaded: int, *, alive: int, answered: int, latency: float) -> int:
         if self.done:
             return self.target
         if self.step_started is None:
             self.step_started = now
         if self.window is None:
             settled = alive >= self.target and answered >= alive
-            if settled or now - self.step_started > 20 * self.opt.ramp_interval:
+            if settled or now - self.step_started > 20 * max(self.opt.ramp_interval, latency):
                 self.window = (now, downloaded)
             return self.target
         start, base = self.window
-        if now - start < self.opt.ramp_interval:
+        if now - start < max(self.opt.ramp_interval, 4 * latency):  # several round trips
             return self.target
         rate = (downloaded - base) / (now - start)
         if alive < self.target or (self.last_rate is not None and rate < self.last_rate * self.opt.ramp_gain):
