@@ -11,10 +11,12 @@ Every resumed request carries ``If-Range``: a server whose file changed answers
 and aria2c all resume by size alone). A 206 is accepted only when its
 ``Content-Range`` starts where we asked and names the size we know.
 
-Connections: one probe request finds the size and Range support; then workers
-are added (4, 8, 16 ...) while total throughput keeps growing. A worker that
-runs out of work splits the largest remaining segment (work stealing), so the
-faster sources and connections naturally carry more of the file.
+Connections: one probe request finds the size and Range support; then 8
+workers, doubling up to 32 while each step raises total throughput (``_Ramp``);
+a server that keeps refusing extra connections gets fewer. A worker that runs
+out of work splits the largest remaining segment (work stealing), so the faster
+sources and connections naturally carry more of the file. Each worker reads
+into one reused buffer and ``pwrite``s it at its offset (``prefetch.http``).
 """
 
 from __future__ import annotations
