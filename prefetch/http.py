@@ -190,6 +190,8 @@ class Client:
             conn.timeout = timeouts.connect
             conn.read_timeout = timeouts.read
             reused = conn.sock is not None
+            if reused:
+                conn.sock.settimeout(timeouts.read)  # this request's, not the one that connected
             try:
                 conn.request(method, target.request_target, headers=all_headers)
                 return Response(conn.getresponse(), conn, url)

@@ -21,7 +21,7 @@ from prefetch.errors import ExitCode, NetworkError
 from prefetch.http import Client, Timeouts, TransientHTTPError, open_url
 from tests.conftest import run_cli
 from tests.test_bad_input import one_error_line
-from tests.origin import OriginServer
+from tests.origin import Delay, OriginServer
 
 DATA = os.urandom(300_000)
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -66,6 +66,18 @@ def test_an_unread_body_is_never_reused_and_the_next_request_is_clean(origin):
         second.close()
     clients = [r.client for r in origin.data_requests("d.bin")]
     assert len(clients) == 2 and clients[0] != clients[1]
+
+
+def test_a_reused_connection_gets_the_read_timeout_of_each_request(origin):
+    with Client(timeouts=QUICK) as client:
+        resp, _ = open_url(client, origin.url_for("d.bin"), headers={"Range": "bytes=0-9"})
+        assert read_all(resp) == DATA[:10]
+        resp.close()
+        origin.add_fault(Delay(seconds=1.0))
+        with pytest.raises(TransientHTTPError) as info:
+            client.request(origin.url_for("d.bin"), timeouts=Timeouts(connect=3, read=0.2))
+    assert info.value.timed_out
+    assert len({r.client for r in origin.requests}) == 1  # it was the same, reused connection
 
 
 def test_readinto_returns_what_has_arrived_not_a_full_buffer(origin):
