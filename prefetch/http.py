@@ -87,8 +87,13 @@ class Response:
         raw = self._raw
         if raw.fp is None:
             return 0
-        if raw.chunked or raw.length is None:
-            return raw.readinto(buffer)  # chunked or read-until-close bodies: http.client's loop
+        if raw.chunked:
+            return raw.readinto(buffer)  # http.client decodes the chunks
+        if raw.length is None:  # the body ends when the server closes the connection
+            n = raw.fp.readinto1(buffer)
+            if not n:
+                raw.close()
+            return n
         if not raw.length:
             raw.close()
             return 0

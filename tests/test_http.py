@@ -140,6 +140,58 @@ def test_a_keep_alive_connection_the_server_closed_is_retried_once_on_a_fresh_on
         server.close()
 
 
+class _RawServer:
+    """Answers every request with the same raw bytes (status line, headers, body), then closes."""
+
+    def __init__(self, response: bytes) -> None:
+        self.response = response
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/f.bin"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    request += chunk
+                for i in range(0, len(self.response), 50_000):  # in pieces, as a network delivers
+                    conn.sendall(self.response[i:i + 50_000])
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _chunked(body: bytes, size: int = 70_000) -> bytes:
+    parts = [b"%x\r\n%s\r\n" % (len(body[i:i + size]), body[i:i + size]) for i in range(0, len(body), size)]
+    return b"".join(parts) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize("framing", ["until-close", "chunked"])
+def test_bodies_without_a_length_download_whole(home, tmp_path, framing):
+    """No Content-Length (the body ends when the server closes) or chunked encoding: no
+    size is known up front, one connection reads to the end, and the file is complete."""
+    if framing == "chunked":
+        raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + _chunked(DATA)
+    else:
+        raw = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + DATA
+    server = _RawServer(raw)
+    try:
+        out = tmp_path / "f.bin"
+        proc = run_cli("get", server.url, "-o", str(out), "--sha256", SHA, "-q")
+    finally:
+        server.close()
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == DATA
+
+
 def test_connection_refused_is_transient_and_says_so():
     sock = socket.create_server(("127.0.0.1", 0))
     port = sock.getsockname()[1]
