@@ -65,6 +65,10 @@ class NetworkError(PrefetchError):
 class HTTPStatusError(NetworkError):
     """A final HTTP error such as 404 or 403."""
 
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 # -- 4: integrity -----------------------------------------------------------
 class IntegrityError(PrefetchError):

@@ -274,7 +274,7 @@ def open_url(client: Client, url: str, *, headers: dict[str, str] | None = None,
         if status in TRANSIENT_STATUSES:
             raise TransientHTTPError(f"{_host(current)} answered HTTP {status}", retry_after=retry_after,
                                      status=status)
-        raise HTTPStatusError(f"{current} answered HTTP {status}; check the URL or the mirror")
+        raise HTTPStatusError(f"{current} answered HTTP {status}; check the URL or the mirror", status=status)
     return resp, current
 
 

@@ -9,8 +9,8 @@ nginx does (RFC 9110), and misbehaves on demand:
 * persistent switches (attributes): ``ignore_range``, ``rate`` (bytes/s per response,
   like nginx's ``limit_rate``), ``total_rate`` (bytes/s shared by every response: one
   link that more connections cannot widen), ``connection_limit`` (more open connections
-  than this get ``503`` with ``Retry-After: 1``, as mirrors that cap connections per
-  client do), ``send_etag``, ``send_last_modified``, ``accept_ranges``; persistent
+  than this get ``connection_limit_status``, 503 with ``Retry-After: 1`` by default, as
+  mirrors that cap connections per client do), ``send_etag``, ``send_last_modified``, ``accept_ranges``; persistent
   redirects (``set_redirect``);
   ``loop_path`` always redirects to itself.
 
@@ -375,6 +375,7 @@ class OriginServer:
         self.rate: int | None = None
         self.total_rate: int | None = None
         self.connection_limit: int | None = None
+        self.connection_limit_status = 503
         self.send_etag = True
         self.send_last_modified = True
         self.accept_ranges = True
@@ -579,7 +580,8 @@ class OriginServer:
         limit = self.connection_limit
         if limit is not None and self.open_connections > limit:
             h.close_connection = True
-            self._send_simple(h, record, 503, extra={"Retry-After": "1", "Connection": "close"})
+            self._send_simple(h, record, self.connection_limit_status,
+                              extra={"Retry-After": "1", "Connection": "close"})
             return
 
         fault = self._take_fault(method=method, name=name, ranged=range_header is not None)

@@ -288,6 +288,7 @@ class _Transfer:
         self.conn_rate = 0.0  # bytes/s per running connection, lately
         self.crowded_at: int | None = None  # workers that had answers when the server refused one more
         self.refusals = 0  # 429/503 answers while other connections delivered
+        self.worker_source: dict[int, _Source] = {}  # the source each worker's last request went to
 
     # -- setup -------------------------------------------------------------
     def open(self) -> None:
@@ -441,6 +442,7 @@ class _Transfer:
         with self.lock:
             self.responses[worker] = resp
             self.answered.add(worker)
+            self.worker_source[worker] = src
             # What a new request costs (a connection, the round trips to the first byte):
             # the ramp judges over several of these, and a split must save more than one.
             self.latency = latency if self.latency is None else 0.7 * self.latency + 0.3 * latency
@@ -684,27 +686,33 @@ class _Transfer:
                 self._retry_later(src, str(exc), exc.retry_after)
             except NetworkError as exc:
                 self.release(seg)
+                status = getattr(exc, "status", None)
+                if status == 403 and self._crowded(worker_id, src, status, at_once=True):
+                    continue  # other connections to it work: this one was refused, not the file
                 if not self._drop_source(src, str(exc), distrust=False):
                     raise
 
-    def _crowded(self, worker_id: int, src: _Source, status: int) -> bool:
-        """The server refused a request (429/503) while other connections deliver.
+    def _crowded(self, worker_id: int, src: _Source, status: int, *, at_once: bool = False) -> bool:
+        """The server refused a request (429/503, or 403) while other connections to it deliver.
 
-        The second such refusal is taken as a per-client connection cap (many mirrors
-        have one), not a hiccup: keep as many connections as had answers, for the rest
-        of this transfer. Returns False for the first refusal and when no other
-        connection delivers (an outage): then it is retried with backoff as usual.
+        The second 429/503 (or the first 403, which is never worth retrying) is taken as a
+        per-client connection cap (many mirrors have one), not a hiccup or a forbidden
+        file: keep as many connections as had answers, for the rest of this transfer.
+        Returns False for a first 429/503 and when no other connection to this source
+        delivers (an outage, or really forbidden): those take the usual path.
         """
         with self.lock:
-            others = len(self.answered - {worker_id})
+            others = len([w for w in self.answered - {worker_id} if self.worker_source.get(w) is src])
             if not others:
                 return False
             self.refusals += 1
-            if self.refusals < 2:
+            if self.refusals < 2 and not at_once:
                 return False
+            # Sources take workers in turn: the cap of this one bounds each source's share.
+            limit = others * len([s for s in self.sources if not s.dropped])
             first = self.crowded_at is None
-            self.crowded_at = others if first else min(self.crowded_at, others)
-            self.worker_limit = min(self.worker_limit or others, others)
+            self.crowded_at = limit if first else min(self.crowded_at, limit)
+            self.worker_limit = min(self.worker_limit or limit, limit)
         if first:
             self._note(f"{_host(src.url)} answered HTTP {status} to connection {others + 1}; "
                        f"staying at {others} connection{'s' if others != 1 else ''}")

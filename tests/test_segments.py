@@ -477,21 +477,23 @@ def test_state_claiming_more_than_the_part_holds_is_not_trusted(home, origin, tm
     assert covered_by_requests(origin, size)
 
 
-def test_a_server_capping_connections_per_client_gets_fewer_not_hammered(home, origin, tmp_path):
-    """A mirror that answers 503 beyond 3 connections per client (many do): the ramp
-    stays at the connections that had answers, instead of retrying the refused ones
-    with backoff for the whole download; the file is still right."""
+@pytest.mark.parametrize("status", [503, 429, 403])
+def test_a_server_capping_connections_per_client_gets_fewer_not_hammered(home, origin, tmp_path, status):
+    """A mirror that refuses more than 3 connections per client (many do; with 503, 429 or
+    even 403): the transfer keeps the connections that had answers, instead of retrying
+    the refused ones for the whole download or failing it; the file is still right."""
     data = payload(8 * MIB)
     origin.put(NAME, data)
     origin.rate = 1 * MIB
     origin.connection_limit = 3
+    origin.connection_limit_status = status
 
     result, events, part = transfer(tmp_path, [origin.url_for(NAME)], initial_connections=2, max_connections=16,
                                     ramp_interval=0.2, backoff_base=0.01, backoff_cap=0.05)
 
     assert part.read_bytes() == data
-    refused = [r for r in origin.data_requests(NAME) if r.status == 503]
+    refused = [r for r in origin.data_requests(NAME) if r.status == status]
     assert refused  # the cap was really hit ...
     assert len(refused) <= 4  # ... and only by the step that found it, not over and over
     notes = [e.message for e in events if e.kind is EventKind.NOTE]
-    assert any("answered HTTP 503" in n and "staying at" in n for n in notes), notes
+    assert any(f"answered HTTP {status}" in n and "staying at" in n for n in notes), notes
