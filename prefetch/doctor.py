@@ -275,7 +275,7 @@ def check_reachability(urls: list[str], *, deadline: float) -> list[Reachability
             detail = f"HTTP {response.status}, {(time.monotonic() - start) * 1000:.0f} ms"
             outcome = Reachability(url, True, detail)
         except TransientHTTPError as exc:
-            outcome = Reachability(url, False, "timed out" if exc.timed_out else str(exc).split(": ", 1)[-1])
+            outcome = Reachability(url, False, exc.cause)
         except NetworkError as exc:
             outcome = Reachability(url, False, str(exc))
         with lock:

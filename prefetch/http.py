@@ -54,11 +54,16 @@ class Timeouts:
 
 
 class TransientHTTPError(Exception):
-    """A failure worth retrying (connection reset, timeout, 5xx, 429)."""
+    """A failure worth retrying (connection reset, timeout, 5xx, 429).
 
-    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None,
-                 timed_out: bool = False) -> None:
+    ``str()`` names the host; ``cause`` is the failure alone ("Connection refused",
+    "timed out", "HTTP 503"), for a table that already names the host.
+    """
+
+    def __init__(self, message: str, *, cause: str | None = None, retry_after: float | None = None,
+                 status: int | None = None, timed_out: bool = False) -> None:
         super().__init__(message)
+        self.cause = cause or message
         self.retry_after = retry_after
         self.status = status
         self.timed_out = timed_out
@@ -121,10 +126,6 @@ class Response:
             return self.read().decode(charset, errors="replace")
         except LookupError:
             return self.read().decode("utf-8", errors="replace")
-
-    def finished(self) -> bool:
-        """True once the whole body has been read (the connection can be reused)."""
-        return self._raw.isclosed()
 
     def close(self) -> None:
         """Done with the body. An unread rest closes the connection (it cannot be reused)."""
@@ -191,13 +192,13 @@ class Client:
         for attempt in (1, 2):
             conn = self._connections.get(key)
             if conn is None:
-                conn = self._connections[key] = target.connection(timeouts)
-            conn.timeout = timeouts.connect
-            conn.read_timeout = timeouts.read
+                conn = self._connections[key] = target.connection()
             reused = conn.sock is not None
-            if reused:
-                conn.sock.settimeout(timeouts.read)  # this request's, not the one that connected
             try:
+                if not reused:
+                    conn.timeout = timeouts.connect  # connecting and the TLS handshake
+                    conn.connect()
+                conn.sock.settimeout(timeouts.read)  # then each receive, for this request
                 conn.request(method, target.request_target, headers=all_headers)
                 return Response(conn.getresponse(), conn, url)
             except ssl.SSLCertVerificationError as exc:
@@ -214,7 +215,8 @@ class Client:
                 stale = isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError))
                 if reused and stale and attempt == 1:
                     continue  # the server closed the idle keep-alive connection: once more, fresh
-                raise TransientHTTPError(f"{target.netloc}: {describe_error(exc)}",
+                cause = describe_error(exc)
+                raise TransientHTTPError(f"{target.netloc}: {cause}", cause=cause,
                                          timed_out=isinstance(exc, TimeoutError)) from None
         raise AssertionError("unreachable")
 
@@ -228,10 +230,6 @@ class Client:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def make_client(*, timeouts: Timeouts | None = None) -> Client:
-    return Client(timeouts=timeouts)
 
 
 def follow_redirects(client: Client, url: str, *, headers: dict[str, str] | None = None,
@@ -272,8 +270,8 @@ def open_url(client: Client, url: str, *, headers: dict[str, str] | None = None,
         retry_after = parse_retry_after(resp.headers.get("Retry-After"))
         _discard(resp)
         if status in TRANSIENT_STATUSES:
-            raise TransientHTTPError(f"{_host(current)} answered HTTP {status}", retry_after=retry_after,
-                                     status=status)
+            raise TransientHTTPError(f"{host_of(current)} answered HTTP {status}", cause=f"HTTP {status}",
+                                     retry_after=retry_after, status=status)
         raise HTTPStatusError(f"{current} answered HTTP {status}; check the URL or the mirror", status=status)
     return resp, current
 
@@ -331,7 +329,8 @@ def describe_error(exc: BaseException) -> str:
     return text if len(text) < 160 else text[:157] + "..."
 
 
-def _host(url: str) -> str:
+def host_of(url: str) -> str:
+    """``host[:port]`` of a URL, for messages."""
     return urlsplit(url).netloc or url
 
 
@@ -401,17 +400,18 @@ class _Target:
                 auth["Proxy-Authorization"] = proxy_auth
         return cls(scheme, host, port, netloc, path, proxy, proxy_auth, auth)
 
-    def connection(self, timeouts: Timeouts):
-        if self.scheme == "https":
-            if self.proxy:
-                conn = _HTTPSConnection(*self.proxy, timeouts=timeouts)
-                tunnel_headers = {"Proxy-Authorization": self.proxy_auth} if self.proxy_auth else None
-                conn.set_tunnel(self.host, self.port, headers=tunnel_headers)
-                return conn
-            return _HTTPSConnection(self.host, self.port, timeouts=timeouts)
+    def connection(self):
+        """A new, not yet connected, connection to the host or its proxy."""
+        import http.client
+
+        host, port = self.proxy or (self.host, self.port)
+        if self.scheme == "http":
+            return http.client.HTTPConnection(host, port)
+        conn = http.client.HTTPSConnection(host, port, context=ssl_context())
         if self.proxy:
-            return _HTTPConnection(*self.proxy, timeouts=timeouts)
-        return _HTTPConnection(self.host, self.port, timeouts=timeouts)
+            tunnel_headers = {"Proxy-Authorization": self.proxy_auth} if self.proxy_auth else None
+            conn.set_tunnel(self.host, self.port, headers=tunnel_headers)
+        return conn
 
 
 def _basic(user: str, password: str) -> str:
@@ -434,51 +434,8 @@ def _proxy_for(scheme: str, host: str, port: int) -> str | None:
     return proxy
 
 
-def _connection_classes():
-    import http.client
-
-    class HTTPConnection(http.client.HTTPConnection):
-        """Connect timeout for connecting (and the TLS handshake), read timeout after."""
-
-        def __init__(self, host: str, port: int, *, timeouts: Timeouts, **kwargs) -> None:
-            super().__init__(host, port, timeout=timeouts.connect, **kwargs)
-            self.read_timeout = timeouts.read
-
-        def connect(self) -> None:
-            super().connect()
-            self.sock.settimeout(self.read_timeout)
-
-    class HTTPSConnection(http.client.HTTPSConnection):
-        def __init__(self, host: str, port: int, *, timeouts: Timeouts) -> None:
-            super().__init__(host, port, timeout=timeouts.connect, context=ssl_context())
-            self.read_timeout = timeouts.read
-
-        def connect(self) -> None:
-            super().connect()
-            self.sock.settimeout(self.read_timeout)
-
-    return HTTPConnection, HTTPSConnection
-
-
-def _HTTPConnection(host: str, port: int, *, timeouts: Timeouts):
-    return _classes()[0](host, port, timeouts=timeouts)
-
-
-def _HTTPSConnection(host: str, port: int, *, timeouts: Timeouts):
-    return _classes()[1](host, port, timeouts=timeouts)
-
-
-_CLASSES: tuple | None = None
 _SSL_CONTEXT = None
 _LOCK = threading.Lock()
-
-
-def _classes() -> tuple:
-    global _CLASSES
-    with _LOCK:
-        if _CLASSES is None:
-            _CLASSES = _connection_classes()
-        return _CLASSES
 
 
 def ssl_context():

@@ -10,8 +10,8 @@ nginx does (RFC 9110), and misbehaves on demand:
   like nginx's ``limit_rate``), ``total_rate`` (bytes/s shared by every response: one
   link that more connections cannot widen), ``connection_limit`` (more open connections
   than this get ``connection_limit_status``, 503 with ``Retry-After: 1`` by default, as
-  mirrors that cap connections per client do), ``send_etag``, ``send_last_modified``, ``accept_ranges``; persistent
-  redirects (``set_redirect``);
+  mirrors that cap connections per client do), ``send_etag``, ``send_last_modified``,
+  ``accept_ranges``; persistent redirects (``set_redirect``);
   ``loop_path`` always redirects to itself.
 
 Range semantics (what a client may rely on):

@@ -175,7 +175,7 @@ def measure_mirror(
     except TransientHTTPError as exc:
         if exc.timed_out:
             return result(BenchStatus.TIMEOUT, probe_url=mirror.probe, latency_s=latency, error=_cut(deadline))
-        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=_cause(exc))
+        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=exc.cause)
     except NetworkError as exc:
         return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=str(exc))
     finally:
@@ -185,11 +185,6 @@ def measure_mirror(
 def _timeouts(seconds: float) -> Timeouts:
     seconds = max(seconds, 0.05)
     return Timeouts(connect=seconds, read=seconds)
-
-
-def _cause(exc: TransientHTTPError) -> str:
-    """"host: Connection refused" -> "Connection refused": the table already names the mirror."""
-    return str(exc).split(": ", 1)[-1]
 
 
 def _cut(deadline: float) -> str:

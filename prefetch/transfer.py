@@ -40,7 +40,7 @@ from prefetch.errors import (
 )
 from prefetch.events import Event, EventKind, EventSink, ignore_event
 from prefetch.fsutil import local_error, mib, replace_file
-from prefetch.http import Timeouts, TransientHTTPError, make_client, open_url
+from prefetch.http import Client, Timeouts, TransientHTTPError, host_of, open_url
 from prefetch.ranges import RangeSet
 from prefetch.verify import new_hasher, update_from_file
 
@@ -478,22 +478,22 @@ class _Transfer:
             if total == 0 and start == 0:
                 return 0, 0, 0
             if total is not None and known_size is not None and total != known_size:
-                raise _Restart(f"{_host(src.url)}: file size changed from {known_size} to {total}")
-            raise TransientHTTPError(f"{_host(src.url)} answered 416 for bytes {start}-")
+                raise _Restart(f"{host_of(src.url)}: file size changed from {known_size} to {total}")
+            raise TransientHTTPError(f"{host_of(src.url)} answered 416 for bytes {start}-")
         if encoding not in ("identity", ""):
-            raise TransientHTTPError(f"{_host(src.url)} sent a {encoding}-encoded body; asked for the raw bytes")
+            raise TransientHTTPError(f"{host_of(src.url)} sent a {encoding}-encoded body; asked for the raw bytes")
         if status == 206:
             match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
             if not match:
-                raise TransientHTTPError(f"{_host(src.url)}: 206 without a usable Content-Range")
+                raise TransientHTTPError(f"{host_of(src.url)}: 206 without a usable Content-Range")
             first, last, total_text = int(match.group(1)), int(match.group(2)), match.group(3)
             total = None if total_text == "*" else int(total_text)
             if first != start or last < first:
                 raise TransientHTTPError(
-                    f"{_host(src.url)}: Content-Range {first}-{last} does not match the request for {start}-"
+                    f"{host_of(src.url)}: Content-Range {first}-{last} does not match the request for {start}-"
                 )
             if total is None:
-                raise TransientHTTPError(f"{_host(src.url)}: Content-Range gives no total size")
+                raise TransientHTTPError(f"{host_of(src.url)}: Content-Range gives no total size")
             if known_size is not None and total != known_size:
                 self._size_mismatch(src, known_size, total)
             self._check_validator(src, etag, last_modified)
@@ -510,13 +510,13 @@ class _Transfer:
                     # One source of several changed its file: drop it (and what it gave us)
                     # instead of starting over with it still in the mix.
                     what = f"size {known_size} -> {total}" if resized else f"ETag {src.etag} -> {etag}"
-                    raise _SourceBad(f"{_host(src.url)} changed its file ({what})")
+                    raise _SourceBad(f"{host_of(src.url)} changed its file ({what})")
             if start > 0 or resized:
                 if changed or resized:
-                    raise _Restart(f"{_host(src.url)}: the remote file changed; restarting from 0")
-                raise _Restart(f"{_host(src.url)} ignored Range; restarting from 0 on one connection", ranges=False)
+                    raise _Restart(f"{host_of(src.url)}: the remote file changed; restarting from 0")
+                raise _Restart(f"{host_of(src.url)} ignored Range; restarting from 0 on one connection", ranges=False)
             if changed:
-                raise _Restart(f"{_host(src.url)}: the remote file changed; restarting from 0")
+                raise _Restart(f"{host_of(src.url)}: the remote file changed; restarting from 0")
             if ranged and self.size is None:
                 # Answered a Range probe with the whole body: no range support.
                 with self.lock:
@@ -524,14 +524,14 @@ class _Transfer:
                     self.dirty = True
             self._check_validator(src, etag, last_modified)
             return 0, total, total
-        raise TransientHTTPError(f"{_host(src.url)} answered HTTP {status}")
+        raise TransientHTTPError(f"{host_of(src.url)} answered HTTP {status}")
 
     def _size_mismatch(self, src: _Source, known: int, got: int) -> None:
         with self.lock:
             others = [s for s in self.sources if s is not src and not s.dropped]
         if others:
-            raise _SourceBad(f"{_host(src.url)} has a different size ({got} bytes, expected {known})")
-        raise _Restart(f"{_host(src.url)}: file size changed from {known} to {got}; restarting from 0")
+            raise _SourceBad(f"{host_of(src.url)} has a different size ({got} bytes, expected {known})")
+        raise _Restart(f"{host_of(src.url)}: file size changed from {known} to {got}; restarting from 0")
 
     def _validator_differs(self, src: _Source, etag, last_modified) -> bool:
         if src.etag and etag:
@@ -545,8 +545,8 @@ class _Transfer:
             with self.lock:
                 others = [s for s in self.sources if s is not src and not s.dropped]
             if others and self.done.total():
-                raise _SourceBad(f"{_host(src.url)} changed its file (ETag {src.etag} -> {etag})")
-            raise _Restart(f"{_host(src.url)}: the remote file changed (ETag {src.etag} -> {etag}); restarting from 0")
+                raise _SourceBad(f"{host_of(src.url)} changed its file (ETag {src.etag} -> {etag})")
+            raise _Restart(f"{host_of(src.url)}: the remote file changed (ETag {src.etag} -> {etag}); restarting from 0")
         with self.lock:
             if etag and not src.etag:
                 src.etag = etag
@@ -579,8 +579,8 @@ class _Transfer:
                 n = resp.readinto(buffer[:want])
             except Exception as exc:  # http.client / socket errors while streaming
                 if _is_timeout(exc):
-                    raise TransientHTTPError(f"{_host(src.url)}: read timed out (no data for {self.opt.timeouts.read:g}s)") from None
-                raise TransientHTTPError(f"{_host(src.url)}: connection broke after byte {pos}: {type(exc).__name__}") from None
+                    raise TransientHTTPError(f"{host_of(src.url)}: read timed out (no data for {self.opt.timeouts.read:g}s)") from None
+                raise TransientHTTPError(f"{host_of(src.url)}: connection broke after byte {pos}: {type(exc).__name__}") from None
             if not n:
                 if end is None:
                     with self.lock:
@@ -589,7 +589,7 @@ class _Transfer:
                             self.dirty = True
                         seg.end = pos
                     return
-                raise TransientHTTPError(f"{_host(src.url)}: connection closed at byte {pos} of {end}")
+                raise TransientHTTPError(f"{host_of(src.url)}: connection closed at byte {pos} of {end}")
             data = buffer[:n]
             last = n
             try:
@@ -615,7 +615,7 @@ class _Transfer:
                 window_bytes -= window.popleft()[1]
             if now - opened > self.opt.stall_window and window_bytes < self.opt.stall_min_rate * self.opt.stall_window:
                 raise TransientHTTPError(
-                    f"{_host(src.url)}: stalled below {self.opt.stall_min_rate:g} B/s for {self.opt.stall_window:g}s; reconnecting"
+                    f"{host_of(src.url)}: stalled below {self.opt.stall_min_rate:g} B/s for {self.opt.stall_window:g}s; reconnecting"
                 )
 
     def _remaining(self) -> int | None:
@@ -714,7 +714,7 @@ class _Transfer:
             self.crowded_at = limit if first else min(self.crowded_at, limit)
             self.worker_limit = min(self.worker_limit or limit, limit)
         if first:
-            self._note(f"{_host(src.url)} answered HTTP {status} to connection {others + 1}; "
+            self._note(f"{host_of(src.url)} answered HTTP {status} to connection {others + 1}; "
                        f"staying at {others} connection{'s' if others != 1 else ''}")
         return True
 
@@ -1034,7 +1034,7 @@ def download_to_part(
     options: TransferOptions | None = None,
     on_event: EventSink = ignore_event,
     stop: threading.Event | None = None,
-    client_factory: Callable = make_client,
+    client_factory: Callable = Client,
     name: str | None = None,
 ) -> TransferResult:
     """Download ``urls`` (sources of the same file) into ``part``, resuming from ``state_file``.
@@ -1071,12 +1071,6 @@ def download_to_part(
 
 # ---------------------------------------------------------------------------
 # helpers
-
-
-def _host(url: str) -> str:
-    from urllib.parse import urlsplit
-
-    return urlsplit(url).netloc or url
 
 
 def _is_timeout(exc: BaseException) -> bool:

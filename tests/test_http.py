@@ -91,20 +91,18 @@ def test_readinto_returns_what_has_arrived_not_a_full_buffer(origin):
     assert 0 < n < 200_000
 
 
-class _ClosingServer:
-    """Answers each connection's first request with keep-alive headers, then closes it.
+class _RawServer:
+    """Answers every request with the same raw bytes (status line, headers, body), in
+    pieces as a network delivers them, then closes the connection whatever the headers
+    said. With ``Connection: keep-alive`` in them, the client keeps the connection for
+    its next request and finds it closed: a server's idle keep-alive timeout."""
 
-    The client keeps the connection for its next request and finds it closed: the
-    situation of a server's idle keep-alive timeout.
-    """
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
+    def __init__(self, response: bytes) -> None:
+        self.response = response
         self.connections = 0
         self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/f"
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/f.bin"
+        threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
         while True:
@@ -120,15 +118,15 @@ class _ClosingServer:
                     if not chunk:
                         break
                     request += chunk
-                head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(self.body)}\r\nConnection: keep-alive\r\n\r\n"
-                conn.sendall(head.encode() + self.body)
+                for i in range(0, len(self.response), 50_000):
+                    conn.sendall(self.response[i:i + 50_000])
 
     def close(self) -> None:
         self.sock.close()
 
 
 def test_a_keep_alive_connection_the_server_closed_is_retried_once_on_a_fresh_one():
-    server = _ClosingServer(b"hello")
+    server = _RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello")
     try:
         with Client(timeouts=QUICK) as client:
             for _ in range(3):
@@ -138,35 +136,6 @@ def test_a_keep_alive_connection_the_server_closed_is_retried_once_on_a_fresh_on
         assert server.connections == 3
     finally:
         server.close()
-
-
-class _RawServer:
-    """Answers every request with the same raw bytes (status line, headers, body), then closes."""
-
-    def __init__(self, response: bytes) -> None:
-        self.response = response
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/f.bin"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                request = b""
-                while b"\r\n\r\n" not in request:
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        break
-                    request += chunk
-                for i in range(0, len(self.response), 50_000):  # in pieces, as a network delivers
-                    conn.sendall(self.response[i:i + 50_000])
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _chunked(body: bytes, size: int = 70_000) -> bytes:
