@@ -322,7 +322,7 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, http.client.RemoteDisconnected):
         return "the server closed the connection without answering"
     if isinstance(exc, http.client.IncompleteRead):
-        return f"connection closed with {len(exc.partial)} bytes read and more expected"
+        return f"the server closed the connection with {exc.expected} more bytes announced"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     text = str(exc) or type(exc).__name__

@@ -40,7 +40,7 @@ from prefetch.errors import (
 )
 from prefetch.events import Event, EventKind, EventSink, ignore_event
 from prefetch.fsutil import local_error, mib, replace_file
-from prefetch.http import Client, Timeouts, TransientHTTPError, host_of, open_url
+from prefetch.http import Client, Timeouts, TransientHTTPError, describe_error, host_of, open_url
 from prefetch.ranges import RangeSet
 from prefetch.verify import new_hasher, update_from_file
 
@@ -580,7 +580,7 @@ class _Transfer:
             except Exception as exc:  # http.client / socket errors while streaming
                 if _is_timeout(exc):
                     raise TransientHTTPError(f"{host_of(src.url)}: read timed out (no data for {self.opt.timeouts.read:g}s)") from None
-                raise TransientHTTPError(f"{host_of(src.url)}: connection broke after byte {pos}: {type(exc).__name__}") from None
+                raise TransientHTTPError(f"{host_of(src.url)}: connection broke after byte {pos}: {describe_error(exc)}") from None
             if not n:
                 if end is None:
                     with self.lock:
