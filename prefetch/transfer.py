@@ -126,6 +126,7 @@ class TransferResult:
     connections: int  # most connections used at once
     restarts: int
     sources_dropped: list[str]
+    served: dict[str, int] = field(default_factory=dict)  # source URL -> bytes of the file it delivered
 
 
 # ---------------------------------------------------------------------------
@@ -835,6 +836,7 @@ class _Transfer:
             connections=self.max_workers_seen,
             restarts=self.restarts,
             sources_dropped=list(self.dropped),
+            served={s.url: s.served.total() for s in self.sources if s.served.total()},
         )
 
     def hash_ready_prefix_final(self) -> None:

@@ -247,7 +247,19 @@ def restore(backup: str | None, tools: str | None, list_only: bool, as_json: boo
         ]
         render_table(["BACKUP", "TOOL", "MIRROR", "KIND", "RESTORED", "FILES"], rows)
         return
-    results = restore_mirror(state_dir=state, backup_id=backup, tools=tools)
+    from prefetch.configs.backup import NoBackupError
+
+    try:
+        results = restore_mirror(state_dir=state, backup_id=backup, tools=tools)
+    except NoBackupError as exc:
+        if backup:
+            raise  # a backup asked for by name that does not exist: a usage error
+        # Everything is already restored: nothing wrong, nothing to do.
+        if as_json:
+            echo_json([])
+        else:
+            click.echo(f"nothing to restore: {exc}")
+        return
     if as_json:
         echo_json(results)
         return

@@ -72,9 +72,15 @@ def pin_request(request, env: Mapping[str, str] | None = None):
         request,
         cache_dir=str(keras_root(cache_dir=request.cache_dir, env=env).absolute()),
         mirrors=requested_mirrors(request, env),
-        output=str(Path(request.output).expanduser().absolute()) if request.output else None,
+        output=_absolute_keeping_slash(request.output) if request.output else None,
         registries=[str(Path(r).expanduser().absolute()) for r in request.registries],
     )
+
+
+def _absolute_keeping_slash(path: str) -> str:
+    """``path`` made absolute; a trailing ``/`` (meaning "into this directory") is kept."""
+    absolute = str(Path(path).expanduser().absolute())
+    return absolute + "/" if path.endswith(("/", os.sep)) and not absolute.endswith("/") else absolute
 
 
 def start_job(

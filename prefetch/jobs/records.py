@@ -129,6 +129,16 @@ class JobRecord:
     def datasets(self) -> list[str]:
         return list(dict.fromkeys(f.dataset for f in self.files))
 
+    def __repr__(self) -> str:
+        from prefetch.jobs.views import short_repr
+
+        return short_repr(self)
+
+    def _repr_html_(self) -> str:
+        from prefetch.jobs.views import html_table, short_repr
+
+        return f"<p>{short_repr(self)[1:-1]}</p>" + html_table([self])
+
 
 # -- paths and ids -------------------------------------------------------------------
 def jobs_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -202,7 +202,9 @@ def _failure_line(record: JobRecord) -> str:
     failed = [f for f in record.files if f.error]
     if failed:
         detail = "; ".join(f.error for f in failed if f.error)
-    if record.state == JobState.INTERRUPTED.value:
+    # A file's own hint is for a foreground run; a job continues with `prefetch resume` (said once).
+    detail = detail.replace("; run the same command again to resume", "")
+    if record.state in (JobState.INTERRUPTED.value, JobState.CANCELLED.value) and "prefetch resume" not in detail:
         detail = f"{detail} (resume with `prefetch resume {record.id}`)".strip()
     return f"job {record.id} {record.state} (exit {job_exit_code(record)}): {detail}".rstrip(": ")
 
