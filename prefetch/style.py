@@ -137,8 +137,9 @@ def format_table(
     lines = []
     for n, row in enumerate([list(headers), *rows]):
         cells = []
+        last = len(widths) - 1
         for i, (cell, width) in enumerate(zip(row, widths)):
-            padded = cell.rjust(width) if i in right else cell.ljust(width)
+            padded = cell.rjust(width) if i in right else cell.ljust(width) if i < last else cell
             if n == 0:
                 padded = style.paint(padded, "bold")
             elif colour_of is not None:
