@@ -212,3 +212,56 @@ def test_foreground_get_in_a_cell_is_short_and_sends_few_messages(kernel, origin
     # The progress line is rewritten in place about twice a second, not several times.
     assert cell.raw.count("\r") >= 3  # it did move
     assert len(cell.streams) <= 2.5 * cell.duration + 6, (len(cell.streams), cell.duration)
+
+
+KERAS_CELL = """
+%env KERAS_BACKEND=numpy
+import keras.src.utils.file_utils as file_utils
+
+def no_download(url, *args, **kwargs):
+    raise AssertionError(f"Keras tried to download {url}")
+
+file_utils.validate_file = lambda *args, **kwargs: True  # synthetic data cannot match the real hashes
+file_utils.urlretrieve = no_download
+
+import keras
+(x_train, y_train), (x_test, y_test) = keras.datasets.mnist.load_data()
+(cx, cy), _ = keras.datasets.cifar10.load_data()
+print("mnist", x_train.shape, "cifar10", cx.shape)
+"""
+
+
+def test_notebook_end_to_end_background_get_watch_wait_then_keras_loads_offline(kernel, origin, tmp_path):
+    from tests import datasets_synth
+
+    files = datasets_synth.build_files()
+    datasets_synth.serve_files(origin, files)
+    registry = datasets_synth.write_registry(tmp_path / "synth.toml", origin.url, files, names=["mnist", "cifar10"])
+    origin.total_rate = 16 << 10  # a few seconds: the live view has something to show
+
+    started = kernel.run(f"!prefetch get mnist cifar10 --registry {registry} -b")
+    assert "started job j" in started.rendered, started.rendered
+
+    watched = kernel.run("import prefetch\njobs = prefetch.watch(interval=0.5)\nprint([j.state for j in jobs])")
+    assert watched.error is None, watched.error
+    assert "['done']" in watched.rendered, watched.rendered
+    first, *updates = watched.displays
+    assert first["type"] == "display_data" and "<table" in first["data"]["text/html"]
+    assert "mnist.npz" in first["data"]["text/plain"] and "cifar-10-python.tar.gz" in first["data"]["text/plain"]
+    assert updates and all(u["type"] == "update_display_data" for u in updates)  # one output, updated in place
+    assert " done " in updates[-1]["data"]["text/plain"]
+
+    waited = kernel.run("!prefetch wait")
+    assert " done (2 files in place)" in waited.rendered, waited.rendered
+
+    shown = kernel.run("prefetch.status()")
+    (result,) = [d for d in shown.displays if d["type"] == "execute_result"]
+    assert "<table" in result["data"]["text/html"] and "cifar-10-python.tar.gz" in result["data"]["text/plain"]
+    record = kernel.run("jobs[0]")
+    (result,) = [d for d in record.displays if d["type"] == "execute_result"]
+    assert result["data"]["text/plain"].startswith("<JobRecord j") and " done: 2 files" in result["data"]["text/plain"]
+
+    origin.stop()  # from here on, nothing may be downloaded
+    loaded = kernel.run(KERAS_CELL, timeout=300)
+    assert loaded.error is None, loaded.error
+    assert "mnist (" in loaded.rendered and "cifar10 (" in loaded.rendered, loaded.rendered

@@ -35,7 +35,7 @@ def doctor(deadline: float, python: str | None, as_json: bool) -> int:
             line = f"{tag} {check.topic:8} {check.message}"
             if check.hint and check.level in (Level.WARN, Level.FAIL):
                 line += f"\n{'':16}-> {check.hint}"
-            click.echo(line)
+            click.echo(line, color=style.colour)
         problems = sum(1 for c in report.checks if c.level is Level.FAIL)
         warnings = sum(1 for c in report.checks if c.level is Level.WARN)
         click.echo(f"{problems} problem(s), {warnings} warning(s)")

@@ -37,7 +37,8 @@ def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: 
             return STATE_COLOURS.get(cell, ())
         return colour_of(column, cell) if colour_of else ()
 
+    # color=: click would strip the escapes off a terminal, but FORCE_COLOR asked for them.
     if title:
-        click.echo(style.paint(title, "bold"))
+        click.echo(style.paint(title, "bold"), color=style.colour)
     for line in format_table(headers, [[str(c) for c in r] for r in rows], right=right, style=style, colour_of=paint):
-        click.echo(line)
+        click.echo(line, color=style.colour)
