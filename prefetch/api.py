@@ -174,6 +174,8 @@ def wait(names_or_jobs: str | Sequence[str] | None = None, timeout: float | None
     bar = JobsBar() if (progress if progress is not None else progress_wanted()) else None
     try:
         result = wait_for(targets, timeout=timeout, on_poll=bar)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("stopped waiting; the jobs keep running (prefetch.status(), prefetch.wait())") from None
     finally:
         if bar is not None:
             bar.close()
