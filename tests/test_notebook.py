@@ -11,8 +11,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from prefetch.layout import part_path, state_path
 from prefetch.transfer import read_progress
 from tests.kernel import Kernel
