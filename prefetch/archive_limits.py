@@ -27,6 +27,7 @@ class _Budget:
     free_bytes: int
     free_where: Path
     written: int = 0
+    holes: int = 0  # bytes of sparse-file holes: count against max_bytes and free space, not the ratio
     members: int = 0
     last_member: str = ""
 
@@ -57,6 +58,11 @@ class _Budget:
         self.written += size
         self._check(self.written, name, how="brought")
 
+    def add_holes(self, size: int, name: str) -> None:
+        """A verified archive's sparse member: its holes count as bytes, but not for the ratio."""
+        self.holes += max(size, 0)
+        self._check(self.written, name, how="would bring")
+
     def stream_limit(self) -> int:
         limits = [self.free_bytes]
         if self.max_bytes is not None:
@@ -65,7 +71,8 @@ class _Budget:
             limits.append(self.ratio_bytes)
         return min(limits) + (self.members + 1) * _TAR_OVERHEAD_PER_MEMBER + _TAR_OVERHEAD_FIXED
 
-    def _check(self, total: int, name: str, *, how: str) -> None:
+    def _check(self, stored: int, name: str, *, how: str) -> None:
+        total = stored + self.holes
         if self.max_bytes is not None and total > self.max_bytes:
             raise UnsafeArchiveError(
                 f"unsafe archive {self.archive}: member {name!r} {how} the uncompressed total to "
@@ -73,10 +80,10 @@ class _Budget:
                 "decompression bomb. Nothing was extracted; do not trust this source."
             )
         ratio_bytes = self.ratio_bytes
-        if ratio_bytes is not None and total > ratio_bytes:
+        if ratio_bytes is not None and stored > ratio_bytes:
             raise UnsafeArchiveError(
                 f"unsafe archive {self.archive}: member {name!r} {how} the uncompressed total to "
-                f"{total} bytes, more than {self.max_ratio:g} times the {self.archive_size}-byte "
+                f"{stored} bytes, more than {self.max_ratio:g} times the {self.archive_size}-byte "
                 "archive; refusing it as a possible decompression bomb. Nothing was extracted; "
                 "do not trust this source."
             )

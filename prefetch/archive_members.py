@@ -31,6 +31,7 @@ class _Extraction:
     root: Path
     budget: _Budget
     final_dir_mode: int
+    verified: bool = False  # the archive matched its expected hash (sparse members keep their holes)
     dirs: set[tuple[str, ...]] = field(default_factory=set)
     regular: set[tuple[str, ...]] = field(default_factory=set)
     symlinks: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
@@ -121,6 +122,42 @@ class _Extraction:
                 os.utime(target, (mtime, mtime))
             except (OverflowError, ValueError, OSError):
                 pass  # a timestamp the filesystem cannot store is not worth failing for
+        self.regular.add(parts)
+
+    def write_sparse(self, parts, name: str, src, *, size: int, sparse, mode: int | None,
+                     mtime: float | None) -> None:
+        """A sparse tar member of a verified archive: its data blocks written where they belong,
+        its holes left as holes. Only the data counts for the ratio; the full size still counts
+        for ``max_bytes`` and the free space."""
+        blocks = [(int(off), int(n)) for off, n in sparse if n > 0]
+        stored = sum(n for _, n in blocks)
+        if any(off < 0 or off + n > size for off, n in blocks) or size < 0:
+            raise self.unsafe(name, "is a sparse file whose map points outside its size")
+        self.budget.check_declared(stored, name)
+        self.budget.add_holes(size - stored, name)
+        target = self.prepare(parts, name, is_dir=False)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY | _O_CLOEXEC
+        fd = os.open(target, flags, 0o600 if mode is not None else 0o666)
+        with os.fdopen(fd, "wb") as out:
+            for offset, length in blocks:
+                src.seek(offset)
+                out.seek(offset)
+                left = length
+                while left:
+                    chunk = _read_member(self.archive, name, src, min(CHUNK, left))
+                    if not chunk:
+                        break
+                    self.budget.add_written(len(chunk), name)
+                    out.write(chunk)
+                    left -= len(chunk)
+            out.truncate(size)
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
+        if mtime is not None:
+            try:
+                os.utime(target, (mtime, mtime))
+            except (OverflowError, ValueError, OSError):
+                pass
         self.regular.add(parts)
 
     def check_symlink(self, parts: tuple[str, ...], name: str, linkname: str) -> None:

@@ -87,7 +87,10 @@ def _extract_tar_member(ctx: _Extraction, tar: tarfile.TarFile, member: tarfile.
         ctx.make_hardlink(parts, name, member.linkname)
     else:
         src = tar.extractfile(member)
-        ctx.write_file(parts, name, src, size=member.size, mode=mode, mtime=member.mtime)
+        if member.issparse() and ctx.verified:
+            ctx.write_sparse(parts, name, src, size=member.size, sparse=member.sparse, mode=mode, mtime=member.mtime)
+        else:
+            ctx.write_file(parts, name, src, size=member.size, mode=mode, mtime=member.mtime)
 
 
 def _extract_zip(ctx: _Extraction, raw) -> None:

@@ -43,11 +43,12 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from prefetch.archive_format import _check_format, _corrupt, _filesystem_error, _open_archive, _sniff
 from prefetch.archive_limits import _Budget
 from prefetch.archive_members import _Extraction
-from prefetch.archive_place import _install, _make_temp_dir, _resolve_destination, _staging_parent
+from prefetch.archive_place import _install, _make_temp_dir, _resolve_destination, _set_dir_mode, _staging_parent
 from prefetch.archive_readers import _extract_tar, _extract_zip
 from prefetch.errors import UsageError
 from prefetch.fsutil import remove_tree
@@ -87,6 +88,8 @@ def extract_archive(
     max_bytes: int | None = None,
     max_ratio: float = 200.0,
     max_members: int = 1_000_000,
+    protect: Iterable[Path] = (),
+    verified: bool = False,
 ) -> ExtractResult:
     """Extract ``archive`` safely into ``destination`` (see the module docstring for the rules).
 
@@ -100,6 +103,12 @@ def extract_archive(
             free space of the target filesystem and ``max_ratio`` still apply).
         max_ratio: most bytes written per byte of archive (``math.inf`` disables it).
         max_members: most members (files, dirs, links) the archive may hold.
+        protect: paths no member may replace (the archive, its partial and state, other
+            names of the same file); members named like prefetch's in-flight files
+            (``*.part``, ``*.part.json``, its temp names) are refused too.
+        verified: the archive matched an expected hash: sparse tar members are then
+            written as sparse files, their holes exempt from ``max_ratio`` (their full
+            size still counts against ``max_bytes`` and the free space).
 
     Returns:
         ExtractResult with the destination, the top-level names placed, the member count
@@ -128,6 +137,9 @@ def extract_archive(
         sniffed = _sniff(raw)
         _check_format(archive, sniffed, archive_format)
         final = _resolve_destination(destination, archive=archive)
+        protected = frozenset(_norm(Path(p)) for p in (archive, *protect))
+        if _norm(final) in protected:
+            raise UsageError(f"cannot extract {archive} into {destination}: that is the archive's own path")
         temp: Path | None = None
         try:
             staging = _staging_parent(final)
@@ -136,6 +148,7 @@ def extract_archive(
                 archive=archive,
                 root=Path(os.path.realpath(temp)),
                 final_dir_mode=temp_mode,
+                verified=verified,
                 budget=_Budget(
                     archive=archive,
                     archive_size=os.fstat(raw.fileno()).st_size,
@@ -152,8 +165,8 @@ def extract_archive(
                 _extract_zip(ctx, raw)
             ctx.audit_symlinks()
             entries = sorted(os.listdir(temp))
-            os.chmod(temp, ctx.final_dir_mode)
-            _install(temp, final)
+            _set_dir_mode(temp, ctx.final_dir_mode)
+            _install(temp, final, archive=archive, protect=protected)
         except OSError as exc:
             raise _filesystem_error(exc, archive=archive, destination=destination) from exc
         except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
@@ -166,3 +179,9 @@ def extract_archive(
     )
 
 
+
+
+def _norm(path: Path) -> Path:
+    """``path`` with its parent resolved (links followed) but not its last component."""
+    path = Path(os.path.abspath(path))
+    return Path(os.path.realpath(path.parent)) / path.name

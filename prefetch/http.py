@@ -370,6 +370,8 @@ class _Target:
             raise NetworkError(f"invalid URL {url}: {exc}") from None
         if not host:
             raise NetworkError(f"invalid URL {url}: no host")
+        if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in host):
+            raise NetworkError(f"invalid URL {url}: the host {host!r} contains a space or control character")
         try:
             host = host.encode("idna").decode("ascii") if not host.isascii() else host
         except UnicodeError:
@@ -383,7 +385,11 @@ class _Target:
         proxy_url = _proxy_for(scheme, host, port)
         proxy = proxy_auth = None
         if proxy_url:
-            p = urlsplit(proxy_url if "://" in proxy_url else "http://" + proxy_url)
+            try:
+                p = urlsplit(proxy_url if "://" in proxy_url else "http://" + proxy_url)
+                p.port  # noqa: B018 - raises ValueError on a bad port
+            except ValueError as exc:
+                raise NetworkError(f"proxy {proxy_url} is not a valid URL ({exc}); fix or unset the *_proxy variables") from None
             if p.scheme.lower() != "http" or not p.hostname:
                 raise NetworkError(
                     f"proxy {proxy_url} is not supported: use an http:// proxy, or unset the *_proxy variables"

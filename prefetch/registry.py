@@ -199,6 +199,10 @@ def check_url(url: str) -> None:
         raise UsageError(f"malformed URL {url!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"malformed URL {url!r}: expected http:// or https:// and a host")
+    bad = [c for c in parts.hostname if c.isspace() or ord(c) < 32 or ord(c) == 127 or c in '<>"{}|\\^`%/?#@']
+    if bad:
+        shown = "a space" if bad[0] == " " else f"the character {bad[0]!r}"
+        raise UsageError(f"malformed URL {url!r}: the host {parts.hostname!r} contains {shown}")
 
 
 def is_url(text: str) -> bool:

@@ -161,8 +161,13 @@ class TransferState:
 
 def load_state(path: Path) -> TransferState | None:
     """Read a state file; ``None`` when missing or unusable (then start over)."""
+    from prefetch.safefs import read_bytes
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_bytes(path)  # never blocks on a FIFO; a link or another user's file: UnsafePathError
+        if raw is None:
+            return None
+        data = json.loads(raw.decode("utf-8"))
         if data.get("version") != STATE_VERSION:
             return None
         done = [[int(a), int(b)] for a, b in data.get("done", [])]
@@ -192,15 +197,17 @@ def load_state(path: Path) -> TransferState | None:
 def save_state(path: Path, state: TransferState) -> None:
     """Write the state atomically (temp file + rename)."""
     try:
-        replace_file(path, state.to_json().encode("utf-8"))
+        replace_file(path, state.to_json().encode("utf-8"), checked=True)
     except OSError as exc:
         raise local_error(exc, path) from None
 
 
 def read_progress(part: Path, state_file: Path) -> tuple[int, int | None] | None:
     """(bytes on disk, size) of an in-flight download, or None when there is none."""
+    from prefetch.safefs import check_replaceable
+
     state = load_state(state_file)
-    if state is None or not part.exists():
+    if state is None or check_replaceable(part) is None:
         return None
     return RangeSet(state.done).total(), state.size
 
@@ -292,11 +299,14 @@ class _Transfer:
 
     # -- setup -------------------------------------------------------------
     def open(self) -> None:
+        from prefetch.safefs import check_replaceable, open_file
+
         state = load_state(self.state_file)
         usable = False
-        if state is not None and state.size is not None and self.part.exists():
+        part_st = check_replaceable(self.part)  # a planted link/FIFO/foreign file: UnsafePathError
+        if state is not None and state.size is not None and part_st is not None:
             done = RangeSet(state.done)
-            on_disk = self.part.stat().st_size
+            on_disk = part_st.st_size
             usable = (
                 any(u in state.urls for u in self.urls)
                 and (state.ranges or done.covers(state.size))
@@ -305,7 +315,7 @@ class _Transfer:
         if state is not None and not usable and state.done:
             self._note("saved state does not fit this download; starting over")
         try:
-            self.fd = os.open(self.part, os.O_RDWR | os.O_CREAT, 0o644)
+            self.fd = open_file(self.part, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise local_error(exc, self.part) from None
         if usable:

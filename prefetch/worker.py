@@ -67,6 +67,10 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
 
     env = os.environ if env is None else env
     record = jobs.load_record(job_id, env)
+    run_lock = jobs.hold_run_lock(job_id, env)  # held until this process ends: proof of identity for cancel
+    if run_lock is None:
+        print(f"prefetch worker: another worker runs job {job_id}", file=sys.stderr)
+        return int(ExitCode.USAGE)
     log = _open_log(record, env)
     progress = JobProgress(job_id, record.files, log=log, stop=stop, env=env)
     started = time.monotonic()
