@@ -452,8 +452,8 @@ def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
         # No start time to tell a reused pid apart: the worker's run lock decides; a
         # just-launched worker may not hold it yet.
         held = run_lock_held(record.id)
-        alive = held is True or (held is None and now - (record.updated or record.started) < 60
-                                 and is_process_alive(record.pid))
+        alive = held is True or (held is None and not _proc_available()
+                                 and now - (record.updated or record.started) < 60 and is_process_alive(record.pid))
     if alive:
         return record
     return _mark_stopped(record)
