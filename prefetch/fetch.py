@@ -519,10 +519,12 @@ def _marker_path(markers_dir: Path, final: Path, into: Path) -> Path:
 
 
 def _extracted_entries(marker: Path, into: Path) -> list[str]:
-    """The top-level entries a past extraction put into ``into``, if all still exist."""
+    """The top-level entries a past extraction put into ``into``, if all still exist (and are ours)."""
+    from prefetch import safefs
+
     try:
-        entries = [str(e) for e in json.loads(marker.read_text(encoding="utf-8"))["entries"]]
-    except (OSError, ValueError, KeyError, TypeError):
+        entries = [str(e) for e in json.loads(safefs.read_bytes(marker) or b"")["entries"]]
+    except (OSError, ValueError, KeyError, TypeError, safefs.UnsafePathError):
         return []
     from prefetch import safefs
 
@@ -534,10 +536,13 @@ def _extracted_entries(marker: Path, into: Path) -> list[str]:
 
 
 def _write_marker(marker: Path, into: Path, entries: Sequence[str]) -> None:
+    from prefetch.fsutil import replace_file
+    from prefetch.safefs import UnsafePathError
+
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps({"into": str(into), "entries": list(entries)}), encoding="utf-8")
-    except OSError:
+        replace_file(marker, json.dumps({"into": str(into), "entries": list(entries)}).encode("utf-8"), checked=True)
+    except (OSError, UnsafePathError):
         pass  # only an optimisation: without it we extract again next time
 
 

@@ -46,11 +46,19 @@ def lock_path(locks_dir: Path, target: Path) -> Path:
 
 def read_owner(lock_file: Path) -> LockOwner | None:
     """The owner recorded beside ``lock_file``, if any."""
+    from prefetch.safefs import UnsafePathError, read_bytes
+
     try:
-        data = json.loads(lock_file.with_suffix(".owner").read_text(encoding="utf-8"))
-        return LockOwner(**data)
-    except (OSError, ValueError, TypeError):
+        raw = read_bytes(lock_file.with_suffix(".owner"), own=False)
+        data = json.loads(raw) if raw else None
+        owner = LockOwner(**data)
+    except (OSError, ValueError, TypeError, UnsafePathError):
         return None
+    # A hand-edited or foreign owner file must not crash the message that names it.
+    if not (isinstance(owner.pid, int) and isinstance(owner.host, str) and isinstance(owner.started, (int, float))
+            and not isinstance(owner.started, bool) and (owner.job is None or isinstance(owner.job, str))):
+        return None
+    return owner
 
 
 @contextmanager

@@ -93,7 +93,13 @@ def load_registry(*, extra_files: Iterable[Path] = (), config_dir: Path | None =
 def parse_registry_file(path: Path) -> list[DatasetSpec]:
     """Parse and validate one registry TOML file."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        from prefetch.safefs import UnsafePathError, read_file
+
+        try:
+            raw = read_file(path)
+        except UnsafePathError as exc:
+            raise RegistryError(f"cannot read registry file {path}: {exc}") from None
+        data = tomllib.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise RegistryError(f"registry file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:

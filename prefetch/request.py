@@ -43,8 +43,32 @@ class GetRequest:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "GetRequest":
+        """Rebuild a request stored in a job record, every field type-checked.
+
+        Raises:
+            UsageError: a field has the wrong type (a hand-edited or damaged record).
+        """
+        if not isinstance(data, Mapping):
+            raise UsageError("the job's stored request is not an object; start again with `prefetch get ... -b`")
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        for key, value in fields.items():
+            kind = _REQUEST_TYPES[key]
+            ok = (isinstance(value, list) and all(isinstance(v, str) for v in value)) if kind is list else (
+                value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))))
+            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env") and value is None:
+                ok = False
+            if not ok:
+                raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
+                                 f"start again with `prefetch get ... -b`")
+        return cls(**fields)
+
+
+_REQUEST_TYPES = {
+    "names": list, "cache_dir": str, "mirrors": list, "also_origin": bool, "connections": int,
+    "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
+    "mirrors_from_env": bool,
+}
 
 
 def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -> tuple[list[FilePlan], FetchOptions]:

@@ -151,6 +151,35 @@ def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, 
     return fd
 
 
+def open_readable(path: Path | str) -> int:
+    """Open a user's file for reading, following links, never blocking: regular files only.
+
+    (For files the user names or owns: configs, registries, a path given to ``verify``.)
+
+    Raises:
+        FileNotFoundError, OSError: as ``os.open``.
+        UnsafePathError: a FIFO, device, socket or directory.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | _CLOEXEC)
+    except IsADirectoryError:
+        raise refuse(path, "it is a directory") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse(path, f"it is {kind_of(st)}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_file(path: Path | str, *, limit: int = 64 << 20) -> bytes:
+    """The bytes of a user's regular file (see ``open_readable``); FileNotFoundError if absent."""
+    with os.fdopen(open_readable(path), "rb") as fh:
+        return fh.read(limit)
+
+
 def read_bytes(path: Path | str, *, own: bool = True, limit: int = 64 << 20) -> bytes | None:
     """The contents of a small regular file, or None when it does not exist.
 

@@ -72,7 +72,9 @@ def update_from_file(hasher, path: Path | str, start: int, end: int | None) -> i
     done = 0
     buf = bytearray(CHUNK)
     view = memoryview(buf)
-    fd = _open_regular(path)
+    from prefetch.safefs import open_readable
+
+    fd = open_readable(path)  # never blocks on a FIFO; regular files only
     try:
         pos = start
         while end is None or pos < end:
@@ -86,29 +88,6 @@ def update_from_file(hasher, path: Path | str, start: int, end: int | None) -> i
     finally:
         os.close(fd)
     return done
-
-
-def _open_regular(path: Path | str) -> int:
-    """Open ``path`` for reading without blocking (a FIFO, a device); regular files only.
-
-    A symlink is followed (reading is harmless; ``fetch`` checks links before trusting one).
-
-    Raises:
-        UnsafePathError: not a regular file.
-    """
-    import stat
-
-    from prefetch import safefs
-
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise safefs.refuse(path, f"it is {safefs.kind_of(st)}")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def check_hash(got_hexdigest: str, expected: ExpectedHash, *, what: str) -> None:

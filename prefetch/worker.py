@@ -97,7 +97,10 @@ def _open_log(record, env: Mapping[str, str]) -> TextIO:
 
     path = Path(record.log) if record.log else jobs_dir(env) / f"{record.id}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "a", encoding="utf-8", buffering=1, newline="\n")
+    from prefetch.safefs import open_file
+
+    fd = open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # never through a planted link
+    return open(fd, "a", encoding="utf-8", buffering=1, newline="\n")
 
 
 def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: list[int], env) -> int:

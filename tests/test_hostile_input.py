@@ -308,3 +308,41 @@ def test_conda_custom_channels_are_merged_not_replaced(home, cli):
     # Switching again keeps the user's channel, once.
     assert cli("mirror", "use", "bfsu", "--tool", "conda", env=env).returncode == 0
     assert condarc.read_text().count("mylab: https://conda.mylab.example/channels") == 1
+
+
+# --------------------------------------------------------------------------- more instances found
+
+
+def test_a_damaged_stored_request_is_one_line_on_resume(home, cli):
+    jobs = jobs_dir(home)
+    (jobs / "j0101-ffff.json").write_text(json.dumps(
+        a_record("j0101-ffff", state="interrupted", exit_code=7, request={"names": "mnist", "cache_dir": 5})))
+    line = one_error_line(cli("resume", "j0101-ffff"), ExitCode.USAGE)
+    assert "stored request is corrupt" in line
+
+
+def test_a_hand_edited_lock_owner_file_does_not_crash_the_waiting_message(tmp_path):
+    from prefetch.locks import lock_path, read_owner
+
+    path = lock_path(tmp_path, tmp_path / "x.bin")
+    path.with_suffix(".owner").write_text(json.dumps(
+        {"pid": 1, "host": "h", "started": "yesterday", "target": "x", "job": None}))
+    assert read_owner(path) is None
+    path.with_suffix(".owner").write_text(json.dumps(
+        {"pid": 1, "host": "h", "started": 1.0, "target": "x", "job": None}))
+    assert read_owner(path).describe().startswith("pid 1 on h")
+
+
+@pytest.mark.parametrize("where", ["registry", "mirrors.toml"])
+def test_a_fifo_given_as_a_registry_or_catalog_does_not_block(home, cli, tmp_path, where):
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    if where == "registry":
+        proc = cli("get", "mnist", "--registry", str(fifo), timeout=60)
+    else:
+        config = home / ".prefetch" / "config"
+        config.mkdir(parents=True)
+        os.mkfifo(config / "mirrors.toml")
+        proc = cli("mirror", "list", timeout=60)
+    line = one_error_line(proc, ExitCode.USAGE)
+    assert "FIFO" in line
