@@ -284,8 +284,11 @@ def locked_jobs(env: Mapping[str, str] | None = None) -> Iterator[Path]:
     """Hold ``jobs/.lock`` so read-modify-write updates of records do not interleave."""
     from filelock import FileLock
 
+    from prefetch.locks import check_lock_file
+
     directory = jobs_dir(env)
     directory.mkdir(parents=True, exist_ok=True)
+    check_lock_file(directory / ".lock")  # never a planted link (filelock truncates what it opens)
     with FileLock(str(directory / ".lock"), timeout=60):
         yield directory
 

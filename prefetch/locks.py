@@ -61,6 +61,20 @@ def read_owner(lock_file: Path) -> LockOwner | None:
     return owner
 
 
+def check_lock_file(path: Path) -> None:
+    """Create ``path`` if needed and make sure it is a regular file, not a planted link or FIFO.
+
+    filelock opens it with ``O_TRUNC`` and follows links: in a state dir shared with
+    others (``PREFETCH_HOME`` on a team disk) a link planted there would truncate its target.
+
+    Raises:
+        UnsafePathError: a link, FIFO or device is at the lock's name.
+    """
+    from prefetch.safefs import open_file
+
+    os.close(open_file(path, os.O_RDONLY | os.O_CREAT, 0o644, own=False))
+
+
 @contextmanager
 def hold_lock(
     locks_dir: Path,
@@ -83,6 +97,7 @@ def hold_lock(
     waited = False
     try:
         locks_dir.mkdir(parents=True, exist_ok=True)
+        check_lock_file(path)
         lock.acquire(timeout=0)
     except Timeout:
         waited = True

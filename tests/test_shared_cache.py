@@ -322,3 +322,19 @@ def _tar_gz(members: dict[str, bytes]) -> bytes:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+def test_lock_file_planted_as_a_link_in_a_shared_state_dir_is_refused(cli, origin, shared, victim, tmp_path):
+    """PREFETCH_HOME on a disk shared with others: a link at a lock's name is never truncated through."""
+    from prefetch.locks import lock_path
+
+    origin.put("d.bin", DATA)
+    out = tmp_path / "d.bin"
+    locks = shared / "ph" / "state" / "locks"
+    plant_dirs(shared / "ph", shared / "ph" / "state", locks)
+    as_other_user(lambda: os.symlink(victim, lock_path(locks, out)))
+    env = dict(os.environ, PREFETCH_HOME=str(shared / "ph"))
+    line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(out), "-q", env=env, timeout=60),
+                          ExitCode.FILESYSTEM)
+    assert str(lock_path(locks, out)) in line and "symbolic link" in line
+    assert victim.read_bytes() == VICTIM_BYTES
