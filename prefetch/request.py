@@ -98,8 +98,7 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
     plans: list[FilePlan] = []
     for name in request.names:
         if is_url(name):
-            output = expand_path(request.output, "-o").absolute() if request.output else None
-            spec = spec_for_url(name, output=output, expected=expected)
+            spec = spec_for_url(name, output=output_file(request.output, name), expected=expected)
         else:
             if registry is None:
                 registry = load_registry(extra_files=[Path(r) for r in request.registries], config_dir=cfg)
@@ -184,6 +183,22 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
             raise UsageError(f"{var}={value!r} is not a valid proxy URL ({exc}); fix it or unset it") from None
         if not host:
             raise UsageError(f"{var}={value!r} is not a valid proxy URL (no host); fix it or unset it")
+
+
+def output_file(output: str | None, url: str) -> Path | None:
+    """The file ``-o`` names: inside it when it is a directory or ends in ``/`` (as with cp)."""
+    if not output:
+        return None
+    path = expand_path(output, "-o").absolute()
+    if output.endswith(("/", os.sep)) or os.path.isdir(path):  # never raises (a name too long is checked later)
+        from pathlib import PurePosixPath
+        from urllib.parse import urlsplit
+
+        name = PurePosixPath(urlsplit(url).path).name  # as registry.spec_for_url names it
+        if name in ("", ".", ".."):
+            raise UsageError(f"cannot tell a file name from {url!r}; give -o with a file name")
+        return path / name
+    return path
 
 
 def add_tf_keras_names(plan: FilePlan, *, env: Mapping[str, str], root: Path) -> FilePlan:
