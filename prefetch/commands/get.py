@@ -77,7 +77,8 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
     stop = threading.Event()
     renderer = make_renderer(sys.stderr, quiet=quiet or as_json, skip_failures=True)
     try:
-        with stop_on_interrupt(stop, on_second=_exit_now, hangup=True, terminate=True):
+        with stop_on_interrupt(stop, on_first=_say_stopping, on_second=_exit_now, hangup=True, terminate=True,
+                               restore=False):
             results = run_request(request, on_event=renderer, stop=stop)
     finally:
         renderer.close()
@@ -97,6 +98,16 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
         for error in dict.fromkeys(errors):
             click.echo(f"prefetch: error: {error}", err=True)
     return overall_exit_code(results)
+
+
+def _say_stopping() -> None:
+    """The first Ctrl-C: say what happens (os.write: safe inside a signal handler)."""
+    import os
+
+    try:
+        os.write(2, b"\ninterrupted: saving what is on disk (Ctrl-C again to stop at once)\n")
+    except OSError:
+        pass
 
 
 def _exit_now() -> None:
