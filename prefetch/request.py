@@ -16,7 +16,7 @@ from prefetch.errors import UsageError
 from prefetch.events import EventSink, ignore_event
 from prefetch.fetch import FetchOptions, FilePlan, FileResult, fetch_files, plan_files
 from prefetch.layout import keras_root
-from prefetch.paths import config_dir, state_dir
+from prefetch.paths import config_dir, expand_path, state_dir
 from prefetch.registry import is_url, load_registry, spec_for_url
 from prefetch.verify import parse_hash
 
@@ -36,14 +36,39 @@ class GetRequest:
     registries: list[str] = field(default_factory=list)
     fail_fast: bool = False
     job: str | None = None
+    mirrors_from_env: bool = False  # ``mirrors`` were pinned from PREFETCH_DATASET_MIRROR (not --mirror)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "GetRequest":
+        """Rebuild a request stored in a job record, every field type-checked.
+
+        Raises:
+            UsageError: a field has the wrong type (a hand-edited or damaged record).
+        """
+        if not isinstance(data, Mapping):
+            raise UsageError("the job's stored request is not an object; start again with `prefetch get ... -b`")
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        for key, value in fields.items():
+            kind = _REQUEST_TYPES[key]
+            ok = (isinstance(value, list) and all(isinstance(v, str) for v in value)) if kind is list else (
+                value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))))
+            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env") and value is None:
+                ok = False
+            if not ok:
+                raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
+                                 f"start again with `prefetch get ... -b`")
+        return cls(**fields)
+
+
+_REQUEST_TYPES = {
+    "names": list, "cache_dir": str, "mirrors": list, "also_origin": bool, "connections": int,
+    "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
+    "mirrors_from_env": bool,
+}
 
 
 def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -> tuple[list[FilePlan], FetchOptions]:
@@ -79,9 +104,13 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
                 registry = load_registry(extra_files=[Path(r) for r in request.registries], config_dir=cfg)
             spec = registry.get(name)
         plans.extend(plan_files(spec, root=root))
-    if env.get("KERAS_HOME") and root.absolute() == Path(env["KERAS_HOME"]).expanduser().absolute():
+    if env.get("KERAS_HOME") and root.absolute() == expand_path(env["KERAS_HOME"], "KERAS_HOME").absolute():
         # The root came from KERAS_HOME (directly, or fixed into a background job).
         plans = [add_tf_keras_names(plan, env=env, root=root) for plan in plans]
+    for plan in plans:
+        for path in plan.paths:
+            check_name_length(path)
+    check_proxy_env(env)
     seen: dict[Path, str] = {}
     unique = []
     for plan in plans:
@@ -98,16 +127,70 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
         use_origin=request.also_origin or not bases,
         fail_fast=request.fail_fast,
         job=request.job,
+        url_mirrors=bool(request.mirrors) and not request.mirrors_from_env,
     )
     return unique, options
+
+
+# prefetch adds up to this many bytes to a file name for its in-flight files:
+# ".<name>.part.json.<pid>-<8 hex>.tmp" (the state file's temp name).
+IN_FLIGHT_EXTRA = len("..part.json.") + 10 + len("-12345678.tmp")
+
+
+def check_name_length(path: Path) -> None:
+    """Refuse a file name the filesystem cannot hold together with prefetch's suffixes.
+
+    Raises:
+        UsageError: the name is longer than NAME_MAX (usually 255 bytes) minus what
+            prefetch appends for its partial, state and temp files.
+    """
+    name_max = 255
+    for parent in (path.parent, *path.parent.parents):
+        try:
+            name_max = os.pathconf(parent, "PC_NAME_MAX")
+            break
+        except (OSError, ValueError):
+            continue
+    size = len(os.fsencode(path.name))
+    if size + IN_FLIGHT_EXTRA > name_max:
+        raise UsageError(
+            f"file name too long: {path.name[:40]}... is {size} bytes; this filesystem allows {name_max} "
+            f"and prefetch needs {IN_FLIGHT_EXTRA} more for its partial and state files, so at most "
+            f"{name_max - IN_FLIGHT_EXTRA}: give -o PATH with a shorter name"
+        )
+
+
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+
+
+def check_proxy_env(env: Mapping[str, str]) -> None:
+    """Refuse a malformed proxy variable now, with its name, rather than in the middle of a download.
+
+    Raises:
+        UsageError: e.g. ``https_proxy='http://[::1'``.
+    """
+    from urllib.parse import urlsplit
+
+    for var in PROXY_VARIABLES:
+        value = env.get(var)
+        if not value:
+            continue
+        try:
+            parts = urlsplit(value if "://" in value else "http://" + value)
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+            host = parts.hostname
+        except ValueError as exc:
+            raise UsageError(f"{var}={value!r} is not a valid proxy URL ({exc}); fix it or unset it") from None
+        if not host:
+            raise UsageError(f"{var}={value!r} is not a valid proxy URL (no host); fix it or unset it")
 
 
 def output_file(output: str | None, url: str) -> Path | None:
     """The file ``-o`` names: inside it when it is a directory or ends in ``/`` (as with cp)."""
     if not output:
         return None
-    path = Path(output).expanduser().absolute()
-    if output.endswith(("/", os.sep)) or path.is_dir():
+    path = expand_path(output, "-o").absolute()
+    if output.endswith(("/", os.sep)) or os.path.isdir(path):  # never raises (a name too long is checked later)
         from pathlib import PurePosixPath
         from urllib.parse import urlsplit
 
