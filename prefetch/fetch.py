@@ -100,10 +100,10 @@ def plan_files(spec: DatasetSpec, *, root: Path) -> list[FilePlan]:
 
 
 def source_urls(spec: FileSpec, options: FetchOptions) -> list[str]:
-    """The URLs to fetch ``spec`` from: mirrors first, then the origin."""
+    """The URLs to fetch ``spec`` from: mirrors first, then the origin and its documented copies."""
     urls = [_join(m, spec.name) for m in options.mirrors]
     if options.use_origin or not urls:
-        urls.append(spec.url)
+        urls.extend(spec.urls)
     return list(dict.fromkeys(urls))
 
 
@@ -244,13 +244,19 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 stop=stop,
                 name=plan.label,
             )
-        except PrefetchError:
+        except PrefetchError as exc:
             _drop_empty_partial(part, state)
+            if alone and exc.exit_code == ExitCode.NETWORK:
+                # Trying sources one by one after a mismatch: an unreachable one is skipped.
+                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; trying {alone[0]} alone"))
+                urls = [alone.pop(0)]
+                continue
             raise
         result.downloaded += transfer.downloaded
         result.reused = transfer.reused
         result.sources_dropped += transfer.sources_dropped
-        if expected is None or transfer.digest == expected.hexdigest:
+        size_ok = plan.spec.size is None or transfer.size == plan.spec.size
+        if size_ok and (expected is None or transfer.digest == expected.hexdigest):
             return transfer
         _discard(part, state)
         if transfer.reused:
@@ -260,7 +266,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 Event(
                     EventKind.NOTE,
                     plan.label,
-                    message=f"{expected.algorithm} mismatch after resuming {transfer.reused} bytes "
+                    message=f"{expected.algorithm if expected else 'size'} mismatch after resuming {transfer.reused} bytes "
                     f"from an earlier run; downloading the whole file again",
                 )
             )
@@ -273,12 +279,18 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 Event(
                     EventKind.NOTE,
                     plan.label,
-                    message=f"{expected.algorithm} mismatch with {len(urls)} source(s); "
+                    message=f"{expected.algorithm if expected else 'size'} mismatch with {len(urls)} source(s); "
                     f"downloading again from {alone[0]} only",
                 )
             )
             urls = [alone.pop(0)]
             continue
+        if not size_ok:
+            from prefetch.errors import HashMismatchError
+
+            raise HashMismatchError(
+                f"{plan.label}: got {transfer.size} bytes, expected {plan.spec.size}; no source has the right file"
+            )
         check_hash(transfer.digest or "", expected, what=plan.label)  # raises
 
 
