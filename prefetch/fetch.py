@@ -38,6 +38,7 @@ class FetchOptions:
     max_parallel_files: int = 2
     fail_fast: bool = False
     job: str | None = None
+    sources: object | None = None  # prefetch.seed.StoreSources: s3:// sources and seeding
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,13 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
     expected = plan.spec.expected
     algorithm = expected.algorithm if expected else None
     urls = source_urls(plan.spec, options)
+    if options.sources is not None:  # s3:// objects -> URLs the engine can GET (absent ones left out)
+        urls = options.sources.resolve(plan, urls, state=state, on_event=on_event, stop=stop)
+        if not urls:
+            from prefetch.errors import NetworkError
+
+            raise NetworkError(f"{plan.label}: the store does not have it and no other source was given"
+                               " (add --also-origin, or --seed to fetch it elsewhere and upload it)")
     if expected is None:
         _drop_unverifiable_partial(part, state, plan.label, on_event)
     alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
@@ -501,6 +509,8 @@ def fetch_files(
             on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
             if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
                 stop.set()
+        if options.sources is not None and results[index] is not None:
+            options.sources.finish(plan, results[index], on_event=on_event)  # seeds the team store
 
     workers = max(1, min(options.max_parallel_files, len(plans)))
     if workers == 1:
