@@ -254,6 +254,12 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
             )
         except PrefetchError as exc:
             _drop_empty_partial(part, state)
+            fallback = options.sources.fallback(plan) if options.sources is not None else []
+            if fallback and exc.exit_code == ExitCode.NETWORK:
+                # The team store failed: the file's other sources take over.
+                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; using the other sources"))
+                urls = fallback
+                continue
             if alone and exc.exit_code == ExitCode.NETWORK:
                 # Trying sources one by one after a mismatch: an unreachable one is skipped.
                 on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; trying {alone[0]} alone"))

@@ -40,6 +40,7 @@ class StoreSources:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _claimed: set[str] = field(default_factory=set)  # object URLs this process claimed
     _lacking: set[str] = field(default_factory=set)  # object URLs the store lacked
+    _fallback: dict[str, list[str]] = field(default_factory=dict)  # final path -> other sources
 
     def store_for(self, url: str) -> Store:
         location, _ = split_object_url(url)
@@ -57,6 +58,7 @@ class StoreSources:
             StoreError, MissingExtraError.
         """
         resolved: list[str] = []
+        from_seed: str | None = None
         for url in urls:
             if not is_s3_url(url):
                 resolved.append(url)
@@ -65,8 +67,20 @@ class StoreSources:
             http = self._object_source(plan, url, seeding=seeding, on_event=on_event, stop=stop)
             if http is not None:
                 resolved.append(http)
+                from_seed = http if seeding else from_seed
+        if from_seed is not None:
+            # The team store has it: read it from there alone, so the outside world serves
+            # each file once per team; the other sources are the fallback if the store fails.
+            with self._lock:
+                self._fallback[str(plan.final)] = [u for u in resolved if u != from_seed]
+            resolved = [from_seed]
         rebind_state(state, resolved)
         return resolved
+
+    def fallback(self, plan) -> list[str]:
+        """The other sources of a file read from the seed store alone (once; then empty)."""
+        with self._lock:
+            return self._fallback.pop(str(plan.final), [])
 
     def _seed_base(self) -> str:
         from prefetch.s3 import parse_store_url
