@@ -100,6 +100,10 @@ class StoreSources:
                 on_event(Event(EventKind.NOTE, plan.label, message=f"the store has no {url} (with the expected hash)"))
                 return None
             holder = self._claim(store, name)
+            if holder is None and self._has(store, name, plan):
+                # A seeder uploaded it and released its claim between our HEAD and our claim.
+                self._release(store, name)
+                continue
             if holder is None:
                 with self._lock:
                     self._claimed.add(url)
