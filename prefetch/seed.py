@@ -41,6 +41,7 @@ class StoreSources:
     _claimed: set[str] = field(default_factory=set)  # object URLs this process claimed
     _lacking: set[str] = field(default_factory=set)  # object URLs the store lacked
     _fallback: dict[str, list[str]] = field(default_factory=dict)  # final path -> other sources
+    _labels: dict[str, str] = field(default_factory=dict)  # presigned URL -> s3:// object URL
 
     def store_for(self, url: str) -> Store:
         location, _ = split_object_url(url)
@@ -67,6 +68,8 @@ class StoreSources:
             http = self._object_source(plan, url, seeding=seeding, on_event=on_event, stop=stop)
             if http is not None:
                 resolved.append(http)
+                with self._lock:
+                    self._labels[http] = url
                 from_seed = http if seeding else from_seed
         if from_seed is not None:
             # The team store has it: read it from there alone, so the outside world serves
@@ -76,6 +79,11 @@ class StoreSources:
             resolved = [from_seed]
         rebind_state(state, resolved)
         return resolved
+
+    def label(self, url: str) -> str:
+        """The ``s3://`` name of a presigned URL this hook made (other URLs unchanged)."""
+        with self._lock:
+            return self._labels.get(url, url)
 
     def fallback(self, plan) -> list[str]:
         """The other sources of a file read from the seed store alone (once; then empty)."""

@@ -127,3 +127,18 @@ def s3(s3_server, home, monkeypatch, request):
 
     s3_server.prefix = f"s3://team/{_re.sub(r'[^A-Za-z0-9]+', '-', request.node.name)[:40]}-{uuid.uuid4().hex[:6]}/"
     return s3_server
+
+
+# -- a real Jupyter kernel --------------------------------------------------
+@pytest.fixture
+def kernel(home, tmp_path):
+    """A real ipykernel (jupyter_client) in this test's homes; shut down even when the test fails."""
+    from tests.kernel import Kernel, kernel_env
+
+    work = tmp_path / "notebook"
+    work.mkdir()
+    k = Kernel(kernel_env(home), cwd=work)
+    try:
+        yield k
+    finally:
+        k.shutdown()

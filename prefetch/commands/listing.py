@@ -32,9 +32,11 @@ def list_datasets(cache_dir, registries, as_json):
     if as_json:
         click.echo(json.dumps({"root": str(root), "datasets": [asdict(r) for r in rows]}, indent=2))
         return 0
+    from prefetch.commands.output import echo_table
+
     click.echo(f"Keras cache: {root / 'datasets'}")
-    width = max(len(r.name) for r in rows)
-    for r in rows:
-        state = r.state if r.percent is None else f"partial {r.percent:.0f}%"
-        click.echo(f"{r.name:<{width}}  {state:<12}  {r.description}")
+    table = [[r.name, r.state if r.percent is None else f"partial {r.percent:.0f}%", r.description] for r in rows]
+    echo_table(["NAME", "STATE", "DESCRIPTION"], table,
+               colour_of=lambda i, cell: ("green",) if i == 1 and cell == "complete" else
+               ("yellow",) if i == 1 and cell.startswith("partial") else ())
     return 0
