@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import re
@@ -284,3 +285,35 @@ def test_export_of_a_dataset_not_cached_fails(home, cli, tmp_path):
     proc = cli("export", str(tmp_path / "www"), "mnist")
     assert proc.returncode == 1
     assert "prefetch get mnist" in proc.stderr
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+def test_doctor_checks_the_team_store(s3, tmp_path, home, cli):
+    data = payload(MIB, 51)
+    put_object(s3, s3.prefix, "d.bin", data)
+    config = home / ".prefetch" / "config"
+    config.mkdir(parents=True)
+    (config / "mirrors.toml").write_text(f'[datasets.team]\nurl = "{s3.prefix}"\n')
+    reg = registry(tmp_path / "r.toml", {"d.bin": (refused_url("d.bin"), data)})
+
+    proc = cli("doctor", "toy", "--registry", reg, "--deadline", "2", "--json")
+
+    stores = [s for s in json.loads(proc.stdout)["sources"] if s["kind"] == "store"]
+    assert len(stores) == 1 and stores[0]["source"] == s3.prefix, proc.stdout
+    assert stores[0]["verdict"] == "ok" and "X-Amz-Signature" not in stores[0]["probe"]
+
+
+def test_background_seed_job(s3, tmp_path, cli, origin, keras_datasets):
+    data = payload(2 * MIB, 61)
+    origin.put("bg.bin", data)
+    reg = registry(tmp_path / "r.toml", {"bg.bin": (origin.url_for("bg.bin"), data)})
+
+    started = cli("get", "toy", "--registry", reg, "--seed", s3.prefix, "-b")
+    assert started.returncode == 0, started.stderr
+    done = cli("wait", "--timeout", "120")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (keras_datasets / "bg.bin").read_bytes() == data
+    assert assert_store_consistent(s3, s3.prefix) == {"bg.bin": data}
