@@ -22,7 +22,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from prefetch.errors import MissingExtraError, StoreError, UsageError
 
 INSTALL_HINT = "s3:// needs boto3: pip install 'prefetch-datasets[s3]'"
-PRESIGN_SECONDS = 7 * 24 * 3600  # the SigV4 maximum; a resumed download gets a fresh URL anyway
+PRESIGN_SECONDS = 24 * 3600  # a resumed download gets a fresh URL; shorter lives less in logs
 
 
 def is_s3_url(text: str) -> bool:

@@ -6,7 +6,8 @@ with the right hash; objects it lacks are left out. With ``--seed`` the first ma
 miss an object claims it (a small claim object written with ``If-None-Match: *``),
 fetches the file from the other sources and uploads it; the others wait for the object
 to appear and read it from the store, so the outside world serves each file about once.
-A claim older than the lease (a seeder that died) is taken over.
+The claimer renews its claim while it works; a claim not renewed for the lease (a seeder
+that died) is taken over.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from prefetch.events import Event, EventKind, EventSink
 from prefetch.s3 import Store, error_code, is_s3_url, open_store, rebind_state, split_object_url, store_error
 
 CLAIMS = ".prefetch-claims/"
-DEFAULT_LEASE = 600.0  # seconds a claim holds before another seeder may take it over
+DEFAULT_LEASE = 120.0  # seconds a claim holds without renewal; its holder renews it every lease/4
 
 
 @dataclass
@@ -42,6 +43,7 @@ class StoreSources:
     _lacking: set[str] = field(default_factory=set)  # object URLs the store lacked
     _fallback: dict[str, list[str]] = field(default_factory=dict)  # final path -> other sources
     _labels: dict[str, str] = field(default_factory=dict)  # presigned URL -> s3:// object URL
+    _renewer: threading.Thread | None = None
 
     def store_for(self, url: str) -> Store:
         location, _ = split_object_url(url)
@@ -116,6 +118,10 @@ class StoreSources:
                 with self._lock:
                     self._claimed.add(url)
                     self._lacking.add(url)
+                    if self._renewer is None:
+                        self._renewer = threading.Thread(target=self._renew_claims, name="prefetch-claims",
+                                                         daemon=True)
+                        self._renewer.start()
                 on_event(Event(EventKind.NOTE, plan.label,
                                message=f"the store lacks {url}: fetching it from the other sources to seed it"))
                 return None
@@ -124,7 +130,9 @@ class StoreSources:
                                message=f"waiting for {holder}, which is seeding {url} to the store"))
                 announced = True
             if stop is not None and stop.wait(self.poll):
-                return None
+                from prefetch.errors import InterruptedTransferError
+
+                raise InterruptedTransferError(f"{plan.label}: stopped while waiting for the store")
             if stop is None:
                 time.sleep(self.poll)
 
@@ -164,6 +172,22 @@ class StoreSources:
             except Exception:  # noqa: BLE001
                 pass
         return "another seeder"
+
+    def _renew_claims(self) -> None:
+        """Rewrite our claims every lease/4 so that waiting seeders know we are alive."""
+        while True:
+            time.sleep(max(0.5, self.lease / 4))
+            with self._lock:
+                claimed = list(self._claimed)
+            for url in claimed:
+                store = self.store_for(url)
+                _, name = split_object_url(url)
+                body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
+                try:
+                    store.client.put_object(Bucket=store.location.bucket,
+                                            Key=store.location.key_for(CLAIMS + name), Body=body)
+                except Exception:  # noqa: BLE001 - a missed renewal only shortens the lease
+                    pass
 
     def _release(self, store: Store, name: str) -> None:
         try:

@@ -317,3 +317,18 @@ def test_background_seed_job(s3, tmp_path, cli, origin, keras_datasets):
     assert done.returncode == 0, done.stdout + done.stderr
     assert (keras_datasets / "bg.bin").read_bytes() == data
     assert assert_store_consistent(s3, s3.prefix) == {"bg.bin": data}
+
+
+def test_seed_takes_over_the_claim_of_a_seeder_that_died(s3, tmp_path, cli, origin, keras_datasets):
+    data = payload(MIB, 71)
+    origin.put("dead.bin", data)
+    reg = registry(tmp_path / "r.toml", {"dead.bin": (origin.url_for("dead.bin"), data)})
+    put_object(s3, s3.prefix, ".prefetch-claims/dead.bin",
+               json.dumps({"host": "gone", "pid": 1, "time": 0}).encode())  # never renewed
+
+    proc = cli("get", "toy", "--registry", reg, "--seed", s3.prefix)
+
+    assert proc.returncode == 0, proc.stderr
+    assert "seeded the store: uploaded" in proc.stderr
+    assert assert_store_consistent(s3, s3.prefix) == {"dead.bin": data}
+    assert list(objects(s3, s3.prefix)) == ["dead.bin"]  # our claim was released
