@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "jobs": ("prefetch.commands.jobs:jobs", "Manage job records (jobs clean)."),
     "mirror": ("prefetch.commands.mirror:mirror", "Package mirrors: list, show, bench, use, restore."),
     "doctor": ("prefetch.commands.doctor:doctor", "What is configured and why downloads may fail."),
+    "push": ("prefetch.commands.store:push", "Upload verified cached files to a team store (s3://)."),
+    "export": ("prefetch.commands.store:export", "Write the flat mirror layout + SHA256SUMS for a static host."),
     "demo": ("prefetch.commands.demo:demo", "The whole flow offline, against a built-in local origin."),
 }
 

@@ -37,6 +37,7 @@ class GetRequest:
     fail_fast: bool = False
     job: str | None = None
     mirrors_from_env: bool = False  # ``mirrors`` were pinned from PREFETCH_DATASET_MIRROR (not --mirror)
+    seed: str | None = None  # s3://BUCKET/PREFIX: read from it, and upload what it lacks
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,15 +120,20 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
         seen[plan.final] = plan.dataset
         unique.append(plan)
     bases = tuple(resolve_mirror(m, config=cfg) for m in requested_mirrors(request, env))
+    seed = resolve_mirror(request.seed, config=cfg) if request.seed else None
+    if seed is not None and not seed.startswith("s3://"):
+        raise UsageError(f"--seed needs a team store, s3://BUCKET/PREFIX, got {request.seed!r}")
     from prefetch.transfer import TransferOptions
 
     options = FetchOptions(
         transfer=TransferOptions.from_env(env, connections=request.connections),
-        mirrors=bases,
+        # The seed store is read first; the other sources fetch what it lacks.
+        mirrors=tuple(dict.fromkeys(((seed,) if seed else ()) + bases)),
         use_origin=request.also_origin or not bases,
         fail_fast=request.fail_fast,
         job=request.job,
         url_mirrors=bool(request.mirrors) and not request.mirrors_from_env,
+        sources=_store_sources(bases, seed, env),
     )
     return unique, options
 
@@ -185,6 +191,19 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
             raise UsageError(f"{var}={value!r} is not a valid proxy URL (no host); fix it or unset it")
 
 
+def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, str]):
+    """The hook that reads (and seeds) ``s3://`` stores, when any is involved; boto3 is needed then."""
+    if seed is None and not any(b.startswith("s3://") for b in bases):
+        return None
+    from prefetch.s3 import require_boto3
+    from prefetch.seed import StoreSources
+
+    require_boto3()  # one line saying what to install, before any download starts
+    lease = env.get("PREFETCH_SEED_LEASE")
+    return StoreSources(seed=seed, env=dict(env), state_dir=state_dir(env),
+                        **({"lease": float(lease)} if lease else {}))
+
+
 def output_file(output: str | None, url: str) -> Path | None:
     """The file ``-o`` names: inside it when it is a directory or ends in ``/`` (as with cp)."""
     if not output:
@@ -235,6 +254,10 @@ def requested_mirrors(request: GetRequest, env: Mapping[str, str]) -> list[str]:
 
 def resolve_mirror(value: str, *, config: Path) -> str:
     """A dataset mirror base URL from a URL or a name in mirrors.toml."""
+    if value.strip().lower().startswith("s3://"):
+        from prefetch.s3 import parse_store_url
+
+        return parse_store_url(value.strip()).url
     if is_url(value):
         from prefetch.registry import check_url
 

@@ -12,7 +12,8 @@ import click
 @click.argument("names", nargs=-1, required=True, metavar="NAME|URL...")
 @click.option("-b", "--background", is_flag=True, help="Detach and return at once; follow with status/log/wait.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to fill (default $KERAS_HOME or ~/.keras).")
-@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror (repeatable). Default $PREFETCH_DATASET_MIRROR.")
+@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR.")
+@click.option("--seed", metavar="s3://BUCKET/PREFIX|NAME", help="Team store: read what it has, fetch the rest elsewhere, upload what it lacked.")
 @click.option("--also-origin", is_flag=True, help="With --mirror: use the origin too, in parallel.")
 @click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, 8 doubling up to 32 while it pays).")
 @click.option("--sha256", metavar="HEX", help="Expected sha256 of a URL download.")
@@ -22,7 +23,7 @@ import click
 @click.option("--fail-fast", is_flag=True, help="Stop every file at the first fatal error.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def get(names, background, cache_dir, mirrors, also_origin, connections, sha256, md5, output, registries, fail_fast, as_json, quiet):
+def get(names, background, cache_dir, mirrors, seed, also_origin, connections, sha256, md5, output, registries, fail_fast, as_json, quiet):
     """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache.
 
     \b
@@ -30,6 +31,7 @@ def get(names, background, cache_dir, mirrors, also_origin, connections, sha256,
       !prefetch get mnist cifar10
       !prefetch get cifar10 imdb -b
       !prefetch get cifar10 --mirror http://10.0.0.5/datasets/
+      !prefetch get cifar10 --seed s3://team-bucket/keras-datasets
       !prefetch get https://example.org/file.zip -o data/file.zip --sha256 HEX
       !prefetch get https://example.org/file.zip -o data/     # data/file.zip
     """
@@ -46,6 +48,7 @@ def get(names, background, cache_dir, mirrors, also_origin, connections, sha256,
         output=output,
         registries=[str(r) for r in registries],
         fail_fast=fail_fast,
+        seed=seed,
     )
     if background:
         from prefetch.jobs import start_job
