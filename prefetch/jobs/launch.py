@@ -20,12 +20,11 @@ from prefetch.jobs.records import (
     jobs_dir,
     locked_jobs,
     new_job_id,
-    process_start_time,
     this_host,
     update_record,
-    worker_identity_proven,
     write_record,
 )
+from prefetch.jobs.liveness import process_start_time, worker_identity_proven
 from prefetch.paths import expand_path
 
 
