@@ -38,6 +38,7 @@ class FetchOptions:
     max_parallel_files: int = 2
     fail_fast: bool = False
     job: str | None = None
+    force: bool = False  # download again even when a good file is in place
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ def fetch_file(
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting):
         _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         expected = plan.spec.expected
-        if plan.final.exists() and _existing_is_good(plan, on_event):
+        if not options.force and plan.final.exists() and _existing_is_good(plan, on_event):
             _place_extras(plan, plan.final, markers_dir, on_event, result,
                           locks_dir=locks_dir, lock_timeout=options.lock_timeout)
             result.status = "cached"

@@ -189,6 +189,11 @@ class Client:
             **target.auth_headers,
             **(headers or {}),
         }
+        if not any(k.lower() == "authorization" for k in all_headers):
+            # Like requests and curl --netrc-optional: ~/.netrc (or $NETRC) when no auth is given.
+            auth = netrc_auth(target.host)
+            if auth is not None:
+                all_headers["Authorization"] = auth
         for attempt in (1, 2):
             conn = self._connections.get(key)
             if conn is None:
@@ -252,6 +257,9 @@ def follow_redirects(client: Client, url: str, *, headers: dict[str, str] | None
             raise NetworkError(f"{current} answered {resp.status} without a Location")
         target = urljoin(current, location)
         check_redirect(current, target)
+        if headers and host_of(target) != host_of(current):
+            # As requests and curl: credentials given for one host are not sent to another.
+            headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
         current = target
     raise NetworkError(f"too many redirects (more than {MAX_REDIRECTS}) starting at {url}")
 
@@ -412,6 +420,29 @@ class _Target:
             tunnel_headers = {"Proxy-Authorization": self.proxy_auth} if self.proxy_auth else None
             conn.set_tunnel(self.host, self.port, headers=tunnel_headers)
         return conn
+
+
+_CREDENTIAL_HEADERS = {"authorization", "cookie", "proxy-authorization"}
+
+
+def netrc_auth(host: str) -> str | None:
+    """A Basic ``Authorization`` value for ``host`` from ``$NETRC`` or ``~/.netrc``, if it has one.
+
+    An unreadable or malformed file counts as no file (as in requests).
+    """
+    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    if not os.path.isfile(path):
+        return None
+    import netrc
+
+    try:
+        found = netrc.netrc(path).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return None
+    if not found:
+        return None
+    login, _account, password = found
+    return _basic(login or "", password or "")
 
 
 def _basic(user: str, password: str) -> str:

@@ -74,6 +74,10 @@ class TransferOptions:
     state_interval: float = 0.5
     progress_interval: float = 0.25
     preallocate: bool = True
+    # Shared by every connection of the command (--limit-rate): ``wait(n)`` after each read.
+    limiter: object | None = None
+    # Extra request headers (--header); sent on every request, never logged or saved.
+    headers: dict = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "TransferOptions":
@@ -425,7 +429,7 @@ class _Transfer:
     # -- one request -------------------------------------------------------
     def fetch_segment(self, worker: int, seg: _Segment, src: _Source, client, buffer: memoryview) -> None:
         """Download ``seg`` from ``src`` until it is done, cut short, or fails."""
-        headers: dict[str, str] = {}
+        headers: dict[str, str] = dict(self.opt.headers)
         with self.lock:
             start = seg.pos
             known_size = self.size
@@ -592,6 +596,8 @@ class _Transfer:
                 raise TransientHTTPError(f"{host_of(src.url)}: connection closed at byte {pos} of {end}")
             data = buffer[:n]
             last = n
+            if self.opt.limiter is not None:
+                self.opt.limiter.wait(n)
             try:
                 os.pwrite(self.fd, data, pos)
             except OSError as exc:
