@@ -1,11 +1,15 @@
 """prefetch: background, resumable, verified dataset downloads into the Keras cache.
 
-Public API: ``ensure()``, ``wait()``, ``status()`` (see ``prefetch.api``) and
-the error classes in ``prefetch.errors``. Importing ``prefetch`` stays light:
-``prefetch.api`` imports its machinery when a function is first called.
+Public API: ``ensure()``, ``wait()``, ``status()`` (see ``prefetch.api``),
+``get_file()`` (a drop-in for ``keras.utils.get_file``) and ``fetch()`` (in
+``pooch.retrieve``'s spirit; see ``prefetch.getfile``), the cache housekeeping
+``cache_usage()``, ``remove()`` and ``clean()`` (see ``prefetch.housekeeping``) and
+the error classes in ``prefetch.errors``. Importing ``prefetch`` stays light: these
+modules import their machinery when a function is first called.
 """
 
 from prefetch.api import ensure, status, wait
+from prefetch.getfile import fetch, get_file
 from prefetch.errors import (
     ExitCode,
     HashMismatchError,
@@ -37,6 +41,8 @@ __all__ = [
     "UsageError",
     "WaitTimeoutError",
     "ensure",
+    "fetch",
+    "get_file",
     "status",
     "wait",
 ]

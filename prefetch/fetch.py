@@ -539,3 +539,17 @@ def overall_exit_code(results: Sequence[FileResult]) -> int:
     if real:
         return real[0]
     return codes[0] if codes else 0
+
+
+# ``prefetch.fetch`` is also the public function ``prefetch.getfile.fetch`` (pooch.retrieve's
+# spirit). Importing this module rebinds the package attribute ``prefetch.fetch`` to the
+# module, so the module itself forwards calls to the function: ``prefetch.fetch(url, ...)``
+# works whichever of the two the attribute holds.
+class _CallableModule(type(__import__("sys"))):
+    def __call__(self, *args, **kwargs):
+        from prefetch.getfile import fetch as fetch_url
+
+        return fetch_url(*args, **kwargs)
+
+
+__import__("sys").modules[__name__].__class__ = _CallableModule
