@@ -3,12 +3,12 @@
 Public API: ``ensure()``, ``wait()``, ``status()`` (see ``prefetch.api``),
 ``get_file()`` (a drop-in for ``keras.utils.get_file``) and ``fetch()`` (in
 ``pooch.retrieve``'s spirit; see ``prefetch.getfile``), the cache housekeeping
-``cache_usage()``, ``remove()`` and ``clean()`` (see ``prefetch.housekeeping``) and
+``cache_usage()``, ``remove()`` and ``clean()`` (see ``prefetch.api``) and
 the error classes in ``prefetch.errors``. Importing ``prefetch`` stays light: these
 modules import their machinery when a function is first called.
 """
 
-from prefetch.api import ensure, status, wait
+from prefetch.api import cache_usage, clean, ensure, remove, status, wait
 from prefetch.getfile import fetch, get_file
 from prefetch.errors import (
     ExitCode,
@@ -40,9 +40,12 @@ __all__ = [
     "UnsafeArchiveError",
     "UsageError",
     "WaitTimeoutError",
+    "cache_usage",
+    "clean",
     "ensure",
     "fetch",
     "get_file",
+    "remove",
     "status",
     "wait",
 ]

@@ -265,3 +265,39 @@ def test_credentials_are_not_sent_to_another_host_on_redirect(home, tmp_path):
         assert all(r.headers.get("Authorization") == f"Bearer {SECRET}" for r in first.requests)
         assert second.requests and all("Authorization" not in r.headers for r in second.requests)
         assert all(r.headers.get("X-Other") == "kept" for r in second.requests)
+
+
+def test_header_authorization_wins_over_netrc(origin, home, tmp_path):
+    origin.put("both.bin", blob(13))
+    origin.basic_auth = ("bob", "right")
+    netrc = home / ".netrc"
+    netrc.write_text("machine 127.0.0.1 login bob password wrong\n")
+    netrc.chmod(0o600)
+    import base64
+
+    token = base64.b64encode(b"bob:right").decode()
+    proc = run_cli("get", origin.url_for("both.bin"), "-o", str(tmp_path / "both.bin"),
+                   "--header", f"Authorization: Basic {token}")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_python_api_takes_url_entries_rates_and_headers(origin, home, tmp_path):
+    import prefetch
+
+    a, b = blob(14), blob(15)
+    origin.put("a.bin", a)
+    origin.put("b.bin", b)
+    results = prefetch.ensure([], urls=[{"url": origin.url_for("a.bin"), "sha256": sha(a), "out": "A.bin"},
+                                        origin.url_for("b.bin") + f"#md5={md5(b)}"],
+                              output_dir=tmp_path / "api", limit_rate="4M", headers={"X-Team": SECRET})
+    assert [r.status for r in results] == ["downloaded", "downloaded"]
+    assert (tmp_path / "api" / "A.bin").read_bytes() == a and (tmp_path / "api" / "b.bin").read_bytes() == b
+    assert all(r.headers.get("X-Team") == SECRET for r in origin.requests)
+
+    origin.put("c.bin", blob(16))
+    job = prefetch.ensure(origin.url_for("c.bin"), background=True, output=tmp_path / "c.bin",
+                          headers=[f"X-Team: {SECRET}"])
+    prefetch.wait(job.id, timeout=60)
+    assert (tmp_path / "c.bin").read_bytes() == blob(16)
+    assert origin.data_requests("c.bin")[-1].headers.get("X-Team") == SECRET
+    assert SECRET not in json.dumps(prefetch.status(job.id).request)

@@ -182,3 +182,24 @@ def test_rm_unknown_name_removes_nothing(home, keras_datasets):
     assert (keras_datasets / "mnist.npz").exists()
     bad_age = run_cli("clean", "--older-than", "soon")
     assert bad_age.returncode == 2 and "--older-than" in bad_age.stderr
+
+
+def test_python_api_for_housekeeping(home, keras_datasets):
+    import prefetch
+
+    keras_datasets.mkdir(parents=True)
+    (keras_datasets / "mnist.npz").write_bytes(b"m" * 10000)
+    stale = keras_datasets / "imdb.npz.part"
+    stale.write_bytes(b"i" * 5000)
+    os.utime(stale, (time.time() - 9 * 86400,) * 2)
+
+    usage = {u.name: u for u in prefetch.cache_usage()}
+    assert set(usage) == {"mnist", "imdb"} and usage["mnist"].bytes >= 10000
+    assert [Path(p.path).name for p in usage["imdb"].partials] == ["imdb.npz.part"]
+    dry = prefetch.clean(dry_run=True)
+    assert dry.dry_run and [Path(r.path).name for r in dry.removed] == ["imdb.npz.part"] and stale.exists()
+    assert prefetch.clean(older_than="10d").removed == [] and stale.exists()
+    assert [Path(r.path).name for r in prefetch.clean().removed] == ["imdb.npz.part"] and not stale.exists()
+    gone = prefetch.remove("mnist")
+    assert [Path(r.path).name for r in gone.removed] == ["mnist.npz"] and gone.bytes >= 10000
+    assert not (keras_datasets / "mnist.npz").exists()
