@@ -129,7 +129,8 @@ def dataset_paths(plan: FilePlan, *, markers_dir: Path, scan_archives: bool = Tr
         if os.path.abspath(into) != os.path.abspath(base):
             out.append((into, "extracted"))
         else:
-            out += [(into / entry, "extracted") for entry in _entries_of(marker, plan, scan=scan_archives)]
+            out += [(into / entry, "extracted") for entry in _entries_of(marker, plan, scan=scan_archives)
+                    if entry not in ("", ".", "..") and "/" not in entry and "\\" not in entry]
         out.append((marker, "marker"))
     return out
 

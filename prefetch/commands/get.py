@@ -10,13 +10,6 @@ import click
 
 @click.command()
 @click.argument("names", nargs=-1, metavar="NAME|URL...")
-@click.option("-i", "--input-file", "input_file", metavar="FILE",
-              help="Read URLs from FILE ('-' = stdin): one per line, with optional sha256=HEX md5=HEX out=NAME.")
-@click.option("-P", "--output-dir", "output_dir", type=click.Path(file_okay=False), help="Save URL downloads into DIR (default: here).")
-@click.option("--extract", is_flag=True, help="Extract URL downloads that are archives (tar, tar.gz/bz2/xz, zip), safely.")
-@click.option("--extract-to", "extract_to", type=click.Path(file_okay=False), help="With --extract: into DIR (default: beside the file).")
-@click.option("--limit-rate", "limit_rate", metavar="RATE", help="Total bandwidth of all connections, e.g. 2M or 500k (bytes/s, 1024-based).")
-@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra request header (repeatable); never logged or stored.")
 @click.option("-b", "--background", is_flag=True, help="Detach and return at once; follow with status/log/wait.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to fill (default $KERAS_HOME or ~/.keras).")
 @click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror (repeatable). Default $PREFETCH_DATASET_MIRROR.")
@@ -25,6 +18,13 @@ import click
 @click.option("--sha256", metavar="HEX", help="Expected sha256 of a URL download.")
 @click.option("--md5", metavar="HEX", help="Expected md5 of a URL download.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Where to save a URL download.")
+@click.option("-i", "--input-file", "input_file", metavar="FILE",
+              help="Read URLs from FILE ('-' = stdin): one per line, with optional sha256=HEX md5=HEX out=NAME.")
+@click.option("-P", "--output-dir", "output_dir", type=click.Path(file_okay=False), help="Save URL downloads into DIR (default: here).")
+@click.option("--extract", is_flag=True, help="Extract URL downloads that are archives (tar, tar.gz/bz2/xz, zip), safely.")
+@click.option("--extract-to", "extract_to", type=click.Path(file_okay=False), help="With --extract: into DIR (default: beside the file).")
+@click.option("--limit-rate", "limit_rate", metavar="RATE", help="Total bandwidth of all connections, e.g. 2M or 500k (bytes/s, 1024-based).")
+@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra request header (repeatable); never logged or stored.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML (repeatable).")
 @click.option("--fail-fast", is_flag=True, help="Stop every file at the first fatal error.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
