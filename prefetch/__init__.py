@@ -1,6 +1,6 @@
 """prefetch: background, resumable, verified dataset downloads into the Keras cache.
 
-Public API: ``ensure()``, ``wait()``, ``status()`` (see ``prefetch.api``),
+Public API: ``ensure()``, ``wait()``, ``status()``, ``watch()`` (see ``prefetch.api``),
 ``get_file()`` (a drop-in for ``keras.utils.get_file``) and ``fetch()`` (in
 ``pooch.retrieve``'s spirit; see ``prefetch.getfile``), the cache housekeeping
 ``cache_usage()``, ``remove()`` and ``clean()`` (see ``prefetch.api``) and
@@ -8,7 +8,7 @@ the error classes in ``prefetch.errors``. Importing ``prefetch`` stays light: th
 modules import their machinery when a function is first called.
 """
 
-from prefetch.api import cache_usage, clean, ensure, remove, status, wait
+from prefetch.api import cache_usage, clean, ensure, remove, status, wait, watch
 from prefetch.getfile import fetch, get_file
 from prefetch.errors import (
     ExitCode,
@@ -48,4 +48,5 @@ __all__ = [
     "remove",
     "status",
     "wait",
+    "watch",
 ]

@@ -18,7 +18,7 @@ from prefetch.fetch import FetchOptions, FilePlan, FileResult, fetch_files, plan
 from prefetch.layout import keras_root
 from prefetch.paths import config_dir, state_dir
 from prefetch.registry import is_url, load_registry
-from prefetch.urllist import UrlEntry, plan_url_specs
+from prefetch.urllist import UrlEntry, plan_url_specs, split_fragment
 from prefetch.verify import parse_hash
 
 HEADERS_ENV = "PREFETCH_JOB_HEADERS"  # how a background worker gets --header values (never stored)
@@ -135,6 +135,22 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
     return unique, options
 
 
+def output_file(output: str | None, url: str) -> Path | None:
+    """The file ``-o`` names: inside it when it is a directory or ends in ``/`` (as with cp)."""
+    if not output:
+        return None
+    path = Path(output).expanduser().absolute()
+    if output.endswith(("/", os.sep)) or path.is_dir():
+        from pathlib import PurePosixPath
+        from urllib.parse import urlsplit
+
+        name = PurePosixPath(urlsplit(url).path).name  # as registry.spec_for_url names it
+        if name in ("", ".", ".."):
+            raise UsageError(f"cannot tell a file name from {url!r}; give -o with a file name")
+        return path / name
+    return path
+
+
 def add_tf_keras_names(plan: FilePlan, *, env: Mapping[str, str], root: Path) -> FilePlan:
     """Also place ``plan`` where tf-keras looks, when tf-keras is installed and not reading ``root``.
 
@@ -199,12 +215,12 @@ def url_entries(request: GetRequest) -> list[UrlEntry]:
     entries = []
     for name in request.names:
         if is_url(name):
-            out = str(Path(request.output).expanduser().absolute()) if request.output else None
-            entries.append(UrlEntry(url=name, sha256=request.sha256, md5=request.md5, out=out))
+            out = output_file(request.output, split_fragment(name)[0])
+            entries.append(UrlEntry(url=name, sha256=request.sha256, md5=request.md5, out=str(out) if out else None))
     for data in request.urls:
         entry = UrlEntry.from_dict(data)
         if request.output:
-            entry.out = str(Path(request.output).expanduser().absolute())
+            entry.out = str(output_file(request.output, split_fragment(entry.url)[0]))
         entry.sha256 = entry.sha256 or request.sha256
         entry.md5 = entry.md5 or request.md5
         entries.append(entry)

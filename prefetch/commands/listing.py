@@ -37,16 +37,18 @@ def list_datasets(cache_dir, registries, as_json):
                               indent=2))
         return 0
     from prefetch.commands.housekeeping import human_age
-    from prefetch.commands.mirror import render_table
+    from prefetch.commands.output import echo_table
     from prefetch.render import human_bytes
 
+    click.echo(f"Keras cache: {root / 'datasets'}")
     table = []
     for r in rows:
         state = r.state if r.percent is None else f"partial {r.percent:.0f}%"
         partial = ", ".join("running" if p.active else f"{human_age(p.age)} old" for p in r.partials)
         table.append([r.name, state, human_bytes(r.bytes) if r.bytes else "-", partial, r.description])
-    render_table(["DATASET", "STATE", "ON DISK", "PARTIAL", "DESCRIPTION"], table,
-                 title=f"Keras cache: {root / 'datasets'}")
+    echo_table(["NAME", "STATE", "ON DISK", "PARTIAL", "DESCRIPTION"], table, right=[2],
+               colour_of=lambda i, cell: ("green",) if i == 1 and cell == "complete" else
+               ("yellow",) if i == 1 and cell.startswith("partial") else ())
     used = sum(1 for r in rows if r.bytes)
     click.echo(f"total: {human_bytes(total)} on disk for {used} dataset(s)")
     return 0
