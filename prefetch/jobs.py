@@ -420,6 +420,12 @@ def describe_request(request) -> str:
         parts += ["-o", request.output]
     for r in request.registries:
         parts += ["--registry", r]
+    for pattern in getattr(request, "include", []):
+        parts += ["--include", pattern]
+    for pattern in getattr(request, "exclude", []):
+        parts += ["--exclude", pattern]
+    if getattr(request, "endpoint", None):
+        parts += ["--mirror", request.endpoint]
     if request.fail_fast:
         parts.append("--fail-fast")
     return shlex.join(parts) + " -b"
@@ -443,7 +449,17 @@ def pin_request(request, env: Mapping[str, str] | None = None):
         mirrors=requested_mirrors(request, env),
         output=str(Path(request.output).expanduser().absolute()) if request.output else None,
         registries=[str(Path(r).expanduser().absolute()) for r in request.registries],
+        hub_cache=_pin_hub_cache(request, env),
     )
+
+
+def _pin_hub_cache(request, env: Mapping[str, str]) -> str | None:
+    """The Hugging Face cache root, fixed now for a request with hf:// names (HF_HUB_CACHE, HF_HOME...)."""
+    from prefetch.hf.names import hub_cache_root, is_hub_name
+
+    if request.hub_cache or not any(is_hub_name(n) for n in request.names):
+        return request.hub_cache
+    return str(hub_cache_root(env).absolute())
 
 
 def start_job(

@@ -36,6 +36,11 @@ class GetRequest:
     registries: list[str] = field(default_factory=list)
     fail_fast: bool = False
     job: str | None = None
+    # hf:// names only (prefetch/hf/): file globs, the Hub endpoint (--mirror), the hub cache root
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    endpoint: str | None = None
+    hub_cache: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,10 +57,16 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
     Raises:
         UsageError (and subclasses): unknown dataset, bad URL or hash, bad flags.
     """
+    from prefetch.hf.names import is_hub_name
+
     env = os.environ if env is None else env
     if not request.names:
         raise UsageError("nothing to get: give dataset names or URLs (`prefetch list` shows datasets)")
-    urls = [n for n in request.names if is_url(n)]
+    hub_names = [n for n in request.names if is_hub_name(n)]
+    names = [n for n in request.names if not is_hub_name(n)]
+    if (request.include or request.exclude) and not hub_names:
+        raise UsageError("--include and --exclude select files of hf:// repos: `prefetch get hf://ORG/NAME --include '*.json'`")
+    urls = [n for n in names if is_url(n)]
     if (request.sha256 or request.md5 or request.output) and (len(request.names) != 1 or not urls):
         raise UsageError("--sha256, --md5 and -o apply to a single URL: `prefetch get URL -o PATH --sha256 HEX`")
     if request.sha256 and request.md5:
@@ -71,7 +82,7 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
     registry = None
     root = keras_root(cache_dir=request.cache_dir, env=env)
     plans: list[FilePlan] = []
-    for name in request.names:
+    for name in names:
         if is_url(name):
             output = Path(request.output).expanduser().absolute() if request.output else None
             spec = spec_for_url(name, output=output, expected=expected)
@@ -90,7 +101,12 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
             continue
         seen[plan.final] = plan.dataset
         unique.append(plan)
-    bases = tuple(resolve_mirror(m, config=cfg) for m in requested_mirrors(request, env))
+    bases = tuple(resolve_mirror(m, config=cfg) for m in requested_mirrors(request, env)) if names else ()
+    if hub_names:
+        from prefetch.hf.fetch import plan_hub
+
+        unique += plan_hub(hub_names, include=request.include, exclude=request.exclude, endpoint=request.endpoint,
+                           cache=request.hub_cache, env=env, config=cfg)
     from prefetch.transfer import TransferOptions
 
     options = FetchOptions(
@@ -155,5 +171,14 @@ def run_request(
     env: Mapping[str, str] | None = None,
 ) -> list[FileResult]:
     """Plan and fetch everything in ``request``; per-file results (failures included)."""
+    env = os.environ if env is None else env
     plans, options = plan_request(request, env=env)
-    return fetch_files(plans, options=options, state=state_dir(env), on_event=on_event, stop=stop)
+    hub = [p for p in plans if not isinstance(p, FilePlan)]
+    files = [p for p in plans if isinstance(p, FilePlan)]
+    results = fetch_files(files, options=options, state=state_dir(env), on_event=on_event, stop=stop) if files else []
+    if hub:
+        from prefetch.hf.fetch import run_hub_plans
+
+        results += run_hub_plans(hub, transfer=options.transfer, state=state_dir(env), env=env, on_event=on_event,
+                                 stop=stop, job=options.job)
+    return results

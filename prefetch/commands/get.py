@@ -19,11 +19,15 @@ import click
 @click.option("--md5", metavar="HEX", help="Expected md5 of a URL download.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Where to save a URL download.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML (repeatable).")
+@click.option("--include", multiple=True, metavar="GLOB", help="hf:// repos: only files matching (repeatable), e.g. '*.safetensors'.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="hf:// repos: leave out files matching (repeatable).")
 @click.option("--fail-fast", is_flag=True, help="Stop every file at the first fatal error.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def get(names, background, cache_dir, mirrors, also_origin, connections, sha256, md5, output, registries, fail_fast, as_json, quiet):
-    """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache.
+def get(names, background, cache_dir, mirrors, also_origin, connections, sha256, md5, output, registries, include, exclude,
+        fail_fast, as_json, quiet):
+    """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
+    Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache.
 
     \b
     Examples (in a notebook cell):
@@ -31,8 +35,19 @@ def get(names, background, cache_dir, mirrors, also_origin, connections, sha256,
       !prefetch get cifar10 imdb -b
       !prefetch get cifar10 --mirror http://10.0.0.5/datasets/
       !prefetch get https://example.org/file.zip -o data/file.zip --sha256 HEX
+      !prefetch get hf://Qwen/Qwen2.5-0.5B -b --mirror hf-mirror
     """
+    from prefetch.errors import UsageError
+    from prefetch.hf.names import is_hub_name
     from prefetch.request import GetRequest
+
+    endpoint = None
+    if mirrors and any(is_hub_name(n) for n in names):
+        # For hf:// names --mirror names the Hub endpoint (hf-mirror, or a URL), not a flat dataset mirror.
+        if not all(is_hub_name(n) for n in names) or len(mirrors) > 1:
+            raise UsageError("with hf:// names, --mirror names one Hugging Face endpoint: get datasets and"
+                             " hf:// repos in separate commands")
+        endpoint, mirrors = mirrors[0], ()
 
     request = GetRequest(
         names=list(names),
@@ -45,6 +60,9 @@ def get(names, background, cache_dir, mirrors, also_origin, connections, sha256,
         output=output,
         registries=[str(r) for r in registries],
         fail_fast=fail_fast,
+        include=list(include),
+        exclude=list(exclude),
+        endpoint=endpoint,
     )
     if background:
         from prefetch.jobs import start_job

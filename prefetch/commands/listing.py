@@ -13,7 +13,7 @@ import click
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_datasets(cache_dir, registries, as_json):
-    """Every known dataset and its local state: missing / partial N% / complete.
+    """Every known dataset and its local state: missing / partial N% / complete; then Hugging Face repos.
 
     \b
     Example (in a notebook cell):
@@ -29,12 +29,27 @@ def list_datasets(cache_dir, registries, as_json):
     registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
     root = keras_root(cache_dir=cache_dir)
     rows = cache.list_datasets(registry, root=root)
+    from prefetch.hf.cache_layout import scan_cache
+    from prefetch.hf.names import hub_cache_root
+
+    hub_root = hub_cache_root()
+    repos = scan_cache(hub_root)
     if as_json:
-        click.echo(json.dumps({"root": str(root), "datasets": [asdict(r) for r in rows]}, indent=2))
+        click.echo(json.dumps({"root": str(root), "datasets": [asdict(r) for r in rows],
+                               "hub": {"root": str(hub_root), "repos": [asdict(r) for r in repos]}}, indent=2))
         return 0
     click.echo(f"Keras cache: {root / 'datasets'}")
     width = max(len(r.name) for r in rows)
     for r in rows:
         state = r.state if r.percent is None else f"partial {r.percent:.0f}%"
         click.echo(f"{r.name:<{width}}  {state:<12}  {r.description}")
+    if repos:
+        from prefetch.fsutil import mib
+
+        click.echo(f"Hugging Face cache: {hub_root}")
+        width = max(len(r.name) for r in repos)
+        for r in repos:
+            refs = ", ".join(f"{ref}={commit[:10]}" for ref, commit in r.revisions.items()) or "no ref"
+            extra = f", {mib(r.partial)} in flight" if r.partial else ""
+            click.echo(f"{r.name:<{width}}  {r.state:<12}  {r.files} files, {mib(r.size)}{extra} ({refs})")
     return 0
