@@ -235,6 +235,9 @@ def test_background_get_then_wait_and_list(hf_env, hub, home, cli):
     assert started.returncode == 0, started.stderr
     waited = cli("wait", "--timeout", "120")
     assert waited.returncode == 0, waited.stderr
+    assert cli("wait", "hf://acme/tiny").returncode == 0  # by name: its ref is in place
+    absent = cli("wait", "hf://datasets/acme/table")
+    assert absent.returncode == 1 and "refs/main" in absent.stderr
     status = json.loads(cli("status", "--json").stdout)
     text = json.dumps(status)
     assert "hf://acme/tiny" in text and "done" in text

@@ -60,15 +60,19 @@ class HubPlan:
         return self.repo.label
 
     @property
-    def final(self) -> Path:
+    def repo_dir(self) -> Path:
         return self.root / self.repo.folder
 
     @property
-    def paths(self) -> list[Path]:
-        """What exists once the repo is complete: its ref (or, for a commit, its snapshot)."""
+    def final(self) -> Path:
+        """What exists once the repo is complete: its ref (written last), or for a commit its snapshot."""
         if self.repo.is_commit:
-            return [cache_layout.snapshot_dir(self.final, self.repo.revision)]
-        return [cache_layout.ref_path(self.final, self.repo.revision)]
+            return cache_layout.snapshot_dir(self.repo_dir, self.repo.revision)
+        return cache_layout.ref_path(self.repo_dir, self.repo.revision)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [self.final]
 
     also: tuple[Path, ...] = ()
     extract_into: tuple[Path, ...] = ()
@@ -131,7 +135,7 @@ def fetch_repo(
     if not chosen:
         patterns = " ".join([*(f"--include {p}" for p in plan.include), *(f"--exclude {p}" for p in plan.exclude)])
         raise UsageError(f"{plan.label}: no file of its {len(files)} matches {patterns or 'the selection'}")
-    repo_dir = plan.final
+    repo_dir = plan.repo_dir
     by_blob: dict[str, list[api.HubFile]] = {}
     for f in chosen:
         by_blob.setdefault(f.etag, []).append(f)
@@ -209,7 +213,7 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
     """One blob (shared by the files in ``group``) complete and verified, then their snapshot links."""
     plan, first = ctx.plan, group[0]
     label = _file_label(plan, first)
-    repo_dir = plan.final
+    repo_dir = plan.repo_dir
     blob = cache_layout.blob_path(repo_dir, first.etag)
     result = FileResult(dataset=plan.label, name=label, path=str(blob), paths=[str(blob)], size=first.size,
                         algorithm="sha256" if first.sha256 else "git-sha1", digest=first.etag)
@@ -433,8 +437,8 @@ def run_hub_plans(plans: Sequence[HubPlan], *, transfer: TransferOptions, state:
                                       stop=stop, job=job))
         except PrefetchError as exc:
             on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
-            results.append(FileResult(dataset=plan.label, name=plan.label, path=str(plan.final),
-                                      paths=[str(plan.final)],
+            results.append(FileResult(dataset=plan.label, name=plan.label, path=str(plan.repo_dir),
+                                      paths=[str(plan.repo_dir)],
                                       status="interrupted" if exc.exit_code == ExitCode.INTERRUPTED else "failed",
                                       error=str(exc), exit_code=int(exc.exit_code)))
     return results
