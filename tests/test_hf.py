@@ -21,6 +21,8 @@ MODEL_FILES = {
     "tokenizer.json": b'{"version": "1.0", "vocab": {"a": 0, "b": 1}}\n' * 40,
     "model.safetensors": WEIGHTS,
     "nested/dir/README.md": b"# nested\n",
+    "empty/__init__.py": b"",  # real repos have empty files
+    "same_config.json": b'{"model_type": "tiny", "hidden_size": 8}\n',  # one blob, two snapshot entries
 }
 DATA_FILES = {"data/train.csv": b"x,y\n1,2\n" * 1000, "data/big.parquet": os.urandom(1 << 20), "README.md": b"# data\n"}
 
@@ -97,7 +99,7 @@ def test_get_places_a_model_exactly_where_huggingface_hub_reads_it(hf_env, hub, 
         blob = repo / "blobs" / blob_name(data, lfs=name == "model.safetensors")
         assert pointer.resolve() == blob.resolve() and blob.read_bytes() == data
     assert sorted(p.name for p in (repo / "blobs").iterdir()) == sorted(
-        blob_name(d, lfs=n == "model.safetensors") for n, d in MODEL_FILES.items())  # no .part left
+        {blob_name(d, lfs=n == "model.safetensors") for n, d in MODEL_FILES.items()})  # no .part left
     assert_offline_loads(hf_env, "acme/tiny", MODEL_FILES)
     assert str(repo / "snapshots" / commit) in done.stdout
 
@@ -109,6 +111,10 @@ def test_dataset_repo_and_a_paginated_tree(hf_env, hub, home, cli):
     assert (cache(home) / "datasets--acme--table" / "refs" / "main").is_file()
     assert sum("/tree/" in r.path for r in hub.requests) == 2
     assert_offline_loads(hf_env, "acme/table", DATA_FILES, repo_type="dataset")
+    hub.add_repo("acme/demo", {"app.py": b"print('hi')\n"}, repo_type="space")
+    assert cli("get", "hf://spaces/acme/demo").returncode == 0
+    assert (cache(home) / "spaces--acme--demo" / "refs" / "main").is_file()
+    assert_offline_loads(hf_env, "acme/demo", {"app.py": b"print('hi')\n"}, repo_type="space")
 
 
 def test_prefetch_reuses_blobs_huggingface_hub_downloaded(hf_env, hub, home, cli):
@@ -141,7 +147,7 @@ def test_include_and_exclude_keep_the_others_out(hf_env, hub, home, cli):
     commit = hub.repos[("model", "acme/tiny")].commit
     snap = cache(home) / "models--acme--tiny" / "snapshots" / commit
     kept = sorted(str(p.relative_to(snap)) for p in snap.rglob("*") if p.is_symlink())
-    assert kept == ["config.json", "nested/dir/README.md"]
+    assert kept == ["config.json", "nested/dir/README.md", "same_config.json"]
     assert not any("model.safetensors" in r.path or "tokenizer" in r.path for r in hub.file_requests(method=None))
     assert hub.cdn.bytes_sent == 0
     nothing = cli("get", "hf://acme/tiny", "--include", "*.bin")

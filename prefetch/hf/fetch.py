@@ -187,8 +187,9 @@ def fetch_repo(
     cache_layout.write_ref(repo_dir, plan.repo.revision, commit)
     summary.status = "downloaded" if any(r.status == "downloaded" for r in results) else "cached"
     kind = EventKind.DONE if summary.status == "downloaded" else EventKind.CACHED
+    rate = summary.downloaded / summary.elapsed if summary.elapsed > 0 else 0.0
     progress.emit(Event(kind, plan.label, done=progress.total, total=progress.total, elapsed=summary.elapsed,
-                        message=f"{len(results)} file(s) verified -> {summary.path}"))
+                        rate=rate, message=f"{len(results)} file(s) verified -> {summary.path}"))
     return [*results, summary]
 
 
