@@ -280,3 +280,18 @@ def test_bad_hub_names_are_usage_errors(hf_env, cli, name):
 def test_unknown_repo_is_one_line_exit_3(hf_env, cli):
     done = cli("get", "hf://acme/nothing")
     assert done.returncode == 3 and "404" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_verify_rehashes_a_cached_repo(hf_env, hub, home, cli):
+    assert cli("get", "hf://acme/tiny").returncode == 0
+    ok = cli("verify", "hf://acme/tiny", "--json")
+    assert ok.returncode == 0, ok.stderr
+    states = {Path(r["path"]).name: (r["state"], r["algorithm"]) for r in json.loads(ok.stdout)}
+    assert states["model.safetensors"] == ("ok", "sha256") and states["config.json"] == ("ok", "git-sha1")
+    blob = cache(home) / "models--acme--tiny" / "blobs" / hashlib.sha256(WEIGHTS).hexdigest()
+    data = bytearray(blob.read_bytes())
+    data[0] ^= 1
+    blob.write_bytes(bytes(data))
+    bad = cli("verify", "hf://acme/tiny")
+    assert bad.returncode == 4 and "mismatch" in bad.stdout and "delete the blob" in bad.stderr
+    assert cli("verify", "hf://acme/other").returncode == 2

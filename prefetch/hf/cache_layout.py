@@ -18,6 +18,7 @@ complete, verified file; the snapshot link is made after it, the ref last.
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -77,7 +78,15 @@ def link_snapshot(repo: Path, commit: str, path: str, etag: str) -> Path:
         if pointer.is_symlink() and os.readlink(pointer) == target:
             return pointer
         tmp = pointer.with_name(f".{pointer.name}.{uuid.uuid4().hex[:8]}.tmp")
-        os.symlink(target, tmp)
+        try:
+            os.symlink(target, tmp)
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            # A filesystem without symlinks: huggingface_hub then keeps a copy in the snapshot.
+            import shutil
+
+            shutil.copyfile(blob, tmp)
         try:
             os.replace(tmp, pointer)
         except OSError:
@@ -186,3 +195,43 @@ def scan_cache(root: Path) -> list[CachedRepo]:
             repo.state = "partial"
         repos.append(repo)
     return repos
+
+
+def verify_repo(root: Path, repo) -> list:
+    """Re-hash every snapshot entry of ``repo`` (``HubRepo``) at its cached revision.
+
+    Blob names are hashes: 64 hex digits the sha256 of an LFS file, 40 the git blob
+    sha1 of the others.
+
+    Raises:
+        UsageError: the repo (or that revision) is not in the cache.
+    """
+    import hashlib
+
+    from prefetch.cache import VerifyResult
+    from prefetch.errors import UsageError
+    from prefetch.verify import hash_file, update_from_file
+
+    folder = root / repo.folder
+    commit = repo.revision if repo.is_commit else read_ref(folder, repo.revision)
+    snap = snapshot_dir(folder, commit) if commit else None
+    if snap is None or not snap.is_dir():
+        raise UsageError(f"{repo.label} is not in the Hugging Face cache {root}; `prefetch get {repo.label}` fetches it")
+    results = []
+    for entry in sorted(p for p in snap.rglob("*") if p.is_symlink() or p.is_file()):
+        name = os.path.basename(os.readlink(entry)) if entry.is_symlink() else ""
+        algorithm = "sha256" if len(name) == 64 else "git-sha1" if len(name) == 40 else None
+        if not entry.exists():
+            results.append(VerifyResult(str(entry), "missing", algorithm, name or None, None))
+            continue
+        if algorithm is None:
+            results.append(VerifyResult(str(entry), "unchecked", "sha256", None, hash_file(entry, "sha256")))
+            continue
+        if algorithm == "sha256":
+            got = hash_file(entry, "sha256")
+        else:
+            hasher = hashlib.sha1(f"blob {entry.stat().st_size}\0".encode())
+            update_from_file(hasher, entry, 0, None)
+            got = hasher.hexdigest()
+        results.append(VerifyResult(str(entry), "ok" if got == name else "mismatch", algorithm, name, got))
+    return results

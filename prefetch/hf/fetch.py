@@ -19,6 +19,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,8 +162,19 @@ def fetch_repo(
     order = sorted(by_blob, key=lambda e: by_blob[e][0].size)
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel_files, len(order))),
                             thread_name_prefix="prefetch-hub") as pool:
-        for future in [pool.submit(run, etag) for etag in order]:
-            future.result()
+        futures = [pool.submit(run, etag) for etag in order]
+        try:
+            for future in futures:
+                while True:  # short waits: Ctrl-C reaches this thread, which then stops the transfers
+                    try:
+                        future.result(timeout=0.2)
+                        break
+                    except FutureTimeout:
+                        continue
+        except KeyboardInterrupt:
+            stop.set()
+            for future in futures:
+                future.result()
     results: list[FileResult] = []
     for etag in order:
         outcome = outcomes[etag]
