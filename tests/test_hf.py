@@ -295,3 +295,28 @@ def test_verify_rehashes_a_cached_repo(hf_env, hub, home, cli):
     bad = cli("verify", "hf://acme/tiny")
     assert bad.returncode == 4 and "mismatch" in bad.stdout and "delete the blob" in bad.stderr
     assert cli("verify", "hf://acme/other").returncode == 2
+
+
+def test_background_job_cancel_then_resume_keeps_the_bytes(hf_env, hub, home, cli):
+    hub.cdn.total_rate = 512 << 10
+    started = cli("get", "hf://acme/tiny", "-b", "--json")
+    job = json.loads(started.stdout)["job"]
+    deadline = time.monotonic() + 60
+    while bytes_on_disk(part_state(home)) < 512 << 10:
+        assert time.monotonic() < deadline, cli("log", job).stdout
+        time.sleep(0.05)
+    cancelled = cli("cancel", job)
+    assert cancelled.returncode == 0, cancelled.stderr
+    record = json.loads(cli("status", job, "--json").stdout)["jobs"][0]
+    assert record["state"] == "cancelled", record
+    assert record["files"][0]["name"] == "hf://acme/tiny" and record["files"][0]["bytes"] > 0
+    kept = bytes_on_disk(part_state(home))
+    assert kept >= 512 << 10
+    hub.cdn.total_rate = None
+    first_new = len(hub.cdn.requests)
+    assert cli("resume", job).returncode == 0
+    waited = cli("wait", job, "--timeout", "120")
+    assert waited.returncode == 0, waited.stderr + cli("log", job).stdout
+    resent = sum(r.body_bytes_sent for r in hub.cdn.requests[first_new:])
+    assert resent <= len(WEIGHTS) - kept + (256 << 10), (resent, kept)
+    assert_offline_loads(hf_env, "acme/tiny", MODEL_FILES)
