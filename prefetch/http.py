@@ -1,36 +1,31 @@
-"""HTTP/1.1 for prefetch, on the standard library's ``http.client``.
+"""HTTP for prefetch, on ``requests``: one :class:`Client` (a ``Session``) per worker thread.
 
-Why not requests: a download is one request per segment and then a loop that
-moves bytes from a socket to a file. ``requests`` costs ~80 ms to import (a
-quarter of a 200 MiB loopback download) and hands out ``bytes`` objects per
-read; here a worker reads with ``readinto`` into one reused buffer and writes
-that buffer with ``pwrite``: one copy in, one copy out, as curl does.
+requests (imported lazily: ``--help`` and ``status`` never load it) does the
+connection pool and keep-alive, proxies from ``http_proxy`` / ``https_proxy`` /
+``all_proxy`` with ``no_proxy``, proxy authentication, CONNECT tunnels, IDNA
+hosts, URL quoting and separate connect / read timeouts per request. This module
+adds what a downloader needs on top:
 
-What this module keeps from a full client, because downloads need it:
-
-* keep-alive: a :class:`Client` (one per worker thread) keeps one connection per
-  host and reuses it for the next segment; a reused connection that the server
-  closed meanwhile is retried once on a fresh one;
-* TLS always verified: certifi's CA bundle (as requests), or the bundle named by
-  ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``, or OpenSSL's ``SSL_CERT_FILE`` /
-  ``SSL_CERT_DIR``; an empty variable never turns verification off;
-* proxies from ``http_proxy`` / ``https_proxy`` / ``all_proxy`` / ``no_proxy``
-  (http:// proxies, with user:password; https targets go through CONNECT);
-* separate connect and read timeouts; redirects followed by :func:`open_url`
-  (never https -> http, never to another scheme);
-* every failure mapped to ours: :class:`TransientHTTPError` (worth retrying) or
-  ``NetworkError`` / ``HTTPStatusError`` (final).
+* bodies are read with :meth:`Response.readinto` into the caller's reused buffer,
+  one receive at a time (a slow connection reports progress as bytes trickle in),
+  straight from the connection, never as ``bytes`` objects per read;
+* TLS is always verified: the bundle named by ``REQUESTS_CA_BUNDLE`` /
+  ``CURL_CA_BUNDLE``, else OpenSSL's ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, else
+  certifi's (requests' default); an empty variable never turns verification off;
+* redirects are followed here (:func:`follow_redirects`), never https -> http;
+* a reused keep-alive connection that the server closed meanwhile is retried
+  once on a fresh one;
+* every failure maps to ours: :class:`TransientHTTPError` (worth retrying) or
+  ``NetworkError`` / ``HTTPStatusError`` (final); requests' exceptions never leave.
 """
 
 from __future__ import annotations
 
-import base64
 import email.utils
 import os
-import threading
 import time
 from dataclasses import dataclass
-from urllib.parse import quote, unquote, urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from prefetch.errors import HTTPStatusError, NetworkError
 
@@ -39,10 +34,7 @@ MAX_REDIRECTS = 10
 # Statuses worth retrying; everything else >= 400 is final (404 stays 404).
 TRANSIENT_STATUSES = {408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524}
 _REDIRECTS = (301, 302, 303, 307, 308)
-# Characters left as they are when a URL's path is re-quoted (RFC 3986 reserved,
-# unreserved and '%', so an already quoted URL is unchanged).
-_SAFE_PATH = "/%:@!$&'()*+,;=-._~"
-_SAFE_QUERY = _SAFE_PATH + "?"
+_PROXY_SCHEMES = ("http", "https")
 
 
 @dataclass(frozen=True)
@@ -72,16 +64,19 @@ class TransientHTTPError(Exception):
 class Response:
     """One response; its body is read with :meth:`readinto` / :meth:`read`.
 
-    ``status`` and ``headers`` (case-insensitive ``.get``) as http.client gives
-    them; ``url`` is the URL that answered.
+    ``status``, ``headers`` (case-insensitive) and ``url`` (the URL that answered).
+    The body is read from the ``http.client`` response under requests/urllib3, so
+    no layer copies or decodes it.
     """
 
-    def __init__(self, raw, conn, url: str) -> None:
-        self._raw = raw
-        self._conn = conn
+    def __init__(self, resp, url: str, on_done) -> None:
+        self._resp = resp  # requests.Response
+        self._raw = resp.raw._fp  # http.client.HTTPResponse under urllib3's
+        self._on_done = on_done
+        self._closed = False
         self.url = url
-        self.status: int = raw.status
-        self.headers = raw.headers
+        self.status: int = resp.status_code
+        self.headers = resp.headers
 
     def readinto(self, buffer) -> int:
         """Read what has arrived (at most ``len(buffer)`` bytes) into ``buffer``; 0 at the end.
@@ -121,23 +116,38 @@ class Response:
 
     def text(self) -> str:
         """The whole body decoded (the Content-Type charset, else UTF-8)."""
-        charset = self.headers.get_content_charset() or "utf-8"
+        charset = self._raw.msg.get_content_charset() or "utf-8"
         try:
             return self.read().decode(charset, errors="replace")
         except LookupError:
             return self.read().decode("utf-8", errors="replace")
 
+    @property
+    def complete(self) -> bool:
+        """The whole body has been read (the connection can serve another request)."""
+        return self._raw.isclosed()
+
     def close(self) -> None:
         """Done with the body. An unread rest closes the connection (it cannot be reused)."""
-        if not self._raw.isclosed():
-            self._raw.close()
-            self._conn.close()
+        if self._closed:
+            return
+        self._closed = True
+        raw = self._resp.raw
+        complete = self._raw.isclosed()
+        try:
+            if not complete:
+                raw.close()  # closes the socket: the pool opens a fresh one next time
+            raw.release_conn()
+        finally:
+            self._on_done(complete)
 
     def abort(self) -> None:
         """Shut the socket down so a thread blocked reading this response wakes up."""
         import socket
 
-        for sock in (self._conn.sock, _response_socket(self._raw)):
+        raw = self._resp.raw
+        conn = getattr(raw, "_connection", None)
+        for sock in (getattr(conn, "sock", None), _response_socket(self._raw)):
             if sock is not None:
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
@@ -159,14 +169,29 @@ def _response_socket(raw):
 
 
 class Client:
-    """Sends requests and keeps one connection per (scheme, host, port, proxy).
+    """A requests ``Session`` and what it knows: which hosts have a warm connection.
 
     Not thread-safe: give each worker thread its own.
     """
 
     def __init__(self, *, timeouts: Timeouts | None = None) -> None:
         self.timeouts = timeouts or Timeouts()
-        self._connections: dict[tuple, object] = {}
+        self._session = None
+        self._verify: bool | str | None = None
+        self._warm: set[tuple[str, str]] = set()  # (scheme, netloc) whose last response was read whole
+
+    def _open_session(self):
+        import requests
+
+        session = requests.Session()
+        session.headers.update({
+            "User-Agent": USER_AGENT,
+            # Ask for the file's own bytes: a compressed body would not match byte offsets.
+            "Accept-Encoding": "identity",
+        })
+        self._verify = ca_bundle()
+        self._session = session
+        return session
 
     def request(self, url: str, *, headers: dict[str, str] | None = None, method: str = "GET",
                 timeouts: Timeouts | None = None) -> Response:
@@ -176,54 +201,44 @@ class Client:
             TransientHTTPError: connection trouble worth retrying.
             NetworkError: TLS verification failed, invalid URL, unsupported proxy.
         """
-        import http.client
-        import ssl
+        import requests
 
         timeouts = timeouts or self.timeouts
-        target = _Target.parse(url)
-        key = (target.scheme, target.host, target.port, target.proxy)
-        all_headers = {
-            "User-Agent": USER_AGENT,
-            # Ask for the file's own bytes: a compressed body would not match byte offsets.
-            "Accept-Encoding": "identity",
-            **target.auth_headers,
-            **(headers or {}),
-        }
+        key = _check_url(url)
+        session = self._session or self._open_session()
+        _check_proxy(url)
         for attempt in (1, 2):
-            conn = self._connections.get(key)
-            if conn is None:
-                conn = self._connections[key] = target.connection()
-            reused = conn.sock is not None
+            reused = key in self._warm
+            self._warm.discard(key)
             try:
-                if not reused:
-                    conn.timeout = timeouts.connect  # connecting and the TLS handshake
-                    conn.connect()
-                conn.sock.settimeout(timeouts.read)  # then each receive, for this request
-                conn.request(method, target.request_target, headers=all_headers)
-                return Response(conn.getresponse(), conn, url)
-            except ssl.SSLCertVerificationError as exc:
-                conn.close()
-                raise NetworkError(f"TLS verification failed for {url}: {_ssl_reason(exc)}") from None
-            except ssl.SSLError as exc:
-                conn.close()
-                raise NetworkError(f"TLS error with {target.netloc}: {_ssl_reason(exc)}") from None
-            except http.client.InvalidURL as exc:
-                conn.close()
-                raise NetworkError(f"invalid URL {url}: {exc}") from None
-            except (OSError, http.client.HTTPException) as exc:
-                conn.close()
-                stale = isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError))
+                resp = session.request(method, url, headers=headers, stream=True, allow_redirects=False,
+                                       timeout=(timeouts.connect, timeouts.read), verify=self._verify)
+            except requests.exceptions.SSLError as exc:
+                reason = _ssl_reason(exc)
+                if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
+                    raise NetworkError(f"TLS verification failed for {url}: {reason}") from None
+                raise NetworkError(f"TLS error with {key[1]}: {reason}") from None
+            except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
+                    requests.exceptions.MissingSchema, requests.exceptions.InvalidHeader) as exc:
+                raise NetworkError(f"invalid URL {url}: {describe_error(exc)}") from None
+            except (requests.exceptions.RequestException, OSError) as exc:
+                root = _root_cause(exc)
+                stale = isinstance(root, (ConnectionResetError, BrokenPipeError)) or _is_remote_disconnected(root)
                 if reused and stale and attempt == 1:
                     continue  # the server closed the idle keep-alive connection: once more, fresh
                 cause = describe_error(exc)
-                raise TransientHTTPError(f"{target.netloc}: {cause}", cause=cause,
-                                         timed_out=isinstance(exc, TimeoutError)) from None
+                raise TransientHTTPError(f"{key[1]}: {cause}", cause=cause, timed_out=cause == "timed out") from None
+            return Response(resp, url, lambda complete, key=key: self._done(key, complete))
         raise AssertionError("unreachable")
 
+    def _done(self, key: tuple[str, str], complete: bool) -> None:
+        if complete:
+            self._warm.add(key)
+
     def close(self) -> None:
-        for conn in self._connections.values():
-            conn.close()
-        self._connections.clear()
+        if self._session is not None:
+            self._session.close()
+        self._warm.clear()
 
     def __enter__(self) -> "Client":
         return self
@@ -315,11 +330,12 @@ def describe_error(exc: BaseException) -> str:
     import http.client
     import socket
 
-    if isinstance(exc, (socket.timeout, TimeoutError)):
+    exc = _root_cause(exc)
+    if isinstance(exc, (socket.timeout, TimeoutError)) or _is_timeout_class(exc):
         return "timed out"
     if isinstance(exc, socket.gaierror):
         return f"name lookup failed ({exc.strerror or exc})"
-    if isinstance(exc, http.client.RemoteDisconnected):
+    if _is_remote_disconnected(exc):
         return "the server closed the connection without answering"
     if isinstance(exc, http.client.IncompleteRead):
         return f"the server closed the connection with {exc.expected} more bytes announced"
@@ -334,135 +350,81 @@ def host_of(url: str) -> str:
     return urlsplit(url).netloc or url
 
 
-def _ssl_reason(exc: BaseException) -> str:
-    text = getattr(exc, "verify_message", None)
-    reason = str(exc)
-    if text and text not in reason:
-        reason = f"{reason} ({text})"
-    return reason if len(reason) < 300 else reason[:297] + "..."
-
-
 # ---------------------------------------------------------------------------
-# URLs, proxies, connections
+# what requests leaves to us: URL and proxy checks, the CA bundle, error causes
 
 
-@dataclass(frozen=True)
-class _Target:
-    scheme: str
-    host: str  # IDNA-encoded, without brackets
-    port: int
-    netloc: str  # for messages
-    request_target: str  # path?query, or the absolute URL through an http proxy
-    proxy: tuple[str, int] | None
-    proxy_auth: str | None
-    auth_headers: dict
-
-    @classmethod
-    def parse(cls, url: str) -> "_Target":
+def _check_url(url: str) -> tuple[str, str]:
+    """(scheme, netloc) of a URL we can fetch, else NetworkError (before any connection)."""
+    try:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https"):
             raise NetworkError(f"invalid URL {url}: only http and https are supported")
-        try:
-            host = parts.hostname
-            port = parts.port or (443 if scheme == "https" else 80)
-        except ValueError as exc:
-            raise NetworkError(f"invalid URL {url}: {exc}") from None
-        if not host:
+        if not parts.hostname:
             raise NetworkError(f"invalid URL {url}: no host")
-        try:
-            host = host.encode("idna").decode("ascii") if not host.isascii() else host
-        except UnicodeError:
-            raise NetworkError(f"invalid URL {url}: the host name cannot be encoded") from None
-        path = quote(parts.path or "/", safe=_SAFE_PATH)
-        if parts.query:
-            path += "?" + quote(parts.query, safe=_SAFE_QUERY)
-        auth = {}
-        if parts.username is not None:
-            auth["Authorization"] = _basic(unquote(parts.username), unquote(parts.password or ""))
-        proxy_url = _proxy_for(scheme, host, port)
-        proxy = proxy_auth = None
-        if proxy_url:
-            p = urlsplit(proxy_url if "://" in proxy_url else "http://" + proxy_url)
-            if p.scheme.lower() != "http" or not p.hostname:
-                raise NetworkError(
-                    f"proxy {proxy_url} is not supported: use an http:// proxy, or unset the *_proxy variables"
-                )
-            proxy = (p.hostname, p.port or 80)
-            if p.username is not None:
-                proxy_auth = _basic(unquote(p.username), unquote(p.password or ""))
-        netloc = f"[{host}]" if ":" in host else host
-        netloc = netloc if parts.port is None else f"{netloc}:{port}"
-        if proxy and scheme == "http":
-            # A plain-http request through a proxy names the whole URL.
-            path = f"http://{netloc}{path}"
-            if proxy_auth:
-                auth["Proxy-Authorization"] = proxy_auth
-        return cls(scheme, host, port, netloc, path, proxy, proxy_auth, auth)
-
-    def connection(self):
-        """A new, not yet connected, connection to the host or its proxy."""
-        import http.client
-
-        host, port = self.proxy or (self.host, self.port)
-        if self.scheme == "http":
-            return http.client.HTTPConnection(host, port)
-        conn = http.client.HTTPSConnection(host, port, context=ssl_context())
-        if self.proxy:
-            tunnel_headers = {"Proxy-Authorization": self.proxy_auth} if self.proxy_auth else None
-            conn.set_tunnel(self.host, self.port, headers=tunnel_headers)
-        return conn
+        parts.port  # noqa: B018 - raises ValueError when out of range
+    except ValueError as exc:
+        raise NetworkError(f"invalid URL {url}: {exc}") from None
+    return scheme, parts.netloc
 
 
-def _basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-
-
-def _proxy_for(scheme: str, host: str, port: int) -> str | None:
-    """The proxy URL the environment asks for (requests' and curl's rules), or None."""
+def _check_proxy(url: str) -> None:
+    """Refuse, in one line, a proxy from the environment that requests cannot use."""
     if not any(key.lower().endswith("_proxy") for key in os.environ):
-        return None  # the usual case, without importing urllib.request
-    import urllib.request
+        return  # the usual case
+    from requests.utils import get_environ_proxies, select_proxy
 
-    proxies = urllib.request.getproxies_environment()
-    proxy = proxies.get(scheme) or proxies.get("all")
-    if not proxy:
-        return None
-    if urllib.request.proxy_bypass_environment(host, proxies) or \
-            urllib.request.proxy_bypass_environment(f"{host}:{port}", proxies):
-        return None
-    return proxy
+    proxy = select_proxy(url, get_environ_proxies(url))
+    if proxy and urlsplit(proxy if "://" in proxy else "http://" + proxy).scheme.lower() not in _PROXY_SCHEMES:
+        raise NetworkError(f"proxy {proxy} is not supported: use an http:// proxy, or unset the *_proxy variables")
 
 
-_SSL_CONTEXT = None
-_LOCK = threading.Lock()
+def ca_bundle() -> bool | str:
+    """``verify`` for requests: the CA bundle the environment names, else True (certifi).
 
-
-def ssl_context():
-    """The process's TLS context: verification on, CA bundle chosen as the module doc says."""
-    global _SSL_CONTEXT
-    with _LOCK:
-        if _SSL_CONTEXT is None:
-            _SSL_CONTEXT = _make_ssl_context()
-        return _SSL_CONTEXT
-
-
-def _make_ssl_context():
-    import ssl
-
-    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+    Raises:
+        NetworkError: a named bundle does not exist.
+    """
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
         bundle = os.environ.get(name)
         if bundle:
-            try:
-                if os.path.isdir(bundle):
-                    return ssl.create_default_context(capath=bundle)
-                return ssl.create_default_context(cafile=bundle)
-            except (OSError, ssl.SSLError) as exc:
-                raise NetworkError(f"cannot use the CA bundle {bundle} named by {name}: {exc}") from None
-    if os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR"):
-        return ssl.create_default_context()  # OpenSSL reads both variables itself
-    try:
-        import certifi
-    except ImportError:
-        return ssl.create_default_context()
-    return ssl.create_default_context(cafile=certifi.where())
+            if not os.path.exists(bundle):
+                raise NetworkError(f"cannot use the CA bundle {bundle} named by {name}: no such file or directory")
+            return bundle
+    return True
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The most specific exception under requests' and urllib3's wrappers."""
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "reason", None)  # urllib3 MaxRetryError
+        if not isinstance(inner, BaseException):
+            inner = next((a for a in reversed(exc.args) if isinstance(a, BaseException)), None)
+        inner = inner or exc.__cause__ or exc.__context__
+        if inner is None:
+            return exc
+        exc = inner
+    return exc
+
+
+def _is_remote_disconnected(exc: BaseException) -> bool:
+    import http.client
+
+    return isinstance(exc, http.client.RemoteDisconnected)
+
+
+def _is_timeout_class(exc: BaseException) -> bool:
+    return type(exc).__name__ in ("ReadTimeoutError", "ConnectTimeoutError", "ReadTimeout", "ConnectTimeout",
+                                  "Timeout")
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    root = _root_cause(exc)
+    text = getattr(root, "verify_message", None)
+    reason = str(root)
+    if text and text not in reason:
+        reason = f"{reason} ({text})"
+    return reason if len(reason) < 300 else reason[:297] + "..."

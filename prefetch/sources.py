@@ -1,0 +1,110 @@
+"""The sources of one file (the origin and its mirrors): validators, health, drop and distrust.
+
+A source is dropped when it keeps failing while others remain, or when it
+disagrees with the others (size, validator); a source dropped for disagreeing is
+*distrusted*: the bytes it already gave go back to the work to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prefetch.ranges import RangeSet
+
+
+class Restart(Exception):
+    """The remote changed or ignores Range: start the file over."""
+
+    def __init__(self, reason: str, *, ranges: bool = True) -> None:
+        super().__init__(reason)
+        self.ranges = ranges
+
+
+class SourceBad(Exception):
+    """This source disagrees with the others (size, validator): drop it."""
+
+
+@dataclass
+class Source:
+    """One URL of the file and what we know of it."""
+
+    url: str
+    effective_url: str | None = None  # after redirects
+    etag: str | None = None
+    last_modified: str | None = None
+    failures: int = 0  # failures in a row
+    dropped: str | None = None  # reason, once dropped
+    served: RangeSet = field(default_factory=RangeSet)  # bytes it gave us (to distrust on a drop)
+
+    def validator_headers(self) -> dict[str, str]:
+        """``If-Range`` with the strong ETag, else Last-Modified, for a resumed request."""
+        value = self.etag if self.etag and not self.etag.startswith("W/") else self.last_modified
+        return {"If-Range": value} if value else {}
+
+    def validators(self) -> dict[str, str]:
+        """What the state file records for this source."""
+        return {k: v for k, v in (("etag", self.etag), ("last_modified", self.last_modified)) if v}
+
+    def differs(self, etag: str | None, last_modified: str | None) -> bool:
+        """An answer's validator contradicts the one we hold."""
+        if self.etag and etag:
+            return self.etag != etag
+        if self.last_modified and last_modified:
+            return self.last_modified != last_modified
+        return False
+
+    def learn(self, etag: str | None, last_modified: str | None) -> bool:
+        """Keep the first validators seen; True when something new was learnt."""
+        changed = False
+        if etag and not self.etag:
+            self.etag, changed = etag, True
+        if last_modified and not self.last_modified:
+            self.last_modified, changed = last_modified, True
+        return changed
+
+    def forget(self) -> None:
+        """The file starts over: nothing this source said still holds."""
+        self.etag = self.last_modified = None
+        self.served = RangeSet()
+
+
+class Sources:
+    """The sources in preference order. Callers hold the transfer's lock."""
+
+    def __init__(self, urls: list[str]) -> None:
+        self.all = [Source(u) for u in urls]
+        self.dropped: list[str] = []  # urls, in the order they were dropped
+
+    def live(self) -> list[Source]:
+        return [s for s in self.all if not s.dropped]
+
+    def others(self, src: Source) -> list[Source]:
+        """Live sources besides ``src``."""
+        return [s for s in self.all if s is not src and not s.dropped]
+
+    def choose(self, worker: int) -> Source | None:
+        """Workers take the live sources in turn."""
+        live = self.live()
+        return live[worker % len(live)] if live else None
+
+    def drop(self, src: Source, reason: str) -> bool:
+        """Drop ``src`` if another source remains; False when it is the last."""
+        if not self.others(src):
+            return False
+        src.dropped = reason
+        self.dropped.append(src.url)
+        return True
+
+    def note_failure(self, src: Source, limit: int) -> bool:
+        """Count a failure; True when ``src`` has failed ``limit`` times in a row and others remain."""
+        src.failures += 1
+        return bool(self.others(src)) and src.failures >= limit
+
+    def restore(self, validators: dict[str, dict[str, str]]) -> None:
+        for src in self.all:
+            vals = validators.get(src.url, {})
+            src.etag, src.last_modified = vals.get("etag"), vals.get("last_modified")
+
+    def forget(self) -> None:
+        for src in self.all:
+            src.forget()

@@ -1,0 +1,92 @@
+"""What a transfer is asked (:class:`TransferOptions`, with the ``PREFETCH_*`` tuning
+variables) and what it reports (:class:`TransferResult`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from prefetch.http import Timeouts
+
+
+@dataclass(frozen=True)
+class TransferOptions:
+    """Knobs for one transfer. Defaults suit a slow, throttled route abroad."""
+
+    connections: int | None = None  # None: automatic (grow while throughput grows)
+    max_connections: int = 32  # cap per file; the ramp reaches it only while connections pay
+    initial_connections: int = 8
+    min_split: int = 512 << 10  # never split into pieces smaller than this (nor than latency x rate)
+    chunk_size: int = 512 << 10  # the largest read (a read returns what has arrived)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    stall_window: float = 20.0  # seconds ...
+    stall_min_rate: float = 1024.0  # ... below this many bytes/s => reconnect
+    max_attempts: int = 8  # consecutive failures without progress before giving up
+    source_failures: int = 3  # failures before a source is dropped (if others remain)
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    retry_after_cap: float = 120.0
+    max_restarts: int = 3  # remote changed this often => IntegrityError
+    ramp_interval: float = 0.1  # the ramp judges each step over this long (after it settles)
+    ramp_gain: float = 1.15  # ... and doubles again only if the rate grew by this factor
+    state_interval: float = 0.5
+    progress_interval: float = 0.25
+    preallocate: bool = True
+    # Extra request headers for every request of this transfer (--header); secrets maybe:
+    # never logged, never in the state file, never in repr().
+    headers: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # Something with a thread-safe ``wait(n)`` called after each read of n bytes, that
+    # blocks to keep a total rate (--limit-rate: prefetch.ratelimit.RateLimiter), or None.
+    limiter: object | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "TransferOptions":
+        """Defaults, then ``PREFETCH_*`` tuning variables, then ``overrides``."""
+        env = os.environ if env is None else env
+        values: dict = {}
+        for key, name, kind in _ENV_KNOBS:
+            if env.get(name):
+                try:
+                    values[key] = kind(env[name])
+                except ValueError:
+                    from prefetch.errors import UsageError
+
+                    raise UsageError(f"{name}={env[name]!r} is not a valid {kind.__name__}") from None
+        read = values.pop("read_timeout", None)
+        connect = values.pop("connect_timeout", None)
+        if read is not None or connect is not None:
+            values["timeouts"] = Timeouts(
+                connect=connect if connect is not None else Timeouts.connect,
+                read=read if read is not None else Timeouts.read,
+            )
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+_ENV_KNOBS = [
+    ("read_timeout", "PREFETCH_READ_TIMEOUT", float),
+    ("connect_timeout", "PREFETCH_CONNECT_TIMEOUT", float),
+    ("stall_window", "PREFETCH_STALL_WINDOW", float),
+    ("stall_min_rate", "PREFETCH_STALL_MIN_RATE", float),
+    ("max_attempts", "PREFETCH_RETRIES", int),
+    ("backoff_base", "PREFETCH_BACKOFF", float),
+    ("backoff_cap", "PREFETCH_BACKOFF_CAP", float),
+    ("retry_after_cap", "PREFETCH_RETRY_AFTER_CAP", float),
+    ("min_split", "PREFETCH_MIN_SPLIT", int),
+    ("max_connections", "PREFETCH_MAX_CONNECTIONS", int),
+]
+
+
+@dataclass
+class TransferResult:
+    """What one transfer did."""
+
+    size: int
+    digest: str | None  # hex digest of the whole file, when an algorithm was asked for
+    algorithm: str | None
+    downloaded: int  # body bytes received this run
+    reused: int  # bytes already on disk from an earlier run
+    elapsed: float
+    connections: int  # most connections used at once
+    restarts: int
+    sources_dropped: list[str]
