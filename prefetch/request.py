@@ -103,7 +103,7 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
         unique.append(plan)
     bases = tuple(resolve_mirror(m, config=cfg) for m in requested_mirrors(request, env)) if names else ()
     if hub_names:
-        from prefetch.hf.fetch import plan_hub
+        from prefetch.hf.plan import plan_hub
 
         unique += plan_hub(hub_names, include=request.include, exclude=request.exclude, endpoint=request.endpoint,
                            cache=request.hub_cache, env=env, config=cfg)

@@ -24,7 +24,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from prefetch.localorigin import OriginServer
 
@@ -293,7 +293,3 @@ def _parse_range(header: str, size: int):
     if a >= size or b < a:
         return "unsatisfiable"
     return a, min(b, size - 1)
-
-
-def quote_path(path: str) -> str:
-    return quote(path)

@@ -185,8 +185,17 @@ def test_gated_repo_needs_a_token_which_is_never_logged(hf_env, hub, home, cli, 
         if path.is_file() and not path.is_symlink():
             assert hub.token.encode() not in path.read_bytes(), path
 
-    # HF_TOKEN itself, foreground; a wrong token gets a 403 line, exit 3.
+    # HF_TOKEN itself, foreground, into an empty cache; a wrong token gets a 403 line, exit 3.
     token_file.unlink()
+    import shutil
+
+    shutil.rmtree(cache(home) / "models--acme--gated")
+    assert cli("get", "hf://acme/gated").returncode == 3
+    monkeypatch.setenv("HF_TOKEN", hub.token)
+    again = cli("get", "hf://acme/gated")
+    assert again.returncode == 0, again.stderr
+    assert hub.token not in again.stdout + again.stderr
+    assert_offline_loads(os.environ.copy(), "acme/gated", MODEL_FILES)
     monkeypatch.setenv("HF_TOKEN", "hf_wrong")
     wrong = cli("get", "hf://acme/gated")
     assert wrong.returncode == 3 and "403" in wrong.stderr and "hf_wrong" not in wrong.stderr

@@ -24,7 +24,6 @@ def verify(targets, cache_dir, registries, as_json):
     """
     from pathlib import Path
 
-    from prefetch import cache
     from prefetch.errors import ExitCode
     from prefetch.layout import keras_root
     from prefetch.paths import config_dir

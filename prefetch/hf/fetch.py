@@ -13,7 +13,6 @@ only ever see a complete snapshot.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import threading
@@ -36,62 +35,11 @@ from prefetch.events import Event, EventKind, EventSink, ignore_event
 from prefetch.fetch import FileResult
 from prefetch.fsutil import local_error
 from prefetch.hf import api, cache_layout
-from prefetch.hf.names import HubRepo, hub_token
+from prefetch.hf.names import hub_token
+from prefetch.hf.plan import HubPlan, select_files
 from prefetch.locks import hold_lock
 from prefetch.transfer import TransferOptions, download_to_part
 from prefetch.verify import update_from_file
-
-
-@dataclass(frozen=True)
-class HubPlan:
-    """A repo to fetch (duck-types ``FilePlan`` where jobs and ``wait`` read one)."""
-
-    repo: HubRepo
-    root: Path  # the Hugging Face hub cache
-    endpoint: str
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        return self.repo.label
-
-    @property
-    def dataset(self) -> str:
-        return self.repo.label
-
-    @property
-    def repo_dir(self) -> Path:
-        return self.root / self.repo.folder
-
-    @property
-    def final(self) -> Path:
-        """What exists once the repo is complete: its ref (written last), or for a commit its snapshot."""
-        if self.repo.is_commit:
-            return cache_layout.snapshot_dir(self.repo_dir, self.repo.revision)
-        return cache_layout.ref_path(self.repo_dir, self.repo.revision)
-
-    @property
-    def paths(self) -> list[Path]:
-        return [self.final]
-
-    also: tuple[Path, ...] = ()
-    extract_into: tuple[Path, ...] = ()
-
-
-def select_files(files: Sequence[api.HubFile], *, include: Sequence[str], exclude: Sequence[str]) -> list[api.HubFile]:
-    """``--include``/``--exclude`` globs as huggingface_hub's ``allow_patterns``/``ignore_patterns``.
-
-    fnmatch on the whole path (``*`` crosses ``/``); a pattern ending in ``/`` means
-    everything under that folder.
-    """
-    def norm(patterns: Sequence[str]) -> list[str]:
-        return [p + "*" if p.endswith("/") else p for p in patterns]
-
-    inc, exc = norm(include), norm(exclude)
-    return [f for f in files
-            if (not inc or any(fnmatch.fnmatch(f.path, p) for p in inc))
-            and not any(fnmatch.fnmatch(f.path, p) for p in exc)]
 
 
 def git_blob_sha1(path: Path, size: int) -> str:
@@ -419,21 +367,6 @@ def _discard(*paths: Path) -> None:
             p.unlink()
         except OSError:
             pass
-
-
-def plan_hub(names: Sequence[str], *, include: Sequence[str], exclude: Sequence[str], endpoint: str | None,
-             cache: str | None, env: Mapping[str, str], config: Path | None) -> list[HubPlan]:
-    """``HubPlan``s for ``hf://`` names (no network).
-
-    Raises:
-        UsageError: a bad name, or a ``--mirror`` that is no Hugging Face endpoint.
-    """
-    from prefetch.hf.names import hub_cache_root, hub_endpoint, parse_hub_name
-
-    base = hub_endpoint(endpoint, env=env, config=config)
-    root = Path(cache).expanduser() if cache else hub_cache_root(env)
-    return [HubPlan(repo=parse_hub_name(n), root=root.absolute(), endpoint=base, include=tuple(include),
-                    exclude=tuple(exclude)) for n in names]
 
 
 def run_hub_plans(plans: Sequence[HubPlan], *, transfer: TransferOptions, state: Path, env: Mapping[str, str],
