@@ -60,7 +60,7 @@ def make_request(names: str | Iterable[str], **options):
     unknown = sorted(set(options) - set(keys))
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; expected some of {', '.join(keys)}")
-    for key in ("registries", "mirrors"):
+    for key in ("registries", "mirrors", "include", "exclude"):
         if isinstance(options.get(key), (str, bytes)) or hasattr(options.get(key), "__fspath__"):
             options[key] = [options[key]]
         if key in options:
@@ -81,7 +81,8 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
         on_event: foreground only: called with each progress ``Event``.
         **options: as the ``get`` flags: ``cache_dir``, ``mirrors`` (or ``mirror``),
             ``also_origin``, ``connections``, ``sha256``, ``md5``, ``output``,
-            ``registries`` (or ``registry``), ``fail_fast``.
+            ``registries`` (or ``registry``), ``fail_fast``; for ``hf://`` names
+            ``include``/``exclude`` (globs) and ``mirror`` (the Hub endpoint).
 
     Returns:
         Foreground: a list of ``FileResult`` (status ``downloaded`` or ``cached``).

@@ -424,8 +424,6 @@ def describe_request(request) -> str:
         parts += ["--include", pattern]
     for pattern in getattr(request, "exclude", []):
         parts += ["--exclude", pattern]
-    if getattr(request, "endpoint", None):
-        parts += ["--mirror", request.endpoint]
     if request.fail_fast:
         parts.append("--fail-fast")
     return shlex.join(parts) + " -b"
@@ -440,17 +438,26 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     from dataclasses import replace
 
     from prefetch.layout import keras_root
-    from prefetch.request import requested_mirrors
 
     env = os.environ if env is None else env
     return replace(
         request,
         cache_dir=str(keras_root(cache_dir=request.cache_dir, env=env).absolute()),
-        mirrors=requested_mirrors(request, env),
+        mirrors=_pin_mirrors(request, env),
         output=str(Path(request.output).expanduser().absolute()) if request.output else None,
         registries=[str(Path(r).expanduser().absolute()) for r in request.registries],
         hub_cache=_pin_hub_cache(request, env),
     )
+
+
+def _pin_mirrors(request, env: Mapping[str, str]) -> list[str]:
+    """``--mirror``, else ``PREFETCH_DATASET_MIRROR``: a dataset mirror, never taken for an hf:// endpoint."""
+    from prefetch.hf.names import is_hub_name
+    from prefetch.request import requested_mirrors
+
+    if request.names and all(is_hub_name(n) for n in request.names):
+        return list(request.mirrors)
+    return requested_mirrors(request, env)
 
 
 def _pin_hub_cache(request, env: Mapping[str, str]) -> str | None:

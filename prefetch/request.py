@@ -36,10 +36,10 @@ class GetRequest:
     registries: list[str] = field(default_factory=list)
     fail_fast: bool = False
     job: str | None = None
-    # hf:// names only (prefetch/hf/): file globs, the Hub endpoint (--mirror), the hub cache root
+    # hf:// names only (prefetch/hf/): file globs and the hub cache root. For them `mirrors`
+    # holds the Hub endpoint (one catalog name or URL), not flat dataset mirrors.
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
-    endpoint: str | None = None
     hub_cache: str | None = None
 
     def to_dict(self) -> dict:
@@ -66,6 +66,9 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
     names = [n for n in request.names if not is_hub_name(n)]
     if (request.include or request.exclude) and not hub_names:
         raise UsageError("--include and --exclude select files of hf:// repos: `prefetch get hf://ORG/NAME --include '*.json'`")
+    if hub_names and request.mirrors and (names or len(request.mirrors) > 1):
+        raise UsageError("with hf:// names, --mirror names one Hugging Face endpoint (hf-mirror, or a URL):"
+                         " get datasets and hf:// repos in separate commands")
     urls = [n for n in names if is_url(n)]
     if (request.sha256 or request.md5 or request.output) and (len(request.names) != 1 or not urls):
         raise UsageError("--sha256, --md5 and -o apply to a single URL: `prefetch get URL -o PATH --sha256 HEX`")
@@ -105,7 +108,8 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
     if hub_names:
         from prefetch.hf.plan import plan_hub
 
-        unique += plan_hub(hub_names, include=request.include, exclude=request.exclude, endpoint=request.endpoint,
+        unique += plan_hub(hub_names, include=request.include, exclude=request.exclude,
+                           endpoint=request.mirrors[0] if request.mirrors else None,
                            cache=request.hub_cache, env=env, config=cfg)
     from prefetch.transfer import TransferOptions
 

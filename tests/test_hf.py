@@ -329,3 +329,26 @@ def test_background_job_cancel_then_resume_keeps_the_bytes(hf_env, hub, home, cl
     resent = sum(r.body_bytes_sent for r in hub.cdn.requests[first_new:])
     assert resent <= len(WEIGHTS) - kept + (256 << 10), (resent, kept)
     assert_offline_loads(hf_env, "acme/tiny", MODEL_FILES)
+
+
+def test_a_dataset_mirror_setting_is_not_taken_for_the_hub(hf_env, hub, home, cli, monkeypatch):
+    monkeypatch.setenv("PREFETCH_DATASET_MIRROR", "http://127.0.0.1:9/datasets/")
+    started = cli("get", "hf://acme/tiny", "--include", "*.json", "-b")
+    assert started.returncode == 0, started.stderr
+    assert cli("wait", "--timeout", "120").returncode == 0
+    mixed = cli("get", "mnist", "hf://acme/tiny", "--mirror", "hf-mirror")
+    assert mixed.returncode == 2 and "separate commands" in mixed.stderr
+
+
+def test_python_api_ensure_and_wait(hf_env, hub, home):
+    code = f"""
+import prefetch
+results = prefetch.ensure("hf://datasets/acme/table", include="*.csv", mirror={hub.url!r})
+print([r.status for r in results])
+print(prefetch.wait("hf://datasets/acme/table").exit_code)
+"""
+    env = dict(hf_env, HF_ENDPOINT="http://127.0.0.1:9")  # the mirror argument wins
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["['downloaded', 'downloaded']", "0"]
+    assert_offline_loads(hf_env, "acme/table", {"data/train.csv": DATA_FILES["data/train.csv"]}, repo_type="dataset")

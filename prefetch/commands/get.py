@@ -37,17 +37,7 @@ def get(names, background, cache_dir, mirrors, also_origin, connections, sha256,
       !prefetch get https://example.org/file.zip -o data/file.zip --sha256 HEX
       !prefetch get hf://Qwen/Qwen2.5-0.5B -b --mirror hf-mirror
     """
-    from prefetch.errors import UsageError
-    from prefetch.hf.names import is_hub_name
     from prefetch.request import GetRequest
-
-    endpoint = None
-    if mirrors and any(is_hub_name(n) for n in names):
-        # For hf:// names --mirror names the Hub endpoint (hf-mirror, or a URL), not a flat dataset mirror.
-        if not all(is_hub_name(n) for n in names) or len(mirrors) > 1:
-            raise UsageError("with hf:// names, --mirror names one Hugging Face endpoint: get datasets and"
-                             " hf:// repos in separate commands")
-        endpoint, mirrors = mirrors[0], ()
 
     request = GetRequest(
         names=list(names),
@@ -62,7 +52,6 @@ def get(names, background, cache_dir, mirrors, also_origin, connections, sha256,
         fail_fast=fail_fast,
         include=list(include),
         exclude=list(exclude),
-        endpoint=endpoint,
     )
     if background:
         from prefetch.jobs import start_job
