@@ -75,6 +75,7 @@ class HubServer:
 
     token: str = "hf_test_token_secret_0123456789"
     page_size: int = 1000
+    tree_patch: object = None  # callable(entries) -> entries: a hostile or broken listing
     requests: list[HubRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -213,6 +214,8 @@ class _Handler(BaseHTTPRequestHandler):
             entries = [{"type": "file", "oid": f.oid, "size": len(f.data), "path": f.path,
                         **({"lfs": {"oid": f.sha256, "size": len(f.data), "pointerSize": 134}} if f.lfs else {})}
                        for f in files if not prefix or f.path.startswith(prefix.rstrip("/") + "/")]
+            if hub.tree_patch is not None:
+                entries = hub.tree_patch(entries)
             start = int(query.get("cursor", ["0"])[0])
             page = entries[start:start + hub.page_size]
             headers = {}

@@ -352,3 +352,17 @@ print(prefetch.wait("hf://datasets/acme/table").exit_code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["['downloaded', 'downloaded']", "0"]
     assert_offline_loads(hf_env, "acme/table", {"data/train.csv": DATA_FILES["data/train.csv"]}, repo_type="dataset")
+
+
+@pytest.mark.parametrize("field,value", [("path", "../../../escape.txt"), ("path", "/etc/x"),
+                                         ("oid", "../../../../escape"), ("lfs", {"oid": "../x", "size": 1})])
+def test_a_hostile_listing_writes_nothing_outside(hf_env, hub, home, cli, field, value):
+    def patch(entries):
+        entries[0][field] = value
+        return entries
+
+    hub.tree_patch = patch
+    done = cli("get", "hf://acme/tiny")
+    assert done.returncode == 3 and done.stderr.startswith("prefetch: error:") and "Traceback" not in done.stderr
+    assert not (cache(home) / "models--acme--tiny" / "snapshots").exists()
+    assert not list(home.rglob("escape*"))

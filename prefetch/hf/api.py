@@ -25,6 +25,8 @@ from prefetch.errors import NetworkError
 from prefetch.hf.names import HubRepo
 from prefetch.http import Client, TransientHTTPError, follow_redirects
 
+_SHA1 = re.compile(r"[0-9a-f]{40}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?', re.I)
 ATTEMPTS = 4
 
@@ -105,8 +107,13 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
                 if entry.get("type") != "file":
                     continue
                 lfs = entry.get("lfs") or None
-                files.append(HubFile(path=str(entry["path"]), size=int(entry["size"]), oid=str(entry["oid"]).lower(),
-                                     sha256=str(lfs["oid"]).lower() if lfs else None))
+                f = HubFile(path=str(entry["path"]), size=int(entry["size"]), oid=str(entry["oid"]).lower(),
+                            sha256=str(lfs["oid"]).lower() if lfs else None)
+                # Blob names become file names: only hashes, never paths.
+                if not _SHA1.fullmatch(f.oid) or (f.sha256 is not None and not _SHA256.fullmatch(f.sha256)) \
+                        or f.size < 0:
+                    raise ValueError(entry)
+                files.append(f)
             except (AttributeError, KeyError, TypeError, ValueError):
                 raise NetworkError(f"{repo.label}: {url} answered a malformed file entry: {entry!r:.200}") from None
         match = _NEXT.search(link or "")
