@@ -1,11 +1,11 @@
 """prefetch: background, resumable, verified dataset downloads into the Keras cache.
 
-Public API: ``ensure()``, ``wait()``, ``status()`` (see ``prefetch.api``) and
+Public API: ``ensure()``, ``wait()``, ``status()``, ``watch()`` (see ``prefetch.api``) and
 the error classes in ``prefetch.errors``. Importing ``prefetch`` stays light:
 ``prefetch.api`` imports its machinery when a function is first called.
 """
 
-from prefetch.api import ensure, status, wait
+from prefetch.api import ensure, status, wait, watch
 from prefetch.errors import (
     ExitCode,
     HashMismatchError,
@@ -39,4 +39,5 @@ __all__ = [
     "ensure",
     "status",
     "wait",
+    "watch",
 ]

@@ -53,7 +53,9 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="prefetch-datasets", prog_name="prefetch")
-def cli() -> None:
+@click.option("--plain", is_flag=True, help="Plain log lines: no colour, no \\r, no bars (also PREFETCH_PLAIN=1; "
+              "accepted anywhere on the line).")
+def cli(plain: bool) -> None:
     """Get datasets and packages onto a notebook machine fast, safely, in the background.
 
     \b
@@ -62,13 +64,18 @@ def cli() -> None:
       !prefetch status                  # per-file %, speed, ETA
       !prefetch wait                    # blocks until verified and in place
       !prefetch mirror use fastest      # pip now uses the fastest mirror
+
+    \b
+    Output fits where it lands: tables are never cut to the terminal's width;
+    NO_COLOR=1 means no escape byte, FORCE_COLOR=1 colour even in a pipe.
     """
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; map errors to one stderr line and their exit code."""
+    args = take_plain_flag(list(sys.argv[1:] if argv is None else argv))
     try:
-        rv = cli.main(args=argv, prog_name="prefetch", standalone_mode=False)
+        rv = cli.main(args=args, prog_name="prefetch", standalone_mode=False)
     except PrefetchError as exc:
         _fail(str(exc), exc.exit_code)
     except click.exceptions.Abort:
@@ -85,6 +92,17 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(ExitCode.FAILURE)
     sys.exit(int(rv) if isinstance(rv, int) else 0)
+
+
+def take_plain_flag(args: list[str]) -> list[str]:
+    """``--plain`` anywhere before ``--`` sets ``PREFETCH_PLAIN=1`` (for this process and its workers)."""
+    import os
+
+    end = args.index("--") if "--" in args else len(args)
+    if "--plain" in args[:end]:
+        os.environ["PREFETCH_PLAIN"] = "1"
+        args = [a for a in args[:end] if a != "--plain"] + args[end:]
+    return args
 
 
 def _fail(message: str, code: int) -> None:

@@ -77,6 +77,8 @@ class FileResult:
     digest: str | None = None
     verified: bool = False  # matched an expected hash
     sources_dropped: list[str] = field(default_factory=list)
+    source: str | None = None  # the URL that delivered (most of) the bytes this run
+    sources: dict[str, int] = field(default_factory=dict)  # URL -> bytes it delivered this run
     error: str | None = None
     exit_code: int = 0
 
@@ -158,7 +160,7 @@ def fetch_file(
         who = owner.describe() if owner else "another process"
         on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
 
-    with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting):
+    with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
         _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         expected = plan.spec.expected
         if plan.final.exists() and _existing_is_good(plan, on_event):
@@ -210,7 +212,8 @@ def fetch_file(
                 total=transfer.size,
                 rate=rate,
                 elapsed=result.elapsed,
-                message=f"{algorithm + ' ok' if expected else 'unverified'} -> {plan.final}",
+                message=f"{algorithm + ' ok' if expected else 'unverified'}, {describe_sources(transfer.served)} "
+                f"-> {plan.final}",
             )
         )
         return result
@@ -250,6 +253,8 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         result.downloaded += transfer.downloaded
         result.reused = transfer.reused
         result.sources_dropped += transfer.sources_dropped
+        result.sources = dict(transfer.served)
+        result.source = max(transfer.served, key=transfer.served.get) if transfer.served else None
         if expected is None or transfer.digest == expected.hexdigest:
             return transfer
         _discard(part, state)
@@ -279,7 +284,18 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
             )
             urls = [alone.pop(0)]
             continue
-        check_hash(transfer.digest or "", expected, what=plan.label)  # raises
+        check_hash(transfer.digest or "", expected, what=f"{plan.label} ({describe_sources(transfer.served)})")
+
+
+def describe_sources(served: dict[str, int]) -> str:
+    """Who delivered a file: ``from URL``, or ``from A (70%), B (30%)`` for several sources."""
+    if not served:
+        return "from the bytes already on disk"
+    total = sum(served.values()) or 1
+    ranked = sorted(served.items(), key=lambda kv: -kv[1])
+    if len(ranked) == 1:
+        return f"from {ranked[0][0]}"
+    return "from " + ", ".join(f"{url} ({100 * n / total:.0f}%)" for url, n in ranked)
 
 
 def _drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: EventSink) -> None:

@@ -12,13 +12,14 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from prefetch.errors import LockTimeoutError
+from prefetch.errors import InterruptedTransferError, LockTimeoutError
 from prefetch.fsutil import replace_file
 
 
@@ -61,11 +62,16 @@ def hold_lock(
     timeout: float,
     job: str | None = None,
     on_wait: Callable[[LockOwner | None], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> Iterator[bool]:
     """Hold the lock for ``target``; yields True if we had to wait for another process.
 
+    Args:
+        stop: while waiting, give up as soon as it is set (Ctrl-C, cancel).
+
     Raises:
         LockTimeoutError: still held by someone else after ``timeout`` seconds.
+        InterruptedTransferError: ``stop`` was set while waiting.
         LocalFileError: ``locks_dir`` cannot be used (DiskFullError when it is full).
     """
     from filelock import FileLock, Timeout
@@ -80,15 +86,23 @@ def hold_lock(
         waited = True
         if on_wait is not None:
             on_wait(read_owner(path))
-        try:
-            lock.acquire(timeout=timeout)
-        except Timeout:
-            owner = read_owner(path)
-            who = owner.describe() if owner else "another process"
-            raise LockTimeoutError(
-                f"{target} is being downloaded by {who}; waited {timeout:.0f}s. "
-                f"Wait for it (`prefetch wait`) or cancel that job"
-            ) from None
+        deadline = time.monotonic() + timeout
+        while True:  # in short slices, so that a stop is seen within a fraction of a second
+            left = deadline - time.monotonic()
+            try:
+                if stop is not None and stop.is_set():
+                    raise InterruptedTransferError(f"{target.name}: stopped while waiting for another download of it")
+                lock.acquire(timeout=max(0.0, min(left, 0.25)))
+                break
+            except Timeout:
+                if time.monotonic() < deadline:
+                    continue
+                owner = read_owner(path)
+                who = owner.describe() if owner else "another process"
+                raise LockTimeoutError(
+                    f"{target} is being downloaded by {who}; waited {timeout:.0f}s. "
+                    f"Wait for it (`prefetch wait`) or cancel that job"
+                ) from None
     except OSError as exc:  # after Timeout: filelock's Timeout is an OSError too
         raise _locks_dir_error(exc, locks_dir) from None
     owner = LockOwner(pid=os.getpid(), host=socket.gethostname(), started=time.time(), target=str(target), job=job)

@@ -87,8 +87,7 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
     plans: list[FilePlan] = []
     for name in names:
         if is_url(name):
-            output = Path(request.output).expanduser().absolute() if request.output else None
-            spec = spec_for_url(name, output=output, expected=expected)
+            spec = spec_for_url(name, output=output_file(request.output, name), expected=expected)
         else:
             if registry is None:
                 registry = load_registry(extra_files=[Path(r) for r in request.registries], config_dir=cfg)
@@ -121,6 +120,22 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
         job=request.job,
     )
     return unique, options
+
+
+def output_file(output: str | None, url: str) -> Path | None:
+    """The file ``-o`` names: inside it when it is a directory or ends in ``/`` (as with cp)."""
+    if not output:
+        return None
+    path = Path(output).expanduser().absolute()
+    if output.endswith(("/", os.sep)) or path.is_dir():
+        from pathlib import PurePosixPath
+        from urllib.parse import urlsplit
+
+        name = PurePosixPath(urlsplit(url).path).name  # as registry.spec_for_url names it
+        if name in ("", ".", ".."):
+            raise UsageError(f"cannot tell a file name from {url!r}; give -o with a file name")
+        return path / name
+    return path
 
 
 def add_tf_keras_names(plan: FilePlan, *, env: Mapping[str, str], root: Path) -> FilePlan:

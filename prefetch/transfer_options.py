@@ -90,3 +90,4 @@ class TransferResult:
     connections: int  # most connections used at once
     restarts: int
     sources_dropped: list[str]
+    served: dict[str, int] = field(default_factory=dict)  # source URL -> bytes of the file it delivered

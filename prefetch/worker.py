@@ -68,7 +68,7 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
     env = os.environ if env is None else env
     record = jobs.load_record(job_id, env)
     log = _open_log(record, env)
-    progress = JobProgress(job_id, record.files, log=log, stop=stop, env=env)
+    progress = JobProgress(job_id, record.files, log=log, stop=stop, env=env, signalled=signalled)
     started = time.monotonic()
     try:
         claimed = progress.claim()
@@ -132,7 +132,8 @@ def _failed(result) -> bool:
 class JobProgress:
     """The worker's event sink: log lines plus the per-file state in the job record."""
 
-    def __init__(self, job_id: str, files, *, log: TextIO, stop: threading.Event, env) -> None:
+    def __init__(self, job_id: str, files, *, log: TextIO, stop: threading.Event, env,
+                 signalled: list[int] | None = None) -> None:
         from prefetch.render import LineRenderer
 
         self.job_id = job_id
@@ -143,6 +144,7 @@ class JobProgress:
         self.log = log
         self.renderer = LineRenderer(log)
         self.stop = stop
+        self.signalled = signalled if signalled is not None else []
         self.env = env
         self.lock = threading.Lock()
         self.dirty = False
@@ -291,6 +293,8 @@ class JobProgress:
                     f.state = "interrupted" if f.exit_code == int(ExitCode.INTERRUPTED) else "failed"
                     f.rate, f.eta = 0.0, None
                 self.dirty = True
+        # A file stopped by `prefetch cancel` (SIGTERM) is "cancelled" in the log, not "failed exit=7".
+        self.renderer.stopped_word = "cancelled" if self.signalled else "interrupted"
         self.renderer(event)
         self._maybe_pause(event)
 

@@ -99,3 +99,18 @@ def nginx_origin(tmp_path):
     root.mkdir()
     with NginxServer(root) as server:
         yield server
+
+
+# -- a real Jupyter kernel --------------------------------------------------
+@pytest.fixture
+def kernel(home, tmp_path):
+    """A real ipykernel (jupyter_client) in this test's homes; shut down even when the test fails."""
+    from tests.kernel import Kernel, kernel_env
+
+    work = tmp_path / "notebook"
+    work.mkdir()
+    k = Kernel(kernel_env(home), cwd=work)
+    try:
+        yield k
+    finally:
+        k.shutdown()

@@ -27,11 +27,15 @@ def doctor(deadline: float, python: str | None, as_json: bool) -> int:
     if as_json:
         echo_json({"ok": not report.failed, "checks": list(report.checks)})
     else:
+        from prefetch.commands.output import STATE_COLOURS, stdout_style
+
+        style = stdout_style()
         for check in report.checks:
-            line = f"[{check.level.value:4}] {check.topic:8} {check.message}"
+            tag = style.paint(f"[{check.level.value:4}]", *STATE_COLOURS.get(check.level.value, ()))
+            line = f"{tag} {check.topic:8} {check.message}"
             if check.hint and check.level in (Level.WARN, Level.FAIL):
                 line += f"\n{'':16}-> {check.hint}"
-            click.echo(line)
+            click.echo(line, color=style.colour)
         problems = sum(1 for c in report.checks if c.level is Level.FAIL)
         warnings = sum(1 for c in report.checks if c.level is Level.WARN)
         click.echo(f"{problems} problem(s), {warnings} warning(s)")

@@ -17,7 +17,7 @@ import click
 @click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, 8 doubling up to 32 while it pays).")
 @click.option("--sha256", metavar="HEX", help="Expected sha256 of a URL download.")
 @click.option("--md5", metavar="HEX", help="Expected md5 of a URL download.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Where to save a URL download.")
+@click.option("-o", "--output", type=click.Path(), help="Where to save a URL download (a directory, or ending in /: inside it).")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML (repeatable).")
 @click.option("--include", multiple=True, metavar="GLOB", help="hf:// repos: only files matching (repeatable), e.g. '*.safetensors'.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="hf:// repos: leave out files matching (repeatable).")
@@ -35,6 +35,7 @@ def get(names, background, cache_dir, mirrors, also_origin, connections, sha256,
       !prefetch get cifar10 imdb -b
       !prefetch get cifar10 --mirror http://10.0.0.5/datasets/
       !prefetch get https://example.org/file.zip -o data/file.zip --sha256 HEX
+      !prefetch get https://example.org/file.zip -o data/     # data/file.zip
       !prefetch get hf://Qwen/Qwen2.5-0.5B -b --mirror hf-mirror
     """
     from prefetch.request import GetRequest
@@ -67,33 +68,51 @@ def get(names, background, cache_dir, mirrors, also_origin, connections, sha256,
 
 
 def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
-    """Fetch in this process with progress on stderr; a summary on stdout."""
-    import signal
+    """Fetch in this process with progress on stderr; a summary on stdout.
+
+    Ctrl-C (or a notebook's interrupt) stops within about a second with the
+    state saved (exit 7); a second Ctrl-C exits at once.
+    """
     import threading
 
     from prefetch.fetch import overall_exit_code
+    from prefetch.interrupt import stop_on_interrupt
     from prefetch.render import make_renderer
     from prefetch.request import plan_request, run_request
 
     plan_request(request)  # usage errors before any output
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     renderer = make_renderer(sys.stderr, quiet=quiet or as_json, skip_failures=True)
     try:
-        results = run_request(request, on_event=renderer, stop=stop)
+        with stop_on_interrupt(stop, on_second=_exit_now, hangup=True, terminate=True):
+            results = run_request(request, on_event=renderer, stop=stop)
     finally:
         renderer.close()
-        signal.signal(signal.SIGTERM, previous)
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in results], indent=2))
     else:
+        errors = []
         for r in results:
             if r.status in ("failed", "interrupted"):
-                click.echo(f"prefetch: error: {r.error}", err=True)
+                errors.append(r.error)
             else:
                 click.echo(f"{r.status:10} {r.path}")
                 for extra in r.paths[1:]:
                     click.echo(f"{'':10} {extra}")
                 for d in r.extracted:
                     click.echo(f"{'extracted':10} {d}")
+        for error in dict.fromkeys(errors):
+            click.echo(f"prefetch: error: {error}", err=True)
     return overall_exit_code(results)
+
+
+def _exit_now() -> None:
+    """The second Ctrl-C: leave at once (what is on disk stays resumable)."""
+    import os
+
+    try:
+        sys.stderr.write("\nprefetch: error: interrupted again: stopped at once; "
+                         "run the same command again to resume\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(7)

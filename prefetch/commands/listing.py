@@ -38,18 +38,21 @@ def list_datasets(cache_dir, registries, as_json):
         click.echo(json.dumps({"root": str(root), "datasets": [asdict(r) for r in rows],
                                "hub": {"root": str(hub_root), "repos": [asdict(r) for r in repos]}}, indent=2))
         return 0
+    from prefetch.commands.output import echo_table
+
     click.echo(f"Keras cache: {root / 'datasets'}")
-    width = max(len(r.name) for r in rows)
-    for r in rows:
-        state = r.state if r.percent is None else f"partial {r.percent:.0f}%"
-        click.echo(f"{r.name:<{width}}  {state:<12}  {r.description}")
+    table = [[r.name, r.state if r.percent is None else f"partial {r.percent:.0f}%", r.description] for r in rows]
+    echo_table(["NAME", "STATE", "DESCRIPTION"], table,
+               colour_of=lambda i, cell: ("green",) if i == 1 and cell == "complete" else
+               ("yellow",) if i == 1 and cell.startswith("partial") else ())
     if repos:
         from prefetch.fsutil import mib
 
         click.echo(f"Hugging Face cache: {hub_root}")
-        width = max(len(r.name) for r in repos)
-        for r in repos:
-            refs = ", ".join(f"{ref}={commit[:10]}" for ref, commit in r.revisions.items()) or "no ref"
-            extra = f", {mib(r.partial)} in flight" if r.partial else ""
-            click.echo(f"{r.name:<{width}}  {r.state:<12}  {r.files} files, {mib(r.size)}{extra} ({refs})")
+        table = [[r.name, r.state, f"{r.files} files, {mib(r.size)}" + (f", {mib(r.partial)} in flight" if r.partial else ""),
+                  ", ".join(f"{ref}={commit[:10]}" for ref, commit in r.revisions.items()) or "no ref"]
+                 for r in repos]
+        echo_table(["REPO", "STATE", "FILES", "REFS"], table,
+                   colour_of=lambda i, cell: ("green",) if i == 1 and cell == "complete" else
+                   ("yellow",) if i == 1 and cell == "partial" else ())
     return 0
