@@ -49,6 +49,11 @@ class GetRequest:
     limit_rate: str | float | None = None  # total bytes/s of the whole command ("2M")
     headers: list[str] = field(default_factory=list)  # "Name: value" (to_dict keeps names only)
     force: bool = False  # download again even when a good file is in place
+    # hf:// names only (prefetch/hf/): file globs and the hub cache root. For them `mirrors`
+    # holds the Hub endpoint (one catalog name or URL), not flat dataset mirrors.
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    hub_cache: str | None = None
 
     def to_dict(self) -> dict:
         """The request as stored in a job record: header values (credentials) left out."""
@@ -92,10 +97,19 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
     Raises:
         UsageError (and subclasses): unknown dataset, bad URL or hash, bad flags.
     """
+    from prefetch.hf.names import is_hub_name
+
     env = os.environ if env is None else env
-    urls = [n for n in request.names if is_url(n)]
     if not request.names and not request.urls:
         raise UsageError("nothing to get: give dataset names or URLs (`prefetch list` shows datasets)")
+    hub_names = [n for n in request.names if is_hub_name(n)]
+    names = [n for n in request.names if not is_hub_name(n)]
+    if (request.include or request.exclude) and not hub_names:
+        raise UsageError("--include and --exclude select files of hf:// repos: `prefetch get hf://ORG/NAME --include '*.json'`")
+    if hub_names and request.mirrors and (names or request.urls or len(request.mirrors) > 1):
+        raise UsageError("with hf:// names, --mirror names one Hugging Face endpoint (hf-mirror, or a URL):"
+                         " get datasets and hf:// repos in separate commands")
+    urls = [n for n in names if is_url(n)]
     single = len(request.names) + len(request.urls) == 1 and (urls or request.urls)
     if (request.sha256 or request.md5 or request.output) and not single:
         raise UsageError("--sha256, --md5 and -o apply to a single URL: `prefetch get URL -o PATH --sha256 HEX`; "
@@ -117,7 +131,7 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
         url_entries(request), output_dir=request.output_dir, extract_to=request.extract_to, extract=request.extract,
     ))
     plans: list[FilePlan] = []
-    for name in request.names:
+    for name in names:
         if is_url(name):
             spec = next(url_specs)
         else:
@@ -141,10 +155,16 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
             continue
         seen[plan.final] = plan.dataset
         unique.append(plan)
-    bases = tuple(resolve_mirror(m, config=cfg) for m in requested_mirrors(request, env))
+    bases = tuple(resolve_mirror(m, config=cfg) for m in requested_mirrors(request, env)) if (names or request.urls) else ()
     seed = resolve_mirror(request.seed, config=cfg) if request.seed else None
     if seed is not None and not seed.startswith("s3://"):
         raise UsageError(f"--seed needs a team store, s3://BUCKET/PREFIX, got {request.seed!r}")
+    if hub_names:
+        from prefetch.hf.plan import plan_hub
+
+        unique += plan_hub(hub_names, include=request.include, exclude=request.exclude,
+                           endpoint=request.mirrors[0] if request.mirrors else None,
+                           cache=request.hub_cache, env=env, config=cfg)
     from prefetch.transfer import TransferOptions
 
     limiter = None
@@ -309,8 +329,17 @@ def run_request(
     env: Mapping[str, str] | None = None,
 ) -> list[FileResult]:
     """Plan and fetch everything in ``request``; per-file results (failures included)."""
+    env = os.environ if env is None else env
     plans, options = plan_request(request, env=env)
-    return fetch_files(plans, options=options, state=state_dir(env), on_event=on_event, stop=stop)
+    hub = [p for p in plans if not isinstance(p, FilePlan)]
+    files = [p for p in plans if isinstance(p, FilePlan)]
+    results = fetch_files(files, options=options, state=state_dir(env), on_event=on_event, stop=stop) if files else []
+    if hub:
+        from prefetch.hf.fetch import run_hub_plans
+
+        results += run_hub_plans(hub, transfer=options.transfer, state=state_dir(env), env=env, on_event=on_event,
+                                 stop=stop, job=options.job)
+    return results
 
 
 def url_entries(request: GetRequest) -> list[UrlEntry]:
