@@ -42,6 +42,7 @@ class FetchOptions:
     job: str | None = None
     url_mirrors: bool = False  # mirrors apply to plain URL downloads too (only when --mirror was given)
     sources: object | None = None  # prefetch.seed.StoreSources: s3:// sources and seeding
+    force: bool = False  # download again even when a good file is in place
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ def fetch_file(
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
         _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         expected = plan.spec.expected
-        if _existing_is_good(plan, records_dir, on_event):
+        if not options.force and _existing_is_good(plan, records_dir, on_event):
             _place_extras(plan, plan.final, markers_dir, on_event, result,
                           locks_dir=locks_dir, lock_timeout=options.lock_timeout)
             result.status = "cached"
@@ -752,3 +753,17 @@ def overall_exit_code(results: Sequence[FileResult]) -> int:
     if real:
         return real[0]
     return codes[0] if codes else 0
+
+
+# ``prefetch.fetch`` is also the public function ``prefetch.getfile.fetch`` (pooch.retrieve's
+# spirit). Importing this module rebinds the package attribute ``prefetch.fetch`` to the
+# module, so the module itself forwards calls to the function: ``prefetch.fetch(url, ...)``
+# works whichever of the two the attribute holds.
+class _CallableModule(type(__import__("sys"))):
+    def __call__(self, *args, **kwargs):
+        from prefetch.getfile import fetch as fetch_url
+
+        return fetch_url(*args, **kwargs)
+
+
+__import__("sys").modules[__name__].__class__ = _CallableModule
