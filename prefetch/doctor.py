@@ -275,7 +275,7 @@ def _check_keras(env: Mapping[str, str], checks: list[Check]) -> None:
         checks.append(Check("keras", Level.INFO, f"installed: {versions}; cache layout: {layouts}"))
     if install.tf_keras and env.get("KERAS_HOME"):
         home_root = Path(env.get("HOME") or os.path.expanduser("~")) / ".keras"
-        if Path(env["KERAS_HOME"]).expanduser() != home_root:
+        if Path(os.path.expanduser(env["KERAS_HOME"])) != home_root:
             checks.append(
                 Check("keras", Level.WARN, f"tf-keras ignores KERAS_HOME and reads {home_root}",
                       "unset KERAS_HOME, or `prefetch get --cache-dir ~/.keras` for tf-keras code")

@@ -96,6 +96,10 @@ class DiskFullError(LocalFileError):
     """Not enough free space for the file."""
 
 
+class UnsafePathError(LocalFileError):
+    """A prefetch path holds a link, FIFO, device or another user's file that prefetch did not create."""
+
+
 # -- 6: unsafe archive ------------------------------------------------------
 class UnsafeArchiveError(PrefetchError):
     """An archive tried to write outside its target, or is a decompression bomb."""

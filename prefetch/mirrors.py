@@ -7,6 +7,7 @@ Package mirrors (``[mirrors.NAME]``) feed ``prefetch mirror use``; dataset mirro
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,7 +133,7 @@ def load_catalog(*, config_dir: Path | None = None, extra_files: tuple[Path, ...
     """
     catalog = MirrorCatalog(user_file=user_catalog_path(config_dir) if config_dir is not None else None)
     sources = [BUILTIN]
-    if config_dir is not None and user_catalog_path(config_dir).is_file():
+    if config_dir is not None and os.path.lexists(user_catalog_path(config_dir)):  # a FIFO there: an error, not ignored
         sources.append(user_catalog_path(config_dir))
     sources.extend(Path(p) for p in extra_files)
     for path in sources:
@@ -148,7 +149,12 @@ def merge_catalog_file(catalog: MirrorCatalog, path: Path) -> None:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        from prefetch.safefs import UnsafePathError, read_file
+
+        try:
+            text = read_file(path).decode("utf-8")
+        except UnsafePathError as exc:
+            raise MirrorCatalogError(f"{path}: cannot read mirror catalog: {exc}") from None
     except FileNotFoundError:
         raise MirrorCatalogError(f"{path}: mirror catalog does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:

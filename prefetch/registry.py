@@ -100,7 +100,13 @@ def load_registry(*, extra_files: Iterable[Path] = (), config_dir: Path | None =
 def parse_registry_file(path: Path) -> list[DatasetSpec]:
     """Parse and validate one registry TOML file."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        from prefetch.safefs import UnsafePathError, read_file
+
+        try:
+            raw = read_file(path)
+        except UnsafePathError as exc:
+            raise RegistryError(f"cannot read registry file {path}: {exc}") from None
+        data = tomllib.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise RegistryError(f"registry file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -218,6 +224,10 @@ def check_url(url: str) -> None:
         raise UsageError(f"malformed URL {url!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"malformed URL {url!r}: expected http:// or https:// and a host")
+    bad = [c for c in parts.hostname if c.isspace() or ord(c) < 32 or ord(c) == 127 or c in '<>"{}|\\^`%/?#@']
+    if bad:
+        shown = "a space" if bad[0] == " " else f"the character {bad[0]!r}"
+        raise UsageError(f"malformed URL {url!r}: the host {parts.hostname!r} contains {shown}")
 
 
 def is_url(text: str) -> bool:
