@@ -74,9 +74,13 @@ class GetRequest:
         fields = {k: v for k, v in data.items() if k in known}
         for key, value in fields.items():
             kind = _REQUEST_TYPES[key]
-            ok = (isinstance(value, list) and all(isinstance(v, str) for v in value)) if kind is list else (
-                value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))))
-            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env") and value is None:
+            if kind is dict:  # a list of objects (the -i URL entries)
+                ok = isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
+            elif kind is list:
+                ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            else:
+                ok = value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
+            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force") and value is None:
                 ok = False
             if not ok:
                 raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
@@ -87,8 +91,11 @@ class GetRequest:
 _REQUEST_TYPES = {
     "names": list, "cache_dir": str, "mirrors": list, "also_origin": bool, "connections": int,
     "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
-    "mirrors_from_env": bool,
+    "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
+    "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
+    "include": list, "exclude": list, "hub_cache": str,
 }
+assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 
 
 def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -> tuple[list[FilePlan], FetchOptions]:
