@@ -354,9 +354,11 @@ def url_entries(request: GetRequest) -> list[UrlEntry]:
 
     ``--sha256``/``--md5``/``-o`` belong to the single URL (``plan_request`` checks that).
     """
+    from prefetch.hf.names import is_hub_name
+
     entries = []
     for name in request.names:
-        if is_url(name):
+        if is_url(name) and not is_hub_name(name):  # hf:// repos are planned by prefetch.hf
             out = output_file(request.output, split_fragment(name)[0])
             entries.append(UrlEntry(url=name, sha256=request.sha256, md5=request.md5, out=str(out) if out else None))
     for data in request.urls:
