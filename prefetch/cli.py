@@ -16,8 +16,10 @@ from prefetch.errors import ExitCode, PrefetchError
 # name -> (module:attribute, one-line help shown by ``prefetch --help``)
 COMMANDS: dict[str, tuple[str, str]] = {
     "get": ("prefetch.commands.get:get", "Download datasets or URLs, resumable and verified."),
-    "list": ("prefetch.commands.listing:list_datasets", "Datasets known and their local state."),
+    "list": ("prefetch.commands.listing:list_datasets", "Datasets known, their local state and size on disk."),
     "verify": ("prefetch.commands.verify:verify", "Re-check the hashes of cached datasets or files."),
+    "rm": ("prefetch.commands.housekeeping:rm", "Remove datasets from the cache (never a running download)."),
+    "clean": ("prefetch.commands.housekeeping:clean", "Remove stale partial downloads and leftovers (--dry-run)."),
     "status": ("prefetch.commands.jobs:status", "Background jobs: state, bytes, %, speed, ETA."),
     "log": ("prefetch.commands.jobs:log", "Show (or follow with -f) a job's log."),
     "wait": ("prefetch.commands.jobs:wait", "Block until jobs finish; exit with their result."),
@@ -26,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "jobs": ("prefetch.commands.jobs:jobs", "Manage job records (jobs clean)."),
     "mirror": ("prefetch.commands.mirror:mirror", "Package mirrors: list, show, bench, use, restore."),
     "doctor": ("prefetch.commands.doctor:doctor", "What is configured and why downloads may fail."),
+    "push": ("prefetch.commands.store:push", "Upload verified cached files to a team store (s3://)."),
+    "export": ("prefetch.commands.store:export", "Write the flat mirror layout + SHA256SUMS for a static host."),
     "demo": ("prefetch.commands.demo:demo", "The whole flow offline, against a built-in local origin."),
 }
 

@@ -125,3 +125,11 @@ class WaitTimeoutError(PrefetchError):
 
 class NotDownloadedError(PrefetchError):
     """A dataset is not in place and no job is fetching it."""
+
+
+class MissingExtraError(PrefetchError):
+    """An optional dependency is not installed (exit 1): the message says what to install."""
+
+
+class StoreError(NetworkError):
+    """The S3 team store refused or failed a request (exit 3)."""

@@ -41,6 +41,8 @@ class FetchOptions:
     fail_fast: bool = False
     job: str | None = None
     url_mirrors: bool = False  # mirrors apply to plain URL downloads too (only when --mirror was given)
+    sources: object | None = None  # prefetch.seed.StoreSources: s3:// sources and seeding
+    force: bool = False  # download again even when a good file is in place
 
 
 @dataclass(frozen=True)
@@ -107,17 +109,17 @@ def plan_files(spec: DatasetSpec, *, root: Path) -> list[FilePlan]:
 
 
 def source_urls(spec: FileSpec, options: FetchOptions, *, explicit_url: bool = False) -> list[str]:
-    """The URLs to fetch ``spec`` from: mirrors first, then the origin.
+    """The URLs to fetch ``spec`` from: mirrors first, then the origin and its documented copies.
 
     Dataset mirrors serve registry datasets by file name; a URL the user typed is
     fetched from that URL (``PREFETCH_DATASET_MIRROR`` never replaces it), unless
     ``--mirror`` was given on that command line (``options.url_mirrors``).
     """
     if explicit_url and not options.url_mirrors:
-        return [spec.url]
+        return list(spec.urls)
     urls = [_join(m, spec.name) for m in options.mirrors]
     if options.use_origin or not urls:
-        urls.append(spec.url)
+        urls.extend(spec.urls)
     return list(dict.fromkeys(urls))
 
 
@@ -203,7 +205,7 @@ def fetch_file(
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
         _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         expected = plan.spec.expected
-        if _existing_is_good(plan, records_dir, on_event):
+        if not options.force and _existing_is_good(plan, records_dir, on_event):
             _place_extras(plan, plan.final, markers_dir, on_event, result,
                           locks_dir=locks_dir, lock_timeout=options.lock_timeout)
             result.status = "cached"
@@ -273,6 +275,13 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
     expected = plan.spec.expected
     algorithm = expected.algorithm if expected else None
     urls = source_urls(plan.spec, options, explicit_url=plan.explicit_url)
+    if options.sources is not None:  # s3:// objects -> URLs the engine can GET (absent ones left out)
+        urls = options.sources.resolve(plan, urls, state=state, on_event=on_event, stop=stop)
+        if not urls:
+            from prefetch.errors import NetworkError
+
+            raise NetworkError(f"{plan.label}: the store does not have it and no other source was given"
+                               " (add --also-origin, or --seed to fetch it elsewhere and upload it)")
     if expected is None:
         _drop_unverifiable_partial(part, state, plan.label, on_event)
     alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
@@ -288,15 +297,30 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 stop=stop,
                 name=plan.label,
             )
-        except PrefetchError:
+        except PrefetchError as exc:
             _drop_empty_partial(part, state)
+            fallback = options.sources.fallback(plan) if options.sources is not None else []
+            if fallback and exc.exit_code == ExitCode.NETWORK:
+                # The team store failed: the file's other sources take over.
+                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; using the other sources"))
+                urls = fallback
+                continue
+            if alone and exc.exit_code == ExitCode.NETWORK:
+                # Trying sources one by one after a mismatch: an unreachable one is skipped.
+                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; trying {alone[0]} alone"))
+                urls = [alone.pop(0)]
+                continue
             raise
         result.downloaded += transfer.downloaded
         result.reused = transfer.reused
         result.sources_dropped += transfer.sources_dropped
-        result.sources = dict(transfer.served)
-        result.source = max(transfer.served, key=transfer.served.get) if transfer.served else None
-        if expected is None or transfer.digest == expected.hexdigest:
+        served = dict(transfer.served)
+        if options.sources is not None:  # s3:// names instead of presigned URLs (signatures stay out of logs)
+            served = {options.sources.label(u): n for u, n in served.items()}
+        result.sources = served
+        result.source = max(served, key=served.get) if served else None
+        size_ok = plan.spec.size is None or transfer.size == plan.spec.size
+        if size_ok and (expected is None or transfer.digest == expected.hexdigest):
             return transfer
         _discard(part, state)
         if transfer.reused:
@@ -306,7 +330,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 Event(
                     EventKind.NOTE,
                     plan.label,
-                    message=f"{expected.algorithm} mismatch after resuming {transfer.reused} bytes "
+                    message=f"{expected.algorithm if expected else 'size'} mismatch after resuming {transfer.reused} bytes "
                     f"from an earlier run; downloading the whole file again",
                 )
             )
@@ -319,13 +343,20 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 Event(
                     EventKind.NOTE,
                     plan.label,
-                    message=f"{expected.algorithm} mismatch with {len(urls)} source(s); "
+                    message=f"{expected.algorithm if expected else 'size'} mismatch with {len(urls)} source(s); "
                     f"downloading again from {alone[0]} only",
                 )
             )
             urls = [alone.pop(0)]
             continue
-        check_hash(transfer.digest or "", expected, what=f"{plan.label} ({describe_sources(transfer.served)})")
+        if not size_ok:
+            from prefetch.errors import HashMismatchError
+
+            raise HashMismatchError(
+                f"{plan.label}: got {transfer.size} bytes, expected {plan.spec.size} "
+                f"({describe_sources(served)}); no source has the right file"
+            )
+        check_hash(transfer.digest or "", expected, what=f"{plan.label} ({describe_sources(served)})")
 
 
 def describe_sources(served: dict[str, int]) -> str:
@@ -671,6 +702,8 @@ def fetch_files(
             on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
             if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
                 stop.set()
+        if options.sources is not None and results[index] is not None:
+            options.sources.finish(plan, results[index], on_event=on_event)  # seeds the team store
 
     workers = max(1, min(options.max_parallel_files, len(plans)))
     if workers == 1:
@@ -720,3 +753,17 @@ def overall_exit_code(results: Sequence[FileResult]) -> int:
     if real:
         return real[0]
     return codes[0] if codes else 0
+
+
+# ``prefetch.fetch`` is also the public function ``prefetch.getfile.fetch`` (pooch.retrieve's
+# spirit). Importing this module rebinds the package attribute ``prefetch.fetch`` to the
+# module, so the module itself forwards calls to the function: ``prefetch.fetch(url, ...)``
+# works whichever of the two the attribute holds.
+class _CallableModule(type(__import__("sys"))):
+    def __call__(self, *args, **kwargs):
+        from prefetch.getfile import fetch as fetch_url
+
+        return fetch_url(*args, **kwargs)
+
+
+__import__("sys").modules[__name__].__class__ = _CallableModule

@@ -212,7 +212,8 @@ class Client:
             self._warm.discard(key)
             try:
                 resp = session.request(method, url, headers=headers, stream=True, allow_redirects=False,
-                                       timeout=(timeouts.connect, timeouts.read), verify=self._verify)
+                                       timeout=(timeouts.connect, timeouts.read), verify=self._verify,
+                                       auth=_explicit_auth(headers))
             except requests.exceptions.SSLError as exc:
                 reason = _ssl_reason(exc)
                 if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
@@ -247,6 +248,21 @@ class Client:
         self.close()
 
 
+_CREDENTIAL_HEADERS = {"authorization", "cookie", "proxy-authorization"}
+
+
+def _keep_headers(request):
+    return request
+
+
+def _explicit_auth(headers: dict[str, str] | None):
+    """requests replaces an Authorization header with ~/.netrc's entry for the host; one given
+    with --header wins instead (as in curl): a no-op auth keeps requests from looking at netrc."""
+    if headers and any(k.lower() == "authorization" for k in headers):
+        return _keep_headers
+    return None  # requests then reads credentials from the URL, else ~/.netrc (or $NETRC)
+
+
 def follow_redirects(client: Client, url: str, *, headers: dict[str, str] | None = None,
                      timeouts: Timeouts | None = None, method: str = "GET") -> tuple[Response, str]:
     """Send a request and follow redirects (never https -> http); any final status is returned.
@@ -267,6 +283,10 @@ def follow_redirects(client: Client, url: str, *, headers: dict[str, str] | None
             raise NetworkError(f"{current} answered {resp.status} without a Location")
         target = urljoin(current, location)
         check_redirect(current, target)
+        if headers and host_of(target) != host_of(current):
+            # As requests and curl: credentials given for one host are not sent to another
+            # (requests' own netrc lookup then applies to the new host).
+            headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
         current = target
     raise NetworkError(f"too many redirects (more than {MAX_REDIRECTS}) starting at {url}")
 

@@ -158,3 +158,24 @@ def _locks_dir_error(exc: OSError, locks_dir: Path):
         f"cannot use the lock directory {locks_dir}: {exc.strerror or exc}; prefetch keeps "
         f"its state there: make it writable or set PREFETCH_HOME to a writable directory"
     )
+
+
+def lock_is_held(locks_dir: Path, target: Path) -> bool:
+    """True while some process holds ``target``'s lock; creates nothing (safe for dry runs)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_path(locks_dir, target), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False  # no lock file: nobody ever locked it here
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

@@ -56,7 +56,7 @@ class Mirror:
 
 @dataclass(frozen=True)
 class DatasetMirror:
-    """A base URL under which dataset files sit flat (``<url>mnist.npz``)."""
+    """A base URL under which dataset files sit flat (``<url>mnist.npz``), or an ``s3://`` store."""
 
     name: str
     url: str  # always ends with '/'
@@ -245,7 +245,16 @@ def _parse_dataset(locator: "_Locator", name: str, body: object, source: str) ->
     _check_table(locator, table, name, body, _DATASET_KEYS)
     if "url" not in body:
         raise MirrorCatalogError(f"{locator.at(table)}: [{table}] needs url = \"http(s)://...\"")
-    url = _url(locator, table, "url", _string(locator, table, body, "url"))
+    url = _string(locator, table, body, "url")
+    if url.lower().startswith("s3://"):  # a team store on an S3-compatible object store
+        from prefetch.s3 import parse_store_url
+
+        try:
+            url = parse_store_url(url).url
+        except UsageError as exc:
+            raise MirrorCatalogError(f"{locator.at(table, 'url')}: [{table}] url: {exc}") from None
+    else:
+        url = _url(locator, table, "url", url)
     title = _string(locator, table, body, "title") if "title" in body else ""
     return DatasetMirror(name=name, url=url.rstrip("/") + "/", title=title, source=source)
 
@@ -350,6 +359,13 @@ def resolve_dataset_mirror(name_or_url: str, *, config_dir: Path | None) -> str:
         MirrorCatalogError: a malformed URL, an unknown name, or a malformed catalog.
     """
     text = name_or_url.strip()
+    if text.lower().startswith("s3://"):
+        from prefetch.s3 import parse_store_url
+
+        try:
+            return parse_store_url(text).url
+        except UsageError as exc:
+            raise MirrorCatalogError(str(exc)) from None
     if "://" in text:
         try:
             check_url(text)

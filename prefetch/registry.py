@@ -19,7 +19,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 BUILTIN = Path(__file__).with_name("datasets.toml")
-_FILE_KEYS = {"name", "url", "sha256", "md5", "hash", "target", "also", "extract"}
+_FILE_KEYS = {"name", "url", "urls", "size", "sha256", "md5", "hash", "target", "also", "extract"}
 _DATASET_KEYS = {"description", "files"}
 
 
@@ -33,6 +33,13 @@ class FileSpec:
     expected: ExpectedHash | None = None
     also: tuple[str, ...] = ()  # more names for the same bytes
     extract: tuple[str, ...] = ()  # dirs under datasets/ to extract into
+    alternates: tuple[str, ...] = ()  # more URLs of byte-identical copies (checked by the hash)
+    size: int | None = None  # bytes, when known: a copy of another size is rejected before hashing
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The origin, then the documented copies."""
+        return (self.url, *self.alternates)
 
 
 @dataclass(frozen=True)
@@ -133,8 +140,18 @@ def _parse_file(where: str, entry: object) -> FileSpec:
     unknown = set(entry) - _FILE_KEYS
     if unknown:
         raise RegistryError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    url = _string(where, entry, "url")
-    _check_url(url, f"{where}: url")
+    listed = _strings(where, entry, "urls")
+    if "url" in entry:
+        listed = [_string(where, entry, "url"), *listed]
+    if not listed:
+        raise RegistryError(f"{where}: needs url = \"...\" or urls = [\"...\", ...]")
+    for i, one in enumerate(listed):
+        _check_url(one, f"{where}: url" if i == 0 and "url" in entry else f"{where}: urls")
+    listed = list(dict.fromkeys(listed))
+    url = listed[0]
+    size = entry.get("size")
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+        raise RegistryError(f"{where}: size must be a whole number of bytes")
     name = entry.get("name") or PurePosixPath(urlsplit(url).path).name
     if not isinstance(name, str) or not name or "/" in name:
         raise RegistryError(f"{where}: name must be a plain file name")
@@ -162,6 +179,8 @@ def _parse_file(where: str, entry: object) -> FileSpec:
         expected=expected,
         also=tuple(_strings(where, entry, "also")),
         extract=tuple(_strings(where, entry, "extract")),
+        alternates=tuple(listed[1:]),
+        size=size,
     )
 
 

@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # --header values: read once from the environment, then out of it (see request.job_environment).
+    from prefetch.request import HEADERS_ENV
+
+    headers = os.environ.pop(HEADERS_ENV, None)
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m prefetch.worker JOB_ID", file=sys.stderr)
@@ -51,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     from prefetch.errors import PrefetchError
 
     try:
-        return run_job(args[0], stop=stop, signalled=signalled)
+        env = dict(os.environ)
+        if headers:
+            env[HEADERS_ENV] = headers
+        return run_job(args[0], stop=stop, signalled=signalled, env=env)
     except (PrefetchError, ValueError) as exc:  # no such job, or its record is corrupt
         print(f"prefetch worker: {exc}", file=sys.stderr)
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
@@ -110,6 +117,10 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
 
     request = GetRequest.from_dict(record.request)
     request.job = record.id
+    if request.headers:  # values come through the environment, never from the record
+        from prefetch.request import restore_headers
+
+        request.headers = restore_headers(request.headers, env)
     try:
         plan_request(request, env=env)  # a registry that changed since: fail the job, not the worker
         results: list[FileResult] = run_request(request, on_event=progress, stop=stop, env=env)

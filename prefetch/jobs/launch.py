@@ -51,6 +51,10 @@ def describe_request(request) -> str:
         parts += ["-o", request.output]
     for r in request.registries:
         parts += ["--registry", r]
+    for pattern in getattr(request, "include", []):
+        parts += ["--include", pattern]
+    for pattern in getattr(request, "exclude", []):
+        parts += ["--exclude", pattern]
     if request.fail_fast:
         parts.append("--fail-fast")
     return shlex.join(parts) + " -b"
@@ -65,17 +69,36 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     from dataclasses import replace
 
     from prefetch.layout import keras_root
-    from prefetch.request import requested_mirrors
 
     env = os.environ if env is None else env
     return replace(
         request,
         cache_dir=str(keras_root(cache_dir=request.cache_dir, env=env).absolute()),
-        mirrors=requested_mirrors(request, env),
+        mirrors=_pin_mirrors(request, env),
         output=_absolute_keeping_slash(request.output) if request.output else None,
         registries=[str(expand_path(r, "--registry").absolute()) for r in request.registries],
         mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(requested_mirrors(request, env))),
+        hub_cache=_pin_hub_cache(request, env),
     )
+
+
+def _pin_mirrors(request, env: Mapping[str, str]) -> list[str]:
+    """``--mirror``, else ``PREFETCH_DATASET_MIRROR``: a dataset mirror, never taken for an hf:// endpoint."""
+    from prefetch.hf.names import is_hub_name
+    from prefetch.request import requested_mirrors
+
+    if request.names and all(is_hub_name(n) for n in request.names):
+        return list(request.mirrors)
+    return requested_mirrors(request, env)
+
+
+def _pin_hub_cache(request, env: Mapping[str, str]) -> str | None:
+    """The Hugging Face cache root, fixed now for a request with hf:// names (HF_HUB_CACHE, HF_HOME...)."""
+    from prefetch.hf.names import hub_cache_root, is_hub_name
+
+    if request.hub_cache or not any(is_hub_name(n) for n in request.names):
+        return request.hub_cache
+    return str(hub_cache_root(env).absolute())
 
 
 def _absolute_keeping_slash(path: str) -> str:
