@@ -73,22 +73,30 @@ class GetRequest:
         known = {f for f in cls.__dataclass_fields__}
         fields = {k: v for k, v in data.items() if k in known}
         for key, value in fields.items():
-            kind = _REQUEST_TYPES[key]
-            ok = (isinstance(value, list) and all(isinstance(v, str) for v in value)) if kind is list else (
-                value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))))
-            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env") and value is None:
-                ok = False
-            if not ok:
+            if not _request_value_ok(key, value):
                 raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
                                  f"start again with `prefetch get ... -b`")
         return cls(**fields)
 
 
-_REQUEST_TYPES = {
-    "names": list, "cache_dir": str, "mirrors": list, "also_origin": bool, "connections": int,
-    "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
-    "mirrors_from_env": bool,
-}
+_STR_LISTS = ("names", "mirrors", "registries", "headers", "include", "exclude")
+_BOOLS = ("also_origin", "fail_fast", "mirrors_from_env", "extract", "force")
+_OPTIONAL = {"cache_dir": (str,), "connections": (int,), "sha256": (str,), "md5": (str,), "output": (str,),
+             "job": (str,), "seed": (str,), "output_dir": (str,), "extract_to": (str,),
+             "limit_rate": (str, int, float), "hub_cache": (str,)}
+
+
+def _request_value_ok(key: str, value) -> bool:
+    """Does a stored request's field have the type ``GetRequest`` gives it?"""
+    if key in _STR_LISTS:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if key == "urls":
+        return isinstance(value, list) and all(isinstance(v, dict) for v in value)
+    if key in _BOOLS:
+        return isinstance(value, bool)
+    if key in _OPTIONAL:
+        return value is None or (isinstance(value, _OPTIONAL[key]) and not isinstance(value, bool))
+    return True  # a field this check does not know yet: GetRequest's own code judges it
 
 
 def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -> tuple[list[FilePlan], FetchOptions]:
