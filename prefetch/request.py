@@ -73,30 +73,34 @@ class GetRequest:
         known = {f for f in cls.__dataclass_fields__}
         fields = {k: v for k, v in data.items() if k in known}
         for key, value in fields.items():
-            if not _request_value_ok(key, value):
+            if not _REQUEST_CHECKS[key](value):
                 raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
                                  f"start again with `prefetch get ... -b`")
         return cls(**fields)
 
 
-_STR_LISTS = ("names", "mirrors", "registries", "headers", "include", "exclude")
-_BOOLS = ("also_origin", "fail_fast", "mirrors_from_env", "extract", "force")
-_OPTIONAL = {"cache_dir": (str,), "connections": (int,), "sha256": (str,), "md5": (str,), "output": (str,),
-             "job": (str,), "seed": (str,), "output_dir": (str,), "extract_to": (str,),
-             "limit_rate": (str, int, float), "hub_cache": (str,)}
+def _optional(*kinds):
+    """None or one of ``kinds`` (a bool is not an int here)."""
+    return lambda v: v is None or (isinstance(v, kinds) and not (isinstance(v, bool) and bool not in kinds))
 
 
-def _request_value_ok(key: str, value) -> bool:
-    """Does a stored request's field have the type ``GetRequest`` gives it?"""
-    if key in _STR_LISTS:
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    if key == "urls":
-        return isinstance(value, list) and all(isinstance(v, dict) for v in value)
-    if key in _BOOLS:
-        return isinstance(value, bool)
-    if key in _OPTIONAL:
-        return value is None or (isinstance(value, _OPTIONAL[key]) and not isinstance(value, bool))
-    return True  # a field this check does not know yet: GetRequest's own code judges it
+def _list_of(kind):
+    return lambda v: isinstance(v, list) and all(isinstance(x, kind) for x in v)
+
+
+def _flag(v) -> bool:
+    return isinstance(v, bool)
+
+
+# What each stored field may hold (a hand-edited or damaged job record is refused, not crashed on).
+_REQUEST_CHECKS = {
+    "names": _list_of(str), "cache_dir": _optional(str), "mirrors": _list_of(str), "also_origin": _flag,
+    "connections": _optional(int), "sha256": _optional(str), "md5": _optional(str), "output": _optional(str),
+    "registries": _list_of(str), "fail_fast": _flag, "job": _optional(str), "mirrors_from_env": _flag,
+    "seed": _optional(str), "urls": _list_of(dict), "output_dir": _optional(str), "extract": _flag,
+    "extract_to": _optional(str), "limit_rate": _optional(str, int, float), "headers": _list_of(str),
+    "force": _flag, "include": _list_of(str), "exclude": _list_of(str), "hub_cache": _optional(str),
+}
 
 
 def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -> tuple[list[FilePlan], FetchOptions]:
@@ -355,9 +359,11 @@ def url_entries(request: GetRequest) -> list[UrlEntry]:
 
     ``--sha256``/``--md5``/``-o`` belong to the single URL (``plan_request`` checks that).
     """
+    from prefetch.hf.names import is_hub_name
+
     entries = []
     for name in request.names:
-        if is_url(name):
+        if is_url(name) and not is_hub_name(name):
             out = output_file(request.output, split_fragment(name)[0])
             entries.append(UrlEntry(url=name, sha256=request.sha256, md5=request.md5, out=str(out) if out else None))
     for data in request.urls:
