@@ -511,7 +511,7 @@ def _write_completion(records_dir: Path, plan: FilePlan, transfer) -> None:
 def _completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:
     from prefetch import safefs
 
-    if safefs._foreign(st):
+    if safefs.is_foreign(st):
         return False
     try:
         raw = safefs.read_bytes(_completion_path(records_dir, final))
@@ -577,7 +577,7 @@ def _extracted_entries(marker: Path, into: Path) -> list[str]:
 
     def ours(path: Path) -> bool:
         st = safefs.lstat_or_none(path)
-        return st is not None and not safefs._foreign(st) and not stat.S_ISLNK(st.st_mode)
+        return st is not None and not safefs.is_foreign(st) and not stat.S_ISLNK(st.st_mode)
 
     return entries if entries and all(ours(into / e) for e in entries) else []
 
@@ -598,7 +598,7 @@ def _same_file(alias: Path, final: Path) -> bool:
     from prefetch import safefs
 
     a, f = safefs.lstat_or_none(alias), safefs.lstat_or_none(final)
-    if a is None or f is None or not stat.S_ISREG(a.st_mode) or safefs._foreign(a):
+    if a is None or f is None or not stat.S_ISREG(a.st_mode) or safefs.is_foreign(a):
         return False
     return (a.st_dev, a.st_ino) == (f.st_dev, f.st_ino) or (a.st_size == f.st_size and a.st_mtime_ns >= f.st_mtime_ns)
 
