@@ -119,7 +119,7 @@ def dataset_paths(plan: FilePlan, *, markers_dir: Path, scan_archives: bool = Tr
     the file whole; in a shared folder (``datasets/`` itself) only the top-level entries
     the extraction recorded, else those the archive lists.
     """
-    from prefetch.fetch import _marker_path
+    from prefetch.placement import marker_path as _marker_path
 
     base = datasets_dir_of(plan)
     out: list[tuple[Path, str]] = [(plan.final, "file")]
