@@ -73,34 +73,29 @@ class GetRequest:
         known = {f for f in cls.__dataclass_fields__}
         fields = {k: v for k, v in data.items() if k in known}
         for key, value in fields.items():
-            if not _REQUEST_CHECKS[key](value):
+            kind = _REQUEST_TYPES[key]
+            if kind is dict:  # a list of objects (the -i URL entries)
+                ok = isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
+            elif kind is list:
+                ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            else:
+                ok = value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
+            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force") and value is None:
+                ok = False
+            if not ok:
                 raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
                                  f"start again with `prefetch get ... -b`")
         return cls(**fields)
 
 
-def _optional(*kinds):
-    """None or one of ``kinds`` (a bool is not an int here)."""
-    return lambda v: v is None or (isinstance(v, kinds) and not (isinstance(v, bool) and bool not in kinds))
-
-
-def _list_of(kind):
-    return lambda v: isinstance(v, list) and all(isinstance(x, kind) for x in v)
-
-
-def _flag(v) -> bool:
-    return isinstance(v, bool)
-
-
-# What each stored field may hold (a hand-edited or damaged job record is refused, not crashed on).
-_REQUEST_CHECKS = {
-    "names": _list_of(str), "cache_dir": _optional(str), "mirrors": _list_of(str), "also_origin": _flag,
-    "connections": _optional(int), "sha256": _optional(str), "md5": _optional(str), "output": _optional(str),
-    "registries": _list_of(str), "fail_fast": _flag, "job": _optional(str), "mirrors_from_env": _flag,
-    "seed": _optional(str), "urls": _list_of(dict), "output_dir": _optional(str), "extract": _flag,
-    "extract_to": _optional(str), "limit_rate": _optional(str, int, float), "headers": _list_of(str),
-    "force": _flag, "include": _list_of(str), "exclude": _list_of(str), "hub_cache": _optional(str),
+_REQUEST_TYPES = {
+    "names": list, "cache_dir": str, "mirrors": list, "also_origin": bool, "connections": int,
+    "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
+    "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
+    "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
+    "include": list, "exclude": list, "hub_cache": str,
 }
+assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 
 
 def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -> tuple[list[FilePlan], FetchOptions]:
@@ -363,7 +358,7 @@ def url_entries(request: GetRequest) -> list[UrlEntry]:
 
     entries = []
     for name in request.names:
-        if is_url(name) and not is_hub_name(name):
+        if is_url(name) and not is_hub_name(name):  # hf:// repos are planned by prefetch.hf
             out = output_file(request.output, split_fragment(name)[0])
             entries.append(UrlEntry(url=name, sha256=request.sha256, md5=request.md5, out=str(out) if out else None))
     for data in request.urls:
