@@ -66,6 +66,7 @@ class RemoveResult:
 
     removed: list[Removal] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # one line each: what was left and why
+    not_ours: list[str] = field(default_factory=list)  # another user's entries (a shared cache), left alone
     dry_run: bool = False
 
     @property
@@ -118,7 +119,7 @@ def dataset_paths(plan: FilePlan, *, markers_dir: Path, scan_archives: bool = Tr
     the file whole; in a shared folder (``datasets/`` itself) only the top-level entries
     the extraction recorded, else those the archive lists.
     """
-    from prefetch.fetch import _marker_path
+    from prefetch.placement import marker_path as _marker_path
 
     base = datasets_dir_of(plan)
     out: list[tuple[Path, str]] = [(plan.final, "file")]
@@ -236,9 +237,15 @@ def _busy(plan: FilePlan, locks: Path) -> str:
 
 
 def _remove_paths(paths: list[tuple[Path, str]], result: RemoveResult, *, dry_run: bool) -> None:
+    from prefetch import safefs
+
     seen: set[tuple[int, int]] = set()
     for path, kind in paths:
-        if not os.path.lexists(path):
+        st = safefs.lstat_or_none(path)
+        if st is None:
+            continue
+        if safefs.is_foreign(st):  # a shared cache: another user's entry is theirs to remove
+            result.not_ours.append(f"{path}: belongs to another user (uid {st.st_uid}); left alone")
             continue
         size = disk_bytes(path, seen)
         if not dry_run:

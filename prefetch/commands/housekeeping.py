@@ -24,7 +24,7 @@ def echo_result(result, *, as_json: bool, verb: str) -> None:
 
     if as_json:
         data = {"dry_run": result.dry_run, "bytes": result.bytes, "removed": [asdict(r) for r in result.removed],
-                "skipped": result.skipped}
+                "skipped": result.skipped, "not_ours": result.not_ours}
         click.echo(json.dumps(data, indent=2))
         return
     would = "would remove" if result.dry_run else "removed"
@@ -32,6 +32,8 @@ def echo_result(result, *, as_json: bool, verb: str) -> None:
         click.echo(f"{would:12} {r.reason:9} {human_bytes(r.bytes):>9}  {r.path}")
     for line in result.skipped:
         click.echo(f"{'left':12} {'busy':9} {'':>9}  {line}")
+    for line in result.not_ours:
+        click.echo(f"{'left':12} {'not ours':9} {'':>9}  {line}")
     total = f"{len(result.removed)} path(s), {human_bytes(result.bytes)}"
     if not result.removed:
         click.echo(f"{verb}: nothing to remove")
@@ -77,6 +79,10 @@ def rm(names, cache_dir, registries, dry_run, as_json):
         click.echo("prefetch: error: some files are being downloaded and were left alone; "
                    "`prefetch cancel` their job first", err=True)
         return int(ExitCode.FAILURE)
+    if result.not_ours:
+        click.echo(f"prefetch: error: {result.not_ours[0].split(': ')[0]} (and {len(result.not_ours) - 1} more) "
+                   "belongs to another user of this shared cache and was left alone", err=True)
+        return int(ExitCode.FILESYSTEM)
     return 0
 
 
