@@ -53,6 +53,9 @@ def describe_request(request) -> str:
         parts += ["--registry", r]
     if request.fail_fast:
         parts.append("--fail-fast")
+    from prefetch.request import describe_url_options
+
+    parts += describe_url_options(request)
     return shlex.join(parts) + " -b"
 
 
@@ -67,14 +70,16 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     from prefetch.layout import keras_root
     from prefetch.request import requested_mirrors
 
+    from prefetch.request import pin_url_paths
+
     env = os.environ if env is None else env
-    return replace(
+    return pin_url_paths(replace(
         request,
         cache_dir=str(keras_root(cache_dir=request.cache_dir, env=env).absolute()),
         mirrors=requested_mirrors(request, env),
         output=_absolute_keeping_slash(request.output) if request.output else None,
         registries=[str(Path(r).expanduser().absolute()) for r in request.registries],
-    )
+    ))
 
 
 def _absolute_keeping_slash(path: str) -> str:
