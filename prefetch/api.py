@@ -66,7 +66,7 @@ def make_request(names: str | Iterable[str], **options):
     unknown = sorted(set(options) - set(keys))
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; expected some of {', '.join(keys)}")
-    for key in ("registries", "mirrors"):
+    for key in ("registries", "mirrors", "include", "exclude"):
         if isinstance(options.get(key), (str, bytes)) or hasattr(options.get(key), "__fspath__"):
             options[key] = [options[key]]
         if key in options:
@@ -96,7 +96,8 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
             ``registries`` (or ``registry``), ``fail_fast``; for URLs also ``urls``
             (``-i`` entries: ``{"url", "sha256", "md5", "out", "dir"}``), ``output_dir``,
             ``extract``, ``extract_to``, ``limit_rate`` ("2M"), ``headers``
-            ({"Name": "value"} or ["Name: value"]) and ``force``.
+            ({"Name": "value"} or ["Name: value"]) and ``force``; for ``hf://`` names
+            ``include``/``exclude`` (globs) and ``mirror`` (the Hub endpoint).
 
     Returns:
         Foreground: a list of ``FileResult`` (status ``downloaded`` or ``cached``).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,8 +91,8 @@ def verify_cached(target: str, registry: Registry, *, root: Path) -> list[Verify
     Raises:
         UsageError: neither a dataset nor an existing file.
     """
-    path = Path(target).expanduser()
-    if path.is_file():
+    path = Path(os.path.expanduser(target))
+    if os.path.lexists(path) and not path.is_dir():  # a FIFO or device too: refused, never opened blocking
         for spec in registry.datasets.values():
             for plan in plan_files(spec, root=root):
                 if path.absolute() in [p.absolute() for p in plan.paths]:

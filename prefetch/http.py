@@ -383,6 +383,9 @@ def _check_url(url: str) -> tuple[str, str]:
             raise NetworkError(f"invalid URL {url}: only http and https are supported")
         if not parts.hostname:
             raise NetworkError(f"invalid URL {url}: no host")
+        if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in parts.hostname):
+            # e.g. a redirect to "http://bad host/": http.client would raise InvalidURL
+            raise NetworkError(f"invalid URL {url}: the host {parts.hostname!r} contains a space or control character")
         parts.port  # noqa: B018 - raises ValueError when out of range
     except ValueError as exc:
         raise NetworkError(f"invalid URL {url}: {exc}") from None
@@ -395,7 +398,12 @@ def _check_proxy(url: str) -> None:
         return  # the usual case
     from requests.utils import get_environ_proxies, select_proxy
 
-    proxy = select_proxy(url, get_environ_proxies(url))
+    try:
+        proxy = select_proxy(url, get_environ_proxies(url))
+        parsed = urlsplit(proxy if proxy and "://" in proxy else "http://" + (proxy or "x"))
+        parsed.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:  # e.g. https_proxy='http://[::1': "Invalid IPv6 URL"
+        raise NetworkError(f"a *_proxy variable is not a valid URL ({exc}); fix or unset it") from None
     if proxy and urlsplit(proxy if "://" in proxy else "http://" + proxy).scheme.lower() not in _PROXY_SCHEMES:
         raise NetworkError(f"proxy {proxy} is not supported: use an http:// proxy, or unset the *_proxy variables")
 

@@ -27,6 +27,9 @@ class TransferOptions:
     backoff_cap: float = 30.0
     retry_after_cap: float = 120.0
     max_restarts: int = 3  # remote changed this often => IntegrityError
+    long_route: float = 0.04  # a first answer slower than this (seconds) means a long route: ...
+    long_route_connections: int = 32  # ... open this many connections together, ...
+    piece_size: int = 1 << 20  # ... and request at most this much at a time
     ramp_interval: float = 0.1  # the ramp judges each step over this long (after it settles)
     ramp_gain: float = 1.15  # ... and doubles again only if the rate grew by this factor
     state_interval: float = 0.5
@@ -74,6 +77,9 @@ _ENV_KNOBS = [
     ("retry_after_cap", "PREFETCH_RETRY_AFTER_CAP", float),
     ("min_split", "PREFETCH_MIN_SPLIT", int),
     ("max_connections", "PREFETCH_MAX_CONNECTIONS", int),
+    ("long_route", "PREFETCH_LONG_ROUTE", float),
+    ("long_route_connections", "PREFETCH_LONG_ROUTE_CONNECTIONS", int),
+    ("piece_size", "PREFETCH_PIECE_SIZE", int),
 ]
 
 

@@ -74,6 +74,10 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
 
     env = os.environ if env is None else env
     record = jobs.load_record(job_id, env)
+    run_lock = jobs.hold_run_lock(job_id, env)  # held until this process ends: proof of identity for cancel
+    if run_lock is None:
+        print(f"prefetch worker: another worker runs job {job_id}", file=sys.stderr)
+        return int(ExitCode.USAGE)
     log = _open_log(record, env)
     progress = JobProgress(job_id, record.files, log=log, stop=stop, env=env, signalled=signalled)
     started = time.monotonic()
@@ -100,7 +104,10 @@ def _open_log(record, env: Mapping[str, str]) -> TextIO:
 
     path = Path(record.log) if record.log else jobs_dir(env) / f"{record.id}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "a", encoding="utf-8", buffering=1, newline="\n")
+    from prefetch.safefs import open_file
+
+    fd = open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # never through a planted link
+    return open(fd, "a", encoding="utf-8", buffering=1, newline="\n")
 
 
 def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: list[int], env) -> int:

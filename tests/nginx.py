@@ -49,8 +49,12 @@ def _nginx_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _render_conf(*, prefix: Path, root: Path, port: int, limit_rate: str | None) -> str:
+def _render_conf(*, prefix: Path, root: Path, port: int, limit_rate: str | None,
+                 limit_conn: int | None = None) -> str:
     rate = f"        limit_rate {limit_rate};\n" if limit_rate else ""
+    zone = "    limit_conn_zone $binary_remote_addr zone=perclient:1m;\n" if limit_conn else ""
+    if limit_conn:
+        rate += f"        limit_conn perclient {limit_conn};\n        limit_conn_status 503;\n"
     p = prefix
     return f"""\
 daemon off;
@@ -77,7 +81,7 @@ http {{
     default_type application/octet-stream;
     sendfile on;
     keepalive_timeout 30s;
-
+{zone}
     server {{
         listen 127.0.0.1:{port};
         server_name localhost;
@@ -91,12 +95,14 @@ http {{
 
 class NginxServer:
     """nginx serving ``root`` on 127.0.0.1 (``url``, ``url_for(name)``), with an optional
-    per-connection ``limit_rate`` (nginx syntax: "100k", "1m")."""
+    per-connection ``limit_rate`` (nginx syntax: "100k", "1m") and an optional cap of
+    ``limit_conn`` connections per client address (more are answered 503)."""
 
-    def __init__(self, root: Path, *, limit_rate: str | None = None,
+    def __init__(self, root: Path, *, limit_rate: str | None = None, limit_conn: int | None = None,
                  binary: str | None = None, start_timeout: float = 10.0):
         self.root = Path(root).resolve()
         self.limit_rate = limit_rate
+        self.limit_conn = limit_conn
         self.binary = binary or nginx_binary()
         self.start_timeout = start_timeout
         self.url = ""
@@ -139,7 +145,7 @@ class NginxServer:
             port = _free_port()
             conf = self.prefix / "nginx.conf"
             conf.write_text(_render_conf(prefix=self.prefix, root=self.root, port=port,
-                                         limit_rate=self.limit_rate))
+                                         limit_rate=self.limit_rate, limit_conn=self.limit_conn))
             log = self.error_log
             log.write_text("")
             stderr_path = self.prefix / "stderr.log"

@@ -12,7 +12,8 @@ import click
 @click.argument("names", nargs=-1, metavar="NAME|URL...")
 @click.option("-b", "--background", is_flag=True, help="Detach and return at once; follow with status/log/wait.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to fill (default $KERAS_HOME or ~/.keras).")
-@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror (repeatable). Default $PREFETCH_DATASET_MIRROR.")
+@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. For hf:// names: the Hub endpoint (hf-mirror, or a URL).")
+@click.option("--seed", metavar="s3://BUCKET/PREFIX|NAME", help="Team store: read what it has, fetch the rest elsewhere, upload what it lacked.")
 @click.option("--also-origin", is_flag=True, help="With --mirror: use the origin too, in parallel.")
 @click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, 8 doubling up to 32 while it pays).")
 @click.option("--sha256", metavar="HEX", help="Expected sha256 of a URL download.")
@@ -26,22 +27,27 @@ import click
 @click.option("--limit-rate", "limit_rate", metavar="RATE", help="Total bandwidth of all connections, e.g. 2M or 500k (bytes/s, 1024-based).")
 @click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra request header (repeatable); never logged or stored.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML (repeatable).")
+@click.option("--include", multiple=True, metavar="GLOB", help="hf:// repos: only files matching (repeatable), e.g. '*.safetensors'.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="hf:// repos: leave out files matching (repeatable).")
 @click.option("--fail-fast", is_flag=True, help="Stop every file at the first fatal error.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors, also_origin,
-        connections, sha256, md5, output, registries, fail_fast, as_json, quiet):
-    """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache.
+def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors, seed,
+        also_origin, connections, sha256, md5, output, registries, include, exclude, fail_fast, as_json, quiet):
+    """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
+    Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache.
 
     \b
     Examples (in a notebook cell):
       !prefetch get mnist cifar10
       !prefetch get cifar10 imdb -b
       !prefetch get cifar10 --mirror http://10.0.0.5/datasets/
+      !prefetch get cifar10 --seed s3://team-bucket/keras-datasets
       !prefetch get https://example.org/file.zip -o data/file.zip --sha256 HEX
       !prefetch get https://example.org/file.zip -o data/     # data/file.zip
       !prefetch get -i urls.txt -P data/ --limit-rate 2M
       !prefetch get https://example.org/a.tar.gz#sha256=HEX --extract -P data/
+      !prefetch get hf://Qwen/Qwen2.5-0.5B -b --mirror hf-mirror
     """
     from prefetch.request import GetRequest
 
@@ -65,6 +71,9 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         output=output,
         registries=[str(r) for r in registries],
         fail_fast=fail_fast,
+        seed=seed,
+        include=list(include),
+        exclude=list(exclude),
     )
     if background:
         from prefetch.jobs import start_job
@@ -97,7 +106,8 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
     stop = threading.Event()
     renderer = make_renderer(sys.stderr, quiet=quiet or as_json, skip_failures=True)
     try:
-        with stop_on_interrupt(stop, on_second=_exit_now, hangup=True, terminate=True):
+        with stop_on_interrupt(stop, on_first=_say_stopping, on_second=_exit_now, hangup=True, terminate=True,
+                               restore=False):
             results = run_request(request, on_event=renderer, stop=stop)
     finally:
         renderer.close()
@@ -117,6 +127,16 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
         for error in dict.fromkeys(errors):
             click.echo(f"prefetch: error: {error}", err=True)
     return overall_exit_code(results)
+
+
+def _say_stopping() -> None:
+    """The first Ctrl-C: say what happens (os.write: safe inside a signal handler)."""
+    import os
+
+    try:
+        os.write(2, b"\ninterrupted: saving what is on disk (Ctrl-C again to stop at once)\n")
+    except OSError:
+        pass
 
 
 def _exit_now() -> None:
