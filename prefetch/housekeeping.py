@@ -119,10 +119,13 @@ def dataset_paths(plan: FilePlan, *, markers_dir: Path, scan_archives: bool = Tr
     the file whole; in a shared folder (``datasets/`` itself) only the top-level entries
     the extraction recorded, else those the archive lists.
     """
+    from prefetch.placement import completion_path as _completion_path
     from prefetch.placement import marker_path as _marker_path
 
     base = datasets_dir_of(plan)
     out: list[tuple[Path, str]] = [(plan.final, "file")]
+    # prefetch's record that it placed the file complete (state/placed), beside state/extracted
+    out.append((_completion_path(markers_dir.parent / "placed", plan.final), "marker"))
     out += [(alias, "alias") for alias in plan.also]
     out += [(part_path(plan.final), "partial"), (state_path(plan.final), "state")]
     for into in plan.extract_into:

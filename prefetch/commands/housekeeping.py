@@ -27,13 +27,15 @@ def echo_result(result, *, as_json: bool, verb: str) -> None:
                 "skipped": result.skipped, "not_ours": result.not_ours}
         click.echo(json.dumps(data, indent=2))
         return
+    from prefetch.commands.output import echo_table
+
     would = "would remove" if result.dry_run else "removed"
-    for r in result.removed:
-        click.echo(f"{would:12} {r.reason:9} {human_bytes(r.bytes):>9}  {r.path}")
-    for line in result.skipped:
-        click.echo(f"{'left':12} {'busy':9} {'':>9}  {line}")
-    for line in result.not_ours:
-        click.echo(f"{'left':12} {'not ours':9} {'':>9}  {line}")
+    rows = [[would, r.reason, human_bytes(r.bytes), r.path] for r in result.removed]
+    rows += [["left", "busy", "", line] for line in result.skipped]
+    rows += [["left", "not ours", "", line] for line in result.not_ours]
+    if rows:
+        echo_table(["ACTION", "WHAT", "SIZE", "PATH"], rows, right=[2],
+                   colour_of=lambda i, cell: ("yellow",) if i == 0 and cell == "left" else ())
     total = f"{len(result.removed)} path(s), {human_bytes(result.bytes)}"
     if not result.removed:
         click.echo(f"{verb}: nothing to remove")

@@ -56,6 +56,9 @@ def describe_request(request) -> str:
         parts += ["--exclude", pattern]
     if request.fail_fast:
         parts.append("--fail-fast")
+    from prefetch.request import describe_url_options
+
+    parts += describe_url_options(request)
     return shlex.join(parts) + " -b"
 
 
@@ -68,10 +71,10 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     from dataclasses import replace
 
     from prefetch.layout import keras_root
-    from prefetch.request import requested_mirrors
+    from prefetch.request import pin_url_paths, requested_mirrors
 
     env = os.environ if env is None else env
-    return replace(
+    return pin_url_paths(replace(
         request,
         cache_dir=str(keras_root(cache_dir=request.cache_dir, env=env).absolute()),
         mirrors=_pin_mirrors(request, env),
@@ -79,7 +82,7 @@ def pin_request(request, env: Mapping[str, str] | None = None):
         registries=[str(expand_path(r, "--registry").absolute()) for r in request.registries],
         mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(requested_mirrors(request, env))),
         hub_cache=_pin_hub_cache(request, env),
-    )
+    ))
 
 
 def _pin_mirrors(request, env: Mapping[str, str]) -> list[str]:
