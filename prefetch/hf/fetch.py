@@ -186,7 +186,7 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
             who = owner.describe() if owner else "another process"
             ctx.progress.emit(Event(EventKind.NOTE, label, message=f"waiting for {who}, which is downloading this file"))
 
-        with hold_lock(ctx.locks, blob, timeout=ctx.lock_timeout, job=ctx.job, on_wait=waiting), \
+        with hold_lock(ctx.locks, blob, timeout=ctx.lock_timeout, job=ctx.job, on_wait=waiting, stop=ctx.stop), \
                 _hf_lock(cache_layout.hf_lock_path(plan.root, plan.repo.folder, first.etag), ctx, label):
             if not _blob_ok(blob, first.size):  # someone may have finished it while we waited
                 _download_blob(ctx, first, blob, label, result)
