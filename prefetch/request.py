@@ -74,8 +74,12 @@ class GetRequest:
         fields = {k: v for k, v in data.items() if k in known}
         for key, value in fields.items():
             kind = _REQUEST_TYPES[key]
-            ok = (isinstance(value, list) and all(isinstance(v, str) for v in value)) if kind is list else (
-                value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))))
+            if kind == "dicts":
+                ok = isinstance(value, list) and all(isinstance(v, dict) for v in value)
+            elif kind is list:
+                ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            else:
+                ok = value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
             if key in ("names", "also_origin", "fail_fast", "mirrors_from_env") and value is None:
                 ok = False
             if not ok:
@@ -87,7 +91,9 @@ class GetRequest:
 _REQUEST_TYPES = {
     "names": list, "cache_dir": str, "mirrors": list, "also_origin": bool, "connections": int,
     "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
-    "mirrors_from_env": bool,
+    "mirrors_from_env": bool, "seed": str, "urls": "dicts", "output_dir": str, "extract": bool, "extract_to": str,
+    "limit_rate": (str, int, float), "headers": list, "force": bool, "include": list, "exclude": list,
+    "hub_cache": str,
 }
 
 
@@ -347,9 +353,11 @@ def url_entries(request: GetRequest) -> list[UrlEntry]:
 
     ``--sha256``/``--md5``/``-o`` belong to the single URL (``plan_request`` checks that).
     """
+    from prefetch.hf.names import is_hub_name
+
     entries = []
     for name in request.names:
-        if is_url(name):
+        if is_url(name) and not is_hub_name(name):  # hf:// names are planned by prefetch/hf/plan.py
             out = output_file(request.output, split_fragment(name)[0])
             entries.append(UrlEntry(url=name, sha256=request.sha256, md5=request.md5, out=str(out) if out else None))
     for data in request.urls:

@@ -366,3 +366,46 @@ def test_a_hostile_listing_writes_nothing_outside(hf_env, hub, home, cli, field,
     assert done.returncode == 3 and done.stderr.startswith("prefetch: error:") and "Traceback" not in done.stderr
     assert not (cache(home) / "models--acme--tiny" / "snapshots").exists()
     assert not list(home.rglob("escape*"))
+
+
+def test_rm_a_repo_or_one_revision(hf_env, hub, home, cli):
+    v2 = dict(MODEL_FILES, **{"config.json": b'{"model_type": "tiny", "hidden_size": 16}\n'})
+    old = hub.repos[("model", "acme/tiny")]
+    assert cli("get", "hf://acme/tiny").returncode == 0
+    hub.add_repo("acme/tiny", v2, lfs={"model.safetensors"}, branches=("main", "v2"))
+    assert cli("get", "hf://acme/tiny@v2").returncode == 0
+    folder = cache(home) / "models--acme--tiny"
+    new = hub.repos[("model", "acme/tiny")].commit
+    # One revision: its snapshot and ref go, and the blob only it used; shared blobs stay.
+    done = cli("rm", "hf://acme/tiny@v2")
+    assert done.returncode == 0, done.stderr
+    assert not (folder / "snapshots" / new).exists() and not (folder / "refs" / "v2").exists()
+    assert not (folder / "blobs" / blob_name(v2["config.json"], lfs=False)).exists()
+    assert (folder / "blobs" / blob_name(WEIGHTS, lfs=True)).is_file()
+    assert (folder / "refs" / "main").read_text() == old.commit
+    assert_offline_loads(hf_env, "acme/tiny", MODEL_FILES)
+    # The whole repo, and huggingface_hub's lock folder for it.
+    assert cli("rm", "hf://acme/tiny", "--dry-run").returncode == 0 and folder.is_dir()
+    assert cli("rm", "hf://acme/tiny").returncode == 0
+    assert not folder.exists() and not (cache(home) / ".locks" / "models--acme--tiny").exists()
+    assert cli("rm", "hf://acme/x/y/z").returncode == 2
+
+
+def test_rm_leaves_a_repo_being_downloaded_and_clean_removes_a_dead_partial(hf_env, hub, home, cli):
+    hub.cdn.total_rate = 256 << 10
+    proc = start_cli("get", "hf://acme/tiny", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while bytes_on_disk(part_state(home)) < 256 << 10:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        busy = cli("rm", "hf://acme/tiny")
+        assert busy.returncode == 1 and "left alone" in busy.stdout + busy.stderr
+        assert part_state(home).exists()
+        assert cli("clean", "--older-than", "0").returncode == 0 and part_state(home).exists()
+    finally:
+        proc.kill()
+        proc.wait()
+    cleaned = cli("clean", "--older-than", "0")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert not part_state(home).exists() and not part_state(home).with_suffix("").exists()

@@ -379,8 +379,14 @@ def run_hub_plans(plans: Sequence[HubPlan], *, transfer: TransferOptions, state:
         try:
             if stop.is_set():
                 raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
-            results.extend(fetch_repo(plan, transfer=transfer, state=state, env=env, on_event=on_event,
-                                      stop=stop, job=job))
+            def waiting(owner, plan=plan) -> None:
+                who = owner.describe() if owner else "another process"
+                on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this repo"))
+
+            # The repo's lock: `prefetch rm` leaves a repo alone while it is being fetched.
+            with hold_lock(state / "locks", plan.repo_dir, timeout=6 * 3600.0, job=job, on_wait=waiting, stop=stop):
+                results.extend(fetch_repo(plan, transfer=transfer, state=state, env=env, on_event=on_event,
+                                          stop=stop, job=job))
         except PrefetchError as exc:
             on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
             results.append(FileResult(dataset=plan.label, name=plan.label, path=str(plan.repo_dir),
