@@ -409,3 +409,16 @@ def test_rm_leaves_a_repo_being_downloaded_and_clean_removes_a_dead_partial(hf_e
     cleaned = cli("clean", "--older-than", "0")
     assert cleaned.returncode == 0, cleaned.stderr
     assert not part_state(home).exists() and not part_state(home).with_suffix("").exists()
+
+
+def test_api_force_downloads_present_blobs_again(hf_env, hub, home, cli):
+    assert cli("get", "hf://acme/tiny", "--include", "*.safetensors").returncode == 0
+    sent = hub.cdn.bytes_sent
+    assert cli("get", "hf://acme/tiny", "--include", "*.safetensors").returncode == 0
+    assert hub.cdn.bytes_sent == sent
+    code = ("import prefetch; print(sorted({r.status for r in prefetch.ensure("
+            "'hf://acme/tiny', include='*.safetensors', force=True)}))")
+    forced = subprocess.run([sys.executable, "-c", code], env=hf_env, capture_output=True, text=True, timeout=120)
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.strip() == "['downloaded']"
+    assert hub.cdn.bytes_sent - sent == len(WEIGHTS)

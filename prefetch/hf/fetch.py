@@ -60,8 +60,11 @@ def fetch_repo(
     job: str | None = None,
     max_parallel_files: int = 2,
     lock_timeout: float = 6 * 3600.0,
+    force: bool = False,
 ) -> list[FileResult]:
     """Make ``plan``'s repo (the selected files) complete in the cache; one result per file, then the repo's.
+
+    ``force``: download every selected blob again (replacing it atomically) even if present.
 
     Raises:
         HubAccessError / NetworkError: the Hub refused or could not be reached for the listing.
@@ -91,7 +94,7 @@ def fetch_repo(
     progress = _RepoProgress(plan.label, sum(group[0].size for group in by_blob.values()), on_event)
     progress.start()
     ctx = _BlobContext(plan=plan, commit=commit, transfer=transfer, factory=factory, locks=state / "locks",
-                       stop=stop, job=job, lock_timeout=lock_timeout, progress=progress)
+                       stop=stop, job=job, lock_timeout=lock_timeout, progress=progress, force=force)
     outcomes: dict[str, FileResult | PrefetchError] = {}
 
     def run(etag: str) -> None:
@@ -164,6 +167,7 @@ class _BlobContext:
     job: str | None
     lock_timeout: float
     progress: "_RepoProgress"
+    force: bool = False
 
 
 def _file_label(plan: HubPlan, f: api.HubFile) -> str:
@@ -179,7 +183,7 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
     result = FileResult(dataset=plan.label, name=label, path=str(blob), paths=[str(blob)], size=first.size,
                         algorithm="sha256" if first.sha256 else "git-sha1", digest=first.etag)
     started = time.monotonic()
-    if not _blob_ok(blob, first.size):
+    if ctx.force or not _blob_ok(blob, first.size):
         _make_dirs(blob.parent)
 
         def waiting(owner) -> None:
@@ -188,7 +192,7 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
 
         with hold_lock(ctx.locks, blob, timeout=ctx.lock_timeout, job=ctx.job, on_wait=waiting, stop=ctx.stop), \
                 _hf_lock(cache_layout.hf_lock_path(plan.root, plan.repo.folder, first.etag), ctx, label):
-            if not _blob_ok(blob, first.size):  # someone may have finished it while we waited
+            if ctx.force or not _blob_ok(blob, first.size):  # someone may have finished it while we waited
                 _download_blob(ctx, first, blob, label, result)
     if result.status != "downloaded":
         result.status = "cached"
@@ -371,7 +375,7 @@ def _discard(*paths: Path) -> None:
 
 def run_hub_plans(plans: Sequence[HubPlan], *, transfer: TransferOptions, state: Path, env: Mapping[str, str],
                   on_event: EventSink = ignore_event, stop: threading.Event | None = None,
-                  job: str | None = None) -> list[FileResult]:
+                  job: str | None = None, force: bool = False) -> list[FileResult]:
     """Fetch each repo in turn; a repo that fails as a whole (refused, unreachable) gives one failed result."""
     stop = stop or threading.Event()
     results: list[FileResult] = []
@@ -386,7 +390,7 @@ def run_hub_plans(plans: Sequence[HubPlan], *, transfer: TransferOptions, state:
             # The repo's lock: `prefetch rm` leaves a repo alone while it is being fetched.
             with hold_lock(state / "locks", plan.repo_dir, timeout=6 * 3600.0, job=job, on_wait=waiting, stop=stop):
                 results.extend(fetch_repo(plan, transfer=transfer, state=state, env=env, on_event=on_event,
-                                          stop=stop, job=job))
+                                          stop=stop, job=job, force=force))
         except PrefetchError as exc:
             on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
             results.append(FileResult(dataset=plan.label, name=plan.label, path=str(plan.repo_dir),
