@@ -77,8 +77,9 @@ def fetch_repo(
     factory = api.client_factory(plan.endpoint, token)
     client = factory(timeouts=transfer.timeouts)
     try:
-        commit = api.repo_commit(client, plan.endpoint, plan.repo, token=bool(token))
-        files = api.list_files(client, plan.endpoint, plan.repo, commit, token=bool(token))
+        backoff = (transfer.backoff_base, min(transfer.backoff_cap, 8.0))  # PREFETCH_BACKOFF tunes the API too
+        commit = api.repo_commit(client, plan.endpoint, plan.repo, token=bool(token), backoff=backoff)
+        files = api.list_files(client, plan.endpoint, plan.repo, commit, token=bool(token), backoff=backoff)
     finally:
         client.close()
     for f in files:
