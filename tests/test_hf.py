@@ -439,3 +439,23 @@ def test_api_force_downloads_present_blobs_again(hf_env, hub, home, cli):
     assert forced.returncode == 0, forced.stderr
     assert forced.stdout.strip() == "['downloaded']"
     assert hub.cdn.bytes_sent - sent >= len(WEIGHTS)  # (the server counts what it wrote, read or not)
+
+
+def test_names_cache_root_and_token_follow_huggingface_hub(tmp_path):
+    from prefetch.hf.names import hub_cache_root, hub_token, parse_hub_name
+
+    repo = parse_hub_name("hf://datasets/acme/table@refs%2Fpr%2F1")
+    assert (repo.repo_type, repo.repo_id, repo.revision, repo.folder) == ("dataset", "acme/table", "refs/pr/1",
+                                                                         "datasets--acme--table")
+    assert parse_hub_name("hf://acme/tiny").label == "hf://acme/tiny" and parse_hub_name("hf://gpt2").folder == "models--gpt2"
+    env = {"HOME": str(tmp_path)}
+    assert hub_cache_root(env) == tmp_path / ".cache" / "huggingface" / "hub"
+    assert hub_cache_root({**env, "XDG_CACHE_HOME": "/x"}) == Path("/x/huggingface/hub")
+    assert hub_cache_root({**env, "HF_HOME": "~/hf"}) == tmp_path / "hf" / "hub"
+    assert hub_cache_root({**env, "HF_HOME": "/a", "HUGGINGFACE_HUB_CACHE": "/b"}) == Path("/b")
+    assert hub_cache_root({**env, "HUGGINGFACE_HUB_CACHE": "/b", "HF_HUB_CACHE": "/c"}) == Path("/c")
+    assert hub_token(env) is None
+    (tmp_path / "tok").write_text("hf_file\n")
+    assert hub_token({**env, "HF_TOKEN_PATH": str(tmp_path / "tok")}) == "hf_file"
+    assert hub_token({**env, "HF_TOKEN_PATH": str(tmp_path / "tok"), "HF_TOKEN": " hf_env "}) == "hf_env"
+    assert hub_token({**env, "HUGGING_FACE_HUB_TOKEN": "hf_legacy"}) == "hf_legacy"
