@@ -459,3 +459,21 @@ def test_names_cache_root_and_token_follow_huggingface_hub(tmp_path):
     assert hub_token({**env, "HF_TOKEN_PATH": str(tmp_path / "tok")}) == "hf_file"
     assert hub_token({**env, "HF_TOKEN_PATH": str(tmp_path / "tok"), "HF_TOKEN": " hf_env "}) == "hf_env"
     assert hub_token({**env, "HUGGING_FACE_HUB_TOKEN": "hf_legacy"}) == "hf_legacy"
+
+
+def test_huggingface_hub_after_a_killed_get_then_get_again(hf_env, hub, home):
+    """Our partial does not trip huggingface_hub, and once it has the blob our partial goes."""
+    hub.cdn.total_rate = 512 << 10
+    proc = start_cli("get", "hf://acme/tiny", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sigkill_when(proc, lambda: bytes_on_disk(part_state(home)) >= 256 << 10, what="some weights on disk")
+    hub.cdn.total_rate = None
+    online = hf_python("from huggingface_hub import snapshot_download; print(snapshot_download('acme/tiny'))",
+                       hf_env, offline=False)
+    assert online.returncode == 0, online.stderr
+    assert_offline_loads(hf_env, "acme/tiny", MODEL_FILES)
+    first_new = len(hub.cdn.requests)
+    done = subprocess.run([sys.executable, "-m", "prefetch", "get", "hf://acme/tiny"], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert len(hub.cdn.requests) == first_new
+    assert not part_state(home).exists() and not part_state(home).with_suffix("").exists()

@@ -197,6 +197,7 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
                 _download_blob(ctx, first, blob, label, result)
     if result.status != "downloaded":
         result.status = "cached"
+        _drop_stale_partial(ctx, blob)
         ctx.progress.finish_file(label, first.size)
         ctx.progress.emit(Event(EventKind.CACHED, label, done=first.size, total=first.size, message=str(blob)))
     for f in group:
@@ -204,6 +205,20 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
     result.verified = True
     result.elapsed = time.monotonic() - started
     return result
+
+
+def _drop_stale_partial(ctx: _BlobContext, blob: Path) -> None:
+    """A ``.part`` left for a blob that is now complete (huggingface_hub finished it meanwhile): remove it."""
+    part, state = blob.with_name(blob.name + ".part"), blob.with_name(blob.name + ".part.json")
+    if not (os.path.lexists(part) or os.path.lexists(state)):
+        return
+    from prefetch.errors import LockTimeoutError
+
+    try:
+        with hold_lock(ctx.locks, blob, timeout=0):
+            _discard(part, state)
+    except (LockTimeoutError, PrefetchError):
+        pass  # a download of it is running: it will find the blob and finish
 
 
 def _blob_ok(blob: Path, size: int) -> bool:
