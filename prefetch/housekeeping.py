@@ -202,16 +202,22 @@ def _partial(path: Path, *, now: float, active: bool) -> PartialFile:
 
 
 def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: Path,
-                    dry_run: bool = False) -> RemoveResult:
+                    dry_run: bool = False, hub_root: Path | None = None) -> RemoveResult:
     """Remove datasets' files, other names, extracted folders, partials and markers.
 
     A file whose download is running (its lock is held) is left alone, with a line in
     ``skipped``. Links are removed as links, never followed.
 
+    ``hf://`` names remove Hugging Face repos (or one ``@REVISION``) from ``hub_root``
+    (default: the cache huggingface_hub uses).
+
     Raises:
         UnknownDatasetError: a name no registry knows (nothing is removed then).
     """
-    specs = [registry.get(n) for n in names]  # all names valid before anything goes
+    from prefetch.hf.names import hub_cache_root, is_hub_name, parse_hub_name
+
+    repos = [parse_hub_name(n) for n in names if is_hub_name(n)]  # hf:// repos: prefetch/hf/housekeeping.py
+    specs = [registry.get(n) for n in names if not is_hub_name(n)]  # all names valid before anything goes
     result = RemoveResult(dry_run=dry_run)
     locks, markers = state / "locks", state / "extracted"
     for spec in specs:
@@ -228,6 +234,10 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
                     _remove_paths(paths, result, dry_run=False)
             except LockTimeoutError:
                 result.skipped.append(_busy(plan, locks))
+    if repos:
+        from prefetch.hf.housekeeping import remove_repos
+
+        remove_repos(repos, result, root=hub_root or hub_cache_root(), state=state, dry_run=dry_run)
     return result
 
 
@@ -264,7 +274,7 @@ def _remove(path: Path) -> None:
 
 
 def clean_cache(*, root: Path, state: Path, older_than: float = DEFAULT_OLDER_THAN, dry_run: bool = False,
-                now: float | None = None) -> RemoveResult:
+                now: float | None = None, hub_root: Path | None = None) -> RemoveResult:
     """Remove stale partial downloads and leftovers from the Keras cache.
 
     * ``*.part`` (with its ``.part.json``) and ``.part.json`` without data, last written
@@ -276,6 +286,11 @@ def clean_cache(*, root: Path, state: Path, older_than: float = DEFAULT_OLDER_TH
     now = time.time() if now is None else now
     result = RemoveResult(dry_run=dry_run)
     locks = state / "locks"
+    from prefetch.hf.housekeeping import clean_partials
+    from prefetch.hf.names import hub_cache_root
+
+    clean_partials(result, root=hub_root or hub_cache_root(), state=state, older_than=older_than, now=now,
+                   dry_run=dry_run)  # blobs/<etag>.part of hf:// repos
     base = datasets_dir(root)
     if not base.is_dir():
         return result

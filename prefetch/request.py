@@ -345,7 +345,7 @@ def run_request(
         from prefetch.hf.fetch import run_hub_plans
 
         results += run_hub_plans(hub, transfer=options.transfer, state=state_dir(env), env=env, on_event=on_event,
-                                 stop=stop, job=options.job)
+                                 stop=stop, job=options.job, force=options.force)
     return results
 
 

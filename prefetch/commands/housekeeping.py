@@ -61,7 +61,8 @@ def _context(cache_dir, registries):
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def rm(names, cache_dir, registries, dry_run, as_json):
-    """Remove datasets from the cache: archives, their other names, extracted folders, partials.
+    """Remove datasets from the cache: archives, their other names, extracted folders, partials;
+    or hf:// repos from the Hugging Face cache.
 
     A dataset that is being downloaded right now is left alone (exit 1); links are
     removed as links, never followed.
@@ -70,6 +71,8 @@ def rm(names, cache_dir, registries, dry_run, as_json):
     Examples (in a notebook cell):
       !prefetch rm cifar100
       !prefetch rm cifar10 imdb --dry-run
+      !prefetch rm hf://ORG/NAME              # a Hugging Face repo's whole cache folder
+      !prefetch rm hf://ORG/NAME@REVISION     # one revision, and the blobs only it uses
     """
     from prefetch.errors import ExitCode
     from prefetch.housekeeping import remove_datasets
@@ -97,8 +100,9 @@ def rm(names, cache_dir, registries, dry_run, as_json):
 def clean(older_than, cache_dir, dry_run, as_json):
     """Remove stale partial downloads and what killed runs left behind.
 
-    Partials (.part) older than --older-than whose download is not running, and temp
-    files and folders of interrupted extractions; prints each with its size.
+    Partials (.part) older than --older-than whose download is not running (in the Keras
+    cache and in hf:// repos' blobs/), and temp files and folders of interrupted
+    extractions; prints each with its size.
 
     \b
     Examples (in a notebook cell):

@@ -71,7 +71,7 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     from dataclasses import replace
 
     from prefetch.layout import keras_root
-    from prefetch.request import pin_url_paths, requested_mirrors
+    from prefetch.request import pin_url_paths
 
     env = os.environ if env is None else env
     return pin_url_paths(replace(
@@ -80,7 +80,7 @@ def pin_request(request, env: Mapping[str, str] | None = None):
         mirrors=_pin_mirrors(request, env),
         output=_absolute_keeping_slash(request.output) if request.output else None,
         registries=[str(expand_path(r, "--registry").absolute()) for r in request.registries],
-        mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(requested_mirrors(request, env))),
+        mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(_pin_mirrors(request, env))),
         hub_cache=_pin_hub_cache(request, env),
     ))
 
