@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from prefetch.errors import NetworkError
-from prefetch.http import TransientHTTPError, host_of, open_url
+from prefetch.http import Failure, TransientHTTPError, host_of, open_url
 from prefetch.response_check import Answer, check_response
 from prefetch.retry import CROWDED
 from prefetch.schedule import Segment
@@ -76,7 +76,11 @@ class Fetcher:
                 self.t.release(seg)
                 if exc.status in CROWDED and self._crowded(worker_id, src, exc.status):
                     continue  # fewer connections from now on; others still deliver, so no backoff here
-                self._retry_later(src, str(exc), exc.retry_after)
+                if exc.kind == Failure.WEB_PAGE:
+                    src.effective_url = None  # a redirect to a portal's login page must not stick
+                if self._dead(src, exc) and self.t.drop_source(src, exc.cause, distrust=False):
+                    continue  # another source remains: no time lost on this one
+                self._retry_later(src, str(exc), exc.retry_after, exc.kind)
             except NetworkError as exc:
                 self.t.release(seg)
                 status = getattr(exc, "status", None)
@@ -84,6 +88,19 @@ class Fetcher:
                     continue  # other connections to it work: this one was refused, not the file
                 if not self.t.drop_source(src, str(exc), distrust=False):
                     raise
+
+    def _dead(self, src: Source, exc: TransientHTTPError) -> bool:
+        """A failure that drops ``src`` at once while another source remains.
+
+        A name that does not resolve, a refused or unreachable connection and a web page
+        are not going to get better in seconds; no answer at all counts too while the
+        source has never delivered a byte.
+        """
+        if self.t.stop.is_set() or self.t.interrupt.is_set():
+            return False
+        if exc.kind in (Failure.UNREACHABLE, Failure.WEB_PAGE):
+            return True
+        return exc.kind == Failure.TIMEOUT and not src.delivered
 
     # -- one request -------------------------------------------------------
     def fetch(self, worker: int, seg: Segment, src: Source, client, buffer: memoryview) -> None:
@@ -114,9 +131,11 @@ class Fetcher:
         try:
             src.effective_url = final_url
             answer = check_response(resp, start=start, known_size=known_size, src=src, ranged=ranged,
-                                    others=others, have_bytes=have_bytes)
+                                    others=others, have_bytes=have_bytes, name=self.t.name, end=seg.end)
             self._accept(answer, seg, src)
-            stream_body(self.t, resp, seg, src, answer.first, buffer, generation)
+            if answer.note:
+                self.t.note(answer.note)
+            stream_body(self.t, resp, seg, src, answer.first, buffer, generation, skip=answer.skip)
         finally:
             with self.t.lock:
                 self.t.responses.pop(worker, None)
@@ -136,6 +155,10 @@ class Fetcher:
                     seg.end = answer.total if seg.end is None else min(seg.end, answer.total)
                     self.t._preallocate_locked()
                 self.t.dirty = True
+            if answer.first > seg.pos and seg.end is not None:
+                # The answer starts later than asked (honestly): the gap goes back to the schedule.
+                self.t.schedule.add(seg.pos, answer.first)
+                seg.pos = seg.start = answer.first
             if answer.end is not None and seg.end is not None and answer.end < seg.end:
                 # The server sent a shorter range than asked: leave the rest to others.
                 self.t.schedule.add(answer.end, seg.end)
@@ -158,7 +181,7 @@ class Fetcher:
                        f"staying at {delivering} connection{'s' if delivering != 1 else ''}")
         return True
 
-    def _retry_later(self, src: Source, message: str, retry_after: float | None) -> None:
+    def _retry_later(self, src: Source, message: str, retry_after: float | None, kind: str) -> None:
         if self.t.stop.is_set() or self.t.interrupt.is_set():
             return  # we are shutting down: the broken read is ours, not the network's
         with self.t.lock:
@@ -167,6 +190,6 @@ class Fetcher:
         if give_up_source:
             self.t.drop_source(src, f"{message} ({src.failures} failures in a row)", distrust=False)
             return
-        delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message)
+        delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message, kind=kind)
         self.t.note(f"{message}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
         self.t.interrupt.wait(delay)

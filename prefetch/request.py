@@ -36,6 +36,8 @@ class GetRequest:
     registries: list[str] = field(default_factory=list)
     fail_fast: bool = False
     job: str | None = None
+    retries: int | None = None  # retries in a row without progress (default 8, $PREFETCH_RETRIES)
+    timeout: float | None = None  # seconds without a byte before giving up (default 30, $PREFETCH_TIMEOUT)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -94,7 +96,8 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
     from prefetch.transfer import TransferOptions
 
     options = FetchOptions(
-        transfer=TransferOptions.from_env(env, connections=request.connections),
+        transfer=TransferOptions.from_env(env, connections=request.connections, max_attempts=request.retries,
+                                          timeout=request.timeout),
         mirrors=bases,
         use_origin=request.also_origin or not bases,
         fail_fast=request.fail_fast,

@@ -33,6 +33,8 @@ class Source:
     etag: str | None = None
     last_modified: str | None = None
     failures: int = 0  # failures in a row
+    bad_ranges: int = 0  # 206 answers for bytes nowhere near the asked range
+    delivered: int = 0  # bytes it gave in this run (a source that never delivered is dropped sooner)
     dropped: str | None = None  # reason, once dropped
     served: RangeSet = field(default_factory=RangeSet)  # bytes it gave us (to distrust on a drop)
 

@@ -330,6 +330,7 @@ class _Transfer:
                 return False
             self.done.add(pos, pos + n)
             src.served.add(pos, pos + n)
+            src.delivered += n
             seg.pos = pos + n
             self.downloaded += n
             self.retries.progress()

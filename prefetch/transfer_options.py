@@ -18,7 +18,10 @@ class TransferOptions:
     initial_connections: int = 8
     min_split: int = 512 << 10  # never split into pieces smaller than this (nor than latency x rate)
     chunk_size: int = 512 << 10  # the largest read (a read returns what has arrived)
-    timeouts: Timeouts = field(default_factory=Timeouts)
+    # Give up on a source after this many seconds without a byte (a third of it when
+    # it does not resolve, refuses connections or answers a web page): --timeout.
+    timeout: float = 30.0
+    timeouts: Timeouts = field(default_factory=Timeouts)  # per attempt: connect, read (and the whole head)
     stall_window: float = 20.0  # seconds ...
     stall_min_rate: float = 1024.0  # ... below this many bytes/s => reconnect
     max_attempts: int = 8  # consecutive failures without progress before giving up
@@ -52,14 +55,25 @@ class TransferOptions:
                     from prefetch.errors import UsageError
 
                     raise UsageError(f"{name}={env[name]!r} is not a valid {kind.__name__}") from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
         read = values.pop("read_timeout", None)
         connect = values.pop("connect_timeout", None)
-        if read is not None or connect is not None:
+        timeout = values.get("timeout")
+        if timeout is not None and timeout <= 0:
+            from prefetch.errors import UsageError
+
+            raise UsageError(f"--timeout must be more than 0 seconds, got {timeout:g}")
+        if values.get("max_attempts") is not None and values["max_attempts"] < 0:
+            from prefetch.errors import UsageError
+
+            raise UsageError(f"--retries must be 0 or more, got {values['max_attempts']}")
+        if read is not None or connect is not None or timeout is not None:
+            # Per attempt: a third of --timeout to connect, half of it for the head and each read.
+            base = Timeouts() if timeout is None else Timeouts(connect=timeout / 3, read=timeout / 2)
             values["timeouts"] = Timeouts(
-                connect=connect if connect is not None else Timeouts.connect,
-                read=read if read is not None else Timeouts.read,
+                connect=connect if connect is not None else base.connect,
+                read=read if read is not None else base.read,
             )
-        values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
 
@@ -69,6 +83,7 @@ _ENV_KNOBS = [
     ("stall_window", "PREFETCH_STALL_WINDOW", float),
     ("stall_min_rate", "PREFETCH_STALL_MIN_RATE", float),
     ("max_attempts", "PREFETCH_RETRIES", int),
+    ("timeout", "PREFETCH_TIMEOUT", float),
     ("backoff_base", "PREFETCH_BACKOFF", float),
     ("backoff_cap", "PREFETCH_BACKOFF_CAP", float),
     ("retry_after_cap", "PREFETCH_RETRY_AFTER_CAP", float),

@@ -19,10 +19,13 @@ import click
 @click.option("--md5", metavar="HEX", help="Expected md5 of a URL download.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Where to save a URL download.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML (repeatable).")
+@click.option("--retries", type=click.IntRange(min=0), metavar="N", help="Retries in a row without progress before giving up (default 8, $PREFETCH_RETRIES).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S", help="Give up on a source after S seconds without a byte; a third of it for DNS failures, refused connections and web pages (default 30, $PREFETCH_TIMEOUT).")
 @click.option("--fail-fast", is_flag=True, help="Stop every file at the first fatal error.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def get(names, background, cache_dir, mirrors, also_origin, connections, sha256, md5, output, registries, fail_fast, as_json, quiet):
+def get(names, background, cache_dir, mirrors, also_origin, connections, sha256, md5, output, registries, retries,
+        timeout, fail_fast, as_json, quiet):
     """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache.
 
     \b
@@ -45,6 +48,8 @@ def get(names, background, cache_dir, mirrors, also_origin, connections, sha256,
         output=output,
         registries=[str(r) for r in registries],
         fail_fast=fail_fast,
+        retries=retries,
+        timeout=timeout,
     )
     if background:
         from prefetch.jobs import start_job
