@@ -27,7 +27,7 @@ class Fetcher:
         self.t = transfer
 
     def run(self, worker_id: int) -> None:
-        client = self.t.client_factory(timeouts=self.t.opt.timeouts)
+        client = self.t.client_factory(timeouts=self.t.opt.timeouts, resolve=self.t.opt.resolve)
         buffer = memoryview(bytearray(self.t.opt.chunk_size))
         try:
             self._loop(worker_id, client, buffer)
@@ -132,23 +132,35 @@ class Fetcher:
             src.effective_url = final_url
             answer = check_response(resp, start=start, known_size=known_size, src=src, ranged=ranged,
                                     others=others, have_bytes=have_bytes, name=self.t.name, end=seg.end)
-            self._accept(answer, seg, src)
+            pinned_now = self._accept(answer, seg, src)
             if answer.note:
                 self.t.note(answer.note)
+            if pinned_now:
+                self.t.note(f"no expected hash and no ETag or Last-Modified from {host_of(src.url)}: one stream from "
+                            f"it, since pieces from separate requests could mix versions of the file")
             stream_body(self.t, resp, seg, src, answer.first, buffer, generation, skip=answer.skip)
         finally:
             with self.t.lock:
                 self.t.responses.pop(worker, None)
             resp.close()
 
-    def _accept(self, answer: Answer, seg: Segment, src: Source) -> None:
-        """Take in what an accepted answer tells: size, validators, a shorter range."""
+    def _accept(self, answer: Answer, seg: Segment, src: Source) -> bool:
+        """Take in what an accepted answer tells: size, validators, a shorter range.
+
+        Returns True when it pinned the transfer to one stream from ``src``.
+        """
         with self.t.lock:
             if answer.whole_body and self.t.size is None:
                 self.t.ranges_ok = False  # a Range probe answered with the whole body: no range support
                 self.t.dirty = True
             if src.learn(answer.etag, answer.last_modified):
                 self.t.dirty = True
+            pin = (self.t.algorithm is None and not (src.etag or src.last_modified) and self.t.sources.pinned is None
+                   and answer.total is not None and (self.t.size is None or answer.whole_body))
+            if pin:
+                # Nothing can check this file (no hash, no validator): pieces from several
+                # requests could come from servers holding different versions. One stream.
+                self.t.sources.pinned = src
             if self.t.size is None:
                 self.t.size = answer.total
                 if answer.total is not None:
@@ -163,6 +175,7 @@ class Fetcher:
                 # The server sent a shorter range than asked: leave the rest to others.
                 self.t.schedule.add(answer.end, seg.end)
                 seg.end = answer.end
+            return pin
 
     def _crowded(self, worker_id: int, src: Source, status: int, *, at_once: bool = False) -> bool:
         """The server refused a request while other connections to it deliver: keep fewer.

@@ -229,8 +229,9 @@ class Client:
     Not thread-safe: give each worker thread its own.
     """
 
-    def __init__(self, *, timeouts: Timeouts | None = None) -> None:
+    def __init__(self, *, timeouts: Timeouts | None = None, resolve: dict[str, str | None] | None = None) -> None:
         self.timeouts = timeouts or Timeouts()
+        self.resolve = resolve  # PREFETCH_RESOLVE's table; None: read it from os.environ
         self._session = None
         self._verify: bool | str | None = None
         self._warm: set[tuple[str, str]] = set()  # (scheme, netloc) whose last response was read whole
@@ -239,7 +240,7 @@ class Client:
         import requests
 
         session = requests.Session()
-        adapter = _adapter()
+        adapter = _adapter(self.resolve if self.resolve is not None else resolve_overrides())
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         session.headers.update({
@@ -542,8 +543,8 @@ def resolve_overrides(env=None) -> dict[str, str | None]:
     return table
 
 
-def _adapter():
-    """A requests adapter whose connections honour PREFETCH_RESOLVE and the head deadline."""
+def _adapter(resolve: dict[str, str | None]):
+    """A requests adapter whose connections honour ``resolve`` and the head deadline."""
     from requests.adapters import HTTPAdapter
     from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
@@ -552,8 +553,18 @@ def _adapter():
     class _HTTPPool(HTTPConnectionPool):
         ConnectionCls = conn_classes[0]
 
+        def _new_conn(self):
+            conn = super()._new_conn()
+            conn.resolve_table = resolve
+            return conn
+
     class _HTTPSPool(HTTPSConnectionPool):
         ConnectionCls = conn_classes[1]
+
+        def _new_conn(self):
+            conn = super()._new_conn()
+            conn.resolve_table = resolve
+            return conn
 
     pools = {"http": _HTTPPool, "https": _HTTPSPool}
 
@@ -584,14 +595,16 @@ def _connection_classes():
     from urllib3.exceptions import NameResolutionError
 
     class _Mixin:
+        resolve_table: dict = {}
+
         def _new_conn(self):
-            table = resolve_overrides()
+            table = self.resolve_table
             host = (self._dns_host or "").lower().strip("[]")
             if host in table:
                 address = table[host]
                 if address is None:
-                    raise NameResolutionError(self.host, self, socket.gaierror(socket.EAI_NONAME,
-                                                                               "Name or service not known"))
+                    lookup = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+                    raise NameResolutionError(self.host, self, lookup) from lookup
                 self._dns_host = address
             return super()._new_conn()
 

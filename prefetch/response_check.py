@@ -43,8 +43,11 @@ class WebPageError(TransientHTTPError):
     """The answer is a web page (or another type) instead of the file: a failing source."""
 
     def __init__(self, host: str, what: str) -> None:
+        page = what.startswith("a web page")
+        detail = what[len("a web page"):].strip(" ()") if page else what
         super().__init__(
-            f"{host} returned {what} instead of the file: probably a captive portal or block page "
+            f"the network returned {'a web page' if page else 'something else'} instead of the file "
+            f"({detail}, from {host}): probably a captive portal or block page "
             f"(log in through a browser, or use another network or --mirror)",
             cause=f"returned {what}", kind=Failure.WEB_PAGE)
 

@@ -50,32 +50,73 @@ class TransferState:
 
 def load_state(path: Path) -> TransferState | None:
     """Read a state file; ``None`` when missing or unusable (then start over)."""
+    return check_state(path)[0]
+
+
+def check_state(path: Path) -> tuple[TransferState | None, str | None]:
+    """Read a state file: (state, None), (None, None) when there is none, or (None, why it is unusable).
+
+    Every field is type-checked: a hand-edited or damaged record (``"size": true``,
+    a string where a number belongs, ranges outside the file) is refused whole.
+    """
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("version") != STATE_VERSION:
-            return None
-        done = [[int(a), int(b)] for a, b in data.get("done", [])]
-        size = data.get("size")
-        if size is not None:
-            size = int(size)
-            if any(a < 0 or b > size or a >= b for a, b in done):
-                return None
-        validators = {
-            str(url): {str(k): str(v) for k, v in (vals or {}).items()}
-            for url, vals in dict(data.get("validators", {})).items()
-        }
-        return TransferState(
-            urls=[str(u) for u in data["urls"]],
-            size=size,
-            ranges=bool(data.get("ranges", True)),
-            validators=validators,
-            done=done,
-            algorithm=data.get("algorithm"),
-        )
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        return None
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None
+        return None, None
+    except (OSError, ValueError) as exc:
+        return None, f"cannot read it ({exc})"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None, "it is not valid JSON"
+    try:
+        return _parse_state(data), None
+    except _BadState as exc:
+        return None, str(exc)
+
+
+class _BadState(Exception):
+    pass
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_state(data) -> TransferState:
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise _BadState(what)
+
+    need(isinstance(data, dict), "it is not a JSON object")
+    need(data.get("version") == STATE_VERSION and _is_int(data.get("version")),
+         f"version {data.get('version')!r} is not {STATE_VERSION}")
+    urls = data.get("urls")
+    need(isinstance(urls, list) and all(isinstance(u, str) for u in urls), "urls is not a list of strings")
+    size = data.get("size")
+    need(size is None or (_is_int(size) and size >= 0), f"size {size!r} is not a byte count")
+    done = data.get("done", [])
+    need(isinstance(done, list) and all(isinstance(r, list) and len(r) == 2 and all(_is_int(x) for x in r)
+                                        for r in done), "done is not a list of [start, end] byte offsets")
+    if done:
+        need(size is not None, "done ranges without a size")
+        need(all(0 <= a < b <= size for a, b in done), "a done range lies outside the file")
+    ranges = data.get("ranges", True)
+    need(isinstance(ranges, bool), f"ranges {ranges!r} is not true or false")
+    validators = data.get("validators", {})
+    need(isinstance(validators, dict) and all(
+        isinstance(v, dict) and all(k in ("etag", "last_modified") and isinstance(x, str) for k, x in v.items())
+        for v in validators.values()), "validators are not strings per URL")
+    algorithm = data.get("algorithm")
+    need(algorithm is None or algorithm in ("sha256", "md5", "sha1", "sha512"), f"algorithm {algorithm!r} is unknown")
+    return TransferState(
+        urls=list(urls),
+        size=size,
+        ranges=ranges,
+        validators={url: dict(vals) for url, vals in validators.items()},
+        done=[[a, b] for a, b in done],
+        algorithm=algorithm,
+    )
 
 
 def save_state(path: Path, state: TransferState) -> None:

@@ -29,15 +29,21 @@ class TransferOptions:
     backoff_base: float = 0.5
     backoff_cap: float = 30.0
     retry_after_cap: float = 120.0
+    demote_window: float = 2.0  # a source's rate per connection is judged over this long ...
+    demote_ratio: float = 4.0  # ... and it is demoted when the fastest does this many times better
     max_restarts: int = 3  # remote changed this often => IntegrityError
     ramp_interval: float = 0.1  # the ramp judges each step over this long (after it settles)
     ramp_gain: float = 1.15  # ... and doubles again only if the rate grew by this factor
     state_interval: float = 0.5
     progress_interval: float = 0.25
     preallocate: bool = True
+    sync_data: bool = True  # fdatasync the .part before a state save that records new ranges
     # Extra request headers for every request of this transfer (--header); secrets maybe:
     # never logged, never in the state file, never in repr().
     headers: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # PREFETCH_RESOLVE: host -> address (None: the name does not resolve), or None to read
+    # it from os.environ where connections are made.
+    resolve: dict[str, str | None] | None = field(default=None, compare=False)
     # Something with a thread-safe ``wait(n)`` called after each read of n bytes, that
     # blocks to keep a total rate (--limit-rate: prefetch.ratelimit.RateLimiter), or None.
     limiter: object | None = field(default=None, repr=False, compare=False)
@@ -55,6 +61,10 @@ class TransferOptions:
                     from prefetch.errors import UsageError
 
                     raise UsageError(f"{name}={env[name]!r} is not a valid {kind.__name__}") from None
+        if env.get("PREFETCH_RESOLVE"):
+            from prefetch.http import resolve_overrides
+
+            values["resolve"] = resolve_overrides(env)
         values.update({k: v for k, v in overrides.items() if v is not None})
         read = values.pop("read_timeout", None)
         connect = values.pop("connect_timeout", None)
@@ -88,7 +98,9 @@ _ENV_KNOBS = [
     ("backoff_cap", "PREFETCH_BACKOFF_CAP", float),
     ("retry_after_cap", "PREFETCH_RETRY_AFTER_CAP", float),
     ("min_split", "PREFETCH_MIN_SPLIT", int),
+    ("demote_window", "PREFETCH_DEMOTE_WINDOW", float),
     ("max_connections", "PREFETCH_MAX_CONNECTIONS", int),
+    ("sync_data", "PREFETCH_SYNC", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),  # never raises
 ]
 
 
