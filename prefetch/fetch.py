@@ -251,6 +251,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         result.reused = transfer.reused
         result.sources_dropped += transfer.sources_dropped
         if expected is None or transfer.digest == expected.hexdigest:
+            _check_size(part, state, transfer.size, plan.label)
             return transfer
         _discard(part, state)
         if transfer.reused:
@@ -280,6 +281,20 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
             urls = [alone.pop(0)]
             continue
         check_hash(transfer.digest or "", expected, what=plan.label)  # raises
+
+
+def _check_size(part: Path, state: Path, size: int, label: str) -> None:
+    """The file to be placed has exactly the size the transfer verified (no tail of junk)."""
+    try:
+        actual = part.stat().st_size
+    except OSError as exc:
+        raise local_error(exc, part) from None
+    if actual != size:
+        from prefetch.errors import IntegrityError
+
+        _discard(part, state)
+        raise IntegrityError(f"{label}: {part} holds {actual} bytes, the download {size}; not placed. "
+                             f"Run the same command again")
 
 
 def _drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: EventSink) -> None:
