@@ -55,7 +55,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.nginx import NginxServer, nginx_binary  # after the sys.path insert above
+from tests.latency_proxy import LatencyProxy  # noqa: E402 - after the sys.path insert above
+from tests.nginx import NginxServer, nginx_binary  # noqa: E402
 
 MIB = 1 << 20
 FILE_NAME = "bench.bin"
@@ -75,19 +76,53 @@ from prefetch.cli import main
 sys.argv[0] = "prefetch"
 main()
 """
-SCENARIOS = ("throttled", "unthrottled")
 RUN_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One server setup: nginx's limits, and a latency proxy in front when ``rtt``."""
+
+    name: str
+    limit_rate: str | None = None  # per connection (nginx syntax)
+    rtt: float | None = None  # seconds of round trip added by tests/latency_proxy.py
+    limit_conn: int | None = None  # connections per client; more get 503
+    route: bool = False  # the smaller "route" file (--route-size-mib), slow single-connection tools once
+
+
+def scenarios(args) -> dict[str, Scenario]:
+    return {
+        "throttled": Scenario("throttled", limit_rate=args.limit_rate),
+        "unthrottled": Scenario("unthrottled"),
+        "rtt50": Scenario("rtt50", limit_rate="1m", rtt=0.05, route=True),
+        "rtt200": Scenario("rtt200", limit_rate="1m", rtt=0.2, route=True),
+        "rtt400": Scenario("rtt400", limit_rate="1m", rtt=0.4, route=True),
+        "capped": Scenario("capped", limit_rate="2m", limit_conn=4, route=True),
+    }
+
+
+SCENARIOS = ("throttled", "unthrottled", "rtt50", "rtt200", "rtt400", "capped")
+ROUTE_FILE = "route.bin"
+SLOW_TOOLS = ("wget", "curl")  # one connection: on a route scenario they run in round 1 only
+ROUTE_SKIP = ("prefetch+sha256", "prefetch-nohash")  # hashing costs show on the loopback rows
+# A bare click command: the floor for CLI start-up (click's own import).
+CLICK_DRIVER = "import click\n@click.command()\ndef main():\n    pass\nmain()\n"
 
 # The issue's targets: (key, description, limit). A ratio is MET when <= limit.
 TARGETS = [
+    ("rtt200_prefetch_over_aria2c", "200 ms, 1 MiB/s per connection: prefetch / aria2c -x16", 0.8),
+    ("rtt50_prefetch_over_aria2c", "50 ms, 1 MiB/s per connection: prefetch / aria2c -x16", 0.85),
+    ("rtt400_prefetch_over_aria2c", "400 ms, 1 MiB/s per connection: prefetch / aria2c -x16", 0.85),
+    ("capped_prefetch_over_aria2c", "capped mirror (4 per client, 503 beyond): prefetch / aria2c -x16", 1.0),
     ("throttled_prefetch_over_aria2c", "throttled: prefetch / aria2c -x16", 0.9),
     ("throttled_prefetch_over_wget", "throttled: prefetch / wget", 0.1),
     ("unthrottled_prefetch_over_curl", "unthrottled: prefetch / curl", 1.2),
     ("throttled_sha256_over_nohash", "throttled: prefetch --sha256 / prefetch without hashing", 1.1),
     ("unthrottled_sha256_over_nohash", "unthrottled: prefetch --sha256 / prefetch without hashing", 1.1),
+    ("throttled_cpu_prefetch_over_aria2c", "throttled: prefetch CPU s / aria2c CPU s", 1.5),
     ("peak_rss_mib", "prefetch peak RSS (MiB)", 80.0),
-    ("help_over_python", "prefetch --help / python -c pass", 2.0),
-    ("status_over_python", "prefetch status / python -c pass", 2.0),
+    ("help_over_click", "prefetch --help / bare click --help", 1.3),
+    ("status_over_click", "prefetch status / bare click --help", 1.5),
 ]
 
 
@@ -99,6 +134,7 @@ class Run:
     seconds: float
     returncode: int
     max_rss_kib: int
+    cpu_s: float  # user + sys of the process (and its children)
     requests: int | None
     ok: bool  # exit 0 and the output is byte-identical
     note: str = ""
@@ -116,6 +152,7 @@ class Summary:
     max_s: float | None
     requests: float | None
     max_rss_mib: float | None
+    cpu_s: float | None = None  # median user + sys
 
 
 @dataclass
@@ -170,8 +207,11 @@ def rss_method() -> str:
 
 
 def run_measured(cmd: list[str], *, env: dict, cwd: Path, log: Path, timeout: float = RUN_TIMEOUT
-                 ) -> tuple[float, int, int]:
-    """Run ``cmd``; return (wall seconds, exit code, peak RSS in KiB of that process).
+                 ) -> tuple[float, int, int, float]:
+    """Run ``cmd``; return (wall seconds, exit code, peak RSS in KiB of that process, CPU seconds).
+
+    CPU seconds are user + sys from ``wait4`` (they include the command's children, and
+    GNU time's own few milliseconds when it wraps the command).
 
     Peak RSS comes from GNU time when present: ``wait4``'s ru_maxrss of a child forked
     from this (large) Python process starts at this process's RSS, because Linux keeps
@@ -197,7 +237,7 @@ def run_measured(cmd: list[str], *, env: dict, cwd: Path, log: Path, timeout: fl
             rss = int(rss_file.read_text().split()[-1])
         except (OSError, ValueError, IndexError):
             pass
-    return elapsed, proc.returncode, rss
+    return elapsed, proc.returncode, rss, usage.ru_utime + usage.ru_stime
 
 
 def tool_env(work: Path) -> dict:
@@ -331,25 +371,27 @@ def machine_info() -> dict:
 # ---------------------------------------------------------------------------- phases
 
 
-def bench_downloads(*, servers: dict[str, NginxServer], tools: list[str], rounds: int, size: int,
-                    sha256: str, work: Path, env: dict, prefetch_env: dict, progress) -> list[Run]:
-    out = work / "out" / FILE_NAME
-    out.parent.mkdir(exist_ok=True)
+def bench_downloads(*, servers: dict[str, tuple[Scenario, str, int, str, Path]], tools: list[str], rounds: int,
+                    work: Path, env: dict, prefetch_env: dict, progress) -> list[Run]:
+    """Every tool on every scenario; ``servers`` maps a scenario to (it, url, size, sha256, access log)."""
     logs = work / "logs"
     logs.mkdir(exist_ok=True)
     runs: list[Run] = []
-    for scenario, server in servers.items():
-        url = server.url_for(FILE_NAME)
+    for name, (scenario, url, size, sha256, access_log) in servers.items():
+        out = work / "out" / url.rsplit("/", 1)[-1]
+        out.parent.mkdir(exist_ok=True)
         for r in range(rounds):
             order = tools[r % len(tools):] + tools[:r % len(tools)]  # rotate: no tool always first
             for tool in order:
+                if scenario.route and (tool in ROUTE_SKIP or (tool in SLOW_TOOLS and r)):
+                    continue  # one connection at 1 MiB/s: minutes per run, and no variance worth it
                 clean_outputs(out, env)
-                before = count_lines(server.access_log)
-                log = logs / f"{scenario}-{tool}-{r}.log"
+                before = count_lines(access_log)
+                log = logs / f"{name}-{tool}-{r}.log"
                 run_env = {**env, **prefetch_env} if tool.startswith("prefetch") else env
-                seconds, code, rss = run_measured(tool_command(tool, url, out, sha256), env=run_env,
-                                                  cwd=work, log=log)
-                requests = count_lines(server.access_log) - before
+                seconds, code, rss, cpu = run_measured(tool_command(tool, url, out, sha256), env=run_env,
+                                                       cwd=work, log=log)
+                requests = count_lines(access_log) - before
                 ok, note = code == 0, ""
                 if code != 0:
                     note = f"exit {code}: " + " ".join(log.read_text(errors="replace").split())[:200]
@@ -357,12 +399,12 @@ def bench_downloads(*, servers: dict[str, NginxServer], tools: list[str], rounds
                     ok, note = False, f"output has {out.stat().st_size if out.exists() else 'no'} bytes"
                 elif sha256_of(out) != sha256:
                     ok, note = False, "output differs from the served file"
-                run = Run(scenario, tool, r + 1, seconds, code, rss, requests, ok, note)
+                run = Run(name, tool, r + 1, seconds, code, rss, cpu, requests, ok, note)
                 runs.append(run)
-                progress(f"  {scenario:11} round {r + 1}/{rounds} {tool:16} {seconds:7.2f}s "
-                         f"{size / seconds / 1e6:8.1f} MB/s  rss {rss / 1024:6.1f} MiB  "
+                progress(f"  {name:11} round {r + 1}/{rounds} {tool:16} {seconds:7.2f}s "
+                         f"{size / seconds / 1e6:8.1f} MB/s  cpu {cpu:5.2f}s  rss {rss / 1024:6.1f} MiB  "
                          f"req {requests:3}  {'ok' if ok else 'FAILED ' + note}")
-    clean_outputs(out, env)
+        clean_outputs(out, env)
     return runs
 
 
@@ -372,6 +414,7 @@ def bench_startup(*, env: dict, work: Path, repeats: int, progress) -> list[Star
     cli = prefetch_cli()
     results = [
         Startup("python -c pass", [sys.executable, "-c", "pass"], None),
+        Startup("click --help", [sys.executable, "-c", CLICK_DRIVER, "--help"], None),
         Startup("prefetch --help", [*cli, "--help"], None),
         Startup("prefetch status", [*cli, "status"], None),
     ]
@@ -381,7 +424,7 @@ def bench_startup(*, env: dict, work: Path, repeats: int, progress) -> list[Star
         for item in results:
             if item.error:
                 continue
-            seconds, code, _ = run_measured(item.command, env=env, cwd=work, log=log, timeout=60)
+            seconds, code, _, _ = run_measured(item.command, env=env, cwd=work, log=log, timeout=60)
             if code != 0:
                 lines = log.read_text(errors="replace").strip().splitlines()
                 item.error = f"exit {code}: {lines[-1] if lines else 'no output'}"
@@ -394,7 +437,7 @@ def bench_startup(*, env: dict, work: Path, repeats: int, progress) -> list[Star
     return results
 
 
-def summarize(runs: list[Run], size: int) -> list[Summary]:
+def summarize(runs: list[Run], sizes: dict[str, int]) -> list[Summary]:
     out = []
     for scenario in dict.fromkeys(r.scenario for r in runs):
         for tool in dict.fromkeys(r.tool for r in runs if r.scenario == scenario):
@@ -403,12 +446,14 @@ def summarize(runs: list[Run], size: int) -> list[Summary]:
             secs = [r.seconds for r in good]
             med = median(secs)
             reqs = [r.requests for r in good if r.requests is not None]
+            size = sizes[scenario]
             out.append(Summary(
                 scenario=scenario, tool=tool, runs=len(mine), failed=len(mine) - len(good),
                 median_s=med, mb_per_s=size / med / 1e6 if med else None,
                 min_s=min(secs) if secs else None, max_s=max(secs) if secs else None,
                 requests=median(reqs) if reqs else None,
                 max_rss_mib=max(r.max_rss_kib for r in mine) / 1024 if mine else None,
+                cpu_s=median([r.cpu_s for r in good]),
             ))
     return out
 
@@ -421,6 +466,9 @@ def compute_ratios(summaries: list[Summary], startup: list[Startup]) -> dict[str
         return x / y if x and y else None
 
     ratios: dict[str, float | None] = {}
+    cpu = {(s.scenario, s.tool): s.cpu_s for s in summaries}
+    a, b = cpu.get(("throttled", "prefetch")), cpu.get(("throttled", "aria2c"))
+    ratios["throttled_cpu_prefetch_over_aria2c"] = a / b if a and b else None
     for scenario in SCENARIOS:
         for other in ("aria2c", "wget", "curl"):
             ratios[f"{scenario}_prefetch_over_{other}"] = ratio((scenario, "prefetch"), (scenario, other))
@@ -431,10 +479,11 @@ def compute_ratios(summaries: list[Summary], startup: list[Startup]) -> dict[str
     rss = [s.max_rss_mib for s in summaries if s.tool.startswith("prefetch") and s.max_rss_mib]
     ratios["peak_rss_mib"] = max(rss) if rss else None
     by_name = {s.name: s.median_s for s in startup}
-    base = by_name.get("python -c pass")
-    for key, name in (("help_over_python", "prefetch --help"), ("status_over_python", "prefetch status")):
-        value = by_name.get(name)
-        ratios[key] = value / base if value and base else None
+    for floor, suffix in (("python -c pass", "python"), ("click --help", "click")):
+        base = by_name.get(floor)
+        for key, name in ((f"help_over_{suffix}", "prefetch --help"), (f"status_over_{suffix}", "prefetch status")):
+            value = by_name.get(name)
+            ratios[key] = value / base if value and base else None
     return ratios
 
 
@@ -448,8 +497,10 @@ def fmt(value: float | None, spec: str) -> str:
 def render(*, machine: dict, args, size: int, summaries: list[Summary], startup: list[Startup],
            ratios: dict, targets: list[dict]) -> str:
     lines = [
-        (f"prefetch benchmark: {size // MIB} MiB file, {args.rounds} round(s), nginx on 127.0.0.1 "
-        f"(throttled: limit_rate {args.limit_rate} per connection)"
+        (f"prefetch benchmark: {size // MIB} MiB file (loopback rows), {args.route_size_mib} MiB (route rows), "
+        f"{args.rounds} round(s), nginx on 127.0.0.1 "
+        f"(throttled: limit_rate {args.limit_rate} per connection; rttN: a proxy adding N ms of round trip "
+        f"in front of limit_rate 1m per connection; capped: limit_conn 4 per client (503 beyond), limit_rate 2m)"
         + (f"; prefetch env: {' '.join(args.prefetch_env)}" if args.prefetch_env else "")),
         f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM, {machine['os']}",
         (f"python {machine['python']}, prefetch {machine['prefetch']} ({machine['commit']}); {machine['nginx']}; "
@@ -457,29 +508,32 @@ def render(*, machine: dict, args, size: int, summaries: list[Summary], startup:
         f"page cache: not dropped (the served file and the outputs stay in memory); peak RSS: {rss_method()}",
         f"load average (1 min) before / after: {machine.get('load_before', 'n/a')} / {machine.get('load_after', 'n/a')}",
         "",
-        "| scenario | tool | median s | MB/s | min-max s | requests | peak RSS MiB | failed |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| scenario | tool | median s | MB/s | min-max s | requests | CPU s | peak RSS MiB | failed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
         lines.append(
             f"| {s.scenario} | {s.tool} | {fmt(s.median_s, '.2f')} | {fmt(s.mb_per_s, '.1f')} | "
-            f"{fmt(s.min_s, '.2f')}-{fmt(s.max_s, '.2f')} | {fmt(s.requests, '.0f')} | "
+            f"{fmt(s.min_s, '.2f')}-{fmt(s.max_s, '.2f')} | {fmt(s.requests, '.0f')} | {fmt(s.cpu_s, '.2f')} | "
             f"{fmt(s.max_rss_mib, '.1f')} | {s.failed}/{s.runs} |"
         )
-    lines += ["", "| start-up | median ms | x python -c pass |", "|---|---:|---:|"]
+    lines += ["", "| start-up | median ms | x python -c pass | x bare click --help |", "|---|---:|---:|---:|"]
     base = next((s.median_s for s in startup if s.name == "python -c pass"), None)
+    click = next((s.median_s for s in startup if s.name == "click --help"), None)
     for s in startup:
         rel = s.median_s / base if s.median_s and base else None
+        rel_click = s.median_s / click if s.median_s and click else None
         ms = f"{s.median_s * 1000:.0f}" if s.median_s else f"n/a ({s.error})"
-        lines.append(f"| {s.name} | {ms} | {fmt(rel, '.2f')} |")
+        lines.append(f"| {s.name} | {ms} | {fmt(rel, '.2f')} | {fmt(rel_click, '.2f')} |")
     lines += ["", "| ratio | value |", "|---|---:|"]
     for scenario in dict.fromkeys(s.scenario for s in summaries):
         for other in ("aria2c", "wget", "curl"):
             key = f"{scenario}_prefetch_over_{other}"
             lines.append(f"| {scenario}: prefetch / {other} | {fmt(ratios.get(key), '.2f')} |")
-        lines.append(f"| {scenario}: prefetch --sha256 / prefetch | {fmt(ratios.get(f'{scenario}_sha256_over_plain'), '.2f')} |")
-        lines.append(f"| {scenario}: prefetch --sha256 / prefetch without hashing | "
-                     f"{fmt(ratios.get(f'{scenario}_sha256_over_nohash'), '.2f')} |")
+        for key, label in ((f"{scenario}_sha256_over_plain", "prefetch --sha256 / prefetch"),
+                           (f"{scenario}_sha256_over_nohash", "prefetch --sha256 / prefetch without hashing")):
+            if ratios.get(key) is not None:
+                lines.append(f"| {scenario}: {label} | {ratios[key]:.2f} |")
         x16 = ratios.get(f"{scenario}_x16_over_aria2c")
         if x16 is not None:
             lines.append(f"| {scenario}: prefetch --connections 16 / aria2c -x16 (same connection count) | {x16:.2f} |")
@@ -514,16 +568,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mib", type=int, default=None, help="file size in MiB (default 200; 50 with --quick)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per scenario (default 3; 1 with --quick)")
+    parser.add_argument("--route-size-mib", type=int, default=None,
+                        help="file size of the latency and capped rows (default 48; 16 with --quick)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 50 MiB, 1 round, 3 start-up repeats")
     parser.add_argument("--limit-rate", default="10m", help="nginx per-connection limit_rate of the throttled server")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated subset of {','.join(TOOLS)}")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset of throttled,unthrottled")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
     parser.add_argument("--startup-repeats", type=int, default=None, help="runs per start-up command (default 10)")
     parser.add_argument("--prefetch-env", action="append", default=[], metavar="NAME=VALUE",
                         help="environment for the prefetch runs, e.g. PREFETCH_MAX_CONNECTIONS=24 (repeatable)")
     parser.add_argument("--json-out", default=str(REPO / "bench" / "out" / "latest.json"), help="where to write the JSON results")
     args = parser.parse_args(argv)
     args.size_mib = args.size_mib or (50 if args.quick else 200)
+    args.route_size_mib = args.route_size_mib or (16 if args.quick else 48)
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.startup_repeats = args.startup_repeats or (3 if args.quick else 10)
     args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
@@ -564,24 +621,36 @@ def main(argv: list[str] | None = None) -> int:
         root.mkdir()
         (work / "home").mkdir()
         env = tool_env(work)
-        progress(f"bench: writing a {args.size_mib} MiB random file ...")
-        sha256 = make_file(root / FILE_NAME, size)
-        servers: dict[str, NginxServer] = {}
+        progress(f"bench: writing {args.size_mib} MiB and {args.route_size_mib} MiB random files ...")
+        files = {False: (FILE_NAME, size, make_file(root / FILE_NAME, size)),
+                 True: (ROUTE_FILE, args.route_size_mib * MIB,
+                        make_file(root / ROUTE_FILE, args.route_size_mib * MIB))}
+        servers: dict[str, tuple] = {}
+        running: list = []
         try:
-            for scenario in args.scenarios:
-                rate = args.limit_rate if scenario == "throttled" else None
-                servers[scenario] = NginxServer(root, limit_rate=rate).start()
-            progress(f"bench: nginx {', '.join(f'{k} {v.url}' for k, v in servers.items())}")
+            for name in args.scenarios:
+                scenario = scenarios(args)[name]
+                nginx = NginxServer(root, limit_rate=scenario.limit_rate, limit_conn=scenario.limit_conn).start()
+                running.append(nginx)
+                url_base = nginx.url.rstrip("/")
+                if scenario.rtt:
+                    proxy = LatencyProxy(nginx.port, rtt=scenario.rtt).start()
+                    running.append(proxy)
+                    url_base = proxy.url
+                file_name, file_size, file_sha = files[scenario.route]
+                servers[name] = (scenario, f"{url_base}/{file_name}", file_size, file_sha, nginx.access_log)
+            progress(f"bench: {', '.join(f'{k} {v[1]}' for k, v in servers.items())}")
             prefetch_env = dict(item.split("=", 1) for item in args.prefetch_env)
-            runs = bench_downloads(servers=servers, tools=tools, rounds=args.rounds, size=size, sha256=sha256,
-                                   work=work, env=env, prefetch_env=prefetch_env, progress=progress)
+            runs = bench_downloads(servers=servers, tools=tools, rounds=args.rounds, work=work, env=env,
+                                   prefetch_env=prefetch_env, progress=progress)
         finally:
-            for server in servers.values():
+            for server in reversed(running):
                 server.stop()
+        sizes = {name: value[2] for name, value in servers.items()}
         progress("bench: start-up times ...")
         startup = bench_startup(env=env, work=work, repeats=args.startup_repeats, progress=progress)
     machine["load_after"] = round(os.getloadavg()[0], 2)
-    summaries = summarize(runs, size)
+    summaries = summarize(runs, sizes)
     ratios = compute_ratios(summaries, startup)
     targets = judge(ratios)
     text = render(machine=machine, args=args, size=size, summaries=summaries, startup=startup,
@@ -593,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "elapsed_s": round(elapsed, 1),
         "machine": machine,
-        "config": {"size_mib": args.size_mib, "rounds": args.rounds, "limit_rate": args.limit_rate,
+        "config": {"size_mib": args.size_mib, "route_size_mib": args.route_size_mib, "rounds": args.rounds, "limit_rate": args.limit_rate,
                    "tools": tools, "scenarios": args.scenarios, "quick": args.quick,
                    "prefetch_env": args.prefetch_env,
                    "page_cache_dropped": False, "rss_method": rss_method()},

@@ -1,4 +1,4 @@
-"""The Python API: ``ensure()``, ``wait()``, ``status()`` (re-exported by ``prefetch``).
+"""The Python API: ``ensure()``, ``wait()``, ``status()``, ``watch()`` (re-exported by ``prefetch``).
 
 They return data (dataclasses) and raise ``PrefetchError`` subclasses; nothing
 is printed. Typical use in a notebook or a training script::
@@ -6,8 +6,14 @@ is printed. Typical use in a notebook or a training script::
     import prefetch
     job = prefetch.ensure(["cifar10", "imdb"], background=True)   # returns at once
     ...
+    prefetch.watch()                  # a live table of the jobs, in place, until they end
     prefetch.wait("cifar10")          # blocks until cifar10 is verified and in place
     (x, y), _ = keras.datasets.cifar10.load_data()
+
+Progress (tqdm.auto: a widget where ipywidgets is installed, text otherwise)
+is shown in a notebook or on a terminal, never in a log file; ``progress=False``
+turns it off. A kernel interrupt (or Ctrl-C) stops a foreground ``ensure``
+within about a second with ``InterruptedTransferError``; the next call resumes.
 """
 
 from __future__ import annotations
@@ -60,28 +66,38 @@ def make_request(names: str | Iterable[str], **options):
     unknown = sorted(set(options) - set(keys))
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; expected some of {', '.join(keys)}")
-    for key in ("registries", "mirrors"):
+    for key in ("registries", "mirrors", "include", "exclude"):
         if isinstance(options.get(key), (str, bytes)) or hasattr(options.get(key), "__fspath__"):
             options[key] = [options[key]]
         if key in options:
             options[key] = [str(v) for v in options[key] or []]
-    for key in ("cache_dir", "output"):
+    for key in ("cache_dir", "output", "output_dir", "extract_to"):
         if options.get(key) is not None:
             options[key] = str(options[key])
+    if isinstance(options.get("headers"), dict):
+        options["headers"] = [f"{k}: {v}" for k, v in options["headers"].items()]
+    if options.get("urls") is not None:
+        options["urls"] = [{"url": u} if isinstance(u, str) else dict(u) for u in options["urls"]]
     return GetRequest(names=_names(names), **options)
 
 
-def ensure(names: str | Iterable[str], background: bool = False, *, on_event=None, **options):
+def ensure(names: str | Iterable[str], background: bool = False, *, on_event=None, progress: bool | None = None,
+           **options):
     """Make datasets (or URLs) present, verified and in place in the Keras cache.
 
     Args:
         names: a dataset name or URL, or several.
         background: start a detached job and return its ``JobRecord`` at once
-            (``.id``, ``.pid``, ``.log_path``); follow it with ``wait``/``status``.
+            (``.id``, ``.pid``, ``.log_path``); follow it with ``watch``/``wait``/``status``.
         on_event: foreground only: called with each progress ``Event``.
+        progress: foreground only: a tqdm.auto bar; default on in a notebook or on a terminal.
         **options: as the ``get`` flags: ``cache_dir``, ``mirrors`` (or ``mirror``),
             ``also_origin``, ``connections``, ``sha256``, ``md5``, ``output``,
-            ``registries`` (or ``registry``), ``fail_fast``.
+            ``registries`` (or ``registry``), ``fail_fast``; for URLs also ``urls``
+            (``-i`` entries: ``{"url", "sha256", "md5", "out", "dir"}``), ``output_dir``,
+            ``extract``, ``extract_to``, ``limit_rate`` ("2M"), ``headers``
+            ({"Name": "value"} or ["Name: value"]) and ``force``; for ``hf://`` names
+            ``include``/``exclude`` (globs) and ``mirror`` (the Hub endpoint).
 
     Returns:
         Foreground: a list of ``FileResult`` (status ``downloaded`` or ``cached``).
@@ -89,29 +105,59 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
 
     Raises:
         UsageError (unknown dataset, bad flags), NetworkError, IntegrityError,
-        LocalFileError, UnsafeArchiveError, InterruptedTransferError: the first
-        file's failure (the others were still attempted).
+        LocalFileError, UnsafeArchiveError, InterruptedTransferError (Ctrl-C or a
+        kernel interrupt: the bytes on disk stay, the next call resumes): the
+        first file's failure (the others were still attempted).
     """
     request = make_request(names, **options)
     if background:
         from prefetch.jobs import start_job
+        from prefetch.request import job_environment
 
-        return start_job(request)
-    from prefetch.events import ignore_event
+        return start_job(request, env=job_environment(request))
+    import threading
+
+    from prefetch.interrupt import stop_on_interrupt
+    from prefetch.progress import ProgressBar, progress_wanted
     from prefetch.request import plan_request, run_request
 
     plan_request(request)
-    results = run_request(request, on_event=on_event or ignore_event)
+    bar = ProgressBar() if (progress if progress is not None else progress_wanted()) else None
+    sink = _both(on_event, bar)
+    stop = threading.Event()
+    try:
+        with stop_on_interrupt(stop):
+            results = run_request(request, on_event=sink, stop=stop)
+    finally:
+        if bar is not None:
+            bar.close()
     failed = [r for r in results if r.status in ("failed", "interrupted") or r.exit_code]
     if failed:
         from prefetch.fetch import overall_exit_code
 
         code = overall_exit_code(results)
-        raise error_for_exit_code(code, "; ".join(r.error or r.name for r in failed))
+        raise error_for_exit_code(code, "; ".join(dict.fromkeys(r.error or r.name for r in failed)))
     return results
 
 
-def wait(names_or_jobs: str | Sequence[str] | None = None, timeout: float | None = None):
+def _both(first, second):
+    sinks = [s for s in (first, second) if s is not None]
+    if not sinks:
+        from prefetch.events import ignore_event
+
+        return ignore_event
+    if len(sinks) == 1:
+        return sinks[0]
+
+    def sink(event) -> None:
+        for s in sinks:
+            s(event)
+
+    return sink
+
+
+def wait(names_or_jobs: str | Sequence[str] | None = None, timeout: float | None = None, *,
+         progress: bool | None = None):
     """Block until jobs or datasets are done; the ``WaitResult`` (jobs and datasets in place).
 
     Args:
@@ -119,18 +165,29 @@ def wait(names_or_jobs: str | Sequence[str] | None = None, timeout: float | None
             dataset waits for every job that includes it; with none running it
             just checks that its files are complete. None: every job on record.
         timeout: seconds; None waits as long as it takes.
+        progress: a tqdm.auto bar of the jobs' bytes while waiting; default on in
+            a notebook or on a terminal.
 
     Raises:
         WaitTimeoutError: ``timeout`` passed first (the jobs keep running).
         JobNotFoundError: an unknown job id. UnknownDatasetError: an unknown name.
         NetworkError, IntegrityError, ...: a job failed (the class of its exit code);
         NotDownloadedError: a dataset is not in place and no job is fetching it.
+        KeyboardInterrupt: interrupted while waiting (the jobs keep running).
     """
     from prefetch.errors import NotDownloadedError
     from prefetch.jobs import wait_for
+    from prefetch.progress import JobsBar, progress_wanted
 
     targets = None if names_or_jobs is None else _names(names_or_jobs)
-    result = wait_for(targets, timeout=timeout)
+    bar = JobsBar() if (progress if progress is not None else progress_wanted()) else None
+    try:
+        result = wait_for(targets, timeout=timeout, on_poll=bar)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("stopped waiting; the jobs keep running (prefetch.status(), prefetch.wait())") from None
+    finally:
+        if bar is not None:
+            bar.close()
     if result.exit_code:
         message = "; ".join(result.failures)
         if result.missing and len(result.missing) == len(result.failures):
@@ -140,15 +197,82 @@ def wait(names_or_jobs: str | Sequence[str] | None = None, timeout: float | None
 
 
 def status(job: str | None = None):
-    """Background jobs with their current state: a list of ``JobRecord`` (or one, given ``job``).
+    """Background jobs with their current state: a ``JobList`` of ``JobRecord`` (or one, given ``job``).
 
-    A job whose worker died shows ``state == "interrupted"``.
+    Both show as a table in a notebook (``_repr_html_``) and in ``repr``. A job
+    whose worker died shows ``state == "interrupted"``.
 
     Raises:
         JobNotFoundError, UsageError: unknown or invalid job id.
     """
     from prefetch.jobs import get_job, list_jobs
+    from prefetch.jobs.views import JobList
 
     if job is not None:
         return get_job(job)
-    return list_jobs()
+    return JobList(list_jobs())
+
+
+def watch(jobs: str | Sequence[str] | None = None, *, interval: float = 1.0, timeout: float | None = None):
+    """Show the jobs' table, updated in place, until none of them runs; their final ``JobList``.
+
+    In a notebook the table is one output updated in place (HTML); elsewhere a
+    text table is printed when something changed, at most every few seconds.
+    Interrupting it (Ctrl-C, the kernel's stop button) leaves the jobs running.
+
+    Args:
+        jobs: job ids (default: the running ones, else the latest).
+        interval: seconds between updates.
+        timeout: give up watching after this long (the jobs keep running).
+    """
+    from prefetch.progress import watch_jobs
+
+    ids = None if jobs is None else _names(jobs)
+    return watch_jobs(ids, interval=interval, timeout=timeout)
+
+
+def cache_usage(*, cache_dir=None, registry=None):
+    """Datasets with something on disk: a list of ``DatasetUsage`` (``.bytes``, ``.paths``, ``.partials``)."""
+    registry_, root, state = _housekeeping_context(cache_dir, registry)
+    from prefetch.housekeeping import cache_usage as usage
+
+    return usage(registry_, root=root, state=state)
+
+
+def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run: bool = False):
+    """Remove datasets from the cache (``prefetch rm``); the ``RemoveResult``.
+
+    Files being downloaded are left alone and listed in ``.skipped``.
+
+    Raises:
+        UnknownDatasetError: a name no registry knows (nothing is removed).
+    """
+    registry_, root, state = _housekeeping_context(cache_dir, registry)
+    from prefetch.housekeeping import remove_datasets
+
+    return remove_datasets(_names(names), registry_, root=root, state=state, dry_run=dry_run)
+
+
+def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = False):
+    """Remove stale partial downloads and leftovers (``prefetch clean``); the ``RemoveResult``.
+
+    ``older_than``: an age like ``"7d"``, ``"12h"``, or seconds.
+    """
+    from prefetch.housekeeping import clean_cache, parse_age
+    from prefetch.layout import keras_root
+    from prefetch.paths import state_dir
+
+    return clean_cache(root=keras_root(cache_dir=cache_dir), state=state_dir(), older_than=parse_age(older_than),
+                       dry_run=dry_run)
+
+
+def _housekeeping_context(cache_dir, registry):
+    from pathlib import Path
+
+    from prefetch.layout import keras_root
+    from prefetch.paths import config_dir, state_dir
+    from prefetch.registry import load_registry
+
+    extra = [registry] if isinstance(registry, (str, bytes)) or hasattr(registry, "__fspath__") else list(registry or [])
+    loaded = load_registry(extra_files=[Path(r) for r in extra], config_dir=config_dir())
+    return loaded, keras_root(cache_dir=cache_dir), state_dir()

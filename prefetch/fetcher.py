@@ -45,9 +45,8 @@ class Fetcher:
 
     def _loop(self, worker_id: int, client, buffer: memoryview) -> None:
         while not self.t.stop.is_set():
-            with self.t.lock:
-                if self.t.worker_limit is not None and self.t.active_workers > self.t.worker_limit:
-                    return  # the server refused more connections: this one steps back
+            if self._step_back(worker_id):
+                return  # the server refused more connections: this one steps back
             seg = self.t.take_segment(worker_id)
             if seg is None:
                 return
@@ -102,6 +101,21 @@ class Fetcher:
             return True
         return exc.kind == Failure.TIMEOUT and not src.delivered
 
+    def _step_back(self, worker_id: int) -> bool:
+        """More workers run than the server accepts: should this one go?
+
+        Workers that never had an answer go first; one that delivers goes only when
+        those are not enough (it would otherwise leave the refused ones running).
+        """
+        t = self.t
+        with t.lock:
+            if t.worker_limit is None or t.active_workers <= t.worker_limit:
+                return False
+            if worker_id not in t.answered:
+                return True
+            unanswered = t.active_workers - len(t.answered)
+            return t.active_workers - t.worker_limit > unanswered
+
     # -- one request -------------------------------------------------------
     def fetch(self, worker: int, seg: Segment, src: Source, client, buffer: memoryview) -> None:
         """Download ``seg`` from ``src`` until it is done, cut short, or fails."""
@@ -150,6 +164,9 @@ class Fetcher:
         Returns True when it pinned the transfer to one stream from ``src``.
         """
         with self.t.lock:
+            if self.t.schedule.piece is None and self.t.latency >= self.t.opt.long_route \
+                    and (self.t.opt.connections or 2) > 1:
+                self.t.schedule.piece = self.t.opt.piece_size  # a long route: requests in pieces
             if answer.whole_body and self.t.size is None:
                 self.t.ranges_ok = False  # a Range probe answered with the whole body: no range support
                 self.t.dirty = True
@@ -165,6 +182,8 @@ class Fetcher:
                 self.t.size = answer.total
                 if answer.total is not None:
                     seg.end = answer.total if seg.end is None else min(seg.end, answer.total)
+                    if self.t.schedule.piece and self.t.ranges_ok:
+                        self.t.schedule.cut(seg, self.t.schedule.piece)
                     self.t._preallocate_locked()
                 self.t.dirty = True
             if answer.first > seg.pos and seg.end is not None:
@@ -182,6 +201,9 @@ class Fetcher:
 
         Returns False when it is not (yet) taken as a connection cap: the usual path follows.
         """
+        # Requests sent together (a long route opens its connections at once) answer
+        # together: let the others' answers arrive before counting who delivers.
+        self.t.interrupt.wait(min(self.t.latency or 0.0, 1.0))
         with self.t.lock:
             delivering = len([w for w in self.t.answered - {worker_id} if self.t.worker_source.get(w) is src])
             limit, first = self.t.retries.refused(delivering=delivering, live_sources=len(self.t.sources.live()),

@@ -49,7 +49,11 @@ class TransferState:
 
 
 def load_state(path: Path) -> TransferState | None:
-    """Read a state file; ``None`` when missing or unusable (then start over)."""
+    """Read a state file; ``None`` when missing or unusable (then start over).
+
+    Raises:
+        UnsafePathError: a link, FIFO or another user's file is there (never opened blocking).
+    """
     return check_state(path)[0]
 
 
@@ -58,9 +62,17 @@ def check_state(path: Path) -> tuple[TransferState | None, str | None]:
 
     Every field is type-checked: a hand-edited or damaged record (``"size": true``,
     a string where a number belongs, ranges outside the file) is refused whole.
+
+    Raises:
+        UnsafePathError: a link, FIFO or another user's file is there (never opened blocking).
     """
+    from prefetch.safefs import read_bytes
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = read_bytes(path)
+        if raw is None:
+            return None, None
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError) as exc:
@@ -122,15 +134,17 @@ def _parse_state(data) -> TransferState:
 def save_state(path: Path, state: TransferState) -> None:
     """Write the state atomically (temp file + rename)."""
     try:
-        replace_file(path, state.to_json().encode("utf-8"))
+        replace_file(path, state.to_json().encode("utf-8"), checked=True)
     except OSError as exc:
         raise local_error(exc, path) from None
 
 
 def read_progress(part: Path, state_file: Path) -> tuple[int, int | None] | None:
     """(bytes on disk, size) of an in-flight download, or None when there is none."""
+    from prefetch.safefs import check_replaceable
+
     state = load_state(state_file)
-    if state is None or not part.exists():
+    if state is None or check_replaceable(part) is None:
         return None
     return RangeSet(state.done).total(), state.size
 
@@ -138,21 +152,29 @@ def read_progress(part: Path, state_file: Path) -> tuple[int, int | None] | None
 def open_part(part: Path) -> int:
     """Open (creating) the ``.part`` file for positional writes; its fd.
 
+    Never through a link, never a FIFO or device, never another user's file (a shared
+    cache dir): those raise ``UnsafePathError``.
+
     Raises:
-        LocalFileError: it cannot be opened.
+        LocalFileError: it cannot be opened (UnsafePathError: it is not ours to write).
     """
+    from prefetch.safefs import open_file
+
     try:
-        return os.open(part, os.O_RDWR | os.O_CREAT, 0o644)
+        return open_file(part, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise local_error(exc, part) from None
 
 
 def usable_state(state: TransferState | None, part: Path, urls: list[str]) -> bool:
     """Whether a saved record fits this download and the ``.part`` on disk."""
-    if state is None or state.size is None or not part.exists():
+    from prefetch.safefs import check_replaceable
+
+    part_st = check_replaceable(part)  # a planted link/FIFO/foreign file: UnsafePathError
+    if state is None or state.size is None or part_st is None:
         return False
     done = RangeSet(state.done)
-    on_disk = part.stat().st_size
+    on_disk = part_st.st_size
     return (
         any(u in state.urls for u in urls)
         and (state.ranges or done.covers(state.size))

@@ -31,6 +31,10 @@ class Schedule:
     def __init__(self, min_split: int) -> None:
         self.min_split = min_split
         self.segments: list[Segment] = []
+        # On a long route requests are at most this long (None: as long as the gap): a
+        # connection then moves on to the next piece, the faster ones take more pieces,
+        # and the tail waits for one piece at most, never for a slow connection's half.
+        self.piece: int | None = None
 
     def plan(self, size: int | None, done: RangeSet) -> None:
         """Pending segments for every gap (or one open-ended probe when size is unknown)."""
@@ -57,7 +61,11 @@ class Schedule:
         """
         pending = [s for s in self.segments if s.owner is None and (s.end is None or s.pos < s.end)]
         if pending:
-            seg = max(pending, key=lambda s: (s.end or 1 << 62) - s.pos)
+            if self.piece and splittable:
+                seg = min(pending, key=lambda s: s.pos)  # in file order: the hashed prefix grows
+                self.cut(seg, self.piece)
+            else:
+                seg = max(pending, key=lambda s: (s.end or 1 << 62) - s.pos)
             seg.owner = worker
             return seg
         if not splittable:
@@ -77,6 +85,12 @@ class Schedule:
         victim.end = mid
         self.segments.append(seg)
         return seg
+
+    def cut(self, seg: Segment, length: int) -> None:
+        """Shorten ``seg`` to ``length`` bytes (not below half a piece more); the rest is pending."""
+        if seg.end is not None and seg.end - seg.pos > length + length // 2:
+            self.add(seg.pos + length, seg.end)
+            seg.end = seg.pos + length
 
     def split_point(self, seg: Segment, smallest: int) -> int | None:
         """Where an active segment may be split, or None (take and has_work agree).
@@ -125,11 +139,19 @@ class Ramp:
         self.opt = opt
         self.target = min(opt.initial_connections, opt.max_connections)
         self.done = self.target >= opt.max_connections
+        self.judged_route = False
         self.step_started: float | None = None
         self.window: tuple[float, int] | None = None  # (start, bytes downloaded then)
         self.last_rate: float | None = None
 
     def update(self, now: float, downloaded: int, *, alive: int, answered: int, latency: float) -> int:
+        if not self.judged_route and latency > 0:  # once the first answer came
+            self.judged_route = True
+            if latency >= self.opt.long_route:
+                # Round trips this long make every connection window- or throttle-bound, and
+                # each step would cost seconds to judge: open the long-route count together.
+                self.target = max(self.target, min(self.opt.max_connections, self.opt.long_route_connections))
+                self.done = self.target >= self.opt.max_connections
         if self.done:
             return self.target
         if self.step_started is None:

@@ -181,6 +181,7 @@ class _Transfer:
             connections=self.max_workers_seen,
             restarts=self.restarts,
             sources_dropped=list(self.sources.dropped),
+            served={s.url: s.served.total() for s in self.sources.all if s.served.total()},
         )
 
     def open(self) -> None:

@@ -32,6 +32,9 @@ class TransferOptions:
     demote_window: float = 2.0  # a source's rate per connection is judged over this long ...
     demote_ratio: float = 4.0  # ... and it is demoted when the fastest does this many times better
     max_restarts: int = 3  # remote changed this often => IntegrityError
+    long_route: float = 0.04  # a first answer slower than this (seconds) means a long route: ...
+    long_route_connections: int = 32  # ... open this many connections together, ...
+    piece_size: int = 1 << 20  # ... and request at most this much at a time
     ramp_interval: float = 0.1  # the ramp judges each step over this long (after it settles)
     ramp_gain: float = 1.15  # ... and doubles again only if the rate grew by this factor
     state_interval: float = 0.5
@@ -101,6 +104,9 @@ _ENV_KNOBS = [
     ("demote_window", "PREFETCH_DEMOTE_WINDOW", float),
     ("max_connections", "PREFETCH_MAX_CONNECTIONS", int),
     ("sync_data", "PREFETCH_SYNC", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),  # never raises
+    ("long_route", "PREFETCH_LONG_ROUTE", float),
+    ("long_route_connections", "PREFETCH_LONG_ROUTE_CONNECTIONS", int),
+    ("piece_size", "PREFETCH_PIECE_SIZE", int),
 ]
 
 
@@ -117,3 +123,4 @@ class TransferResult:
     connections: int  # most connections used at once
     restarts: int
     sources_dropped: list[str]
+    served: dict[str, int] = field(default_factory=dict)  # source URL -> bytes of the file it delivered

@@ -49,8 +49,12 @@ def _nginx_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _render_conf(*, prefix: Path, root: Path, port: int, limit_rate: str | None) -> str:
+def _render_conf(*, prefix: Path, root: Path, port: int, limit_rate: str | None,
+                 limit_conn: int | None = None) -> str:
     rate = f"        limit_rate {limit_rate};\n" if limit_rate else ""
+    zone = "    limit_conn_zone $binary_remote_addr zone=perclient:1m;\n" if limit_conn else ""
+    if limit_conn:
+        rate += f"        limit_conn perclient {limit_conn};\n        limit_conn_status 503;\n"
     p = prefix
     return f"""\
 daemon off;
@@ -65,6 +69,10 @@ events {{
 
 http {{
     access_log {_nginx_string(str(p / 'access.log'))};
+    # When each response ended ($msec, epoch seconds), how long it took and its size:
+    # for tests that compute a transfer rate from the server's side.
+    log_format timing '$msec $request_time $bytes_sent $body_bytes_sent $status "$request"';
+    access_log {_nginx_string(str(p / 'timing.log'))} timing;
     client_body_temp_path {_nginx_string(str(p / 'tmp' / 'client_body'))};
     proxy_temp_path {_nginx_string(str(p / 'tmp' / 'proxy'))};
     fastcgi_temp_path {_nginx_string(str(p / 'tmp' / 'fastcgi'))};
@@ -73,7 +81,7 @@ http {{
     default_type application/octet-stream;
     sendfile on;
     keepalive_timeout 30s;
-
+{zone}
     server {{
         listen 127.0.0.1:{port};
         server_name localhost;
@@ -87,12 +95,14 @@ http {{
 
 class NginxServer:
     """nginx serving ``root`` on 127.0.0.1 (``url``, ``url_for(name)``), with an optional
-    per-connection ``limit_rate`` (nginx syntax: "100k", "1m")."""
+    per-connection ``limit_rate`` (nginx syntax: "100k", "1m") and an optional cap of
+    ``limit_conn`` connections per client address (more are answered 503)."""
 
-    def __init__(self, root: Path, *, limit_rate: str | None = None,
+    def __init__(self, root: Path, *, limit_rate: str | None = None, limit_conn: int | None = None,
                  binary: str | None = None, start_timeout: float = 10.0):
         self.root = Path(root).resolve()
         self.limit_rate = limit_rate
+        self.limit_conn = limit_conn
         self.binary = binary or nginx_binary()
         self.start_timeout = start_timeout
         self.url = ""
@@ -108,6 +118,19 @@ class NginxServer:
     def access_log(self) -> Path:
         return self.prefix / "access.log"
 
+    @property
+    def timing_log(self) -> Path:
+        """One line per response: ``$msec $request_time $bytes_sent $body_bytes_sent $status "$request"``."""
+        return self.prefix / "timing.log"
+
+    def timings(self) -> list[tuple[float, float, int, int, int, str]]:
+        """The parsed timing log: (end epoch, duration s, bytes sent, body bytes, status, request line)."""
+        out = []
+        for line in self.timing_log.read_text().splitlines():
+            msec, duration, sent, body, status, request = line.split(" ", 5)
+            out.append((float(msec), float(duration), int(sent), int(body), int(status), request.strip('"')))
+        return out
+
     def url_for(self, name: str) -> str:
         return self.url + quote(name.lstrip("/"), safe="/")
 
@@ -122,7 +145,7 @@ class NginxServer:
             port = _free_port()
             conf = self.prefix / "nginx.conf"
             conf.write_text(_render_conf(prefix=self.prefix, root=self.root, port=port,
-                                         limit_rate=self.limit_rate))
+                                         limit_rate=self.limit_rate, limit_conn=self.limit_conn))
             log = self.error_log
             log.write_text("")
             stderr_path = self.prefix / "stderr.log"

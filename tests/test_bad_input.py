@@ -241,7 +241,7 @@ def test_job_id_with_path_characters(cli, job):
 @pytest.mark.parametrize(
     "args",
     [
-        ["get", "http://127.0.0.1:9/x.bin", "-o", "{tmp}"],  # -o names an existing directory
+        ["get", "mnist", "--no-such-flag"],
         ["get"],  # no NAME
         ["get", "mnist", "--connections", "many"],
         ["no-such-command"],

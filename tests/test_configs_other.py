@@ -167,7 +167,8 @@ def test_tool_all_then_bare_restore_undoes_the_whole_run(home, env):
     assert not any(p.exists() for p in written)
 
     again = run_cli("mirror", "restore", env=env)
-    assert again.returncode == 2 and "no backup left to restore" in again.stderr
+    # Nothing left to restore is not a usage error: exit 0, and it says so.
+    assert again.returncode == 0 and "nothing to restore: no backup left to restore" in again.stdout, again.stderr
 
 
 def test_restore_by_name_and_safety_backup(home, env):

@@ -44,9 +44,11 @@ def test_non_tty_output_is_plain_lines_with_parsable_progress(origin, home, tmp_
     for line in progress:
         match = PROGRESS_LINE.match(line)
         assert match, line
-        assert match["file"] == "data.bin" and match["total"] == str(len(data))
-    done = [int(PROGRESS_LINE.match(line)["done"]) for line in progress]
-    assert done == sorted(done)
+        assert match["file"] == "data.bin" and match["total"] == "2.0MiB"  # human units; --json has bytes
+    percents = [float(PROGRESS_LINE.match(line)["percent"]) for line in progress]
+    assert percents == sorted(percents) and all(p > 0 for p in percents)  # no "0/?" lines
+    # The start line gives the size the server sent (the probe answers after the start event).
+    assert any(line.endswith(" data.bin start 2.0MiB") for line in lines), lines
     # Rate limited: at most one line per 10% (or per 5 s) per file, plus the first.
     assert len(progress) <= 11
     assert proc.stdout.splitlines() == [f"downloaded {out}"]

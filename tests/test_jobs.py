@@ -290,7 +290,11 @@ def test_wait_timeout_cancel_and_resume(synth, origin, home, cli):
     part = home / ".keras" / "datasets" / "synth.bin.part"
     assert part.exists()  # resumable state kept
     assert not (home / ".keras" / "datasets" / "synth.bin").exists()
-    assert cli("wait", job_id).returncode == 7
+    stopped = cli("wait", job_id)
+    assert stopped.returncode == 7
+    assert stopped.stderr.count("prefetch resume") == 1, stopped.stderr  # the hint, said once
+    log = rec.log_path.read_text(encoding="utf-8")
+    assert " synth.bin cancelled " in log and "failed exit=7" not in log, log
 
     origin.rate = None
     resumed = cli("resume", job_id)
@@ -360,6 +364,8 @@ def test_bad_and_unknown_job_ids_and_a_corrupt_record(home, cli):
         assert unknown.returncode == 2
         assert "no job 'j0101-dead'" in unknown.stderr
     assert cli("wait", "j0101-dead").returncode == 2
+    unknown = cli("wait", "j0000-zzzz")  # shaped like a job id: an unknown job, not an unknown dataset
+    assert unknown.returncode == 2 and "no job 'j0000-zzzz'" in unknown.stderr, unknown.stderr
 
     jobs = home / ".prefetch" / "state" / "jobs"
     jobs.mkdir(parents=True)
@@ -398,6 +404,9 @@ def test_a_later_get_supersedes_a_cancelled_job_for_wait(synth, origin, home, cl
     result = cli("wait")
     assert result.returncode == 0, result.stderr
     assert f"{job_id}: stopped earlier, but its files are in place now" in result.stdout
+    table = cli("status")
+    (row,) = [line for line in table.stdout.splitlines() if line.startswith(job_id)]
+    assert " done " in row and "resume" not in table.stdout, table.stdout  # done, not "interrupted; resume"
     assert cli("wait", job_id).returncode == 7  # asked by id: its own outcome
     assert sha256_of(home / ".keras" / "datasets" / "synth.bin") == hashlib.sha256(data).hexdigest()
 

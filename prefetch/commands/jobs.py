@@ -14,86 +14,62 @@ import time
 import click
 
 
-def _human_bytes(n) -> str:
-    from prefetch.render import human_bytes
-
-    return "?" if n is None else human_bytes(n)
+RECENT_SECONDS = 3600.0  # `status` without --all: running jobs and those that ended this recently
 
 
-def _rows(records) -> list[tuple[str, ...]]:
-    from prefetch.render import human_bytes, human_seconds
+def _rows(records):
+    from prefetch.jobs.views import table_rows
 
-    rows = []
-    for r in records:
-        if not r.files:
-            rows.append((r.id, "-", r.state, "", "", "", ""))
-            continue
-        for f in r.files:
-            pct = f.percent
-            moving = f.state == "downloading"
-            rows.append(
-                (
-                    r.id,
-                    f.name,
-                    f.state,
-                    f"{_human_bytes(f.bytes)}/{_human_bytes(f.total)}",
-                    "" if pct is None else f"{pct:.1f}%",
-                    f"{human_bytes(f.rate)}/s" if moving and f.rate else "",
-                    human_seconds(f.eta) if moving and f.eta is not None else "",
-                )
-            )
-    return rows
-
-
-HEADERS = ("JOB", "FILE", "STATE", "BYTES", "%", "SPEED", "ETA")
+    return table_rows(records)
 
 
 def _print_table(rows) -> None:
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
+    from prefetch.commands.output import echo_table
+    from prefetch.jobs.views import HEADERS
 
-        table = Table(box=None, pad_edge=False)
-        for i, h in enumerate(HEADERS):
-            table.add_column(h, justify="right" if i >= 3 else "left", no_wrap=i < 3)
-        colours = {"done": "green", "cached": "green", "failed": "red", "interrupted": "yellow",
-                   "cancelled": "yellow", "corrupt": "red", "downloading": "cyan"}
-        for row in rows:
-            style = colours.get(row[2])
-            table.add_row(*row[:2], f"[{style}]{row[2]}[/]" if style else row[2], *row[3:])
-        Console().print(table)
-        return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
-    for row in (HEADERS, *rows):
-        cells = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
-        click.echo("  ".join(cells).rstrip())
+    echo_table(HEADERS, rows, right=(3, 4, 5, 6), state_columns=(2,))
 
 
 def _hints(records) -> list[str]:
+    """One line per job that needs the user: how to continue it, or why it failed (each said once)."""
+    from prefetch.jobs import files_in_place
+
     lines = []
     for r in records:
-        if r.state == "interrupted":
-            lines.append(f"{r.id}: interrupted; continue with `prefetch resume {r.id}`")
-        elif r.state == "cancelled":
-            lines.append(f"{r.id}: cancelled; continue with `prefetch resume {r.id}`")
+        if r.state in ("interrupted", "cancelled"):
+            if files_in_place(r):
+                continue  # shown as done: a later get put its files in place
+            lines.append(f"{r.id}: {r.state}; continue with `prefetch resume {r.id}`")
         elif r.state in ("failed", "corrupt") and r.error:
             lines.append(f"{r.id}: {r.state} (exit {r.exit_code}): {r.error}")
     return lines
 
 
+def recent(records, *, now: float | None = None) -> tuple[list, int]:
+    """Running jobs and the ones that ended within ``RECENT_SECONDS`` (else the latest); (shown, hidden)."""
+    now = time.time() if now is None else now
+    shown = [r for r in records if r.active or now - (r.finished or r.updated or r.started) < RECENT_SECONDS]
+    if not shown and records:
+        shown = records[-1:]
+    return shown, len(records) - len(shown)
+
+
 @click.command()
 @click.argument("job", required=False)
+@click.option("--all", "show_all", is_flag=True, help="Every job on record, not only running and recent ones.")
 @click.option("--json", "as_json", is_flag=True, help="Print the job records as JSON (schema below).")
-def status(job, as_json):
+def status(job, show_all, as_json):
     """Background jobs: per-file state, bytes, %, speed and ETA.
 
     \b
     Examples (in a notebook cell):
       !prefetch status
+      !prefetch status --all
       !prefetch status j0518-a3f9 --json
 
     \b
-    A running job whose worker has gone (killed, kernel restart, OOM) shows as
+    Without --all: running jobs and those that ended in the last hour (--json
+    always lists every job). A running job whose worker has gone (killed, kernel restart, OOM) shows as
     "interrupted"; `prefetch resume JOB` continues from the bytes on disk.
 
     \b
@@ -137,9 +113,14 @@ def status(job, as_json):
     if not records:
         click.echo("no jobs yet; start one with `prefetch get NAME -b`")
         return 0
+    hidden = 0
+    if not job and not show_all:
+        records, hidden = recent(records)
     _print_table(_rows(records))
     for line in _hints(records):
         click.echo(line)
+    if hidden:
+        click.echo(f"({hidden} older job{'s' if hidden != 1 else ''} not shown: `prefetch status --all`)")
     return 0
 
 
@@ -162,9 +143,12 @@ def log(job, follow):
             click.echo("no jobs yet; start one with `prefetch get NAME -b`")
             return 0
         job = latest.id
-    for chunk in lib.iter_log(job, follow=follow):
-        click.echo(chunk, nl=False)
-        sys.stdout.flush()
+    try:
+        for chunk in lib.iter_log(job, follow=follow):
+            click.echo(chunk, nl=False)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        raise _keeps_running("following the log") from None
     return 0
 
 
@@ -189,7 +173,12 @@ def wait(targets, timeout):
     from prefetch import jobs as lib
 
     ticker = _WaitTicker()
-    result = lib.wait_for(list(targets) or None, timeout=timeout, on_poll=ticker)
+    try:
+        result = lib.wait_for(list(targets) or None, timeout=timeout, on_poll=ticker)
+    except KeyboardInterrupt:
+        raise _keeps_running("waiting") from None
+    finally:
+        ticker.close()
     if not result.jobs and not result.datasets and not result.failures:
         click.echo("no jobs to wait for")
         return 0
@@ -208,30 +197,48 @@ def wait(targets, timeout):
 
 
 class _WaitTicker:
-    """While waiting: one plain progress line on stderr every 30 s (none on the first poll)."""
+    """Progress while waiting, on stderr: one line rewritten in place about once a second
+    on a terminal or notebook cell; elsewhere (a pipe, --plain) a plain line every 30 s."""
 
-    def __init__(self, every: float = 30.0) -> None:
-        self.every = every
+    def __init__(self) -> None:
+        from prefetch.style import detect_style
+
+        self.style = detect_style(sys.stderr)
+        self.every = 1.0 if self.style.live else 30.0
         self.last = time.monotonic()
+        self.width = 0
 
     def __call__(self, records) -> None:
-        from prefetch.render import human_bytes, human_seconds
+        from prefetch.jobs.views import progress_line
 
         now = time.monotonic()
         if now - self.last < self.every:
             return
         self.last = now
-        running = [r for r in records if r.active]
-        if not running:
+        line = progress_line(records)
+        if not line:
             return
-        done = sum(r.bytes for r in running)
-        total = sum(r.total or 0 for r in running)
-        rate = sum(r.rate for r in running)
-        pct = f"{100.0 * done / total:.1f}%" if total else "?%"
-        eta = human_seconds((total - done) / rate) if total and rate > 0 else "?"
-        ids = ", ".join(r.id for r in running)
-        click.echo(f"waiting for {ids}: {human_bytes(done)}/{_human_bytes(total or None)} {pct} "
-                   f"{human_bytes(rate)}/s eta {eta}", err=True)
+        if self.style.live:
+            sys.stderr.write("\r" + line.ljust(self.width))
+            self.width = len(line)
+            sys.stderr.flush()
+        else:
+            click.echo(line, err=True)
+
+    def close(self) -> None:
+        """End the live line so what follows starts on a line of its own."""
+        if self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
+            self.width = 0
+
+
+def _keeps_running(what: str):
+    from prefetch.errors import InterruptedTransferError
+
+    return InterruptedTransferError(
+        f"stopped {what}; the job keeps running in the background (`prefetch status`, `prefetch wait`)"
+    )
 
 
 @click.command()

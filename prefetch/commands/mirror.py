@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict, is_dataclass
 from enum import Enum
 from pathlib import Path
@@ -13,23 +12,11 @@ import click
 
 # -- rendering (shared with `prefetch doctor`) ------------------------------
 def render_table(headers: list[str], rows: list[list[str]], *, title: str | None = None) -> None:
-    """A rich table on a terminal; plain aligned columns (no ANSI) anywhere else."""
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
+    """Aligned columns as wide as their widest cell (URLs whole on one line), colour by NO_COLOR rules."""
+    from prefetch.commands.output import echo_table
 
-        table = Table(title=title, show_lines=False)
-        for header in headers:
-            table.add_column(header, overflow="fold")
-        for row in rows:
-            table.add_row(*row)
-        Console().print(table)
-        return
-    if title:
-        click.echo(title)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    for line in [headers, *rows]:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    status = [i for i, h in enumerate(headers) if h in ("STATUS", "STATE")]
+    echo_table(headers, rows, title=title, state_columns=status)
 
 
 def warn(message: str) -> None:
@@ -260,7 +247,19 @@ def restore(backup: str | None, tools: str | None, list_only: bool, as_json: boo
         ]
         render_table(["BACKUP", "TOOL", "MIRROR", "KIND", "RESTORED", "FILES"], rows)
         return
-    results = restore_mirror(state_dir=state, backup_id=backup, tools=tools)
+    from prefetch.configs.backup import NoBackupError
+
+    try:
+        results = restore_mirror(state_dir=state, backup_id=backup, tools=tools)
+    except NoBackupError as exc:
+        if backup:
+            raise  # a backup asked for by name that does not exist: a usage error
+        # Everything is already restored: nothing wrong, nothing to do.
+        if as_json:
+            echo_json([])
+        else:
+            click.echo(f"nothing to restore: {exc}")
+        return
     if as_json:
         echo_json(results)
         return

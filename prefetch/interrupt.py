@@ -1,0 +1,70 @@
+"""Ctrl-C (SIGINT, a notebook kernel's interrupt) for a foreground download.
+
+The first interrupt only sets the transfer's ``stop`` event: every read ends
+within about a second, the resume state is saved, a file already complete is
+still verified and put in place, and the caller gets its results (the others
+marked ``interrupted``, exit 7). A second interrupt stops at once: the bytes on
+disk stay resumable (only ranges already synced are recorded as done).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+
+@contextmanager
+def stop_on_interrupt(
+    stop: threading.Event,
+    *,
+    on_second: Callable[[], None] | None = None,
+    on_first: Callable[[], None] | None = None,
+    hangup: bool = False,
+    terminate: bool = False,
+    restore: bool = True,
+) -> Iterator[threading.Event]:
+    """While inside, SIGINT sets ``stop``; a second SIGINT calls ``on_second`` (default: KeyboardInterrupt).
+
+    Args:
+        on_first: called (in the signal handler) after the first SIGINT has set ``stop``.
+        hangup: SIGHUP sets ``stop`` too (a notebook cell's shell is hung up right
+            after its Ctrl-C; the download should stop cleanly, not die mid-write).
+        terminate: SIGTERM sets ``stop`` too.
+        restore: put the previous handlers back on the way out. A CLI that exits
+            right after passes False: the outcome is decided, so later interrupts are
+            ignored (Python's exit would otherwise die of one, status -2, not 7).
+
+    Outside the main thread (where signals cannot be handled) it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    interrupts = [0]
+
+    def on_interrupt(signum, frame) -> None:
+        interrupts[0] += 1
+        if interrupts[0] >= 2:
+            if on_second is not None:
+                on_second()
+            raise KeyboardInterrupt
+        stop.set()
+        if on_first is not None:
+            on_first()
+
+    def on_other(signum, frame) -> None:
+        stop.set()
+
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, on_interrupt)}
+    try:
+        if hangup and hasattr(signal, "SIGHUP"):
+            previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_other)
+        if terminate:
+            previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, on_other)
+        yield stop
+    finally:
+        for signum, handler in previous.items():
+            if not restore:
+                handler = signal.SIG_IGN
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)

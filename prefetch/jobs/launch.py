@@ -1,0 +1,290 @@
+"""Starting jobs: detach a worker, and cancel or resume one.
+
+The worker is ``python -m prefetch.worker JOB`` in a new session with its stdio
+in the job's log, so it outlives a notebook cell's shell. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping
+
+from prefetch.errors import ExitCode, UsageError, WaitTimeoutError
+from prefetch.jobs.records import (
+    FileStatus,
+    JobRecord,
+    JobState,
+    get_job,
+    jobs_dir,
+    locked_jobs,
+    new_job_id,
+    process_start_time,
+    this_host,
+    update_record,
+    worker_identity_proven,
+    write_record,
+)
+from prefetch.paths import expand_path
+
+
+# -- starting ------------------------------------------------------------------------
+def describe_request(request) -> str:
+    """The ``prefetch get`` command line equivalent to ``request``."""
+    import shlex  # only when starting a job: `prefetch status` starts faster without it
+
+    parts = ["prefetch", "get", *request.names]
+    if request.cache_dir:
+        parts += ["--cache-dir", request.cache_dir]
+    for m in request.mirrors:
+        parts += ["--mirror", m]
+    if request.also_origin:
+        parts.append("--also-origin")
+    if request.connections:
+        parts += ["--connections", str(request.connections)]
+    if request.sha256:
+        parts += ["--sha256", request.sha256]
+    if request.md5:
+        parts += ["--md5", request.md5]
+    if request.output:
+        parts += ["-o", request.output]
+    for r in request.registries:
+        parts += ["--registry", r]
+    for pattern in getattr(request, "include", []):
+        parts += ["--include", pattern]
+    for pattern in getattr(request, "exclude", []):
+        parts += ["--exclude", pattern]
+    if request.fail_fast:
+        parts.append("--fail-fast")
+    return shlex.join(parts) + " -b"
+
+
+def pin_request(request, env: Mapping[str, str] | None = None):
+    """Make a request independent of the current directory and environment.
+
+    A job may be resumed from another directory or a fresh shell: relative paths
+    become absolute, the Keras root and the default dataset mirror are fixed now.
+    """
+    from dataclasses import replace
+
+    from prefetch.layout import keras_root
+
+    env = os.environ if env is None else env
+    return replace(
+        request,
+        cache_dir=str(keras_root(cache_dir=request.cache_dir, env=env).absolute()),
+        mirrors=_pin_mirrors(request, env),
+        output=_absolute_keeping_slash(request.output) if request.output else None,
+        registries=[str(expand_path(r, "--registry").absolute()) for r in request.registries],
+        mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(requested_mirrors(request, env))),
+        hub_cache=_pin_hub_cache(request, env),
+    )
+
+
+def _pin_mirrors(request, env: Mapping[str, str]) -> list[str]:
+    """``--mirror``, else ``PREFETCH_DATASET_MIRROR``: a dataset mirror, never taken for an hf:// endpoint."""
+    from prefetch.hf.names import is_hub_name
+    from prefetch.request import requested_mirrors
+
+    if request.names and all(is_hub_name(n) for n in request.names):
+        return list(request.mirrors)
+    return requested_mirrors(request, env)
+
+
+def _pin_hub_cache(request, env: Mapping[str, str]) -> str | None:
+    """The Hugging Face cache root, fixed now for a request with hf:// names (HF_HUB_CACHE, HF_HOME...)."""
+    from prefetch.hf.names import hub_cache_root, is_hub_name
+
+    if request.hub_cache or not any(is_hub_name(n) for n in request.names):
+        return request.hub_cache
+    return str(hub_cache_root(env).absolute())
+
+
+def _absolute_keeping_slash(path: str) -> str:
+    """``path`` made absolute; a trailing ``/`` (meaning "into this directory") is kept."""
+    absolute = str(expand_path(path, "-o").absolute())
+    return absolute + "/" if path.endswith(("/", os.sep)) and not absolute.endswith("/") else absolute
+
+
+def start_job(
+    request,
+    *,
+    env: Mapping[str, str] | None = None,
+    python: str | None = None,
+) -> JobRecord:
+    """Plan ``request`` (usage errors now), write its record and detach a worker.
+
+    Returns at once with the record (``id``, ``pid``, ``log_path``); the worker
+    carries on after this process, and its shell, exit.
+
+    Raises:
+        UsageError (and subclasses): the request is wrong (nothing was started).
+        LocalFileError: the state dir cannot be written.
+    """
+    from prefetch.request import plan_request
+
+    env = dict(os.environ if env is None else env)
+    request = pin_request(request, env)
+    plans, _ = plan_request(request, env=env)
+    directory = jobs_dir(env).absolute()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from prefetch.errors import LocalFileError
+
+        raise LocalFileError(f"cannot create the jobs directory {directory}: {exc.strerror}") from None
+    with locked_jobs(env):
+        job_id = new_job_id(directory)
+        request.job = job_id
+        now = time.time()
+        record = JobRecord(
+            id=job_id,
+            command=describe_request(request),
+            request=request.to_dict(),
+            files=[FileStatus(name=p.label, dataset=p.dataset, path=str(p.final)) for p in plans],
+            host=this_host(),
+            started=now,
+            updated=now,
+            log=str(directory / f"{job_id}.log"),
+            fail_fast=bool(request.fail_fast),
+        )
+        write_record(record, env)
+    return _launch(record, env=env, python=python, note="queued")
+
+
+def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str) -> JobRecord:
+    """Start the detached worker for ``record`` and store its pid."""
+    log_path = record.log_path
+    env = dict(env)
+    for var in ("PREFETCH_HOME", "KERAS_HOME"):  # the worker runs in the jobs dir
+        if env.get(var):
+            env[var] = str(expand_path(env[var], var).absolute())
+    from prefetch.safefs import open_file
+
+    # Never through a link or into a FIFO planted at the log's name.
+    with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
+        from prefetch.render import timestamp
+
+        log.write(f"{timestamp()} job {record.id} {note}: {record.command}\n".encode())
+        log.flush()
+        # A new session and no stdio left on the caller's terminal: the worker
+        # survives a notebook cell's shell exiting under its pty (no & or nohup).
+        import subprocess
+
+        proc = subprocess.Popen(
+            [python or sys.executable, "-m", "prefetch.worker", record.id],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            close_fds=True,
+            start_new_session=True,
+            env=env,
+            cwd=str(log_path.parent),  # not the caller's directory: it may go away
+        )
+    pid_start = process_start_time(proc.pid)
+    # The worker sets the same pid itself; whichever write comes second keeps it.
+    _forget_child(proc)
+
+    def set_pid(rec: JobRecord) -> None:
+        if rec.pid is None:
+            rec.pid = proc.pid
+            rec.pid_start = pid_start
+
+    return update_record(record.id, set_pid, env)
+
+
+def _forget_child(proc) -> None:
+    # The launcher never waits for the worker, but in a long-lived process (the
+    # Python API in a notebook kernel) an unreaped worker would linger as a
+    # zombie: reap it from a daemon thread. (Liveness checks treat zombies as dead.)
+    import threading
+
+    threading.Thread(target=proc.wait, name=f"prefetch-reap-{proc.pid}", daemon=True).start()
+
+
+# -- cancel and resume ---------------------------------------------------------------
+def cancel_job(job_id: str, *, timeout: float = 30.0, env: Mapping[str, str] | None = None) -> JobRecord:
+    """Ask a running job to stop (SIGTERM) and wait until it has saved its state.
+
+    Returns the record; a job that is not running is returned unchanged.
+
+    Raises:
+        JobNotFoundError, UsageError: unknown or invalid id.
+        WaitTimeoutError: the worker did not stop within ``timeout`` seconds.
+    """
+    import signal
+
+    record = get_job(job_id, env)
+    if not record.active:
+        return record
+
+    def ask(rec: JobRecord) -> None:
+        rec.cancel_requested = True
+        if rec.pid is None:  # the worker has not started yet: it will see this and stop
+            rec.state = JobState.CANCELLED.value
+            rec.exit_code = int(ExitCode.INTERRUPTED)
+            rec.finished = time.time()
+
+    record = update_record(job_id, ask, env)
+    if worker_identity_proven(record, env):  # never a bare pid: it may belong to another process now
+        try:
+            os.kill(record.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while True:
+        record = get_job(job_id, env)
+        if not record.active:
+            return record
+        if time.monotonic() >= deadline:
+            raise WaitTimeoutError(
+                f"job {job_id} (pid {record.pid}) did not stop within {timeout:.0f}s after SIGTERM; "
+                f"it may be finishing an extraction. Check `prefetch status {job_id}`"
+            )
+        time.sleep(0.1)
+
+
+def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str | None = None) -> JobRecord:
+    """Start a new worker for a stopped job; it reuses the bytes already on disk.
+
+    Raises:
+        JobNotFoundError, UsageError: unknown id, corrupt record, or still running.
+    """
+    from prefetch.request import GetRequest, plan_request
+
+    env = dict(os.environ if env is None else env)
+    record = get_job(job_id, env)
+    if record.state == JobState.CORRUPT.value:
+        raise UsageError(f"cannot resume {job_id}: {record.error}; start again with `prefetch get NAME -b`")
+    if record.active:
+        raise UsageError(
+            f"job {job_id} is still {record.state} (pid {record.pid}); "
+            f"`prefetch wait {job_id}`, or `prefetch cancel {job_id}` first"
+        )
+    request = GetRequest.from_dict(record.request)
+    request.job = job_id
+    plan_request(request, env=env)  # the registry may have changed since: fail now, not in the worker
+
+    def reset(rec: JobRecord) -> None:
+        rec.state = JobState.QUEUED.value
+        rec.pid = None
+        rec.pid_start = None
+        rec.host = this_host()
+        rec.exit_code = None
+        rec.error = None
+        rec.finished = None
+        rec.cancel_requested = False
+        rec.attempts += 1
+        for f in rec.files:
+            if f.state not in ("done", "cached"):
+                f.state = "pending"
+                f.rate = 0.0
+                f.eta = None
+                f.exit_code = None
+                f.error = None
+
+    record = update_record(job_id, reset, env)
+    return _launch(record, env=env, python=python, note=f"resumed (attempt {record.attempts})")
+
+

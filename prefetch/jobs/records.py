@@ -1,0 +1,543 @@
+"""Job records: what a job is, where its record lives, reading and writing it, liveness.
+
+A job is one ``get`` request run by a detached worker process
+(``python -m prefetch.worker JOB``). Its record, ``<state dir>/jobs/<id>.json``,
+is rewritten atomically (temp file + rename, under ``jobs/.lock``) about once a
+second by the worker; its log, ``<state dir>/jobs/<id>.log``, gets plain lines.
+Readers never trust a "running" record blindly: when the worker's pid is gone
+(or now belongs to another process, told apart by its start time in
+``/proc/<pid>/stat``), the job is reported as ``interrupted`` and can be resumed.
+
+This module is the one place that loads records (``load_record``, ``get_job``,
+``list_jobs``) and judges them (``refresh_state``). Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from prefetch.errors import ExitCode, JobNotFoundError, UsageError
+from prefetch.fsutil import replace_file
+from prefetch.paths import state_dir
+
+
+def this_host() -> str:
+    """This machine's name, as job records store it (``host``)."""
+    return os.uname().nodename
+
+
+RECORD_SCHEMA = 1
+STALE_SECONDS = 120.0  # a running record not rewritten for this long, on another host, is stale
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+GENERATED_ID_RE = re.compile(r"^j\d{4}-[0-9A-Za-z]{4,}$")  # looks like a job id, known or not
+
+
+class JobState(str, Enum):
+    """The state of a job (``corrupt``: its record cannot be read)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    CORRUPT = "corrupt"
+
+
+ACTIVE_STATES = frozenset({JobState.QUEUED.value, JobState.RUNNING.value})
+# File states that mean "this file will not move any more".
+FINAL_FILE_STATES = frozenset({"done", "cached", "failed", "interrupted", "cancelled"})
+
+
+@dataclass
+class FileStatus:
+    """One file of a job, as the worker last reported it."""
+
+    name: str
+    dataset: str
+    path: str
+    state: str = "pending"  # pending waiting downloading verified extracting done cached failed interrupted
+    bytes: int = 0
+    total: int | None = None
+    rate: float = 0.0  # smoothed bytes/second
+    eta: float | None = None  # seconds
+    exit_code: int | None = None
+    error: str | None = None
+
+    @property
+    def percent(self) -> float | None:
+        if not self.total:
+            return 100.0 if self.state in ("done", "cached") else None
+        return min(100.0, 100.0 * self.bytes / self.total)
+
+
+@dataclass
+class JobRecord:
+    """A job as stored in ``jobs/<id>.json`` (see ``job_to_dict`` for the public schema)."""
+
+    id: str
+    command: str
+    request: dict
+    files: list[FileStatus] = field(default_factory=list)
+    state: str = JobState.QUEUED.value
+    pid: int | None = None
+    pid_start: int | None = None  # process start time (clock ticks since boot) to detect pid reuse
+    host: str = ""
+    started: float = 0.0  # epoch seconds
+    updated: float = 0.0
+    finished: float | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    log: str = ""
+    fail_fast: bool = False
+    attempts: int = 1
+    cancel_requested: bool = False
+    schema: int = RECORD_SCHEMA
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.log)
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    @property
+    def total(self) -> int | None:
+        totals = [f.total for f in self.files]
+        if not totals or any(t is None for t in totals):
+            return None
+        return sum(totals)  # type: ignore[arg-type]
+
+    @property
+    def rate(self) -> float:
+        return sum(f.rate for f in self.files if f.state == "downloading")
+
+    @property
+    def datasets(self) -> list[str]:
+        return list(dict.fromkeys(f.dataset for f in self.files))
+
+    def __repr__(self) -> str:
+        from prefetch.jobs.views import short_repr
+
+        return short_repr(self)
+
+    def _repr_html_(self) -> str:
+        from prefetch.jobs.views import html_table, short_repr
+
+        return f"<p>{short_repr(self)[1:-1]}</p>" + html_table([self])
+
+
+# -- paths and ids -------------------------------------------------------------------
+def jobs_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where job records and logs live: ``<state dir>/jobs``."""
+    return state_dir(env) / "jobs"
+
+
+def check_job_id(job_id: str) -> str:
+    """Return ``job_id`` if it is a safe job id.
+
+    Raises:
+        UsageError: it has path characters or is empty/too long.
+    """
+    if not isinstance(job_id, str) or not _ID_RE.match(job_id):
+        raise UsageError(
+            f"invalid job id {job_id!r}: expected letters, digits, '-' or '_' (like j0518-a3f9); "
+            f"`prefetch status` lists jobs"
+        )
+    return job_id
+
+
+def new_job_id(directory: Path) -> str:
+    """A short, unused id: ``j`` + month and day + random hex (``j0518-a3f9``)."""
+    day = time.strftime("%m%d", time.gmtime())
+    for length in (4, 4, 4, 6, 6, 8):
+        candidate = f"j{day}-{os.urandom(length // 2).hex()}"
+        if not (directory / f"{candidate}.json").exists():
+            return candidate
+    return f"j{day}-{os.urandom(8).hex()}"
+
+
+def record_path(job_id: str, env: Mapping[str, str] | None = None) -> Path:
+    return jobs_dir(env) / f"{check_job_id(job_id)}.json"
+
+
+# -- reading and writing records -----------------------------------------------------
+_NUM = (int, float)
+# The JSON type(s) each field may have (None allowed where the tuple has type(None)).
+_RECORD_TYPES: dict[str, tuple] = {
+    "id": (str,), "command": (str,), "request": (dict,), "files": (list,), "state": (str,),
+    "pid": (int, type(None)), "pid_start": (int, type(None)), "host": (str,),
+    "started": _NUM, "updated": _NUM, "finished": (*_NUM, type(None)),
+    "exit_code": (int, type(None)), "error": (str, type(None)), "log": (str,),
+    "fail_fast": (bool,), "attempts": (int,), "cancel_requested": (bool,), "schema": (int,),
+}
+_FILE_TYPES: dict[str, tuple] = {
+    "name": (str,), "dataset": (str,), "path": (str,), "state": (str,), "bytes": (int,),
+    "total": (int, type(None)), "rate": _NUM, "eta": (*_NUM, type(None)),
+    "exit_code": (int, type(None)), "error": (str, type(None)),
+}
+
+
+def _check_types(data: Mapping, types: dict[str, tuple], what: str) -> dict:
+    out = {}
+    for key, value in data.items():
+        allowed = types.get(key)
+        if allowed is None:
+            continue  # a field from a newer version: ignored
+        # bool is an int to Python, never to us (except where bool is what we want).
+        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
+            raise TypeError(f"{what}field {key!r} is {type(value).__name__} {value!r:.40}, "
+                            f"expected {' or '.join(t.__name__ for t in allowed)}")
+        out[key] = value
+    return out
+
+
+def record_from_dict(data: Mapping) -> JobRecord:
+    """Build a record from its JSON form, every field type-checked.
+
+    Raises:
+        TypeError, ValueError, KeyError: malformed (callers show the job as ``corrupt``).
+    """
+    if not isinstance(data, Mapping):
+        raise TypeError("not a JSON object")
+    fields = _check_types(data, _RECORD_TYPES, "")
+    files = []
+    for i, f in enumerate(fields.get("files", [])):
+        if not isinstance(f, Mapping):
+            raise TypeError(f"files[{i}] is not an object")
+        files.append(FileStatus(**_check_types(f, _FILE_TYPES, f"files[{i}] ")))
+    fields["files"] = files
+    for key in ("id", "command", "request"):
+        if key not in fields:
+            raise KeyError(key)
+    record = JobRecord(**fields)
+    if not _ID_RE.match(record.id):
+        raise ValueError(f"bad id {record.id!r}")
+    JobState(record.state)  # raises ValueError for an unknown state
+    return record
+
+
+def record_to_dict(record: JobRecord) -> dict:
+    data = asdict(record)
+    data["state"] = JobState(record.state).value
+    return data
+
+
+def write_record(record: JobRecord, env: Mapping[str, str] | None = None) -> None:
+    """Write ``record`` atomically (temp file, fsync, rename); callers hold ``locked_jobs``."""
+    path = record_path(record.id, env)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps(record_to_dict(record), indent=1)
+    replace_file(path, data.encode("utf-8"), durable=True)
+
+
+def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
+    """The stored record as written (no liveness check).
+
+    Raises:
+        UsageError: bad id. JobNotFoundError: no such job.
+        ValueError: the file is corrupt (callers turn that into a ``corrupt`` record).
+    """
+    from prefetch.safefs import UnsafePathError, read_bytes
+
+    path = record_path(job_id, env)
+    try:
+        raw = read_bytes(path, own=False)  # never blocks on a FIFO
+    except UnsafePathError as exc:
+        raise ValueError(f"job file {path} is not a regular file") from exc
+    except OSError as exc:
+        raise ValueError(f"job file {path} cannot be read ({exc.strerror or exc})") from None
+    if raw is None:
+        raise JobNotFoundError(f"no job {job_id!r} in {path.parent}; `prefetch status` lists jobs") from None
+    try:
+        return record_from_dict(json.loads(raw.decode("utf-8")))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"job file {path} is corrupt ({exc.__class__.__name__}: {exc})") from None
+
+
+@contextmanager
+def locked_jobs(env: Mapping[str, str] | None = None) -> Iterator[Path]:
+    """Hold ``jobs/.lock`` so read-modify-write updates of records do not interleave."""
+    from filelock import FileLock
+
+    from prefetch.locks import check_lock_file
+
+    directory = jobs_dir(env)
+    directory.mkdir(parents=True, exist_ok=True)
+    check_lock_file(directory / ".lock")  # never a planted link (filelock truncates what it opens)
+    with FileLock(str(directory / ".lock"), timeout=60):
+        yield directory
+
+
+def update_record(
+    job_id: str, change: Callable[[JobRecord], None], env: Mapping[str, str] | None = None
+) -> JobRecord:
+    """Read, ``change`` in place and write back a record, under the jobs lock."""
+    with locked_jobs(env):
+        record = load_record(job_id, env)
+        change(record)
+        record.updated = time.time()
+        write_record(record, env)
+        return record
+
+
+def _corrupt_record(path: Path, message: str) -> JobRecord:
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    log = path.with_suffix(".log")
+    return JobRecord(
+        id=path.stem,
+        command="?",
+        request={},
+        state=JobState.CORRUPT.value,
+        started=mtime,
+        updated=mtime,
+        error=message,
+        log=str(log) if log.exists() else "",
+        exit_code=int(ExitCode.FAILURE),
+    )
+
+
+# -- liveness ------------------------------------------------------------------------
+def process_start_time(pid: int) -> int | None:
+    """The start time of ``pid`` (clock ticks since boot) from /proc; None if unknown."""
+    info = _proc_stat(pid)
+    return info[1] if info else None
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    rest = text[text.rfind(")") + 2 :].split()
+    try:
+        return rest[0], int(rest[19])  # field 3 state, field 22 starttime
+    except (IndexError, ValueError):
+        return None
+
+
+def is_process_alive(pid: int | None, start: int | None = None) -> bool:
+    """True when ``pid`` runs (not a zombie) and, if ``start`` is given, is the same process."""
+    if not pid or pid <= 0:
+        return False
+    if Path("/proc/self/stat").exists():
+        info = _proc_stat(pid)
+        if info is None:
+            return False
+        state, started = info
+        if state in ("Z", "X", "x"):
+            return False
+        return start is None or started == start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_lock_path(job_id: str, env: Mapping[str, str] | None = None) -> Path:
+    """``jobs/<id>.run``: the worker holds an exclusive ``flock`` on it while it runs."""
+    return jobs_dir(env) / f"{check_job_id(job_id)}.run"
+
+
+def hold_run_lock(job_id: str, env: Mapping[str, str] | None = None) -> int | None:
+    """Take the job's run lock for this process's lifetime; its fd, or None if another holds it.
+
+    The lock is the proof of identity where ``/proc`` (process start times) is missing:
+    ``cancel`` signals a pid only while the lock is held.
+    """
+    import fcntl
+
+    from prefetch.safefs import open_file
+
+    fd = open_file(run_lock_path(job_id, env), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def run_lock_held(job_id: str, env: Mapping[str, str] | None = None) -> bool | None:
+    """True when a worker holds the job's run lock, False when not, None when there is no lock file."""
+    import fcntl
+
+    from prefetch.safefs import UnsafePathError, open_file
+
+    try:
+        fd = open_file(run_lock_path(job_id, env), os.O_RDONLY, own=False)
+    except (OSError, UnsafePathError):
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _proc_available() -> bool:
+    return Path("/proc/self/stat").exists()
+
+
+def worker_identity_proven(record: JobRecord, env: Mapping[str, str] | None = None) -> bool:
+    """Is ``record.pid`` provably this job's worker (so that signalling it is safe)?
+
+    Proof is the process start time recorded with the pid, matched in /proc; where
+    the record has none or /proc is missing, the run lock the worker holds. A bare
+    pid is never enough: it may have been reused by an unrelated process.
+    """
+    if record.pid is None or (record.host and record.host != this_host()):
+        return False
+    if record.pid_start is not None and _proc_available():
+        return is_process_alive(record.pid, record.pid_start)
+    return run_lock_held(record.id, env) is True
+
+
+def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
+    """Return ``record`` with its state corrected when its worker is gone.
+
+    A queued or running job whose worker process no longer exists becomes
+    ``interrupted`` (or ``cancelled`` when a cancel was asked for); its files
+    still in flight become ``interrupted`` too. For jobs on other hosts (a shared
+    state dir) only a record not rewritten for ``STALE_SECONDS`` counts as gone.
+    """
+    if not record.active:
+        return record
+    now = time.time() if now is None else now
+    if record.host and record.host != this_host():
+        # Another machine sharing the state dir: its pids mean nothing here, but a
+        # live worker rewrites its record at least every 20 s (worker.HEARTBEAT_SECONDS).
+        if now - record.updated < STALE_SECONDS:
+            return record
+        return _mark_stopped(record)
+    if record.pid is None:
+        # The launcher writes the pid right after starting the worker; a record
+        # without one for long means the launcher died before that.
+        if now - (record.updated or record.started) < 60:
+            return record
+        alive = False
+    elif record.pid_start is not None and _proc_available():
+        alive = is_process_alive(record.pid, record.pid_start)
+    else:
+        # No start time to tell a reused pid apart: the worker's run lock decides; a
+        # just-launched worker may not hold it yet.
+        held = run_lock_held(record.id)
+        alive = held is True or (held is None and not _proc_available()
+                                 and now - (record.updated or record.started) < 60 and is_process_alive(record.pid))
+    if alive:
+        return record
+    return _mark_stopped(record)
+
+
+def _mark_stopped(record: JobRecord) -> JobRecord:
+    state = JobState.CANCELLED if record.cancel_requested else JobState.INTERRUPTED
+    record.state = state.value
+    record.exit_code = int(ExitCode.INTERRUPTED)
+    if not record.error:
+        record.error = (
+            f"the worker (pid {record.pid}) stopped without finishing; "
+            f"`prefetch resume {record.id}` continues from the bytes on disk"
+        )
+    for f in record.files:
+        if f.state not in FINAL_FILE_STATES:
+            f.state = state.value
+            f.rate = 0.0
+            f.eta = None
+    return record
+
+
+# -- listing -------------------------------------------------------------------------
+def get_job(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
+    """One job with its current state (a corrupt record comes back with state ``corrupt``).
+
+    Raises:
+        UsageError: bad id. JobNotFoundError: no such job.
+    """
+    try:
+        return refresh_state(load_record(job_id, env))
+    except ValueError as exc:
+        return _corrupt_record(record_path(job_id, env), str(exc))
+
+
+def list_jobs(env: Mapping[str, str] | None = None) -> list[JobRecord]:
+    """Every job with its current state, oldest first."""
+    directory = jobs_dir(env)
+    if not directory.is_dir():
+        return []
+    records = []
+    for path in directory.glob("*.json"):
+        if not _ID_RE.match(path.stem):
+            continue
+        try:
+            records.append(get_job(path.stem, env))
+        except JobNotFoundError:
+            continue  # removed meanwhile
+    records.sort(key=lambda r: (r.started, r.id))
+    return records
+
+
+def latest_job(env: Mapping[str, str] | None = None) -> JobRecord | None:
+    jobs = list_jobs(env)
+    return jobs[-1] if jobs else None
+
+
+# -- the public JSON form ------------------------------------------------------------
+def job_to_dict(record: JobRecord) -> dict:
+    """The ``status --json`` form of one job (schema documented in commands/jobs.py)."""
+    return {
+        "id": record.id,
+        "state": record.state,
+        "exit_code": record.exit_code,
+        "error": record.error,
+        "command": record.command,
+        "names": list(record.request.get("names", [])),
+        "pid": record.pid,
+        "host": record.host,
+        "started": record.started,
+        "updated": record.updated,
+        "finished": record.finished,
+        "attempts": record.attempts,
+        "fail_fast": record.fail_fast,
+        "log": record.log,
+        "bytes": record.bytes,
+        "total": record.total,
+        "rate": record.rate,
+        "files": [
+            {
+                "name": f.name,
+                "dataset": f.dataset,
+                "path": f.path,
+                "state": f.state,
+                "bytes": f.bytes,
+                "total": f.total,
+                "percent": None if f.percent is None else round(f.percent, 1),
+                "rate": f.rate,
+                "eta": f.eta,
+                "exit_code": f.exit_code,
+                "error": f.error,
+            }
+            for f in record.files
+        ],
+    }

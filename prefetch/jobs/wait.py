@@ -1,0 +1,211 @@
+"""Waiting for jobs and datasets: block until they end, and say how they ended.
+
+Nothing here prints; ``on_poll`` lets a caller show progress while it waits.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from prefetch.errors import ExitCode, JobNotFoundError, WaitTimeoutError
+from prefetch.jobs.records import GENERATED_ID_RE, JobRecord, JobState, get_job, list_jobs
+
+
+@dataclass
+class WaitResult:
+    """The outcome of ``wait_for``: the jobs waited for and the overall exit code."""
+
+    jobs: list[JobRecord]
+    exit_code: int
+    failures: list[str] = field(default_factory=list)  # one line per failed job or dataset
+    datasets: list[str] = field(default_factory=list)  # dataset names found complete
+    missing: list[str] = field(default_factory=list)  # datasets not in place that no job fetched
+    superseded: list[str] = field(default_factory=list)  # stopped jobs whose files are in place anyway
+
+
+# -- wait ----------------------------------------------------------------------------
+def job_exit_code(record: JobRecord) -> int:
+    """0 for a done job, else its exit code (1 when unknown)."""
+    if record.state == JobState.DONE.value:
+        return 0
+    return int(record.exit_code) if record.exit_code else int(ExitCode.FAILURE)
+
+
+def wait_jobs(
+    job_ids: Sequence[str],
+    *,
+    timeout: float | None = None,
+    poll: float = 0.25,
+    on_poll: Callable[[list[JobRecord]], None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[JobRecord]:
+    """Block until none of ``job_ids`` is queued or running; their final records.
+
+    Raises:
+        WaitTimeoutError: ``timeout`` seconds passed first.
+        JobNotFoundError, UsageError: unknown or invalid id.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        records = [get_job(j, env) for j in job_ids]
+        if on_poll is not None:
+            on_poll(records)
+        running = [r for r in records if r.active]
+        if not running:
+            return records
+        if deadline is not None and time.monotonic() >= deadline:
+            raise WaitTimeoutError(
+                f"timed out after {timeout:g}s waiting for {', '.join(r.id for r in running)} "
+                f"({_progress_text(running)}); they keep running: wait again or `prefetch status`"
+            )
+        left = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
+        time.sleep(left)
+
+
+def _progress_text(records: Sequence[JobRecord]) -> str:
+    done = sum(r.bytes for r in records)
+    totals = [r.total for r in records]
+    if totals and all(t for t in totals):
+        return f"{100.0 * done / sum(totals):.1f}% done"  # type: ignore[arg-type]
+    return f"{done} bytes so far"
+
+
+def wait_for(
+    targets: Sequence[str] | None = None,
+    *,
+    timeout: float | None = None,
+    poll: float = 0.25,
+    on_poll: Callable[[list[JobRecord]], None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> WaitResult:
+    """Wait for jobs and/or datasets; the overall result (never raises for a failed job).
+
+    ``targets`` are job ids or dataset names (a dataset waits for every job
+    that includes it, then checks its files are in place). None: every job on
+    record (``prefetch jobs clean`` forgets finished ones); a stopped job whose
+    files have all been put in place since (by another get) counts as done.
+
+    Raises:
+        WaitTimeoutError: ``timeout`` passed first. JobNotFoundError: an unknown job id.
+        UnknownDatasetError: a name that is neither a job nor a known dataset.
+    """
+    env = dict(os.environ if env is None else env)
+    all_jobs = list_jobs(env)
+    by_id = {r.id: r for r in all_jobs}
+    job_ids: list[str] = []
+    datasets: list[str] = []
+    if targets is None:
+        job_ids = [r.id for r in all_jobs]
+    else:
+        for target in targets:
+            if target in by_id:
+                job_ids.append(target)
+            elif GENERATED_ID_RE.match(target):
+                raise JobNotFoundError(f"no job {target!r}; `prefetch status` lists jobs")
+            else:
+                datasets.append(target)
+    # A dataset waits for every job that includes it.
+    for name in datasets:
+        for r in all_jobs:
+            if _job_mentions(r, name) and r.id not in job_ids:
+                job_ids.append(r.id)
+    records = wait_jobs(job_ids, timeout=timeout, poll=poll, on_poll=on_poll, env=env) if job_ids else []
+    failures: list[str] = []
+    exit_code = 0
+    explicit = [r for r in records if targets is None or r.id in targets]
+    superseded: list[str] = []
+    for r in explicit:
+        code = job_exit_code(r)
+        if code and targets is None and files_in_place(r):
+            # Stopped, but a later get or job has put every file in place since.
+            superseded.append(r.id)
+            continue
+        if code:
+            failures.append(_failure_line(r))
+            exit_code = exit_code or code
+    complete: list[str] = []
+    missing_names: list[str] = []
+    for name in datasets:
+        covering = [r for r in records if _job_mentions(r, name)]
+        missing = dataset_missing(name, covering, env=env)
+        if not missing:
+            complete.append(name)
+            continue
+        latest = covering[-1] if covering else None
+        if latest is not None and job_exit_code(latest):
+            failures.append(_failure_line(latest))
+            exit_code = exit_code or job_exit_code(latest)
+        else:
+            missing_names.append(name)
+            failures.append(
+                f"{name}: not in place ({missing}) and no job is fetching it; run `prefetch get {name}`"
+            )
+            exit_code = exit_code or int(ExitCode.FAILURE)
+    return WaitResult(
+        jobs=records,
+        exit_code=exit_code,
+        failures=failures,
+        datasets=complete,
+        missing=missing_names,
+        superseded=superseded,
+    )
+
+
+def files_in_place(record: JobRecord) -> bool:
+    """True when every file of ``record`` is at its final path (only ever complete and verified)."""
+    return bool(record.files) and all(os.path.isfile(f.path) for f in record.files)  # a FIFO is not a file
+
+
+def _job_mentions(record: JobRecord, name: str) -> bool:
+    from prefetch.registry import is_url, normalize_name
+
+    names = record.request.get("names", [])
+    if name in names:
+        return True
+    if is_url(name):
+        return False
+    key = normalize_name(name)
+    return any(key == normalize_name(str(n)) for n in names) or any(key == normalize_name(f.dataset) for f in record.files)
+
+
+def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[str, str] | None = None) -> str | None:
+    """None when every file of dataset ``name`` is in place, else what is missing.
+
+    Uses the request of the latest job that includes ``name`` (its registry files
+    and Keras root), else the default registry and root.
+
+    Raises:
+        UnknownDatasetError: no registry knows ``name``.
+    """
+    from prefetch.request import GetRequest, plan_request
+
+    base = jobs[-1].request if jobs else {}
+    request = GetRequest.from_dict(  # type-checked: a damaged record is a one-line error
+        {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or []}
+    )
+    plans, _ = plan_request(request, env=env)
+    for plan in plans:
+        # Regular files and directories only: a FIFO at a final path is not a dataset in place.
+        if not all(os.path.isfile(p) for p in plan.paths):
+            return str(next(p for p in plan.paths if not os.path.isfile(p)))
+        for path in plan.extract_into:
+            if not os.path.isdir(path):
+                return str(path)
+    return None
+
+
+def _failure_line(record: JobRecord) -> str:
+    detail = record.error or ""
+    failed = [f for f in record.files if f.error]
+    if failed:
+        detail = "; ".join(f.error for f in failed if f.error)
+    # A file's own hint is for a foreground run; a job continues with `prefetch resume` (said once).
+    detail = detail.replace("; run the same command again to resume", "")
+    if record.state in (JobState.INTERRUPTED.value, JobState.CANCELLED.value) and "prefetch resume" not in detail:
+        detail = f"{detail} (resume with `prefetch resume {record.id}`)".strip()
+    return f"job {record.id} {record.state} (exit {job_exit_code(record)}): {detail}".rstrip(": ")
+
+

@@ -1,0 +1,158 @@
+"""A TCP proxy on 127.0.0.1 that makes a loopback server look far away.
+
+``LatencyProxy(upstream_port, rtt=0.2)`` accepts connections on a free port and relays
+each to ``127.0.0.1:upstream_port`` with the delays of a route ``rtt`` seconds long:
+
+* the handshake: bytes a client sends in its first ``rtt`` after connecting are held
+  until then, as if ``connect()`` had taken the round trip a real SYN / SYN-ACK takes;
+* each direction: every byte is delivered ``rtt / 2`` after it arrived, in order.
+
+So a fresh connection's first answer comes two round trips after ``connect()`` and a
+request on a kept-alive connection one round trip after it was sent, as on a real
+route; bandwidth is whatever the upstream allows (nginx's ``limit_rate`` for a
+per-connection limit). The relay runs in one asyncio loop on a daemon thread; the
+bench (bench/run.py) and the tests use it alike. ``connections`` counts accepted
+connections and ``peak`` the most open at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+
+class LatencyProxy:
+    """Relay ``127.0.0.1:port`` -> ``127.0.0.1:upstream_port`` with ``rtt`` seconds of round trip."""
+
+    def __init__(self, upstream_port: int, *, rtt: float, upstream_host: str = "127.0.0.1") -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self.rtt = rtt
+        self.port = 0
+        self.connections = 0
+        self.open = 0
+        self.peak = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url_for(self, name: str) -> str:
+        return f"{self.url}/{name.lstrip('/')}"
+
+    def start(self) -> "LatencyProxy":
+        self._thread = threading.Thread(target=self._run, name="latency-proxy", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the latency proxy did not start")
+        return self
+
+    def stop(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+        if self._thread is not None:
+            self._thread.join(5)
+
+    async def _shutdown(self) -> None:
+        self._server.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        asyncio.get_running_loop().stop()
+
+    def __enter__(self) -> "LatencyProxy":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- the relay ---------------------------------------------------------
+    def _run(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._server = loop.run_until_complete(asyncio.start_server(self._client, "127.0.0.1", 0, backlog=512))
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._relay(reader, writer)
+        except asyncio.CancelledError:
+            writer.close()  # the proxy stops: end quietly
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted = time.monotonic()
+        self.connections += 1
+        self.open += 1
+        self.peak = max(self.peak, self.open)
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.close()
+            self.open -= 1
+            return
+        established = accepted + self.rtt  # the handshake a real route would take
+        half = self.rtt / 2
+
+        def close_both() -> None:  # one side broke: end the other too
+            writer.close()
+            up_writer.close()
+
+        try:
+            await asyncio.gather(
+                self._pipe(reader, up_writer, half, not_before=established, broken=close_both),
+                self._pipe(up_reader, writer, half, not_before=0.0, broken=close_both),
+                return_exceptions=True,
+            )
+        finally:
+            self.open -= 1
+            for w in (writer, up_writer):
+                w.close()
+
+    async def _pipe(self, reader, writer, delay: float, *, not_before: float, broken) -> None:
+        """Copy ``reader`` to ``writer``, each piece ``delay`` after it arrived (in order)."""
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def deliver() -> None:
+            while True:
+                due, data = await queue.get()
+                wait = due - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if data is None:
+                    try:
+                        writer.write_eof()
+                    except (OSError, RuntimeError):
+                        pass
+                    return
+                try:
+                    writer.write(data)
+                    await writer.drain()
+                except (OSError, RuntimeError):
+                    broken()
+                    return
+
+        sender = asyncio.ensure_future(deliver())
+        try:
+            while True:
+                try:
+                    data = await reader.read(256 << 10)
+                except (OSError, RuntimeError):
+                    data = b""
+                due = max(time.monotonic(), not_before) + delay
+                queue.put_nowait((due, data or None))
+                if not data:
+                    break
+            await sender
+        finally:
+            sender.cancel()
