@@ -397,3 +397,4 @@ def test_failover_finishes_from_the_good_source(home, tmp_path, kind, bad_first)
         assert "demoted source" in text
     else:
         assert "dropped source" in text
+        assert "failures in a row" not in text  # dropped at its first failure, not after several
