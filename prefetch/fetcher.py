@@ -20,6 +20,9 @@ from prefetch.sources import Restart, Source, SourceBad
 from prefetch.stream import stream_body
 
 
+_OVERLAP = 64 << 10  # bytes asked again when a stream nothing can check resumes
+
+
 class Fetcher:
     """The worker side of a transfer (``prefetch.transfer._Transfer``), one thread per worker id."""
 
@@ -125,9 +128,15 @@ class Fetcher:
             known_size = self.t.size
             ranged = self.t.ranges_ok
             generation = self.t.generation
+        overlap = 0
         if ranged:
             last = "" if seg.end is None else str(seg.end - 1)
-            headers["Range"] = f"bytes={start}-{last}"
+            if start > 0 and self.t.sources.pinned is src and not (src.etag or src.last_modified):
+                # Nothing vouches that this answer is the same version as the bytes on
+                # disk (no hash, no validator): ask again for the last bytes we have, and
+                # compare them before going on (stream_body).
+                overlap = min(start, _OVERLAP)
+            headers["Range"] = f"bytes={start - overlap}-{last}"
             if start > 0 or src.etag or src.last_modified:
                 headers.update(src.validator_headers())
         asked = time.monotonic()
@@ -144,7 +153,7 @@ class Fetcher:
             have_bytes = bool(self.t.done.total())
         try:
             src.effective_url = final_url
-            answer = check_response(resp, start=start, known_size=known_size, src=src, ranged=ranged,
+            answer = check_response(resp, start=start - overlap, known_size=known_size, src=src, ranged=ranged,
                                     others=others, have_bytes=have_bytes, name=self.t.name, end=seg.end)
             pinned_now = self._accept(answer, seg, src)
             if answer.note:
@@ -152,7 +161,8 @@ class Fetcher:
             if pinned_now:
                 self.t.note(f"no expected hash and no ETag or Last-Modified from {host_of(src.url)}: one stream from "
                             f"it, since pieces from separate requests could mix versions of the file")
-            stream_body(self.t, resp, seg, src, answer.first, buffer, generation, skip=answer.skip)
+            stream_body(self.t, resp, seg, src, answer.first + overlap, buffer, generation,
+                        skip=answer.skip + overlap, compare=bool(overlap))
         finally:
             with self.t.lock:
                 self.t.responses.pop(worker, None)

@@ -9,6 +9,7 @@ from the page cache while the download runs, so the digest is ready at the end.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -41,10 +42,13 @@ class StallWatch:
             )
 
 
-def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generation: int, *, skip: int = 0) -> None:
+def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generation: int, *, skip: int = 0,
+                compare: bool = False) -> None:
     """Read ``resp`` into the file from offset ``pos`` until ``seg`` ends (or the transfer stops).
 
-    ``skip``: body bytes to drop first (an answer that started before ``pos``).
+    ``skip``: body bytes to drop first (an answer that started before ``pos``);
+    ``compare``: they must equal the bytes already on disk there, else the remote
+    changed (``Restart``).
 
     ``transfer`` provides ``lock``, ``opt``, ``limiter``, ``quitting(src, generation)``,
     ``write_at(data, pos, generation)`` and ``record(seg, src, pos, n, generation)``.
@@ -67,6 +71,11 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
             raise TransientHTTPError(f"{host}: connection broke before byte {pos}: {describe_error(exc)}") from None
         if not n:
             raise TransientHTTPError(f"{host}: connection closed before byte {pos}")
+        if compare and bytes(buffer[:n]) != os.pread(transfer.fd, n, pos - skip):
+            from prefetch.sources import Restart
+
+            raise Restart(f"{host} sent other bytes than before at offset {pos - skip} (no ETag, Last-Modified "
+                          f"or hash to tell versions apart); restarting from 0")
         skip -= n
         stall.add(n)
     while True:

@@ -321,6 +321,19 @@ def test_a_pool_of_versions_without_validators_gives_one_version_not_a_stitch(ho
     assert len(origin.data_requests(NAME)) == 1
 
 
+def test_a_broken_stream_without_validators_resumes_only_onto_the_same_version(home, origin, out):
+    size = 1 << 20
+    versions = [random.Random(seed).randbytes(size) for seed in (3, 4)]
+    origin.send_etag = origin.send_last_modified = False
+    origin.set_pool(NAME, versions)
+    origin.add_fault(CloseAfter(300_000, path=NAME))  # the first stream breaks; the next backend differs
+    events: list = []
+    result = get_file(origin.url_for(NAME), out, env=fault_env(), events=events)
+    assert result.exit_code == 0, result.error
+    assert out.read_bytes() in versions
+    assert "sent other bytes than before" in notes(events)
+
+
 @pytest.mark.parametrize("shift", [-5000, 7000], ids=["starts-before", "starts-after"])
 def test_a_206_starting_elsewhere_is_used_where_it_belongs(home, origin, out, shift):
     origin.put(NAME, DATA)
