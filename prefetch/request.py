@@ -75,12 +75,14 @@ class GetRequest:
         known = {f for f in cls.__dataclass_fields__}
         fields = {k: v for k, v in data.items() if k in known}
         for key, value in fields.items():
-            kind = _REQUEST_TYPES.get(key)
-            if kind is None:
-                continue  # a field without a simple type (urls, limit_rate): the planner checks it
-            ok = (isinstance(value, list) and all(isinstance(v, str) for v in value)) if kind is list else (
-                value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool))))
-            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env") and value is None:
+            kind = _REQUEST_TYPES[key]
+            if kind is dict:  # a list of objects (the -i URL entries)
+                ok = isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
+            elif kind is list:
+                ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            else:
+                ok = value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)))
+            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force") and value is None:
                 ok = False
             if not ok:
                 raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
@@ -91,10 +93,11 @@ class GetRequest:
 _REQUEST_TYPES = {
     "names": list, "cache_dir": str, "mirrors": list, "also_origin": bool, "connections": int,
     "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
-    "mirrors_from_env": bool, "seed": str, "output_dir": str, "extract": bool, "extract_to": str,
-    "headers": list, "force": bool, "include": list, "exclude": list, "hub_cache": str,
-    "retries": int, "timeout": (int, float),
+    "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
+    "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
+    "include": list, "exclude": list, "hub_cache": str, "retries": int, "timeout": (int, float),
 }
+assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 
 
 def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -> tuple[list[FilePlan], FetchOptions]:
@@ -354,9 +357,11 @@ def url_entries(request: GetRequest) -> list[UrlEntry]:
 
     ``--sha256``/``--md5``/``-o`` belong to the single URL (``plan_request`` checks that).
     """
+    from prefetch.hf.names import is_hub_name
+
     entries = []
     for name in request.names:
-        if is_url(name):
+        if is_url(name) and not is_hub_name(name):  # hf:// repos are planned by prefetch.hf
             out = output_file(request.output, split_fragment(name)[0])
             entries.append(UrlEntry(url=name, sha256=request.sha256, md5=request.md5, out=str(out) if out else None))
     for data in request.urls:

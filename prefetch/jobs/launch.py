@@ -69,6 +69,7 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     from dataclasses import replace
 
     from prefetch.layout import keras_root
+    from prefetch.request import requested_mirrors
 
     env = os.environ if env is None else env
     return replace(
