@@ -15,12 +15,9 @@ adds what a downloader needs on top:
 * redirects are followed here (:func:`follow_redirects`), never https -> http;
 * a reused keep-alive connection that the server closed meanwhile is retried
   once on a fresh one;
-* the whole response head (status line and headers) must arrive within the read
-  timeout: a server that sends it a byte at a time cannot hold a worker for ever
-  (the read timeout alone is per receive);
-* ``PREFETCH_RESOLVE`` overrides name resolution where connections are made
-  (``HOST=ADDRESS`` pairs, comma-separated, like curl's ``--resolve``;
-  ``HOST=`` makes the name fail to resolve): for tests and for pinning a host;
+* the whole response head must arrive within the read timeout, and
+  ``PREFETCH_RESOLVE`` overrides name resolution where connections are made
+  (both in ``prefetch.connection``);
 * every failure has a ``kind`` (:class:`Failure`) that the retry policy reads;
 * every failure maps to ours: :class:`TransientHTTPError` (worth retrying) or
   ``NetworkError`` / ``HTTPStatusError`` (final); requests' exceptions never leave.
@@ -61,10 +58,6 @@ class Failure:
     STATUS = "status"  # the server answered (429, 5xx): it is alive
     WEB_PAGE = "web page"  # a web page (or another type) instead of the file: a captive portal or block page
     BAD_ANSWER = "bad answer"  # an answer we cannot use (Content-Range, encoding)
-
-
-class HeadTimeout(TimeoutError):
-    """The response head did not arrive whole within the deadline."""
 
 
 class TransientHTTPError(Exception):
@@ -240,7 +233,9 @@ class Client:
         import requests
 
         session = requests.Session()
-        adapter = _adapter(self.resolve if self.resolve is not None else resolve_overrides())
+        from prefetch.connection import adapter_for, resolve_overrides
+
+        adapter = adapter_for(self.resolve if self.resolve is not None else resolve_overrides())
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         session.headers.update({
@@ -411,6 +406,8 @@ def describe_error(exc: BaseException) -> str:
     import http.client
     import socket
 
+    from prefetch.connection import HeadTimeout
+
     exc = _root_cause(exc)
     if isinstance(exc, HeadTimeout):
         return str(exc)
@@ -553,123 +550,3 @@ def _ssl_reason(exc: BaseException) -> str:
     if text and text not in reason:
         reason = f"{reason} ({text})"
     return reason if len(reason) < 300 else reason[:297] + "..."
-
-
-# ---------------------------------------------------------------------------
-# connections: PREFETCH_RESOLVE, and a deadline on the whole response head
-
-
-def resolve_overrides(env=None) -> dict[str, str | None]:
-    """``PREFETCH_RESOLVE``: ``host=address`` pairs (comma- or space-separated); an empty
-    address means the name does not resolve. Malformed pairs are ignored."""
-    text = (os.environ if env is None else env).get("PREFETCH_RESOLVE", "")
-    table: dict[str, str | None] = {}
-    for item in text.replace(",", " ").split():
-        host, sep, address = item.partition("=")
-        if sep and host:
-            table[host.strip().lower().strip("[]")] = address.strip().strip("[]") or None
-    return table
-
-
-def _adapter(resolve: dict[str, str | None]):
-    """A requests adapter whose connections honour ``resolve`` and the head deadline."""
-    from requests.adapters import HTTPAdapter
-    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-
-    conn_classes = _connection_classes()
-
-    class _HTTPPool(HTTPConnectionPool):
-        ConnectionCls = conn_classes[0]
-
-        def _new_conn(self):
-            conn = super()._new_conn()
-            conn.resolve_table = resolve
-            return conn
-
-    class _HTTPSPool(HTTPSConnectionPool):
-        ConnectionCls = conn_classes[1]
-
-        def _new_conn(self):
-            conn = super()._new_conn()
-            conn.resolve_table = resolve
-            return conn
-
-    pools = {"http": _HTTPPool, "https": _HTTPSPool}
-
-    class _Adapter(HTTPAdapter):
-        def init_poolmanager(self, *args, **kwargs):
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = pools
-
-        def proxy_manager_for(self, proxy, **kwargs):
-            manager = super().proxy_manager_for(proxy, **kwargs)
-            if hasattr(manager, "pool_classes_by_scheme") and not proxy.lower().startswith("socks"):
-                manager.pool_classes_by_scheme = pools
-            return manager
-
-    return _Adapter()
-
-
-_CLASSES: list = []
-
-
-def _connection_classes():
-    if _CLASSES:
-        return _CLASSES
-    import socket
-    import threading
-
-    from urllib3.connection import HTTPConnection, HTTPSConnection
-    from urllib3.exceptions import NameResolutionError
-
-    class _Mixin:
-        resolve_table: dict = {}
-
-        def _new_conn(self):
-            table = self.resolve_table
-            host = (self._dns_host or "").lower().strip("[]")
-            if host in table:
-                address = table[host]
-                if address is None:
-                    lookup = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-                    raise NameResolutionError(self.host, self, lookup) from lookup
-                self._dns_host = address
-            return super()._new_conn()
-
-        def getresponse(self):
-            deadline = self.timeout if isinstance(self.timeout, (int, float)) else None
-            sock = self.sock
-            if not deadline or sock is None:
-                return super().getresponse()
-            expired = threading.Event()
-
-            def expire() -> None:
-                expired.set()
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)  # wakes the read below
-                except OSError:
-                    pass
-
-            timer = threading.Timer(deadline, expire)
-            timer.daemon = True
-            timer.start()
-            try:
-                response = super().getresponse()
-            except Exception:
-                if expired.is_set():
-                    raise HeadTimeout(f"timed out: no complete response head within {deadline:g}s") from None
-                raise
-            finally:
-                timer.cancel()
-            if expired.is_set():
-                raise HeadTimeout(f"timed out: no complete response head within {deadline:g}s")
-            return response
-
-    class _HTTP(_Mixin, HTTPConnection):
-        pass
-
-    class _HTTPS(_Mixin, HTTPSConnection):
-        pass
-
-    _CLASSES.extend((_HTTP, _HTTPS))
-    return _CLASSES

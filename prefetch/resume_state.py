@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,6 +138,57 @@ def save_state(path: Path, state: TransferState) -> None:
         replace_file(path, state.to_json().encode("utf-8"), checked=True)
     except OSError as exc:
         raise local_error(exc, path) from None
+
+
+class StateSaver:
+    """Writes a transfer's resume record, flushing the ``.part`` first when it names new bytes.
+
+    A range recorded as done must be on disk even after a machine reset: the bytes of a
+    snapshot were written before it was taken, so ``fdatasync`` before the record that
+    names them. :meth:`save_soon` does it on a thread of its own (the transfer's main loop
+    never waits for the disk; a save still flushing makes the next one wait its turn).
+    """
+
+    def __init__(self, path: Path, part: Path, *, sync: bool, on_error) -> None:
+        self.path, self.part, self.sync, self.on_error = path, part, sync, on_error
+        self.synced = 0  # bytes done at the last fdatasync
+        self.sync_seconds = 0.0  # time spent in fdatasync
+        self.thread: threading.Thread | None = None
+
+    def save(self, snapshot) -> None:
+        """Save ``(state, bytes done, fd)`` now (None: nothing to save)."""
+        if snapshot is None:
+            return
+        state, done, fd = snapshot
+        if done > self.synced and fd is not None and self.sync:
+            began = time.monotonic()
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                raise local_error(exc, self.part) from None
+            self.sync_seconds += time.monotonic() - began
+            self.synced = done
+        save_state(self.path, state)
+
+    def save_soon(self, take_snapshot) -> None:
+        """Save ``take_snapshot()`` on the saver thread, unless a save is still running."""
+        if self.thread is not None and self.thread.is_alive():
+            return
+        self.thread = threading.Thread(target=self._save_quietly, args=(take_snapshot,), daemon=True,
+                                       name=f"prefetch-save-{self.path.name}")
+        self.thread.start()
+
+    def _save_quietly(self, take_snapshot) -> None:
+        try:
+            self.save(take_snapshot())
+        except BaseException as exc:  # noqa: BLE001 - handed to the transfer's main thread
+            self.on_error(exc)
+
+    def join(self) -> None:
+        """Wait for a save in flight (before a truncation or the final save)."""
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
 
 
 def read_progress(part: Path, state_file: Path) -> tuple[int, int | None] | None:

@@ -32,6 +32,7 @@ from prefetch.ranges import RangeSet
 from prefetch.resume_state import (  # noqa: F401 - importable from here, as they always were
     STATE_VERSION,
     TransferState,
+    StateSaver,
     check_state,
     load_state,
     open_part,
@@ -130,9 +131,7 @@ class _Transfer:
         self.active_workers = 0
         self.generation = 0
         self.dirty = False
-        self.synced = 0  # bytes done at the last fdatasync (a state save that adds ranges syncs first)
-        self.sync_seconds = 0.0  # time spent in fdatasync (reported in the benchmark)
-        self.saver: threading.Thread | None = None  # the thread saving the state, when one is
+        self.saver = StateSaver(state_file, part, sync=options.sync_data, on_error=self._fail)
         self.interrupt = threading.Event()  # wakes sleeping workers when a generation ends
         self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
@@ -198,7 +197,7 @@ class _Transfer:
             self.done = RangeSet(state.done)
             self.sources.restore(state.validators)
             self.reused = self.done.total()
-            self.synced = self.done.total()
+            self.saver.synced = self.done.total()
             self._trim()
             if self.reused:
                 self.note(f"resuming: {mib(self.reused)} of {mib(self.size)} already on disk")
@@ -404,6 +403,13 @@ class _Transfer:
         return self.size is not None and self.done.covers(self.size)
 
     # -- trouble -----------------------------------------------------------
+    def _fail(self, exc: BaseException) -> None:
+        """An error on another thread (the state saver) ends the transfer."""
+        with self.lock:
+            if self.fatal is None:
+                self.fatal = exc
+            self.wake.notify_all()
+
     def drop_source(self, src: Source, reason: str, *, distrust: bool) -> bool:
         """Drop ``src`` if another source remains; un-mark what it served when ``distrust``."""
         with self.lock:
@@ -456,7 +462,7 @@ class _Transfer:
         self.size = None
         self.done = RangeSet()
         self.reused = 0  # bytes from an earlier run are gone: report what this run really reused
-        self.synced = 0
+        self.saver.synced = 0
         self.sources.forget()
         self.dirty = True
 
@@ -495,55 +501,25 @@ class _Transfer:
             except OSError:
                 pass  # the main thread reports file errors
 
-    def _save_soon(self) -> None:
-        """Save the state on the saver thread (its fdatasync must not hold up the main loop)."""
-        if self.saver is not None and self.saver.is_alive():
-            return  # the last save is still flushing: the next pass tries again
-        self.saver = threading.Thread(target=self._save_quietly, daemon=True, name=f"prefetch-save-{self.name}")
-        self.saver.start()
-
-    def _save_quietly(self) -> None:
-        try:
-            self._save_state()
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-            with self.lock:
-                if self.fatal is None:
-                    self.fatal = exc
-                self.wake.notify_all()
-
-    def _join_saver(self) -> None:
-        if self.saver is not None:
-            self.saver.join()
-            self.saver = None
-
-    def _save_state(self, *, force: bool = False) -> None:
+    def _snapshot(self, force: bool) -> tuple[TransferState, int, int | None] | None:
+        """(the state to save, bytes done in it, the .part's fd), or None when nothing changed."""
         with self.lock:
             if not (self.dirty or force):
-                return
-            state = TransferState(
-                urls=self.urls,
-                size=self.size,
-                ranges=self.ranges_ok,
-                validators={s.url: s.validators() for s in self.sources.all},
-                done=self.done.as_list(),
-                algorithm=self.algorithm,
-            )
-            done_now = self.done.total()
-            fd = self.fd
+                return None
             self.dirty = False
-        if done_now > self.synced and fd is not None and self.opt.sync_data:
-            # A range recorded as done must be on disk even after a machine reset: the bytes
-            # of this snapshot were written before it was taken, so flush them before the
-            # record that names them. In the main loop every state_interval, never in a
-            # worker's read loop.
-            began = time.monotonic()
-            try:
-                os.fdatasync(fd)
-            except OSError as exc:
-                raise local_error(exc, self.part) from None
-            self.sync_seconds += time.monotonic() - began
-            self.synced = done_now
-        save_state(self.state_file, state)
+            state = TransferState(urls=self.urls, size=self.size, ranges=self.ranges_ok,
+                                  validators={s.url: s.validators() for s in self.sources.all},
+                                  done=self.done.as_list(), algorithm=self.algorithm)
+            return state, self.done.total(), self.fd
+
+    def _save_soon(self) -> None:
+        self.saver.save_soon(lambda: self._snapshot(False))
+
+    def _join_saver(self) -> None:
+        self.saver.join()
+
+    def _save_state(self, *, force: bool = False) -> None:
+        self.saver.save(self._snapshot(force))
 
     def note(self, message: str) -> None:
         self.emit(Event(EventKind.NOTE, self.name, done=self.done.total(), total=self.size, message=message))

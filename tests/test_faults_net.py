@@ -174,7 +174,7 @@ def test_a_server_that_accepts_and_never_answers_is_given_up_by_time_not_count(h
 
 
 def test_an_unresolvable_host_is_given_up_quickly(home, out):
-    env = quick_env(PREFETCH_TIMEOUT="3", PREFETCH_RETRIES="1000", PREFETCH_RESOLVE="origin.invalid=")
+    env = quick_env(PREFETCH_TIMEOUT="3", PREFETCH_RETRIES="1000", PREFETCH_RESOLVE="origin.invalid=fail")
     events: list = []
     result = get_file("http://origin.invalid:8/" + NAME, out, env=env, events=events, deadline=40)
     assert result.exit_code == ExitCode.NETWORK
@@ -272,13 +272,13 @@ def test_a_resumed_file_whose_hash_fails_is_downloaded_again_once(home, origin, 
 
 
 def test_the_part_is_synced_before_a_state_save_that_adds_ranges(origin, tmp_path, monkeypatch):
-    import prefetch.transfer as transfer_module
+    import prefetch.resume_state as state_module
 
     data = random.Random(3).randbytes(4 << 20)
     origin.put(NAME, data)
     origin.rate = 4 << 20
     log: list[tuple[str, int]] = []
-    real_sync, real_save = os.fdatasync, transfer_module.save_state
+    real_sync, real_save = os.fdatasync, state_module.save_state
 
     def fdatasync(fd):
         log.append(("sync", 0))
@@ -289,7 +289,7 @@ def test_the_part_is_synced_before_a_state_save_that_adds_ranges(origin, tmp_pat
         return real_save(path, state)
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)
-    monkeypatch.setattr(transfer_module, "save_state", save_state)
+    monkeypatch.setattr(state_module, "save_state", save_state)
     part = tmp_path / "f.part"
     download_to_part(urls=[origin.url_for(NAME)], part=part, state_file=tmp_path / "f.part.json",
                      options=TransferOptions(connections=2, state_interval=0.1))
@@ -389,7 +389,7 @@ def test_failover_finishes_from_the_good_source(home, tmp_path, kind, bad_first)
             bad_url = f"http://127.0.0.1:{closed_port()}/"
         elif kind == "dns":
             bad_url = f"http://bad-origin.invalid:{bad.port}/"
-            env["PREFETCH_RESOLVE"] = "bad-origin.invalid="
+            env["PREFETCH_RESOLVE"] = "*=fail"
         elif kind == "web-page":
             bad.portal = PORTAL_PAGE
         else:
