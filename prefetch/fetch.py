@@ -297,6 +297,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         result.source = max(served, key=served.get) if served else None
         size_ok = plan.spec.size is None or transfer.size == plan.spec.size
         if size_ok and (expected is None or transfer.digest == expected.hexdigest):
+            _check_size(part, state, transfer.size, plan.label)
             return transfer
         placement.discard(part, state)
         if transfer.reused:
@@ -344,6 +345,20 @@ def describe_sources(served: dict[str, int]) -> str:
     if len(ranked) == 1:
         return f"from {ranked[0][0]}"
     return "from " + ", ".join(f"{url} ({100 * n / total:.0f}%)" for url, n in ranked)
+
+
+def _check_size(part: Path, state: Path, size: int, label: str) -> None:
+    """The file to be placed has exactly the size the transfer verified (no tail of junk)."""
+    try:
+        actual = part.stat().st_size
+    except OSError as exc:
+        raise local_error(exc, part) from None
+    if actual != size:
+        from prefetch.errors import IntegrityError
+
+        _discard(part, state)
+        raise IntegrityError(f"{label}: {part} holds {actual} bytes, the download {size}; not placed. "
+                             f"Run the same command again")
 
 
 def _drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: EventSink) -> None:
