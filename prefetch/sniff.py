@@ -50,13 +50,15 @@ def looks_like_html(head: bytes) -> bool:
     return False
 
 
-def wrong_body(name: str, content_type: str | None, head: bytes | None) -> str | None:
+def wrong_body(name: str, content_type: str | None, head: bytes | None, *, hashed: bool = False) -> str | None:
     """Why a body for ``name`` is not the file (None when it may well be).
 
     Args:
         content_type: the answer's Content-Type header.
         head: the body's first bytes when they are the file's first bytes (offset 0),
             else None (a body from the middle of a file can only be judged by its type).
+        hashed: the file's hash is known, so its bytes are judged by the hash; only a web
+            page is refused here (a registry may well map a name to bytes of another type).
     """
     if is_html_name(name):
         return None
@@ -66,6 +68,8 @@ def wrong_body(name: str, content_type: str | None, head: bytes | None) -> str |
         return None
     if looks_like_html(head):
         return "a web page (its first bytes are HTML)"
+    if hashed:
+        return None
     lower = name.lower()
     for suffixes, magics, kind in _MAGIC:
         if lower.endswith(suffixes):
