@@ -276,7 +276,7 @@ def output_file(output: str | None, url: str) -> Path | None:
         from pathlib import PurePosixPath
         from urllib.parse import urlsplit
 
-        name = PurePosixPath(urlsplit(url).path).name  # as registry.spec_for_url names it
+        name = PurePosixPath(urlsplit(url).path).name  # as urllist.plan_url_specs names it
         if name in ("", ".", ".."):
             raise UsageError(f"cannot tell a file name from {url!r}; give -o with a file name")
         return path / name
