@@ -54,6 +54,8 @@ class GetRequest:
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     hub_cache: str | None = None
+    retries: int | None = None  # retries in a row without progress (default 8, $PREFETCH_RETRIES)
+    timeout: float | None = None  # seconds without a byte before giving up (default 30, $PREFETCH_TIMEOUT)
 
     def to_dict(self) -> dict:
         """The request as stored in a job record: header values (credentials) left out."""
@@ -79,7 +81,7 @@ class GetRequest:
             elif kind is list:
                 ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
             else:
-                ok = value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
+                ok = value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)))
             if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force") and value is None:
                 ok = False
             if not ok:
@@ -93,7 +95,7 @@ _REQUEST_TYPES = {
     "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
     "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
-    "include": list, "exclude": list, "hub_cache": str,
+    "include": list, "exclude": list, "hub_cache": str, "retries": int, "timeout": (int, float),
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 
@@ -188,7 +190,8 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
         tuning["chunk_size"] = int(min(TransferOptions.chunk_size, max(16 << 10, rate / 128)))
     options = FetchOptions(
         transfer=TransferOptions.from_env(env, connections=request.connections, limiter=limiter,
-                                          headers=parse_headers(request.headers), **tuning),
+                                          headers=parse_headers(request.headers), max_attempts=request.retries,
+                                          timeout=request.timeout, **tuning),
         force=request.force,
         # The seed store is read first; the other sources fetch what it lacks.
         mirrors=tuple(dict.fromkeys(((seed,) if seed else ()) + bases)),
@@ -348,7 +351,7 @@ def run_request(
         from prefetch.hf.fetch import run_hub_plans
 
         results += run_hub_plans(hub, transfer=options.transfer, state=state_dir(env), env=env, on_event=on_event,
-                                 stop=stop, job=options.job)
+                                 stop=stop, job=options.job, force=options.force)
     return results
 
 
