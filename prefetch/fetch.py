@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from prefetch.errors import ExitCode, LocalFileError, PrefetchError
 from prefetch.events import Event, EventKind, EventSink, ignore_event
+from prefetch.http import redact_url
 from prefetch.layout import datasets_dir, part_path, state_path
 from prefetch import placement
 from prefetch.fsutil import local_error
@@ -294,6 +295,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         served = dict(transfer.served)
         if options.sources is not None:  # s3:// names instead of presigned URLs (signatures stay out of logs)
             served = {options.sources.label(u): n for u, n in served.items()}
+        served = {redact_url(u): n for u, n in served.items()}
         result.sources = served
         result.source = max(served, key=served.get) if served else None
         size_ok = plan.spec.size is None or transfer.size == plan.spec.size
@@ -343,9 +345,11 @@ def describe_sources(served: dict[str, int]) -> str:
         return "from the bytes already on disk"
     total = sum(served.values()) or 1
     ranked = sorted(served.items(), key=lambda kv: -kv[1])
+    from prefetch.http import redact_url
+
     if len(ranked) == 1:
-        return f"from {ranked[0][0]}"
-    return "from " + ", ".join(f"{url} ({100 * n / total:.0f}%)" for url, n in ranked)
+        return f"from {redact_url(ranked[0][0])}"
+    return "from " + ", ".join(f"{redact_url(url)} ({100 * n / total:.0f}%)" for url, n in ranked)
 
 
 def _check_size(part: Path, state: Path, size: int, label: str) -> None:

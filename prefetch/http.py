@@ -460,8 +460,24 @@ _UNREACHABLE_ERRNOS = _errnos("ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EH
 
 
 def host_of(url: str) -> str:
-    """``host[:port]`` of a URL, for messages."""
-    return urlsplit(url).netloc or url
+    """``host[:port]`` of a URL, for messages (never the ``user:password@`` part)."""
+    netloc = urlsplit(url).netloc
+    return netloc.rpartition("@")[2] if netloc else url
+
+
+# Query parameters that carry a credential: S3/GCS/Azure presigned URLs, tokens.
+_SECRET_PARAMS = ("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig",
+                  "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "token", "access_token", "se", "sp")
+
+
+def redact_url(url: str) -> str:
+    """``url`` for logs, records and messages: no ``user:password@``, no signature or token in the query."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    query = parts.query
+    if query and any(p.partition("=")[0].lower() in _SECRET_PARAMS for p in query.split("&")):
+        query = "(signed)"
+    return parts._replace(netloc=netloc, query=query).geturl()
 
 
 # ---------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from prefetch.errors import InterruptedTransferError, RemoteChangedError
 from prefetch.events import Event, EventKind, EventSink, ignore_event
 from prefetch.fetcher import Fetcher
 from prefetch.fsutil import local_error, mib
-from prefetch.http import host_of
+from prefetch.http import host_of, redact_url
 from prefetch.ranges import RangeSet
 from prefetch.resume_state import (  # noqa: F401 - importable from here, as they always were
     STATE_VERSION,
@@ -424,7 +424,7 @@ class _Transfer:
                     self.schedule.add(lo, hi)
                     self.schedule.prune()
             self.dirty = True
-        self.note(f"dropped source {src.url}: {reason}")
+        self.note(f"dropped source {redact_url(src.url)}: {reason}")
         return True
 
     def _demote_slow_source(self, now: float) -> None:
@@ -450,7 +450,7 @@ class _Transfer:
             self.wake.notify_all()
         for resp in responses:
             resp.abort()  # its readers see ``quitting`` and hand their pieces back
-        self.note(f"demoted source {slow.url}: {rates[id(slow)] / 1024:.0f} KiB/s per connection against "
+        self.note(f"demoted source {redact_url(slow.url)}: {rates[id(slow)] / 1024:.0f} KiB/s per connection against "
                   f"{rates[id(fast)] / 1024:.0f} KiB/s from {host_of(fast.url)}; its pieces go to faster sources")
 
     # -- the file, its hash and its state ----------------------------------

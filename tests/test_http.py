@@ -308,3 +308,15 @@ def test_an_unsupported_proxy_is_one_clear_line(home, origin, tmp_path):
     line = one_error_line(proc, ExitCode.NETWORK)
     assert "socks5://127.0.0.1:1080" in line and "not supported" in line
     assert origin.requests == []
+
+
+def test_urls_in_messages_carry_no_credentials():
+    """Presigned S3 URLs (the team store's sources) and user:password@ never reach a log line."""
+    from prefetch.http import host_of, redact_url
+
+    signed = ("https://alice:s3cret@store.lab:9000/bucket/keras/mnist.npz?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+              "&X-Amz-Credential=AKIA%2F20261123&X-Amz-Signature=0badc0ffee")
+    shown = redact_url(signed)
+    assert shown == "https://store.lab:9000/bucket/keras/mnist.npz?(signed)"
+    assert redact_url("http://h:81/a/b.bin?version=2") == "http://h:81/a/b.bin?version=2"  # plain queries stay
+    assert host_of(signed) == "store.lab:9000"
