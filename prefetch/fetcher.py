@@ -154,7 +154,8 @@ class Fetcher:
         try:
             src.effective_url = final_url
             answer = check_response(resp, start=start - overlap, known_size=known_size, src=src, ranged=ranged,
-                                    others=others, have_bytes=have_bytes, name=self.t.name, end=seg.end)
+                                    others=others, have_bytes=have_bytes, name=self.t.name, end=seg.end,
+                                    hashed=self.t.algorithm is not None)
             pinned_now = self._accept(answer, seg, src)
             if answer.note:
                 self.t.note(answer.note)
