@@ -348,7 +348,7 @@ def run_request(
         from prefetch.hf.fetch import run_hub_plans
 
         results += run_hub_plans(hub, transfer=options.transfer, state=state_dir(env), env=env, on_event=on_event,
-                                 stop=stop, job=options.job)
+                                 stop=stop, job=options.job, force=options.force)
     return results
 
 
@@ -422,3 +422,50 @@ def restore_headers(names: list[str], env: Mapping[str, str]) -> list[str]:
         passed = []
     by_name = {str(h).partition(":")[0].strip().lower(): str(h) for h in passed if ":" in str(h)}
     return [by_name.get(str(n).strip().lower(), str(n)) for n in names]
+
+
+def pin_url_paths(request: GetRequest) -> GetRequest:
+    """URL downloads of a background job land where they would in the foreground.
+
+    The worker runs in the jobs directory: ``-P``, ``--extract-to`` and input-file
+    ``dir=`` become absolute, and without ``-P`` the current directory is fixed now.
+    """
+    import dataclasses
+
+    from prefetch.hf.names import is_hub_name
+
+    if not request.urls and not any(is_url(n) and not is_hub_name(n) for n in request.names):
+        return request
+
+    def absolute(path: str) -> str:
+        return str(Path(path).expanduser().absolute())
+
+    urls = [dict(e, dir=absolute(e["dir"])) if isinstance(e, dict) and e.get("dir") else e for e in request.urls]
+    return dataclasses.replace(
+        request,
+        urls=urls,
+        output_dir=absolute(request.output_dir or os.getcwd()),
+        extract_to=absolute(request.extract_to) if request.extract_to else None,
+    )
+
+
+def describe_url_options(request: GetRequest) -> list[str]:
+    """Command-line words for the URL options of ``request``; header values never appear."""
+    parts: list[str] = []
+    for data in request.urls:
+        entry = UrlEntry.from_dict(data)
+        url, _ = split_fragment(entry.url)
+        if entry.sha256 or entry.md5:
+            url += f"#sha256={entry.sha256}" if entry.sha256 else f"#md5={entry.md5}"
+        parts.append(url if not entry.out else f"{url} (out={entry.out})")
+    if request.output_dir:
+        parts += ["-P", request.output_dir]
+    if request.extract:
+        parts.append("--extract")
+    if request.extract_to:
+        parts += ["--extract-to", request.extract_to]
+    if request.limit_rate not in (None, ""):
+        parts += ["--limit-rate", str(request.limit_rate)]
+    for header in request.headers:
+        parts += ["--header", f"{header.partition(':')[0].strip()}: ***"]
+    return parts
