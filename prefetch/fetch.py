@@ -20,6 +20,7 @@ from prefetch.errors import ExitCode, LocalFileError, PrefetchError
 from prefetch.events import Event, EventKind, EventSink, ignore_event
 from prefetch.layout import datasets_dir, part_path, state_path
 from prefetch import placement
+from prefetch.fsutil import local_error
 from prefetch.locks import hold_lock
 from prefetch.registry import DatasetSpec, FileSpec
 from prefetch.transfer import TransferOptions, download_to_part
@@ -356,7 +357,7 @@ def _check_size(part: Path, state: Path, size: int, label: str) -> None:
     if actual != size:
         from prefetch.errors import IntegrityError
 
-        _discard(part, state)
+        placement.discard(part, state)
         raise IntegrityError(f"{label}: {part} holds {actual} bytes, the download {size}; not placed. "
                              f"Run the same command again")
 

@@ -185,6 +185,9 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
         limiter = RateLimiter(rate)
         # Slowed on purpose, a connection is not stalled: the stall floor follows the limit.
         tuning["stall_min_rate"] = min(TransferOptions.stall_min_rate, rate / 64)
+        # A connection pays for a read after it made it: small reads keep what all
+        # connections hold unpaid (one read each) a small part of a second of the limit.
+        tuning["chunk_size"] = int(min(TransferOptions.chunk_size, max(16 << 10, rate / 128)))
     options = FetchOptions(
         transfer=TransferOptions.from_env(env, connections=request.connections, limiter=limiter,
                                           headers=parse_headers(request.headers), max_attempts=request.retries,
@@ -276,7 +279,7 @@ def output_file(output: str | None, url: str) -> Path | None:
         from pathlib import PurePosixPath
         from urllib.parse import urlsplit
 
-        name = PurePosixPath(urlsplit(url).path).name  # as registry.spec_for_url names it
+        name = PurePosixPath(urlsplit(url).path).name  # as urllist.plan_url_specs names it
         if name in ("", ".", ".."):
             raise UsageError(f"cannot tell a file name from {url!r}; give -o with a file name")
         return path / name

@@ -52,16 +52,16 @@ class WebPageError(TransientHTTPError):
             cause=f"returned {what}", kind=Failure.WEB_PAGE)
 
 
-def check_body(resp, *, name: str, host: str, at_start: bool, magic: bool = True) -> None:
+def check_body(resp, *, name: str, host: str, at_start: bool, hashed: bool = False) -> None:
     """Raise :class:`WebPageError` when ``resp``'s body is not the file ``name``.
 
-    ``at_start``: the body starts at the file's first byte (its first bytes can be
-    checked); ``magic``: against the type the name promises, too (see ``sniff.wrong_body``).
+    ``at_start``: the body starts at the file's first byte (its magic can be checked).
+    ``hashed``: the file's hash is known (then only a web page is refused; the hash judges the rest).
     """
     content_type = resp.headers.get("Content-Type")
-    what = wrong_body(name, content_type, None)
+    what = wrong_body(name, content_type, None, hashed=hashed)
     if what is None and at_start:
-        what = wrong_body(name, content_type, resp.peek(SNIFF_BYTES), magic=magic)
+        what = wrong_body(name, content_type, resp.peek(SNIFF_BYTES), hashed=hashed)
     if what is not None:
         raise WebPageError(host, what)
 
@@ -76,7 +76,7 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
         have_bytes: some of the file is already on disk.
         name: the file's name (its type, for the magic-bytes check).
         end: where the asked range ends (exclusive; None: the end of the file).
-        hashed: an expected hash will check the bytes (the magic-bytes check is left to it).
+        hashed: the file's hash is known (a body of another type than its name is then left to it).
     Raises:
         WebPageError: a web page or a body of another type (a TransientHTTPError).
         TransientHTTPError: a wrong answer worth asking again (bad Content-Range, encoded body).
@@ -89,7 +89,7 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
     if status in (200, 206):  # before any other check: a portal's page must not restart the file
         match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", "")) if status == 206 else None
         at_start = status == 200 or bool(match and int(match.group(1)) == 0)
-        check_body(resp, name=name, host=host, at_start=at_start and encoding in ("identity", ""), magic=not hashed)
+        check_body(resp, name=name, host=host, at_start=at_start and encoding in ("identity", ""), hashed=hashed)
     etag = resp.headers.get("ETag")
     last_modified = resp.headers.get("Last-Modified")
     if status == 416:

@@ -5,7 +5,7 @@ judged by what it is, not by its status: ``Content-Type: text/html`` for a name
 that is not an HTML file, a body that starts like an HTML document, or first
 bytes that do not match the magic of the type the name promises (zip/npz, gzip,
 bz2, xz, zstd, tar, npy, HDF5, JSON). Names of no known type are judged by the
-HTML sniff alone, and so is a file with an expected hash (the hash judges its bytes).
+HTML sniff alone.
 """
 
 from __future__ import annotations
@@ -50,15 +50,15 @@ def looks_like_html(head: bytes) -> bool:
     return False
 
 
-def wrong_body(name: str, content_type: str | None, head: bytes | None, *, magic: bool = True) -> str | None:
+def wrong_body(name: str, content_type: str | None, head: bytes | None, *, hashed: bool = False) -> str | None:
     """Why a body for ``name`` is not the file (None when it may well be).
 
     Args:
         content_type: the answer's Content-Type header.
         head: the body's first bytes when they are the file's first bytes (offset 0),
             else None (a body from the middle of a file can only be judged by its type).
-        magic: also check the first bytes against the type the name promises (off when an
-            expected hash will judge the bytes: the user vouched for them, whatever the name).
+        hashed: the file's hash is known, so its bytes are judged by the hash; only a web
+            page is refused here (a registry may well map a name to bytes of another type).
     """
     if is_html_name(name):
         return None
@@ -68,7 +68,7 @@ def wrong_body(name: str, content_type: str | None, head: bytes | None, *, magic
         return None
     if looks_like_html(head):
         return "a web page (its first bytes are HTML)"
-    if not magic:
+    if hashed:
         return None
     lower = name.lower()
     for suffixes, magics, kind in _MAGIC:
