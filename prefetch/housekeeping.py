@@ -343,7 +343,9 @@ def _clean_temp(path: Path, locks: Path, result: RemoveResult, *, dry_run: bool)
         key = path.parent / f".{match['name']}.extracting"
     else:  # .NAME.PID[-HEX].tmp: a write by process PID
         pid = _TMP_FILE.match(path.name)["pid"]
-        if _alive(int(pid)):
+        from prefetch.jobs.liveness import is_process_alive
+
+        if is_process_alive(int(pid)):
             result.skipped.append(f"{path}: process {pid} is writing it; left alone")
             return
         key = None
@@ -351,13 +353,3 @@ def _clean_temp(path: Path, locks: Path, result: RemoveResult, *, dry_run: bool)
         result.skipped.append(f"{path}: an extraction is running; left alone")
         return
     _remove_paths([(path, "temp")], result, dry_run=dry_run)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

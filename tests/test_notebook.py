@@ -14,19 +14,13 @@ from pathlib import Path
 from prefetch.layout import part_path, state_path
 from prefetch.transfer import read_progress
 from tests.kernel import Kernel
+from tests.test_jobs import poll as _poll
 
 MiB = 1 << 20
 
 
-def poll(check, *, what: str, timeout: float = 60.0, every: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every)
+def poll(check, *, what: str, timeout: float = 60.0):
+    return _poll(check, what=what, timeout=timeout)
 
 
 def on_disk(final: Path) -> int:
