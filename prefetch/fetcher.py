@@ -38,10 +38,7 @@ class Fetcher:
                 self.t.wake.notify_all()
         finally:
             client.close()
-            with self.t.lock:
-                self.t.answered.discard(worker_id)
-                self.t.active_workers -= 1
-                self.t.wake.notify_all()
+            self.t.worker_left(worker_id)
 
     def _loop(self, worker_id: int, client, buffer: memoryview) -> None:
         while not self.t.stop.is_set():
@@ -122,7 +119,7 @@ class Fetcher:
             self.t.worker_source[worker] = src
             # What a new request costs (a connection, the round trips to the first byte):
             # the ramp judges over several of these, and a split must save more than one.
-            self.t.latency = latency if self.t.latency is None else 0.7 * self.t.latency + 0.3 * latency
+            self.t.note_latency(latency)
             others = bool(self.t.sources.others(src))
             have_bytes = bool(self.t.done.total())
         try:
@@ -139,9 +136,6 @@ class Fetcher:
     def _accept(self, answer: Answer, seg: Segment, src: Source) -> None:
         """Take in what an accepted answer tells: size, validators, a shorter range."""
         with self.t.lock:
-            if self.t.schedule.piece is None and self.t.latency >= self.t.opt.long_route \
-                    and (self.t.opt.connections or 2) > 1:
-                self.t.schedule.piece = self.t.opt.piece_size  # a long route: requests in pieces
             if answer.whole_body and self.t.size is None:
                 self.t.ranges_ok = False  # a Range probe answered with the whole body: no range support
                 self.t.dirty = True

@@ -1,4 +1,4 @@
-"""The resume record beside ``<final>.part``: ``<final>.part.json``, and the ``.part`` itself.
+"""The resume record beside ``<final>.part``: ``<final>.part.json``.
 
 The record holds the file's size, whether the server honours Range, each source's
 validator (ETag / Last-Modified) and the byte ranges that are really on disk; a
@@ -10,7 +10,6 @@ makes it unusable: the download starts over rather than trust it.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,18 +91,6 @@ def read_progress(part: Path, state_file: Path) -> tuple[int, int | None] | None
     if state is None or not part.exists():
         return None
     return RangeSet(state.done).total(), state.size
-
-
-def open_part(part: Path) -> int:
-    """Open (creating) the ``.part`` file for positional writes; its fd.
-
-    Raises:
-        LocalFileError: it cannot be opened.
-    """
-    try:
-        return os.open(part, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise local_error(exc, part) from None
 
 
 def usable_state(state: TransferState | None, part: Path, urls: list[str]) -> bool:

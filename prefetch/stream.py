@@ -131,6 +131,16 @@ class PrefixHasher:
                     if self.hasher is hasher:
                         self.hashed = end
 
+    def follow(self, stop: threading.Event, wake: threading.Condition, prefix_end) -> None:
+        """Catch up whenever ``wake`` is notified (or every 0.2 s) until ``stop``; a thread's loop."""
+        while not stop.is_set():
+            with wake:
+                wake.wait(0.2)
+            try:
+                self.catch_up(prefix_end, wake)
+            except OSError:
+                pass  # the main thread reports file errors
+
     def finish(self, size: int) -> str | None:
         """The digest of the whole file of ``size`` bytes."""
         if self.hasher is None:
