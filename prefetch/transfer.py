@@ -347,9 +347,11 @@ class _Transfer:
         """An answer came ``latency`` seconds after its request (callers hold the lock)."""
         self.latency = latency if self.latency is None else 0.7 * self.latency + 0.3 * latency
         self.route.add(latency)
-        # A long route asks in pieces (when Range works and more than one connection may run).
-        pieces = self.route.long and (self.opt.connections or 2) > 1
-        self.schedule.piece = self.opt.piece_size if pieces else None
+        # A long route asks in pieces, when the connection count is ours to choose
+        # (--connections N asks for N requests' worth of segments, as before).
+        pieces = self.route.long and self.opt.connections is None
+        if pieces or self.retries.crowded_at is None:  # (a capped server keeps its pieces)
+            self.schedule.piece = self.opt.piece_size if pieces else None
 
     # -- scheduling --------------------------------------------------------
     def _smallest_piece(self) -> int:
