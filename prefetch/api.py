@@ -66,14 +66,18 @@ def make_request(names: str | Iterable[str], **options):
     unknown = sorted(set(options) - set(keys))
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; expected some of {', '.join(keys)}")
-    for key in ("registries", "mirrors"):
+    for key in ("registries", "mirrors", "include", "exclude"):
         if isinstance(options.get(key), (str, bytes)) or hasattr(options.get(key), "__fspath__"):
             options[key] = [options[key]]
         if key in options:
             options[key] = [str(v) for v in options[key] or []]
-    for key in ("cache_dir", "output"):
+    for key in ("cache_dir", "output", "output_dir", "extract_to"):
         if options.get(key) is not None:
             options[key] = str(options[key])
+    if isinstance(options.get("headers"), dict):
+        options["headers"] = [f"{k}: {v}" for k, v in options["headers"].items()]
+    if options.get("urls") is not None:
+        options["urls"] = [{"url": u} if isinstance(u, str) else dict(u) for u in options["urls"]]
     return GetRequest(names=_names(names), **options)
 
 
@@ -89,7 +93,11 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
         progress: foreground only: a tqdm.auto bar; default on in a notebook or on a terminal.
         **options: as the ``get`` flags: ``cache_dir``, ``mirrors`` (or ``mirror``),
             ``also_origin``, ``connections``, ``sha256``, ``md5``, ``output``,
-            ``registries`` (or ``registry``), ``fail_fast``.
+            ``registries`` (or ``registry``), ``fail_fast``; for URLs also ``urls``
+            (``-i`` entries: ``{"url", "sha256", "md5", "out", "dir"}``), ``output_dir``,
+            ``extract``, ``extract_to``, ``limit_rate`` ("2M"), ``headers``
+            ({"Name": "value"} or ["Name: value"]) and ``force``; for ``hf://`` names
+            ``include``/``exclude`` (globs) and ``mirror`` (the Hub endpoint).
 
     Returns:
         Foreground: a list of ``FileResult`` (status ``downloaded`` or ``cached``).
@@ -104,8 +112,9 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
     request = make_request(names, **options)
     if background:
         from prefetch.jobs import start_job
+        from prefetch.request import job_environment
 
-        return start_job(request)
+        return start_job(request, env=job_environment(request))
     import threading
 
     from prefetch.interrupt import stop_on_interrupt
@@ -220,3 +229,50 @@ def watch(jobs: str | Sequence[str] | None = None, *, interval: float = 1.0, tim
 
     ids = None if jobs is None else _names(jobs)
     return watch_jobs(ids, interval=interval, timeout=timeout)
+
+
+def cache_usage(*, cache_dir=None, registry=None):
+    """Datasets with something on disk: a list of ``DatasetUsage`` (``.bytes``, ``.paths``, ``.partials``)."""
+    registry_, root, state = _housekeeping_context(cache_dir, registry)
+    from prefetch.housekeeping import cache_usage as usage
+
+    return usage(registry_, root=root, state=state)
+
+
+def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run: bool = False):
+    """Remove datasets from the cache (``prefetch rm``); the ``RemoveResult``.
+
+    Files being downloaded are left alone and listed in ``.skipped``.
+
+    Raises:
+        UnknownDatasetError: a name no registry knows (nothing is removed).
+    """
+    registry_, root, state = _housekeeping_context(cache_dir, registry)
+    from prefetch.housekeeping import remove_datasets
+
+    return remove_datasets(_names(names), registry_, root=root, state=state, dry_run=dry_run)
+
+
+def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = False):
+    """Remove stale partial downloads and leftovers (``prefetch clean``); the ``RemoveResult``.
+
+    ``older_than``: an age like ``"7d"``, ``"12h"``, or seconds.
+    """
+    from prefetch.housekeeping import clean_cache, parse_age
+    from prefetch.layout import keras_root
+    from prefetch.paths import state_dir
+
+    return clean_cache(root=keras_root(cache_dir=cache_dir), state=state_dir(), older_than=parse_age(older_than),
+                       dry_run=dry_run)
+
+
+def _housekeeping_context(cache_dir, registry):
+    from pathlib import Path
+
+    from prefetch.layout import keras_root
+    from prefetch.paths import config_dir, state_dir
+    from prefetch.registry import load_registry
+
+    extra = [registry] if isinstance(registry, (str, bytes)) or hasattr(registry, "__fspath__") else list(registry or [])
+    loaded = load_registry(extra_files=[Path(r) for r in extra], config_dir=config_dir())
+    return loaded, keras_root(cache_dir=cache_dir), state_dir()

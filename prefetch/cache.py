@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,10 +32,21 @@ class DatasetState:
     state: str  # complete | partial | missing
     percent: float | None
     files: list[FileState] = field(default_factory=list)
+    bytes: int = 0  # on disk: files, other names, extracted folders, partials (each inode once)
+    partials: list = field(default_factory=list)  # housekeeping.PartialFile: path, bytes, age, active
 
 
-def list_datasets(registry: Registry, *, root: Path) -> list[DatasetState]:
-    """Every known dataset and what of it is on disk (no hashing: fast)."""
+def list_datasets(registry: Registry, *, root: Path, state: Path | None = None) -> list[DatasetState]:
+    """Every known dataset and what of it is on disk (no hashing: fast).
+
+    With prefetch's ``state`` dir, each dataset's size on disk and its partial
+    downloads (with their age, and whether a download is running) are filled in.
+    """
+    usage = {}
+    if state is not None:
+        from prefetch.housekeeping import cache_usage
+
+        usage = {u.name: u for u in cache_usage(registry, root=root, state=state)}
     out = []
     for name, spec in sorted(registry.datasets.items()):
         files = []
@@ -52,7 +64,10 @@ def list_datasets(registry: Registry, *, root: Path) -> list[DatasetState]:
         percent = None
         if overall == "partial" and known and len(known) == len(files):
             percent = 100.0 * sum(f.bytes for f in files) / sum(f.total for f in files)
-        out.append(DatasetState(name, spec.description, overall, percent, files))
+        row = DatasetState(name, spec.description, overall, percent, files)
+        if name in usage:
+            row.bytes, row.partials = usage[name].bytes, usage[name].partials
+        out.append(row)
     return out
 
 
@@ -76,8 +91,8 @@ def verify_cached(target: str, registry: Registry, *, root: Path) -> list[Verify
     Raises:
         UsageError: neither a dataset nor an existing file.
     """
-    path = Path(target).expanduser()
-    if path.is_file():
+    path = Path(os.path.expanduser(target))
+    if os.path.lexists(path) and not path.is_dir():  # a FIFO or device too: refused, never opened blocking
         for spec in registry.datasets.values():
             for plan in plan_files(spec, root=root):
                 if path.absolute() in [p.absolute() for p in plan.paths]:

@@ -16,8 +16,10 @@ from prefetch.errors import ExitCode, PrefetchError
 # name -> (module:attribute, one-line help shown by ``prefetch --help``)
 COMMANDS: dict[str, tuple[str, str]] = {
     "get": ("prefetch.commands.get:get", "Download datasets or URLs, resumable and verified."),
-    "list": ("prefetch.commands.listing:list_datasets", "Datasets known and their local state."),
+    "list": ("prefetch.commands.listing:list_datasets", "Datasets known, their local state and size on disk."),
     "verify": ("prefetch.commands.verify:verify", "Re-check the hashes of cached datasets or files."),
+    "rm": ("prefetch.commands.housekeeping:rm", "Remove datasets from the cache (never a running download)."),
+    "clean": ("prefetch.commands.housekeeping:clean", "Remove stale partial downloads and leftovers (--dry-run)."),
     "status": ("prefetch.commands.jobs:status", "Background jobs: state, bytes, %, speed, ETA."),
     "log": ("prefetch.commands.jobs:log", "Show (or follow with -f) a job's log."),
     "wait": ("prefetch.commands.jobs:wait", "Block until jobs finish; exit with their result."),
@@ -26,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "jobs": ("prefetch.commands.jobs:jobs", "Manage job records (jobs clean)."),
     "mirror": ("prefetch.commands.mirror:mirror", "Package mirrors: list, show, bench, use, restore."),
     "doctor": ("prefetch.commands.doctor:doctor", "What is configured and why downloads may fail."),
+    "push": ("prefetch.commands.store:push", "Upload verified cached files to a team store (s3://)."),
+    "export": ("prefetch.commands.store:export", "Write the flat mirror layout + SHA256SUMS for a static host."),
     "demo": ("prefetch.commands.demo:demo", "The whole flow offline, against a built-in local origin."),
 }
 
@@ -91,7 +95,48 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(ExitCode.FAILURE)
+    except Exception as exc:  # noqa: BLE001 - the last resort: a bug, never a raw traceback in a cell
+        where = write_crash_report(exc, argv)
+        _fail(f"internal error (a bug in prefetch): {type(exc).__name__}: {exc}; the full traceback was "
+              f"written to {where}; please report it", ExitCode.FAILURE)
     sys.exit(int(rv) if isinstance(rv, int) else 0)
+
+
+def write_crash_report(exc: BaseException, argv: list[str] | None) -> str:
+    """Write the traceback of an unexpected exception to a file; return its path (or where it went)."""
+    import os
+    import tempfile
+    import time
+    import traceback
+
+    text = (f"prefetch {' '.join(sys.argv[1:] if argv is None else argv)}\n"
+            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    name = f"crash-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.txt"
+    candidates = []
+    try:
+        from prefetch.paths import state_dir
+
+        candidates.append(state_dir() / "crashes")
+    except Exception:  # noqa: BLE001 - the state dir itself may be what is broken
+        pass
+    candidates.append(None)
+    for directory in candidates:
+        try:
+            if directory is None:
+                fd, path = tempfile.mkstemp(prefix="prefetch-crash-", suffix=".txt")
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+                return path
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / name
+            from prefetch.safefs import write_new
+
+            write_new(path, text.encode("utf-8", "replace"), mode=0o600)
+            return str(path)
+        except Exception:  # noqa: BLE001
+            continue
+    sys.stderr.write(text)
+    return "stderr"
 
 
 def take_plain_flag(args: list[str]) -> list[str]:

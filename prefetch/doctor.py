@@ -42,6 +42,7 @@ class DoctorReport:
     """All checks, in the order they were made."""
 
     checks: tuple[Check, ...] = field(default_factory=tuple)
+    sources: tuple = field(default_factory=tuple)  # doctor_sources.SourceVerdict, one per dataset source
 
     @property
     def failed(self) -> bool:
@@ -65,8 +66,15 @@ def run_doctor(
     python: str | None = None,
     deadline: float = 3.0,
     cwd: Path | None = None,
+    sources: bool = True,
+    datasets: list[str] | None = None,
+    registries: tuple[Path, ...] = (),
 ) -> DoctorReport:
-    """Check mirrors, environment overrides, the Keras cache and reachability."""
+    """Check mirrors, environment overrides, the Keras cache, reachability and dataset sources.
+
+    ``sources``: also try every dataset source ``get`` would use for ``datasets``
+    (default: all) step by step (see prefetch.doctor_sources).
+    """
     env = os.environ if env is None else env
     checks: list[Check] = []
     catalog = _check_catalog(config_dir, checks)
@@ -77,8 +85,12 @@ def run_doctor(
     _check_pip(effective, checks, urls, env)
     _check_other_tools(effective, checks, urls)
     _check_env(effective.env_overrides, checks)
-    _check_dataset_mirror(env, config_dir, checks, urls)
+    _check_dataset_mirror(env, config_dir, checks, urls if not sources else {})
     _check_keras(env, checks)
+    verdicts: tuple = ()
+    if sources:
+        verdicts = _check_dataset_sources(env, config_dir, catalog, checks, deadline=deadline,
+                                          datasets=datasets, registries=registries)
     if urls:
         for result in check_reachability(list(urls), deadline=deadline):
             who = urls[result.url]
@@ -93,7 +105,43 @@ def run_doctor(
                         _unreachable_hint(who),
                     )
                 )
-    return DoctorReport(checks=tuple(checks))
+    return DoctorReport(checks=tuple(checks), sources=verdicts)
+
+
+def _check_dataset_sources(env, config_dir: Path, catalog, checks: list[Check], *, deadline: float,
+                           datasets: list[str] | None, registries: tuple[Path, ...]) -> tuple:
+    """One line per dataset source get would use, and whether any works at all."""
+    from prefetch.doctor_sources import check_sources, collect_sources
+    from prefetch.errors import MirrorCatalogError, PrefetchError
+    from prefetch.registry import load_registry
+    from prefetch.request import GetRequest, requested_mirrors, resolve_mirror
+
+    try:
+        registry = load_registry(extra_files=list(registries), config_dir=config_dir)
+        default = [resolve_mirror(m, config=config_dir) for m in requested_mirrors(GetRequest(names=[]), env)]
+        targets = collect_sources(registry, datasets, mirrors=default, use_origin=not default)
+    except MirrorCatalogError:
+        return ()  # an unusable PREFETCH_DATASET_MIRROR is reported above
+    except PrefetchError as exc:
+        checks.append(Check("sources", Level.FAIL, f"cannot tell the dataset sources: {exc}",
+                            "fix the registry or PREFETCH_DATASET_MIRROR"))
+        return ()
+    configured = [m.url for m in (catalog.datasets.values() if catalog else []) if m.url not in default]
+    if configured:  # named in mirrors.toml: used with --mirror NAME, so worth knowing about too
+        targets += collect_sources(registry, datasets, mirrors=configured, use_origin=False)
+    verdicts = check_sources(targets, deadline=deadline, env=env)
+    for v in verdicts:
+        what = {"blocked": f"blocked at {v.step}", "portal": "captive portal"}.get(v.verdict, v.verdict)
+        line = f"{v.kind} {v.source} ({v.files} file{'s' if v.files != 1 else ''}): {what}; {v.detail}"
+        checks.append(Check("source", Level.OK if v.verdict == "ok" else Level.WARN, line, v.hint))
+    working = [v for v in verdicts if v.works]
+    if verdicts and not working:
+        checks.append(Check("sources", Level.FAIL, f"none of the {len(verdicts)} dataset sources works from here",
+                            "name a reachable mirror or team store: `prefetch get NAME --mirror URL|s3://...` "
+                            "(PREFETCH_DATASET_MIRROR for every call)"))
+    elif verdicts:
+        checks.append(Check("sources", Level.OK, f"{len(working)} of {len(verdicts)} dataset sources work"))
+    return tuple(verdicts)
 
 
 def _unreachable_hint(who: str) -> str:
@@ -227,7 +275,7 @@ def _check_keras(env: Mapping[str, str], checks: list[Check]) -> None:
         checks.append(Check("keras", Level.INFO, f"installed: {versions}; cache layout: {layouts}"))
     if install.tf_keras and env.get("KERAS_HOME"):
         home_root = Path(env.get("HOME") or os.path.expanduser("~")) / ".keras"
-        if Path(env["KERAS_HOME"]).expanduser() != home_root:
+        if Path(os.path.expanduser(env["KERAS_HOME"])) != home_root:
             checks.append(
                 Check("keras", Level.WARN, f"tf-keras ignores KERAS_HOME and reads {home_root}",
                       "unset KERAS_HOME, or `prefetch get --cache-dir ~/.keras` for tf-keras code")

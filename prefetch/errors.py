@@ -96,6 +96,10 @@ class DiskFullError(LocalFileError):
     """Not enough free space for the file."""
 
 
+class UnsafePathError(LocalFileError):
+    """A prefetch path holds a link, FIFO, device or another user's file that prefetch did not create."""
+
+
 # -- 6: unsafe archive ------------------------------------------------------
 class UnsafeArchiveError(PrefetchError):
     """An archive tried to write outside its target, or is a decompression bomb."""
@@ -121,3 +125,11 @@ class WaitTimeoutError(PrefetchError):
 
 class NotDownloadedError(PrefetchError):
     """A dataset is not in place and no job is fetching it."""
+
+
+class MissingExtraError(PrefetchError):
+    """An optional dependency is not installed (exit 1): the message says what to install."""
+
+
+class StoreError(NetworkError):
+    """The S3 team store refused or failed a request (exit 3)."""

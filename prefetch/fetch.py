@@ -6,8 +6,10 @@ and the background worker are two drivers of ``fetch_files``.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +40,9 @@ class FetchOptions:
     max_parallel_files: int = 2
     fail_fast: bool = False
     job: str | None = None
+    url_mirrors: bool = False  # mirrors apply to plain URL downloads too (only when --mirror was given)
+    sources: object | None = None  # prefetch.seed.StoreSources: s3:// sources and seeding
+    force: bool = False  # download again even when a good file is in place
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class FilePlan:
     final: Path  # the primary path
     also: tuple[Path, ...]  # the same bytes under more names
     extract_into: tuple[Path, ...]  # directories to extract the archive into
+    explicit_url: bool = False  # a URL the user typed (not a registry dataset)
 
     @property
     def label(self) -> str:
@@ -96,16 +102,24 @@ def plan_files(spec: DatasetSpec, *, root: Path) -> list[FilePlan]:
                 final=final,
                 also=tuple(final.parent / a if not os.path.isabs(a) else Path(a) for a in f.also),
                 extract_into=tuple((base / d) for d in f.extract),
+                explicit_url=spec.source == "url",
             )
         )
     return plans
 
 
-def source_urls(spec: FileSpec, options: FetchOptions) -> list[str]:
-    """The URLs to fetch ``spec`` from: mirrors first, then the origin."""
+def source_urls(spec: FileSpec, options: FetchOptions, *, explicit_url: bool = False) -> list[str]:
+    """The URLs to fetch ``spec`` from: mirrors first, then the origin and its documented copies.
+
+    Dataset mirrors serve registry datasets by file name; a URL the user typed is
+    fetched from that URL (``PREFETCH_DATASET_MIRROR`` never replaces it), unless
+    ``--mirror`` was given on that command line (``options.url_mirrors``).
+    """
+    if explicit_url and not options.url_mirrors:
+        return list(spec.urls)
     urls = [_join(m, spec.name) for m in options.mirrors]
     if options.use_origin or not urls:
-        urls.append(spec.url)
+        urls.extend(spec.urls)
     return list(dict.fromkeys(urls))
 
 
@@ -114,19 +128,45 @@ def _join(base: str, name: str) -> str:
 
 
 def local_state(plan: FilePlan) -> tuple[str, int, int | None]:
-    """("complete" | "partial" | "missing", bytes on disk, size) without hashing."""
+    """("complete" | "partial" | "missing", bytes on disk, size) without hashing or opening.
+
+    Raises:
+        UnsafePathError: a FIFO, device or directory sits at a final path.
+    """
     from prefetch.transfer import read_progress
 
-    if all(p.exists() for p in plan.paths):
-        size = plan.final.stat().st_size
+    finals = [_regular_or_none(p) for p in plan.paths]
+    if all(st is not None for st in finals):
+        size = finals[0].st_size
         return "complete", size, size
     progress = read_progress(part_path(plan.final), state_path(plan.final))
     if progress is not None:
         return "partial", progress[0], progress[1]
-    if plan.final.exists():
-        size = plan.final.stat().st_size
+    if finals[0] is not None:
+        size = finals[0].st_size
         return "complete", size, size
     return "missing", 0, None
+
+
+def _regular_or_none(path: Path) -> os.stat_result | None:
+    """stat of the regular file at ``path`` (a symlink is followed for reading), None if absent.
+
+    Raises:
+        UnsafePathError: something that is not a regular file is there.
+    """
+    from prefetch import safefs
+
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise safefs.refuse(path, "it is a symbolic link loop") from None
+        raise local_error(exc, path) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise safefs.refuse(path, f"it is {safefs.kind_of(st)}")
+    return st
 
 
 def fetch_file(
@@ -135,6 +175,7 @@ def fetch_file(
     options: FetchOptions,
     locks_dir: Path,
     markers_dir: Path,
+    records_dir: Path | None = None,
     on_event: EventSink = ignore_event,
     stop: threading.Event | None = None,
 ) -> FileResult:
@@ -151,8 +192,9 @@ def fetch_file(
         paths=[str(p) for p in plan.paths],
     )
     started = time.monotonic()
+    records_dir = records_dir if records_dir is not None else markers_dir.parent / "placed"
     _make_dirs(plan.final.parent)
-    if plan.final.is_dir():
+    if plan.final.is_dir() and not plan.final.is_symlink():
         # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
         raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")
 
@@ -163,7 +205,7 @@ def fetch_file(
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
         _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         expected = plan.spec.expected
-        if plan.final.exists() and _existing_is_good(plan, on_event):
+        if not options.force and _existing_is_good(plan, records_dir, on_event):
             _place_extras(plan, plan.final, markers_dir, on_event, result,
                           locks_dir=locks_dir, lock_timeout=options.lock_timeout)
             result.status = "cached"
@@ -201,6 +243,7 @@ def fetch_file(
             raise
         _rename(part, plan.final)
         _discard(state)
+        _write_completion(records_dir, plan, transfer)
         result.status = "downloaded"
         result.elapsed = time.monotonic() - started
         rate = transfer.downloaded / transfer.elapsed if transfer.elapsed > 0 else 0.0
@@ -231,7 +274,14 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
     """
     expected = plan.spec.expected
     algorithm = expected.algorithm if expected else None
-    urls = source_urls(plan.spec, options)
+    urls = source_urls(plan.spec, options, explicit_url=plan.explicit_url)
+    if options.sources is not None:  # s3:// objects -> URLs the engine can GET (absent ones left out)
+        urls = options.sources.resolve(plan, urls, state=state, on_event=on_event, stop=stop)
+        if not urls:
+            from prefetch.errors import NetworkError
+
+            raise NetworkError(f"{plan.label}: the store does not have it and no other source was given"
+                               " (add --also-origin, or --seed to fetch it elsewhere and upload it)")
     if expected is None:
         _drop_unverifiable_partial(part, state, plan.label, on_event)
     alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
@@ -247,15 +297,30 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 stop=stop,
                 name=plan.label,
             )
-        except PrefetchError:
+        except PrefetchError as exc:
             _drop_empty_partial(part, state)
+            fallback = options.sources.fallback(plan) if options.sources is not None else []
+            if fallback and exc.exit_code == ExitCode.NETWORK:
+                # The team store failed: the file's other sources take over.
+                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; using the other sources"))
+                urls = fallback
+                continue
+            if alone and exc.exit_code == ExitCode.NETWORK:
+                # Trying sources one by one after a mismatch: an unreachable one is skipped.
+                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; trying {alone[0]} alone"))
+                urls = [alone.pop(0)]
+                continue
             raise
         result.downloaded += transfer.downloaded
         result.reused = transfer.reused
         result.sources_dropped += transfer.sources_dropped
-        result.sources = dict(transfer.served)
-        result.source = max(transfer.served, key=transfer.served.get) if transfer.served else None
-        if expected is None or transfer.digest == expected.hexdigest:
+        served = dict(transfer.served)
+        if options.sources is not None:  # s3:// names instead of presigned URLs (signatures stay out of logs)
+            served = {options.sources.label(u): n for u, n in served.items()}
+        result.sources = served
+        result.source = max(served, key=served.get) if served else None
+        size_ok = plan.spec.size is None or transfer.size == plan.spec.size
+        if size_ok and (expected is None or transfer.digest == expected.hexdigest):
             return transfer
         _discard(part, state)
         if transfer.reused:
@@ -265,7 +330,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 Event(
                     EventKind.NOTE,
                     plan.label,
-                    message=f"{expected.algorithm} mismatch after resuming {transfer.reused} bytes "
+                    message=f"{expected.algorithm if expected else 'size'} mismatch after resuming {transfer.reused} bytes "
                     f"from an earlier run; downloading the whole file again",
                 )
             )
@@ -278,13 +343,20 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 Event(
                     EventKind.NOTE,
                     plan.label,
-                    message=f"{expected.algorithm} mismatch with {len(urls)} source(s); "
+                    message=f"{expected.algorithm if expected else 'size'} mismatch with {len(urls)} source(s); "
                     f"downloading again from {alone[0]} only",
                 )
             )
             urls = [alone.pop(0)]
             continue
-        check_hash(transfer.digest or "", expected, what=f"{plan.label} ({describe_sources(transfer.served)})")
+        if not size_ok:
+            from prefetch.errors import HashMismatchError
+
+            raise HashMismatchError(
+                f"{plan.label}: got {transfer.size} bytes, expected {plan.spec.size} "
+                f"({describe_sources(served)}); no source has the right file"
+            )
+        check_hash(transfer.digest or "", expected, what=f"{plan.label} ({describe_sources(served)})")
 
 
 def describe_sources(served: dict[str, int]) -> str:
@@ -341,13 +413,13 @@ def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -
     """
     import glob
 
-    from prefetch.fsutil import remove_tree
+    from prefetch.safefs import remove_own
 
     def remove(spots) -> None:
         for where, pattern in spots:
             if where.is_dir():
                 for path in where.glob(pattern):
-                    remove_tree(path)
+                    remove_own(path)  # another user's entry of that name is left alone
 
     state = state_path(plan.final)
     spots = [(state.parent, f".{glob.escape(state.name)}.*.tmp")]  # replace_file's temp names
@@ -367,17 +439,90 @@ def _extraction_lock(locks_dir: Path, into: Path, *, timeout: float):
     return hold_lock(locks_dir, key.parent / f".{key.name}.extracting", timeout=timeout)
 
 
-def _existing_is_good(plan: FilePlan, on_event: EventSink) -> bool:
-    """A file at the final path: trust it only if it matches the expected hash."""
+def _existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink) -> bool:
+    """Is what sits at the final path a complete, verified file? Never opens a FIFO or device.
+
+    With an expected hash: it must match (whoever put it there). Without one, mere
+    existence proves nothing (a truncated wget leftover, ``/dev/null``): only
+    prefetch's own completion record, written when it placed that very file (same
+    inode, size and mtime), counts. Anything else is downloaded again, and replaced
+    only if it is ours to replace.
+
+    Raises:
+        UnsafePathError: a FIFO, device, another user's link, or another user's file
+            that is not verified, at the final path.
+    """
+    from prefetch import safefs
+
+    final = plan.final
+    lst = safefs.lstat_or_none(final)
+    if lst is None:
+        return False
+    if stat.S_ISLNK(lst.st_mode):
+        safefs.check_link_ok(final)  # our own (the user's) link: read through it, replace it by rename
+    st = _regular_or_none(final)
+    if st is None:  # a dangling link of ours
+        return False
     expected = plan.spec.expected
-    if expected is None:
+    if expected is not None:
+        if hash_file(final, expected.algorithm) == expected.hexdigest:
+            return True
+        why = f"does not match its {expected.algorithm}"
+    elif _completion_matches(records_dir, final, lst):
         return True
-    if hash_file(plan.final, expected.algorithm) == expected.hexdigest:
-        return True
-    on_event(
-        Event(EventKind.NOTE, plan.label, message=f"{plan.final} does not match its {expected.algorithm}; downloading again")
-    )
+    else:
+        why = "has no record of a completed prefetch download (and no hash to check it)"
+    safefs.check_replaceable(final)  # about to be replaced: only a regular file of ours
+    on_event(Event(EventKind.NOTE, plan.label, message=f"{final} {why}; downloading again"))
     return False
+
+
+def _completion_path(records_dir: Path, final: Path) -> Path:
+    import hashlib
+
+    return records_dir / (hashlib.sha1(str(final.absolute()).encode()).hexdigest()[:24] + ".json")
+
+
+def _write_completion(records_dir: Path, plan: FilePlan, transfer) -> None:
+    """Record that prefetch placed this very file complete (size, inode, mtime, validators)."""
+    from prefetch import safefs
+
+    try:
+        st = os.lstat(plan.final)
+        record = {
+            "path": str(plan.final.absolute()),
+            "size": st.st_size,
+            "dev": st.st_dev,
+            "ino": st.st_ino,
+            "mtime_ns": st.st_mtime_ns,
+            "urls": source_urls(plan.spec, FetchOptions()),
+            "digest": transfer.digest,
+            "algorithm": plan.spec.expected.algorithm if plan.spec.expected else None,
+            "placed": time.time(),
+        }
+        records_dir.mkdir(parents=True, exist_ok=True)
+        from prefetch.fsutil import replace_file
+
+        replace_file(_completion_path(records_dir, plan.final), json.dumps(record).encode("utf-8"), checked=True)
+    except (OSError, safefs.UnsafePathError):
+        pass  # without it, a file with no hash is downloaded again next time: never wrong
+
+
+def _completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:
+    from prefetch import safefs
+
+    if safefs._foreign(st):
+        return False
+    try:
+        raw = safefs.read_bytes(_completion_path(records_dir, final))
+        record = json.loads(raw) if raw else None
+    except (OSError, ValueError, safefs.UnsafePathError):
+        return False
+    if not isinstance(record, dict):
+        return False
+    want = (str(final.absolute()), st.st_size, st.st_dev, st.st_ino, st.st_mtime_ns)
+    got = tuple(record.get(k) for k in ("path", "size", "dev", "ino", "mtime_ns"))
+    return want == got and stat.S_ISREG(st.st_mode)
 
 
 def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: EventSink, result: FileResult, *,
@@ -396,13 +541,21 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
 
         on_event(Event(EventKind.EXTRACT, plan.label, message=f"extracting into {into}"))
         with _extraction_lock(locks_dir, into, timeout=lock_timeout):
-            extracted = extract_archive(data, into)
+            extracted = extract_archive(data, into, protect=_own_paths(plan), verified=plan.spec.expected is not None)
         _write_marker(marker, into, extracted.entries)
         result.extracted.extend(str(into / e) for e in extracted.entries)
     for alias in plan.also:
-        if data == plan.final and alias.exists():
+        if data == plan.final and _same_file(alias, plan.final):
             continue
         _link_or_copy(data, alias)
+
+
+def _own_paths(plan: FilePlan) -> list[Path]:
+    """Every path of ``plan`` that an archive member may never replace."""
+    own = []
+    for p in plan.paths:
+        own += [p, part_path(p), state_path(p)]
+    return own
 
 
 def _marker_path(markers_dir: Path, final: Path, into: Path) -> Path:
@@ -413,58 +566,101 @@ def _marker_path(markers_dir: Path, final: Path, into: Path) -> Path:
 
 
 def _extracted_entries(marker: Path, into: Path) -> list[str]:
-    """The top-level entries a past extraction put into ``into``, if all still exist."""
+    """The top-level entries a past extraction put into ``into``, if all still exist (and are ours)."""
+    from prefetch import safefs
+
     try:
-        entries = [str(e) for e in json.loads(marker.read_text(encoding="utf-8"))["entries"]]
-    except (OSError, ValueError, KeyError, TypeError):
+        entries = [str(e) for e in json.loads(safefs.read_bytes(marker) or b"")["entries"]]
+    except (OSError, ValueError, KeyError, TypeError, safefs.UnsafePathError):
         return []
-    return entries if entries and all((into / e).exists() for e in entries) else []
+    from prefetch import safefs
+
+    def ours(path: Path) -> bool:
+        st = safefs.lstat_or_none(path)
+        return st is not None and not safefs._foreign(st) and not stat.S_ISLNK(st.st_mode)
+
+    return entries if entries and all(ours(into / e) for e in entries) else []
 
 
 def _write_marker(marker: Path, into: Path, entries: Sequence[str]) -> None:
+    from prefetch.fsutil import replace_file
+    from prefetch.safefs import UnsafePathError
+
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps({"into": str(into), "entries": list(entries)}), encoding="utf-8")
-    except OSError:
+        replace_file(marker, json.dumps({"into": str(into), "entries": list(entries)}).encode("utf-8"), checked=True)
+    except (OSError, UnsafePathError):
         pass  # only an optimisation: without it we extract again next time
 
 
-def _link_or_copy(source: Path, alias: Path) -> None:
-    """Give ``source``'s bytes the name ``alias`` atomically (hard link, else copy)."""
-    _make_dirs(alias.parent)
-    tmp = alias.with_name(f".{alias.name}.{os.getpid()}.tmp")
-    try:
-        tmp.unlink(missing_ok=True)
-        try:
-            os.link(source, tmp)
-        except OSError:
-            import shutil
+def _same_file(alias: Path, final: Path) -> bool:
+    """``alias`` is our hard link to ``final`` (or our own copy of the same size, where links fail)."""
+    from prefetch import safefs
 
-            shutil.copyfile(source, tmp)
-        os.replace(tmp, alias)
+    a, f = safefs.lstat_or_none(alias), safefs.lstat_or_none(final)
+    if a is None or f is None or not stat.S_ISREG(a.st_mode) or safefs._foreign(a):
+        return False
+    return (a.st_dev, a.st_ino) == (f.st_dev, f.st_ino) or (a.st_size == f.st_size and a.st_mtime_ns >= f.st_mtime_ns)
+
+
+def _link_or_copy(source: Path, alias: Path) -> None:
+    """Give ``source``'s bytes the name ``alias`` atomically (hard link, else copy).
+
+    The temp name is created exclusively (never written through), and ``alias`` is
+    replaced only if it is absent or a regular file of ours.
+    """
+    from prefetch import safefs
+
+    _make_dirs(alias.parent)
+    safefs.check_dir_chain(alias.parent)
+    safefs.check_replaceable(alias)
+    tmp = alias.with_name(f".{alias.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    try:
+        try:
+            os.link(source, tmp, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                raise
+            fd = safefs.open_file(source, os.O_RDONLY, own=False)
+            with os.fdopen(fd, "rb") as src:
+                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+                with os.fdopen(out, "wb") as dst:
+                    import shutil
+
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        safefs.replace(tmp, alias)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        safefs.remove_own(tmp)
         raise local_error(exc, alias) from None
+    except PrefetchError:
+        safefs.remove_own(tmp)
+        raise
 
 
 def _rename(source: Path, target: Path) -> None:
+    from prefetch import safefs
+
     try:
-        os.replace(source, target)
+        safefs.replace(source, target)
     except OSError as exc:
         raise local_error(exc, target) from None
 
 
 def _discard(*paths: Path) -> None:
+    """Remove our own in-flight files (another user's entry of that name is left alone)."""
+    from prefetch import safefs
+
     for p in paths:
         try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
+            safefs.remove_own(p)
         except OSError:
             pass
 
 
 def _make_dirs(path: Path) -> None:
+    from prefetch import safefs
+
+    safefs.check_dir_chain(path)  # a directory link planted by another user is never followed
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -498,13 +694,16 @@ def fetch_files(
 
                 raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
             results[index] = fetch_file(
-                plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted", on_event=on_event, stop=stop
+                plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted",
+                records_dir=state / "placed", on_event=on_event, stop=stop,
             )
         except PrefetchError as exc:
             results[index] = _failed(plan, exc)
             on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
             if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
                 stop.set()
+        if options.sources is not None and results[index] is not None:
+            options.sources.finish(plan, results[index], on_event=on_event)  # seeds the team store
 
     workers = max(1, min(options.max_parallel_files, len(plans)))
     if workers == 1:
@@ -554,3 +753,17 @@ def overall_exit_code(results: Sequence[FileResult]) -> int:
     if real:
         return real[0]
     return codes[0] if codes else 0
+
+
+# ``prefetch.fetch`` is also the public function ``prefetch.getfile.fetch`` (pooch.retrieve's
+# spirit). Importing this module rebinds the package attribute ``prefetch.fetch`` to the
+# module, so the module itself forwards calls to the function: ``prefetch.fetch(url, ...)``
+# works whichever of the two the attribute holds.
+class _CallableModule(type(__import__("sys"))):
+    def __call__(self, *args, **kwargs):
+        from prefetch.getfile import fetch as fetch_url
+
+        return fetch_url(*args, **kwargs)
+
+
+__import__("sys").modules[__name__].__class__ = _CallableModule

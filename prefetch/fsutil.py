@@ -8,31 +8,41 @@ import shutil
 from pathlib import Path
 
 
-def replace_file(path: Path, data: bytes, *, durable: bool = False, mode: int | None = None) -> None:
+def replace_file(path: Path, data: bytes, *, durable: bool = False, mode: int | None = None,
+                 checked: bool = False) -> None:
     """Replace ``path`` with ``data`` in one step: a temp file beside it, then ``os.replace``.
 
-    Readers see the old content or the new, never a half-written file.
+    Readers see the old content or the new, never a half-written file. The temp file is
+    created with ``O_EXCL | O_NOFOLLOW``: a name planted there is never written through.
 
     Args:
         durable: fsync the data before the rename (records that must survive a crash).
         mode: permission bits for the new file (default: the umask's).
+        checked: ``path`` is a prefetch path in a possibly shared directory: refuse
+            (``UnsafePathError``) a link, non-regular file or another user's file there.
     Raises:
         OSError: the temp file could not be written or renamed (it is removed).
+        UnsafePathError: with ``checked``, something prefetch did not create is at ``path``.
     """
+    from prefetch import safefs
+
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    if checked:
+        safefs.check_replaceable(path)
     try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
+        safefs.write_new(tmp, data, durable=durable, mode=0o666 if mode is None else 0o600)
         if mode is not None:
             os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        if checked:
+            safefs.replace(tmp, path)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         try:
-            tmp.unlink()
+            st = os.lstat(tmp)
+            if not safefs._foreign(st):
+                tmp.unlink()
         except OSError:
             pass
         raise

@@ -212,7 +212,8 @@ class Client:
             self._warm.discard(key)
             try:
                 resp = session.request(method, url, headers=headers, stream=True, allow_redirects=False,
-                                       timeout=(timeouts.connect, timeouts.read), verify=self._verify)
+                                       timeout=(timeouts.connect, timeouts.read), verify=self._verify,
+                                       auth=_explicit_auth(headers))
             except requests.exceptions.SSLError as exc:
                 reason = _ssl_reason(exc)
                 if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
@@ -247,6 +248,21 @@ class Client:
         self.close()
 
 
+_CREDENTIAL_HEADERS = {"authorization", "cookie", "proxy-authorization"}
+
+
+def _keep_headers(request):
+    return request
+
+
+def _explicit_auth(headers: dict[str, str] | None):
+    """requests replaces an Authorization header with ~/.netrc's entry for the host; one given
+    with --header wins instead (as in curl): a no-op auth keeps requests from looking at netrc."""
+    if headers and any(k.lower() == "authorization" for k in headers):
+        return _keep_headers
+    return None  # requests then reads credentials from the URL, else ~/.netrc (or $NETRC)
+
+
 def follow_redirects(client: Client, url: str, *, headers: dict[str, str] | None = None,
                      timeouts: Timeouts | None = None, method: str = "GET") -> tuple[Response, str]:
     """Send a request and follow redirects (never https -> http); any final status is returned.
@@ -267,6 +283,10 @@ def follow_redirects(client: Client, url: str, *, headers: dict[str, str] | None
             raise NetworkError(f"{current} answered {resp.status} without a Location")
         target = urljoin(current, location)
         check_redirect(current, target)
+        if headers and host_of(target) != host_of(current):
+            # As requests and curl: credentials given for one host are not sent to another
+            # (requests' own netrc lookup then applies to the new host).
+            headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
         current = target
     raise NetworkError(f"too many redirects (more than {MAX_REDIRECTS}) starting at {url}")
 
@@ -363,6 +383,9 @@ def _check_url(url: str) -> tuple[str, str]:
             raise NetworkError(f"invalid URL {url}: only http and https are supported")
         if not parts.hostname:
             raise NetworkError(f"invalid URL {url}: no host")
+        if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in parts.hostname):
+            # e.g. a redirect to "http://bad host/": http.client would raise InvalidURL
+            raise NetworkError(f"invalid URL {url}: the host {parts.hostname!r} contains a space or control character")
         parts.port  # noqa: B018 - raises ValueError when out of range
     except ValueError as exc:
         raise NetworkError(f"invalid URL {url}: {exc}") from None
@@ -375,7 +398,12 @@ def _check_proxy(url: str) -> None:
         return  # the usual case
     from requests.utils import get_environ_proxies, select_proxy
 
-    proxy = select_proxy(url, get_environ_proxies(url))
+    try:
+        proxy = select_proxy(url, get_environ_proxies(url))
+        parsed = urlsplit(proxy if proxy and "://" in proxy else "http://" + (proxy or "x"))
+        parsed.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:  # e.g. https_proxy='http://[::1': "Invalid IPv6 URL"
+        raise NetworkError(f"a *_proxy variable is not a valid URL ({exc}); fix or unset it") from None
     if proxy and urlsplit(proxy if "://" in proxy else "http://" + proxy).scheme.lower() not in _PROXY_SCHEMES:
         raise NetworkError(f"proxy {proxy} is not supported: use an http:// proxy, or unset the *_proxy variables")
 

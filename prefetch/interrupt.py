@@ -20,15 +20,21 @@ def stop_on_interrupt(
     stop: threading.Event,
     *,
     on_second: Callable[[], None] | None = None,
+    on_first: Callable[[], None] | None = None,
     hangup: bool = False,
     terminate: bool = False,
+    restore: bool = True,
 ) -> Iterator[threading.Event]:
     """While inside, SIGINT sets ``stop``; a second SIGINT calls ``on_second`` (default: KeyboardInterrupt).
 
     Args:
+        on_first: called (in the signal handler) after the first SIGINT has set ``stop``.
         hangup: SIGHUP sets ``stop`` too (a notebook cell's shell is hung up right
             after its Ctrl-C; the download should stop cleanly, not die mid-write).
         terminate: SIGTERM sets ``stop`` too.
+        restore: put the previous handlers back on the way out. A CLI that exits
+            right after passes False: the outcome is decided, so later interrupts are
+            ignored (Python's exit would otherwise die of one, status -2, not 7).
 
     Outside the main thread (where signals cannot be handled) it does nothing.
     """
@@ -44,6 +50,8 @@ def stop_on_interrupt(
                 on_second()
             raise KeyboardInterrupt
         stop.set()
+        if on_first is not None:
+            on_first()
 
     def on_other(signum, frame) -> None:
         stop.set()
@@ -57,4 +65,6 @@ def stop_on_interrupt(
         yield stop
     finally:
         for signum, handler in previous.items():
+            if not restore:
+                handler = signal.SIG_IGN
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)

@@ -8,6 +8,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Mapping
 
+from prefetch.paths import expand_path
+
 
 class KerasLayout(str, Enum):
     """The cache naming a Keras version expects for archive datasets (cifar)."""
@@ -24,10 +26,10 @@ def keras_root(*, cache_dir: str | Path | None = None, env: Mapping[str, str] | 
     when the home directory is writable, else ``/tmp/.keras``.
     """
     if cache_dir is not None:
-        return Path(cache_dir).expanduser()
+        return expand_path(cache_dir, "--cache-dir")
     env = os.environ if env is None else env
     if env.get("KERAS_HOME"):
-        return Path(env["KERAS_HOME"]).expanduser()
+        return expand_path(env["KERAS_HOME"], "KERAS_HOME")
     home = Path(env.get("HOME") or os.path.expanduser("~"))
     if os.access(home, os.W_OK):
         return home / ".keras"

@@ -11,7 +11,8 @@ nginx does (RFC 9110), and misbehaves on demand:
   link that more connections cannot widen), ``connection_limit`` (more open connections
   than this get ``connection_limit_status``, 503 with ``Retry-After: 1`` by default, as
   mirrors that cap connections per client do), ``send_etag``, ``send_last_modified``,
-  ``accept_ranges``; persistent redirects (``set_redirect``);
+  ``accept_ranges``, ``basic_auth`` ((user, password): 401 unless the request has them);
+  persistent redirects (``set_redirect``);
   ``loop_path`` always redirects to itself.
 
 Range semantics (what a client may rely on):
@@ -379,6 +380,7 @@ class OriginServer:
         self.send_etag = True
         self.send_last_modified = True
         self.accept_ranges = True
+        self.basic_auth: tuple[str, str] | None = None  # (user, password): 401 without them
 
         self.requests: list[RequestRecord] = []
         self.ca_path: Path | None = None
@@ -577,6 +579,13 @@ class OriginServer:
         if target == self.loop_path or target.startswith(self.loop_path + "/"):
             self._send_simple(h, record, 302, extra={"Location": h.path})
             return
+        if self.basic_auth is not None:
+            import base64
+
+            wanted = "Basic " + base64.b64encode(":".join(self.basic_auth).encode()).decode("ascii")
+            if h.headers.get("Authorization") != wanted:
+                self._send_simple(h, record, 401, extra={"WWW-Authenticate": 'Basic realm="origin"'})
+                return
         limit = self.connection_limit
         if limit is not None and self.open_connections > limit:
             h.close_connection = True

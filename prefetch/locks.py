@@ -47,11 +47,33 @@ def lock_path(locks_dir: Path, target: Path) -> Path:
 
 def read_owner(lock_file: Path) -> LockOwner | None:
     """The owner recorded beside ``lock_file``, if any."""
+    from prefetch.safefs import UnsafePathError, read_bytes
+
     try:
-        data = json.loads(lock_file.with_suffix(".owner").read_text(encoding="utf-8"))
-        return LockOwner(**data)
-    except (OSError, ValueError, TypeError):
+        raw = read_bytes(lock_file.with_suffix(".owner"), own=False)
+        data = json.loads(raw) if raw else None
+        owner = LockOwner(**data)
+    except (OSError, ValueError, TypeError, UnsafePathError):
         return None
+    # A hand-edited or foreign owner file must not crash the message that names it.
+    if not (isinstance(owner.pid, int) and isinstance(owner.host, str) and isinstance(owner.started, (int, float))
+            and not isinstance(owner.started, bool) and (owner.job is None or isinstance(owner.job, str))):
+        return None
+    return owner
+
+
+def check_lock_file(path: Path) -> None:
+    """Create ``path`` if needed and make sure it is a regular file, not a planted link or FIFO.
+
+    filelock opens it with ``O_TRUNC`` and follows links: in a state dir shared with
+    others (``PREFETCH_HOME`` on a team disk) a link planted there would truncate its target.
+
+    Raises:
+        UnsafePathError: a link, FIFO or device is at the lock's name.
+    """
+    from prefetch.safefs import open_file
+
+    os.close(open_file(path, os.O_RDONLY | os.O_CREAT, 0o644, own=False))
 
 
 @contextmanager
@@ -81,6 +103,7 @@ def hold_lock(
     waited = False
     try:
         locks_dir.mkdir(parents=True, exist_ok=True)
+        check_lock_file(path)
         lock.acquire(timeout=0)
     except Timeout:
         waited = True
@@ -135,3 +158,24 @@ def _locks_dir_error(exc: OSError, locks_dir: Path):
         f"cannot use the lock directory {locks_dir}: {exc.strerror or exc}; prefetch keeps "
         f"its state there: make it writable or set PREFETCH_HOME to a writable directory"
     )
+
+
+def lock_is_held(locks_dir: Path, target: Path) -> bool:
+    """True while some process holds ``target``'s lock; creates nothing (safe for dry runs)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_path(locks_dir, target), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False  # no lock file: nobody ever locked it here
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

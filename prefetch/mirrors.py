@@ -7,6 +7,7 @@ Package mirrors (``[mirrors.NAME]``) feed ``prefetch mirror use``; dataset mirro
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,7 @@ class Mirror:
 
 @dataclass(frozen=True)
 class DatasetMirror:
-    """A base URL under which dataset files sit flat (``<url>mnist.npz``)."""
+    """A base URL under which dataset files sit flat (``<url>mnist.npz``), or an ``s3://`` store."""
 
     name: str
     url: str  # always ends with '/'
@@ -132,7 +133,7 @@ def load_catalog(*, config_dir: Path | None = None, extra_files: tuple[Path, ...
     """
     catalog = MirrorCatalog(user_file=user_catalog_path(config_dir) if config_dir is not None else None)
     sources = [BUILTIN]
-    if config_dir is not None and user_catalog_path(config_dir).is_file():
+    if config_dir is not None and os.path.lexists(user_catalog_path(config_dir)):  # a FIFO there: an error, not ignored
         sources.append(user_catalog_path(config_dir))
     sources.extend(Path(p) for p in extra_files)
     for path in sources:
@@ -148,7 +149,12 @@ def merge_catalog_file(catalog: MirrorCatalog, path: Path) -> None:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        from prefetch.safefs import UnsafePathError, read_file
+
+        try:
+            text = read_file(path).decode("utf-8")
+        except UnsafePathError as exc:
+            raise MirrorCatalogError(f"{path}: cannot read mirror catalog: {exc}") from None
     except FileNotFoundError:
         raise MirrorCatalogError(f"{path}: mirror catalog does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -239,7 +245,16 @@ def _parse_dataset(locator: "_Locator", name: str, body: object, source: str) ->
     _check_table(locator, table, name, body, _DATASET_KEYS)
     if "url" not in body:
         raise MirrorCatalogError(f"{locator.at(table)}: [{table}] needs url = \"http(s)://...\"")
-    url = _url(locator, table, "url", _string(locator, table, body, "url"))
+    url = _string(locator, table, body, "url")
+    if url.lower().startswith("s3://"):  # a team store on an S3-compatible object store
+        from prefetch.s3 import parse_store_url
+
+        try:
+            url = parse_store_url(url).url
+        except UsageError as exc:
+            raise MirrorCatalogError(f"{locator.at(table, 'url')}: [{table}] url: {exc}") from None
+    else:
+        url = _url(locator, table, "url", url)
     title = _string(locator, table, body, "title") if "title" in body else ""
     return DatasetMirror(name=name, url=url.rstrip("/") + "/", title=title, source=source)
 
@@ -344,6 +359,13 @@ def resolve_dataset_mirror(name_or_url: str, *, config_dir: Path | None) -> str:
         MirrorCatalogError: a malformed URL, an unknown name, or a malformed catalog.
     """
     text = name_or_url.strip()
+    if text.lower().startswith("s3://"):
+        from prefetch.s3 import parse_store_url
+
+        try:
+            return parse_store_url(text).url
+        except UsageError as exc:
+            raise MirrorCatalogError(str(exc)) from None
     if "://" in text:
         try:
             check_url(text)

@@ -16,11 +16,16 @@ from prefetch.fsutil import local_error
 def open_part(part: Path) -> int:
     """Open (creating) the ``.part`` file for positional writes; its fd.
 
+    Never through a link, never a FIFO or device, never another user's file (a shared
+    cache dir): those raise ``UnsafePathError``.
+
     Raises:
-        LocalFileError: it cannot be opened.
+        LocalFileError: it cannot be opened (UnsafePathError: it is not ours to write).
     """
+    from prefetch.safefs import open_file
+
     try:
-        return os.open(part, os.O_RDWR | os.O_CREAT, 0o644)
+        return open_file(part, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise local_error(exc, part) from None
 

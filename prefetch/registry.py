@@ -19,7 +19,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 BUILTIN = Path(__file__).with_name("datasets.toml")
-_FILE_KEYS = {"name", "url", "sha256", "md5", "hash", "target", "also", "extract"}
+_FILE_KEYS = {"name", "url", "urls", "size", "sha256", "md5", "hash", "target", "also", "extract"}
 _DATASET_KEYS = {"description", "files"}
 
 
@@ -33,6 +33,13 @@ class FileSpec:
     expected: ExpectedHash | None = None
     also: tuple[str, ...] = ()  # more names for the same bytes
     extract: tuple[str, ...] = ()  # dirs under datasets/ to extract into
+    alternates: tuple[str, ...] = ()  # more URLs of byte-identical copies (checked by the hash)
+    size: int | None = None  # bytes, when known: a copy of another size is rejected before hashing
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The origin, then the documented copies."""
+        return (self.url, *self.alternates)
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,13 @@ def load_registry(*, extra_files: Iterable[Path] = (), config_dir: Path | None =
 def parse_registry_file(path: Path) -> list[DatasetSpec]:
     """Parse and validate one registry TOML file."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        from prefetch.safefs import UnsafePathError, read_file
+
+        try:
+            raw = read_file(path)
+        except UnsafePathError as exc:
+            raise RegistryError(f"cannot read registry file {path}: {exc}") from None
+        data = tomllib.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise RegistryError(f"registry file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -127,8 +140,18 @@ def _parse_file(where: str, entry: object) -> FileSpec:
     unknown = set(entry) - _FILE_KEYS
     if unknown:
         raise RegistryError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    url = _string(where, entry, "url")
-    _check_url(url, f"{where}: url")
+    listed = _strings(where, entry, "urls")
+    if "url" in entry:
+        listed = [_string(where, entry, "url"), *listed]
+    if not listed:
+        raise RegistryError(f"{where}: needs url = \"...\" or urls = [\"...\", ...]")
+    for i, one in enumerate(listed):
+        _check_url(one, f"{where}: url" if i == 0 and "url" in entry else f"{where}: urls")
+    listed = list(dict.fromkeys(listed))
+    url = listed[0]
+    size = entry.get("size")
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+        raise RegistryError(f"{where}: size must be a whole number of bytes")
     name = entry.get("name") or PurePosixPath(urlsplit(url).path).name
     if not isinstance(name, str) or not name or "/" in name:
         raise RegistryError(f"{where}: name must be a plain file name")
@@ -156,6 +179,8 @@ def _parse_file(where: str, entry: object) -> FileSpec:
         expected=expected,
         also=tuple(_strings(where, entry, "also")),
         extract=tuple(_strings(where, entry, "extract")),
+        alternates=tuple(listed[1:]),
+        size=size,
     )
 
 
@@ -199,6 +224,10 @@ def check_url(url: str) -> None:
         raise UsageError(f"malformed URL {url!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"malformed URL {url!r}: expected http:// or https:// and a host")
+    bad = [c for c in parts.hostname if c.isspace() or ord(c) < 32 or ord(c) == 127 or c in '<>"{}|\\^`%/?#@']
+    if bad:
+        shown = "a space" if bad[0] == " " else f"the character {bad[0]!r}"
+        raise UsageError(f"malformed URL {url!r}: the host {parts.hostname!r} contains {shown}")
 
 
 def is_url(text: str) -> bool:

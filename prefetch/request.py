@@ -16,9 +16,12 @@ from prefetch.errors import UsageError
 from prefetch.events import EventSink, ignore_event
 from prefetch.fetch import FetchOptions, FilePlan, FileResult, fetch_files, plan_files
 from prefetch.layout import keras_root
-from prefetch.paths import config_dir, state_dir
-from prefetch.registry import is_url, load_registry, spec_for_url
+from prefetch.paths import config_dir, expand_path, state_dir
+from prefetch.registry import is_url, load_registry
+from prefetch.urllist import UrlEntry, plan_url_specs, split_fragment
 from prefetch.verify import parse_hash
+
+HEADERS_ENV = "PREFETCH_JOB_HEADERS"  # how a background worker gets --header values (never stored)
 
 
 @dataclass
@@ -36,14 +39,63 @@ class GetRequest:
     registries: list[str] = field(default_factory=list)
     fail_fast: bool = False
     job: str | None = None
+    mirrors_from_env: bool = False  # ``mirrors`` were pinned from PREFETCH_DATASET_MIRROR (not --mirror)
+    seed: str | None = None  # s3://BUCKET/PREFIX: read from it, and upload what it lacks
+    # Plain URLs from -i files (and the API): {"url", "sha256", "md5", "out", "dir"}.
+    urls: list[dict] = field(default_factory=list)
+    output_dir: str | None = None  # -P: where URL downloads go (default: the current dir)
+    extract: bool = False  # extract URL downloads that are archives
+    extract_to: str | None = None  # ... into this dir (default: beside the file)
+    limit_rate: str | float | None = None  # total bytes/s of the whole command ("2M")
+    headers: list[str] = field(default_factory=list)  # "Name: value" (to_dict keeps names only)
+    force: bool = False  # download again even when a good file is in place
+    # hf:// names only (prefetch/hf/): file globs and the hub cache root. For them `mirrors`
+    # holds the Hub endpoint (one catalog name or URL), not flat dataset mirrors.
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    hub_cache: str | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The request as stored in a job record: header values (credentials) left out."""
+        data = asdict(self)
+        data["headers"] = [h.partition(":")[0].strip() for h in self.headers]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "GetRequest":
+        """Rebuild a request stored in a job record, every field type-checked.
+
+        Raises:
+            UsageError: a field has the wrong type (a hand-edited or damaged record).
+        """
+        if not isinstance(data, Mapping):
+            raise UsageError("the job's stored request is not an object; start again with `prefetch get ... -b`")
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        for key, value in fields.items():
+            kind = _REQUEST_TYPES[key]
+            if kind is dict:  # a list of objects (the -i URL entries)
+                ok = isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
+            elif kind is list:
+                ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            else:
+                ok = value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
+            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force") and value is None:
+                ok = False
+            if not ok:
+                raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
+                                 f"start again with `prefetch get ... -b`")
+        return cls(**fields)
+
+
+_REQUEST_TYPES = {
+    "names": list, "cache_dir": str, "mirrors": list, "also_origin": bool, "connections": int,
+    "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
+    "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
+    "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
+    "include": list, "exclude": list, "hub_cache": str,
+}
+assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 
 
 def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -> tuple[list[FilePlan], FetchOptions]:
@@ -52,36 +104,57 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
     Raises:
         UsageError (and subclasses): unknown dataset, bad URL or hash, bad flags.
     """
+    from prefetch.hf.names import is_hub_name
+
     env = os.environ if env is None else env
-    if not request.names:
+    if not request.names and not request.urls:
         raise UsageError("nothing to get: give dataset names or URLs (`prefetch list` shows datasets)")
-    urls = [n for n in request.names if is_url(n)]
-    if (request.sha256 or request.md5 or request.output) and (len(request.names) != 1 or not urls):
-        raise UsageError("--sha256, --md5 and -o apply to a single URL: `prefetch get URL -o PATH --sha256 HEX`")
+    hub_names = [n for n in request.names if is_hub_name(n)]
+    names = [n for n in request.names if not is_hub_name(n)]
+    if (request.include or request.exclude) and not hub_names:
+        raise UsageError("--include and --exclude select files of hf:// repos: `prefetch get hf://ORG/NAME --include '*.json'`")
+    if hub_names and request.mirrors and (names or request.urls or len(request.mirrors) > 1):
+        raise UsageError("with hf:// names, --mirror names one Hugging Face endpoint (hf-mirror, or a URL):"
+                         " get datasets and hf:// repos in separate commands")
+    urls = [n for n in names if is_url(n)]
+    single = len(request.names) + len(request.urls) == 1 and (urls or request.urls)
+    if (request.sha256 or request.md5 or request.output) and not single:
+        raise UsageError("--sha256, --md5 and -o apply to a single URL: `prefetch get URL -o PATH --sha256 HEX`; "
+                         "for several, use URL#sha256=HEX, or -i FILE with sha256= and out= per line")
+    if (request.extract or request.extract_to) and not (urls or request.urls):
+        raise UsageError("--extract applies to URL downloads; datasets are extracted where Keras expects them")
     if request.sha256 and request.md5:
         raise UsageError("give either --sha256 or --md5, not both")
     if request.connections is not None and request.connections < 1:
         raise UsageError(f"--connections must be 1 or more, got {request.connections}")
-    expected = None
     if request.sha256:
-        expected = parse_hash(request.sha256, algorithm="sha256")
+        parse_hash(request.sha256, algorithm="sha256")  # a bad --sha256 is named as such
     elif request.md5:
-        expected = parse_hash(request.md5, algorithm="md5")
+        parse_hash(request.md5, algorithm="md5")
     cfg = config_dir(env)
     registry = None
     root = keras_root(cache_dir=request.cache_dir, env=env)
+    url_specs = iter(plan_url_specs(
+        url_entries(request), output_dir=request.output_dir, extract_to=request.extract_to, extract=request.extract,
+    ))
     plans: list[FilePlan] = []
-    for name in request.names:
+    for name in names:
         if is_url(name):
-            spec = spec_for_url(name, output=output_file(request.output, name), expected=expected)
+            spec = next(url_specs)
         else:
             if registry is None:
                 registry = load_registry(extra_files=[Path(r) for r in request.registries], config_dir=cfg)
             spec = registry.get(name)
         plans.extend(plan_files(spec, root=root))
-    if env.get("KERAS_HOME") and root.absolute() == Path(env["KERAS_HOME"]).expanduser().absolute():
+    for spec in url_specs:  # the -i entries, after the command line's names
+        plans.extend(plan_files(spec, root=root))
+    if env.get("KERAS_HOME") and root.absolute() == expand_path(env["KERAS_HOME"], "KERAS_HOME").absolute():
         # The root came from KERAS_HOME (directly, or fixed into a background job).
         plans = [add_tf_keras_names(plan, env=env, root=root) for plan in plans]
+    for plan in plans:
+        for path in plan.paths:
+            check_name_length(path)
+    check_proxy_env(env)
     seen: dict[Path, str] = {}
     unique = []
     for plan in plans:
@@ -89,25 +162,114 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
             continue
         seen[plan.final] = plan.dataset
         unique.append(plan)
-    bases = tuple(resolve_mirror(m, config=cfg) for m in requested_mirrors(request, env))
+    bases = tuple(resolve_mirror(m, config=cfg) for m in requested_mirrors(request, env)) if (names or request.urls) else ()
+    seed = resolve_mirror(request.seed, config=cfg) if request.seed else None
+    if seed is not None and not seed.startswith("s3://"):
+        raise UsageError(f"--seed needs a team store, s3://BUCKET/PREFIX, got {request.seed!r}")
+    if hub_names:
+        from prefetch.hf.plan import plan_hub
+
+        unique += plan_hub(hub_names, include=request.include, exclude=request.exclude,
+                           endpoint=request.mirrors[0] if request.mirrors else None,
+                           cache=request.hub_cache, env=env, config=cfg)
     from prefetch.transfer import TransferOptions
 
+    limiter = None
+    tuning: dict = {}
+    if request.limit_rate is not None and request.limit_rate != "":
+        from prefetch.ratelimit import RateLimiter, parse_rate
+
+        rate = parse_rate(request.limit_rate)
+        limiter = RateLimiter(rate)
+        # Slowed on purpose, a connection is not stalled: the stall floor follows the limit.
+        tuning["stall_min_rate"] = min(TransferOptions.stall_min_rate, rate / 64)
     options = FetchOptions(
-        transfer=TransferOptions.from_env(env, connections=request.connections),
-        mirrors=bases,
+        transfer=TransferOptions.from_env(env, connections=request.connections, limiter=limiter,
+                                          headers=parse_headers(request.headers), **tuning),
+        force=request.force,
+        # The seed store is read first; the other sources fetch what it lacks.
+        mirrors=tuple(dict.fromkeys(((seed,) if seed else ()) + bases)),
         use_origin=request.also_origin or not bases,
         fail_fast=request.fail_fast,
         job=request.job,
+        url_mirrors=bool(request.mirrors) and not request.mirrors_from_env,
+        sources=_store_sources(bases, seed, env),
     )
     return unique, options
+
+
+# prefetch adds up to this many bytes to a file name for its in-flight files:
+# ".<name>.part.json.<pid>-<8 hex>.tmp" (the state file's temp name).
+IN_FLIGHT_EXTRA = len("..part.json.") + 10 + len("-12345678.tmp")
+
+
+def check_name_length(path: Path) -> None:
+    """Refuse a file name the filesystem cannot hold together with prefetch's suffixes.
+
+    Raises:
+        UsageError: the name is longer than NAME_MAX (usually 255 bytes) minus what
+            prefetch appends for its partial, state and temp files.
+    """
+    name_max = 255
+    for parent in (path.parent, *path.parent.parents):
+        try:
+            name_max = os.pathconf(parent, "PC_NAME_MAX")
+            break
+        except (OSError, ValueError):
+            continue
+    size = len(os.fsencode(path.name))
+    if size + IN_FLIGHT_EXTRA > name_max:
+        raise UsageError(
+            f"file name too long: {path.name[:40]}... is {size} bytes; this filesystem allows {name_max} "
+            f"and prefetch needs {IN_FLIGHT_EXTRA} more for its partial and state files, so at most "
+            f"{name_max - IN_FLIGHT_EXTRA}: give -o PATH with a shorter name"
+        )
+
+
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+
+
+def check_proxy_env(env: Mapping[str, str]) -> None:
+    """Refuse a malformed proxy variable now, with its name, rather than in the middle of a download.
+
+    Raises:
+        UsageError: e.g. ``https_proxy='http://[::1'``.
+    """
+    from urllib.parse import urlsplit
+
+    for var in PROXY_VARIABLES:
+        value = env.get(var)
+        if not value:
+            continue
+        try:
+            parts = urlsplit(value if "://" in value else "http://" + value)
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+            host = parts.hostname
+        except ValueError as exc:
+            raise UsageError(f"{var}={value!r} is not a valid proxy URL ({exc}); fix it or unset it") from None
+        if not host:
+            raise UsageError(f"{var}={value!r} is not a valid proxy URL (no host); fix it or unset it")
+
+
+def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, str]):
+    """The hook that reads (and seeds) ``s3://`` stores, when any is involved; boto3 is needed then."""
+    if seed is None and not any(b.startswith("s3://") for b in bases):
+        return None
+    from prefetch.s3 import require_boto3
+    from prefetch.seed import StoreSources
+
+    require_boto3()  # one line saying what to install, before any download starts
+    lease = env.get("PREFETCH_SEED_LEASE")
+    return StoreSources(seed=seed, env=dict(env), state_dir=state_dir(env),
+                        **({"lease": float(lease)} if lease else {}))
 
 
 def output_file(output: str | None, url: str) -> Path | None:
     """The file ``-o`` names: inside it when it is a directory or ends in ``/`` (as with cp)."""
     if not output:
         return None
-    path = Path(output).expanduser().absolute()
-    if output.endswith(("/", os.sep)) or path.is_dir():
+    path = expand_path(output, "-o").absolute()
+    if output.endswith(("/", os.sep)) or os.path.isdir(path):  # never raises (a name too long is checked later)
         from pathlib import PurePosixPath
         from urllib.parse import urlsplit
 
@@ -152,6 +314,10 @@ def requested_mirrors(request: GetRequest, env: Mapping[str, str]) -> list[str]:
 
 def resolve_mirror(value: str, *, config: Path) -> str:
     """A dataset mirror base URL from a URL or a name in mirrors.toml."""
+    if value.strip().lower().startswith("s3://"):
+        from prefetch.s3 import parse_store_url
+
+        return parse_store_url(value.strip()).url
     if is_url(value):
         from prefetch.registry import check_url
 
@@ -170,5 +336,86 @@ def run_request(
     env: Mapping[str, str] | None = None,
 ) -> list[FileResult]:
     """Plan and fetch everything in ``request``; per-file results (failures included)."""
+    env = os.environ if env is None else env
     plans, options = plan_request(request, env=env)
-    return fetch_files(plans, options=options, state=state_dir(env), on_event=on_event, stop=stop)
+    hub = [p for p in plans if not isinstance(p, FilePlan)]
+    files = [p for p in plans if isinstance(p, FilePlan)]
+    results = fetch_files(files, options=options, state=state_dir(env), on_event=on_event, stop=stop) if files else []
+    if hub:
+        from prefetch.hf.fetch import run_hub_plans
+
+        results += run_hub_plans(hub, transfer=options.transfer, state=state_dir(env), env=env, on_event=on_event,
+                                 stop=stop, job=options.job)
+    return results
+
+
+def url_entries(request: GetRequest) -> list[UrlEntry]:
+    """The request's plain URLs in order: those among ``names``, then ``urls`` (-i entries).
+
+    ``--sha256``/``--md5``/``-o`` belong to the single URL (``plan_request`` checks that).
+    """
+    from prefetch.hf.names import is_hub_name
+
+    entries = []
+    for name in request.names:
+        if is_url(name) and not is_hub_name(name):  # hf:// repos are planned by prefetch.hf
+            out = output_file(request.output, split_fragment(name)[0])
+            entries.append(UrlEntry(url=name, sha256=request.sha256, md5=request.md5, out=str(out) if out else None))
+    for data in request.urls:
+        entry = UrlEntry.from_dict(data)
+        if request.output:
+            entry.out = str(output_file(request.output, split_fragment(entry.url)[0]))
+        entry.sha256 = entry.sha256 or request.sha256
+        entry.md5 = entry.md5 or request.md5
+        entries.append(entry)
+    return entries
+
+
+def parse_headers(lines: list[str]) -> dict[str, str]:
+    """``["Name: value", ...]`` -> {name: value}.
+
+    Raises:
+        UsageError: not ``Name: value``, a control character (header injection), or
+            a name without its value (a job record keeps header names only).
+    """
+    headers: dict[str, str] = {}
+    for line in lines:
+        name, sep, value = str(line).partition(":")
+        name, value = name.strip(), value.strip()
+        if not sep:
+            raise UsageError(
+                f"--header {name!r} has no value: header values (credentials) are never stored in job records, "
+                f"so a resumed job cannot send them; run the same `prefetch get ... --header` again (it resumes)"
+            )
+        if not name or any(c in name for c in " \t()<>@,;:\\\"/[]?={}") or not name.isascii():
+            raise UsageError(f"--header needs 'Name: value'; {name!r} is not a header name")
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise UsageError(f"--header {name}: the value holds a control character")
+        headers[name] = value
+    return headers
+
+
+def job_environment(request: GetRequest, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a background worker: header values passed here, never in its record.
+
+    The environment of a process is readable only by its user; the worker takes the
+    values out of its own environment as soon as it starts.
+    """
+    import json
+
+    out = dict(os.environ if env is None else env)
+    if request.headers:
+        out[HEADERS_ENV] = json.dumps(list(request.headers))
+    return out
+
+
+def restore_headers(names: list[str], env: Mapping[str, str]) -> list[str]:
+    """Header lines for a worker: the values its launcher passed in ``HEADERS_ENV`` for ``names``."""
+    import json
+
+    try:
+        passed = json.loads(env.get(HEADERS_ENV) or "[]")
+    except ValueError:
+        passed = []
+    by_name = {str(h).partition(":")[0].strip().lower(): str(h) for h in passed if ":" in str(h)}
+    return [by_name.get(str(n).strip().lower(), str(n)) for n in names]

@@ -48,9 +48,18 @@ class TransferState:
 
 
 def load_state(path: Path) -> TransferState | None:
-    """Read a state file; ``None`` when missing or unusable (then start over)."""
+    """Read a state file; ``None`` when missing or unusable (then start over).
+
+    Raises:
+        UnsafePathError: a link, FIFO or another user's file is there (never opened blocking).
+    """
+    from prefetch.safefs import read_bytes
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = read_bytes(path)
+        if raw is None:
+            return None
+        data = json.loads(raw.decode("utf-8"))
         if data.get("version") != STATE_VERSION:
             return None
         done = [[int(a), int(b)] for a, b in data.get("done", [])]
@@ -80,25 +89,30 @@ def load_state(path: Path) -> TransferState | None:
 def save_state(path: Path, state: TransferState) -> None:
     """Write the state atomically (temp file + rename)."""
     try:
-        replace_file(path, state.to_json().encode("utf-8"))
+        replace_file(path, state.to_json().encode("utf-8"), checked=True)
     except OSError as exc:
         raise local_error(exc, path) from None
 
 
 def read_progress(part: Path, state_file: Path) -> tuple[int, int | None] | None:
     """(bytes on disk, size) of an in-flight download, or None when there is none."""
+    from prefetch.safefs import check_replaceable
+
     state = load_state(state_file)
-    if state is None or not part.exists():
+    if state is None or check_replaceable(part) is None:
         return None
     return RangeSet(state.done).total(), state.size
 
 
 def usable_state(state: TransferState | None, part: Path, urls: list[str]) -> bool:
     """Whether a saved record fits this download and the ``.part`` on disk."""
-    if state is None or state.size is None or not part.exists():
+    from prefetch.safefs import check_replaceable
+
+    part_st = check_replaceable(part)  # a planted link/FIFO/foreign file: UnsafePathError
+    if state is None or state.size is None or part_st is None:
         return False
     done = RangeSet(state.done)
-    on_disk = part.stat().st_size
+    on_disk = part_st.st_size
     return (
         any(u in state.urls for u in urls)
         and (state.ranges or done.covers(state.size))

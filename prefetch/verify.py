@@ -72,7 +72,9 @@ def update_from_file(hasher, path: Path | str, start: int, end: int | None) -> i
     done = 0
     buf = bytearray(CHUNK)
     view = memoryview(buf)
-    fd = os.open(path, os.O_RDONLY)
+    from prefetch.safefs import open_readable
+
+    fd = open_readable(path)  # never blocks on a FIFO; regular files only
     try:
         pos = start
         while end is None or pos < end:

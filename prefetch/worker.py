@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # --header values: read once from the environment, then out of it (see request.job_environment).
+    from prefetch.request import HEADERS_ENV
+
+    headers = os.environ.pop(HEADERS_ENV, None)
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m prefetch.worker JOB_ID", file=sys.stderr)
@@ -51,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     from prefetch.errors import PrefetchError
 
     try:
-        return run_job(args[0], stop=stop, signalled=signalled)
+        env = dict(os.environ)
+        if headers:
+            env[HEADERS_ENV] = headers
+        return run_job(args[0], stop=stop, signalled=signalled, env=env)
     except (PrefetchError, ValueError) as exc:  # no such job, or its record is corrupt
         print(f"prefetch worker: {exc}", file=sys.stderr)
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
@@ -67,6 +74,10 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
 
     env = os.environ if env is None else env
     record = jobs.load_record(job_id, env)
+    run_lock = jobs.hold_run_lock(job_id, env)  # held until this process ends: proof of identity for cancel
+    if run_lock is None:
+        print(f"prefetch worker: another worker runs job {job_id}", file=sys.stderr)
+        return int(ExitCode.USAGE)
     log = _open_log(record, env)
     progress = JobProgress(job_id, record.files, log=log, stop=stop, env=env, signalled=signalled)
     started = time.monotonic()
@@ -93,7 +104,10 @@ def _open_log(record, env: Mapping[str, str]) -> TextIO:
 
     path = Path(record.log) if record.log else jobs_dir(env) / f"{record.id}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "a", encoding="utf-8", buffering=1, newline="\n")
+    from prefetch.safefs import open_file
+
+    fd = open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # never through a planted link
+    return open(fd, "a", encoding="utf-8", buffering=1, newline="\n")
 
 
 def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: list[int], env) -> int:
@@ -103,6 +117,10 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
 
     request = GetRequest.from_dict(record.request)
     request.job = record.id
+    if request.headers:  # values come through the environment, never from the record
+        from prefetch.request import restore_headers
+
+        request.headers = restore_headers(request.headers, env)
     try:
         plan_request(request, env=env)  # a registry that changed since: fail the job, not the worker
         results: list[FileResult] = run_request(request, on_event=progress, stop=stop, env=env)

@@ -101,6 +101,34 @@ def nginx_origin(tmp_path):
         yield server
 
 
+# -- the team store: a real S3 server ------------------------------------------
+from tests.s3server import SeaweedS3  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """SeaweedFS (``weed server -s3``) on loopback for the whole session."""
+    with SeaweedS3(tmp_path_factory.mktemp("seaweedfs")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3(s3_server, home, monkeypatch, request):
+    """This test's environment points at the S3 server with credentials; ``s3.prefix`` is
+    a store URL (``s3://team/<test>/``) no other test uses."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(home / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(home / "no-aws-credentials"))
+    import re as _re
+    import uuid
+
+    s3_server.prefix = f"s3://team/{_re.sub(r'[^A-Za-z0-9]+', '-', request.node.name)[:40]}-{uuid.uuid4().hex[:6]}/"
+    return s3_server
+
+
 # -- a real Jupyter kernel --------------------------------------------------
 @pytest.fixture
 def kernel(home, tmp_path):

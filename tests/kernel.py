@@ -43,7 +43,14 @@ class Cell:
 
     @property
     def rendered(self) -> str:
-        return render_stream(self.raw)
+        """As Jupyter shows it: consecutive messages of one stream form one output, rendered."""
+        blocks: list[tuple[str, str]] = []
+        for _, name, text in self.streams:
+            if blocks and blocks[-1][0] == name:
+                blocks[-1] = (name, blocks[-1][1] + text)
+            else:
+                blocks.append((name, text))
+        return "\n".join(render_stream(text).rstrip("\n") for _, text in blocks)
 
     @property
     def lines(self) -> list[str]:

@@ -69,6 +69,10 @@ events {{
 
 http {{
     access_log {_nginx_string(str(p / 'access.log'))};
+    # When each response ended ($msec, epoch seconds), how long it took and its size:
+    # for tests that compute a transfer rate from the server's side.
+    log_format timing '$msec $request_time $bytes_sent $body_bytes_sent $status "$request"';
+    access_log {_nginx_string(str(p / 'timing.log'))} timing;
     client_body_temp_path {_nginx_string(str(p / 'tmp' / 'client_body'))};
     proxy_temp_path {_nginx_string(str(p / 'tmp' / 'proxy'))};
     fastcgi_temp_path {_nginx_string(str(p / 'tmp' / 'fastcgi'))};
@@ -113,6 +117,19 @@ class NginxServer:
     @property
     def access_log(self) -> Path:
         return self.prefix / "access.log"
+
+    @property
+    def timing_log(self) -> Path:
+        """One line per response: ``$msec $request_time $bytes_sent $body_bytes_sent $status "$request"``."""
+        return self.prefix / "timing.log"
+
+    def timings(self) -> list[tuple[float, float, int, int, int, str]]:
+        """The parsed timing log: (end epoch, duration s, bytes sent, body bytes, status, request line)."""
+        out = []
+        for line in self.timing_log.read_text().splitlines():
+            msec, duration, sent, body, status, request = line.split(" ", 5)
+            out.append((float(msec), float(duration), int(sent), int(body), int(status), request.strip('"')))
+        return out
 
     def url_for(self, name: str) -> str:
         return self.url + quote(name.lstrip("/"), safe="/")

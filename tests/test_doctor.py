@@ -82,7 +82,7 @@ def test_json_output_and_malformed_catalog_reported(home, monkeypatch, index):
     env["PIP_INDEX_URL"] = f"{index.url}/simple"
     env["UV_DEFAULT_INDEX"] = f"{index.url}/simple"
     path = write_user_mirrors(home, "[mirrors.broken\n")
-    done = run_cli("doctor", "--json", env=env)
+    done = run_cli("doctor", "--json", "--no-sources", env=env)  # sources: tests/test_doctor_sources.py
     assert done.returncode == 1
     data = json.loads(done.stdout)
     assert data["ok"] is False
@@ -97,7 +97,7 @@ def test_library_run_doctor_and_reachability(home, monkeypatch, index):
     env["UV_DEFAULT_INDEX"] = f"{index.url}/simple"
     from prefetch.paths import config_dir
 
-    report = run_doctor(config_dir=config_dir(), env=env, deadline=2)
+    report = run_doctor(config_dir=config_dir(), env=env, deadline=2, sources=False)
     assert not report.failed
     assert any(c.level is Level.OK and c.topic == "network" for c in report.checks)
     results = check_reachability([f"{index.url}/simple/", closed_port_url() + "/"], deadline=1)

@@ -69,3 +69,58 @@ def test_plain_flag_gives_log_lines_on_a_terminal(home, origin, tmp_path):
     lines = [line for line in out.replace("\r\n", "\n").split("\n") if line]
     assert all("\r" not in line and "\x1b" not in line for line in lines), out
     assert any(line.endswith(" p.bin start 1.0MiB") for line in lines), out
+
+
+def test_ctrl_c_stops_a_foreground_get_and_a_second_one_exits_at_once(home, origin, tmp_path):
+    import signal
+    import subprocess
+    import threading
+
+    from prefetch.layout import part_path, state_path
+    from prefetch.transfer import read_progress
+    from tests.helpers import start_cli
+    from tests.test_notebook import poll
+
+    origin.put("slow.bin", os.urandom(16 << 20))
+    origin.total_rate = 512 << 10  # 32 s for the whole file
+    final = tmp_path / "slow.bin"
+
+    def bytes_on_disk() -> int:
+        progress = read_progress(part_path(final), state_path(final))
+        return progress[0] if progress else 0
+
+    for presses in (1, 2):
+        before = bytes_on_disk()
+        proc = start_cli("get", origin.url_for("slow.bin"), "-o", str(final),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+        reader.start()
+        try:
+            poll(lambda: bytes_on_disk() > before or proc.poll() is not None, what="new bytes on disk")
+            proc.send_signal(signal.SIGINT)
+            if presses == 2:  # as a person presses again: after the first was taken
+                poll(lambda: any("Ctrl-C again to stop at once" in line for line in lines), what="the first")
+                proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)  # generous: the behaviour is about a second
+            reader.join(timeout=10)
+            err = "".join(lines)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 7, err
+        assert "Traceback" not in err and not final.exists() and bytes_on_disk() > 0  # resumable
+        if presses == 1:
+            assert "stopped at" in err and "run the same command again to resume" in err, err
+        else:
+            # At once, or (when the clean stop had already finished) still exit 7, never killed by the signal.
+            assert "interrupted again: stopped at once" in err or "stopped at" in err, err
+
+    origin.total_rate = None
+    kept = bytes_on_disk()
+    done = start_cli("get", origin.url_for("slow.bin"), "-o", str(final),
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = done.communicate(timeout=60)
+    assert done.returncode == 0, err
+    assert "already on disk" in err and final.stat().st_size == 16 << 20 and kept > 0

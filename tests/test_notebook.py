@@ -11,8 +11,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from prefetch.layout import part_path, state_path
 from prefetch.transfer import read_progress
 from tests.kernel import Kernel
@@ -265,3 +263,28 @@ def test_notebook_end_to_end_background_get_watch_wait_then_keras_loads_offline(
     loaded = kernel.run(KERAS_CELL, timeout=300)
     assert loaded.error is None, loaded.error
     assert "mnist (" in loaded.rendered and "cifar10 (" in loaded.rendered, loaded.rendered
+
+
+def test_ensure_and_wait_show_a_progress_bar_in_the_kernel(kernel, origin, tmp_path):
+    origin.put("bar.bin", os.urandom(3 * MiB))
+    origin.put("job.bin", os.urandom(3 * MiB))
+    origin.total_rate = 1 * MiB  # about 3 s each
+    final = tmp_path / "bar.bin"
+
+    cell = kernel.run(f"import prefetch\nr = prefetch.ensure({origin.url_for('bar.bin')!r}, output={str(final)!r})")
+    assert cell.error is None, cell.error
+    assert final.stat().st_size == 3 * MiB
+    last = cell.lines[-1]
+    assert last.startswith("bar.bin: 100%") and "3.00M/3.00M" in last, cell.rendered  # tqdm's text bar, finished
+    assert len(cell.lines) == 1, cell.rendered  # redrawn in place, not one line per update
+    assert len(cell.streams) <= 2.5 * cell.duration + 4, (len(cell.streams), cell.duration)
+
+    quiet = kernel.run(f"r = prefetch.ensure({origin.url_for('bar.bin')!r}, output={str(final)!r}, progress=False)")
+    assert quiet.rendered.strip() == "", quiet.rendered  # cached, and no bar when asked for none
+
+    kernel.run(f"job = prefetch.ensure({origin.url_for('job.bin')!r}, output={str(tmp_path / 'job.bin')!r}, "
+               f"background=True)")
+    waited = kernel.run("result = prefetch.wait()\nprint(result.jobs[0].state)")
+    assert waited.error is None, waited.error
+    assert any(line.startswith("waiting for j") and "100%" in line for line in waited.lines), waited.rendered
+    assert waited.lines[-1] == "done"

@@ -50,11 +50,33 @@ def test_builtin_registry_has_every_keras_dataset_with_origins_and_hashes():
     for name, (base, algorithm, digest) in expected.items():
         assert files[name].url == base + name
         assert (files[name].expected.algorithm, files[name].expected.hexdigest) == (algorithm, digest)
-    for name in ("train-labels-idx1-ubyte.gz", "train-images-idx3-ubyte.gz",
-                 "t10k-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz"):
+    # Keras ships no hash for fashion-mnist: these are TFDS's url_checksums/fashion_mnist.txt.
+    fashion = {
+        "train-labels-idx1-ubyte.gz": (29515, "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845"),
+        "train-images-idx3-ubyte.gz": (26421880, "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84"),
+        "t10k-labels-idx1-ubyte.gz": (5148, "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"),
+        "t10k-images-idx3-ubyte.gz": (4422102, "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073"),
+    }
+    for name, (size, digest) in fashion.items():
         assert files[name].url == G + name
-        assert files[name].expected is None  # Keras ships no hash for fashion-mnist
+        assert (files[name].expected.algorithm, files[name].expected.hexdigest, files[name].size) == ("sha256", digest, size)
+        assert "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/" + name in files[name].urls
     assert all(spec.source == "built-in" for spec in registry.datasets.values())
+    # Every built-in file has a hash and at least one documented copy besides its origin.
+    assert all(f.expected is not None and len(f.urls) >= 2 and f.urls[0] == f.url for f in files.values())
+
+
+def test_urls_list_and_size(tmp_path):
+    path = tmp_path / "r.toml"
+    path.write_text(
+        '[both]\n[[both.files]]\nurl = "https://a.example/x.bin"\n'
+        'urls = ["https://b.example/x.bin", "https://a.example/x.bin"]\nsize = 5\n'
+        '[only]\n[[only.files]]\nurls = ["https://c.example/y.bin", "https://d.example/z.bin"]\n'
+    )
+    specs = {s.name: s.files[0] for s in parse_registry_file(path)}
+    assert specs["both"].urls == ("https://a.example/x.bin", "https://b.example/x.bin") and specs["both"].size == 5
+    assert specs["only"].url == "https://c.example/y.bin" and specs["only"].name == "y.bin"
+    assert specs["only"].alternates == ("https://d.example/z.bin",) and specs["only"].size is None
 
 
 def test_names_accept_dashes_and_underscores_and_any_case():
@@ -181,6 +203,9 @@ BAD_REGISTRIES = [
     ("two hashes", f'[[toy.files]]\nurl = "https://example.org/a"\nmd5 = "{"a" * 32}"\nsha256 = "{"b" * 64}"\n', "sha256"),
     ("target escapes", '[[toy.files]]\nurl = "https://example.org/a"\ntarget = "../../etc/a"\n', "target"),
     ("absolute extract", '[[toy.files]]\nurl = "https://example.org/a"\nextract = ["/tmp/x"]\n', "extract"),
+    ("urls not a list", '[[toy.files]]\nurls = "https://example.org/a"\n', "urls"),
+    ("urls not http", '[[toy.files]]\nurl = "https://example.org/a"\nurls = ["ftp://x.org/a"]\n', "urls"),
+    ("size not a number", '[[toy.files]]\nurl = "https://example.org/a"\nsize = "5"\n', "size"),
     ("also not a list", '[[toy.files]]\nurl = "https://example.org/a"\nalso = "b"\n', "also"),
     ("name with a slash", '[[toy.files]]\nurl = "https://example.org/a"\nname = "x/y"\n', "name"),
     ("description not a string", '[toy]\ndescription = 3\n[[toy.files]]\nurl = "https://example.org/a"\n', "description"),

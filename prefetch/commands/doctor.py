@@ -6,26 +6,37 @@ import click
 
 
 @click.command()
+@click.argument("datasets", nargs=-1, metavar="[NAME...]")
+@click.option("--sources/--no-sources", default=True, show_default=True,
+              help="Try every dataset source get would use (DNS, TCP, TLS, first byte, ~2 s of throughput).")
+@click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
 @click.option("--deadline", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
               help="Seconds allowed for each reachability check (all run in parallel).")
 @click.option("--python", "python", default=None, help="Interpreter whose pip to ask [default: this one].")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def doctor(deadline: float, python: str | None, as_json: bool) -> int:
-    """Check mirrors, environment overrides, the Keras cache and the network.
+def doctor(datasets, sources: bool, registries, deadline: float, python: str | None, as_json: bool) -> int:
+    """Check mirrors, environment overrides, the Keras cache, the network and dataset sources.
 
-    Exit 0 when nothing is wrong, 1 when a check failed.
+    Every dataset source get would use (origins, documented copies, PREFETCH_DATASET_MIRROR,
+    mirrors.toml [datasets.*] entries, s3:// team stores) gets one verdict: ok, missing,
+    throttled, captive portal, or blocked at dns/tcp/tls/http. NAMEs limit it to those
+    datasets. Exit 0 when nothing is wrong, 1 when a check failed (or no source works).
 
     \b
-    Example (in a notebook cell):
+    Examples (in a notebook cell):
       !prefetch doctor
+      !prefetch doctor cifar10 --json
     """
     from prefetch.commands.mirror import echo_json
     from prefetch.doctor import Level, run_doctor
     from prefetch.paths import config_dir
 
-    report = run_doctor(config_dir=config_dir(), python=python, deadline=deadline)
+    from pathlib import Path
+
+    report = run_doctor(config_dir=config_dir(), python=python, deadline=deadline, sources=sources,
+                        datasets=list(datasets) or None, registries=tuple(Path(r) for r in registries))
     if as_json:
-        echo_json({"ok": not report.failed, "checks": list(report.checks)})
+        echo_json({"ok": not report.failed, "checks": list(report.checks), "sources": list(report.sources)})
     else:
         from prefetch.commands.output import STATE_COLOURS, stdout_style
 

@@ -9,34 +9,59 @@ import click
 
 
 @click.command()
-@click.argument("names", nargs=-1, required=True, metavar="NAME|URL...")
+@click.argument("names", nargs=-1, metavar="NAME|URL...")
 @click.option("-b", "--background", is_flag=True, help="Detach and return at once; follow with status/log/wait.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to fill (default $KERAS_HOME or ~/.keras).")
-@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror (repeatable). Default $PREFETCH_DATASET_MIRROR.")
+@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. For hf:// names: the Hub endpoint (hf-mirror, or a URL).")
+@click.option("--seed", metavar="s3://BUCKET/PREFIX|NAME", help="Team store: read what it has, fetch the rest elsewhere, upload what it lacked.")
 @click.option("--also-origin", is_flag=True, help="With --mirror: use the origin too, in parallel.")
 @click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, 8 doubling up to 32 while it pays).")
 @click.option("--sha256", metavar="HEX", help="Expected sha256 of a URL download.")
 @click.option("--md5", metavar="HEX", help="Expected md5 of a URL download.")
 @click.option("-o", "--output", type=click.Path(), help="Where to save a URL download (a directory, or ending in /: inside it).")
+@click.option("-i", "--input-file", "input_file", metavar="FILE",
+              help="Read URLs from FILE ('-' = stdin): one per line, with optional sha256=HEX md5=HEX out=NAME.")
+@click.option("-P", "--output-dir", "output_dir", type=click.Path(file_okay=False), help="Save URL downloads into DIR (default: here).")
+@click.option("--extract", is_flag=True, help="Extract URL downloads that are archives (tar, tar.gz/bz2/xz, zip), safely.")
+@click.option("--extract-to", "extract_to", type=click.Path(file_okay=False), help="With --extract: into DIR (default: beside the file).")
+@click.option("--limit-rate", "limit_rate", metavar="RATE", help="Total bandwidth of all connections, e.g. 2M or 500k (bytes/s, 1024-based).")
+@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra request header (repeatable); never logged or stored.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML (repeatable).")
+@click.option("--include", multiple=True, metavar="GLOB", help="hf:// repos: only files matching (repeatable), e.g. '*.safetensors'.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="hf:// repos: leave out files matching (repeatable).")
 @click.option("--fail-fast", is_flag=True, help="Stop every file at the first fatal error.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def get(names, background, cache_dir, mirrors, also_origin, connections, sha256, md5, output, registries, fail_fast, as_json, quiet):
-    """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache.
+def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors, seed,
+        also_origin, connections, sha256, md5, output, registries, include, exclude, fail_fast, as_json, quiet):
+    """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
+    Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache.
 
     \b
     Examples (in a notebook cell):
       !prefetch get mnist cifar10
       !prefetch get cifar10 imdb -b
       !prefetch get cifar10 --mirror http://10.0.0.5/datasets/
+      !prefetch get cifar10 --seed s3://team-bucket/keras-datasets
       !prefetch get https://example.org/file.zip -o data/file.zip --sha256 HEX
       !prefetch get https://example.org/file.zip -o data/     # data/file.zip
+      !prefetch get -i urls.txt -P data/ --limit-rate 2M
+      !prefetch get https://example.org/a.tar.gz#sha256=HEX --extract -P data/
+      !prefetch get hf://Qwen/Qwen2.5-0.5B -b --mirror hf-mirror
     """
     from prefetch.request import GetRequest
 
+    urls = read_input_file(input_file) if input_file else []
+    if not names and not input_file:
+        raise click.UsageError("give dataset names or URLs, or -i FILE")
     request = GetRequest(
         names=list(names),
+        urls=urls,
+        output_dir=output_dir,
+        extract=extract,
+        extract_to=extract_to,
+        limit_rate=limit_rate,
+        headers=list(headers),
         cache_dir=cache_dir,
         mirrors=list(mirrors),
         also_origin=also_origin,
@@ -46,11 +71,15 @@ def get(names, background, cache_dir, mirrors, also_origin, connections, sha256,
         output=output,
         registries=[str(r) for r in registries],
         fail_fast=fail_fast,
+        seed=seed,
+        include=list(include),
+        exclude=list(exclude),
     )
     if background:
         from prefetch.jobs import start_job
+        from prefetch.request import job_environment
 
-        job = start_job(request)
+        job = start_job(request, env=job_environment(request))
         if as_json:
             click.echo(json.dumps({"job": job.id, "log": str(job.log_path), "pid": job.pid}))
         else:
@@ -77,7 +106,8 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
     stop = threading.Event()
     renderer = make_renderer(sys.stderr, quiet=quiet or as_json, skip_failures=True)
     try:
-        with stop_on_interrupt(stop, on_second=_exit_now, hangup=True, terminate=True):
+        with stop_on_interrupt(stop, on_first=_say_stopping, on_second=_exit_now, hangup=True, terminate=True,
+                               restore=False):
             results = run_request(request, on_event=renderer, stop=stop)
     finally:
         renderer.close()
@@ -99,6 +129,16 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
     return overall_exit_code(results)
 
 
+def _say_stopping() -> None:
+    """The first Ctrl-C: say what happens (os.write: safe inside a signal handler)."""
+    import os
+
+    try:
+        os.write(2, b"\ninterrupted: saving what is on disk (Ctrl-C again to stop at once)\n")
+    except OSError:
+        pass
+
+
 def _exit_now() -> None:
     """The second Ctrl-C: leave at once (what is on disk stays resumable)."""
     import os
@@ -109,3 +149,23 @@ def _exit_now() -> None:
         sys.stderr.flush()
     finally:
         os._exit(7)
+
+
+def read_input_file(path: str) -> list[dict]:
+    """The URL entries of an input file (``-`` = stdin), read now: a background job gets them in its record."""
+    from prefetch.errors import UsageError
+    from prefetch.urllist import parse_input_file
+
+    if path == "-":
+        text, source = sys.stdin.read(), "<stdin>"
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the input file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        source = path
+    entries = parse_input_file(text, source=source)
+    if not entries:
+        raise UsageError(f"{source}: no URLs in the input file")
+    return [e.to_dict() for e in entries]

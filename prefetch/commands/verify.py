@@ -20,10 +20,10 @@ def verify(targets, cache_dir, registries, as_json):
     Examples (in a notebook cell):
       !prefetch verify cifar10
       !prefetch verify ~/.keras/datasets/mnist.npz
+      !prefetch verify hf://ORG/NAME
     """
     from pathlib import Path
 
-    from prefetch import cache
     from prefetch.errors import ExitCode
     from prefetch.layout import keras_root
     from prefetch.paths import config_dir
@@ -31,7 +31,7 @@ def verify(targets, cache_dir, registries, as_json):
 
     registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
     root = keras_root(cache_dir=cache_dir)
-    results = [r for t in targets for r in cache.verify_cached(t, registry, root=root)]
+    results = [r for t in targets for r in _verify_one(t, registry, root)]
     if as_json:
         click.echo(json.dumps([asdict(r) for r in results], indent=2))
     else:
@@ -44,9 +44,26 @@ def verify(targets, cache_dir, registries, as_json):
             }[r.state]
             click.echo(f"{r.state:9} {r.path}  {detail}")
     if any(r.state == "mismatch" for r in results):
+        if any(t.startswith("hf://") for t in targets):
+            click.echo("prefetch: error: hash mismatch; delete the blob the mismatching entry points to,"
+                       " then `prefetch get` the repo again", err=True)
+            return int(ExitCode.INTEGRITY)
         click.echo("prefetch: error: hash mismatch; run `prefetch get` again to replace the file", err=True)
         return int(ExitCode.INTEGRITY)
     if any(r.state == "missing" for r in results):
         click.echo("prefetch: error: some files are missing; run `prefetch get` to fetch them", err=True)
         return int(ExitCode.FAILURE)
     return 0
+
+
+def _verify_one(target: str, registry, root):
+    """A dataset or file under the Keras root, or an hf:// repo in the Hugging Face cache."""
+    from prefetch import cache
+    from prefetch.hf.names import is_hub_name
+
+    if is_hub_name(target):
+        from prefetch.hf.cache_layout import verify_repo
+        from prefetch.hf.names import hub_cache_root, parse_hub_name
+
+        return verify_repo(hub_cache_root(), parse_hub_name(target))
+    return cache.verify_cached(target, registry, root=root)

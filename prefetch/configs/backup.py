@@ -84,8 +84,10 @@ def read_text_file(path: Path) -> str | None:
     Raises:
         LocalFileError: it exists but cannot be read or is not UTF-8.
     """
+    from prefetch.safefs import read_file
+
     try:
-        data = Path(path).read_bytes()
+        data = read_file(path)  # a FIFO or device there: UnsafePathError, never a hang
     except FileNotFoundError:
         return None
     except OSError as exc:

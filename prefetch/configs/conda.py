@@ -1,7 +1,9 @@
 """conda: ``~/.condarc`` channels from the mirror's template, other settings kept.
 
-The channel keys (``default_channels``, ``custom_channels``, ``show_channel_urls``)
-are replaced by the template; every other top-level key and comment stays. An
+The channel keys (``default_channels``, ``show_channel_urls``) are replaced by the
+template; ``custom_channels`` is merged (the mirror's ``conda-forge`` and ``pytorch``
+entries, every other channel of the user's kept); every other top-level key and
+comment stays. An
 existing ``channels`` list is the user's choice of channels and is kept (the
 template only maps those names to the mirror); without one, ``channels: [defaults]``
 is added.
@@ -33,8 +35,29 @@ def condarc_path(*, env: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("HOME") or os.path.expanduser("~")) / ".condarc"
 
 
-def render_condarc_channels(base: str, *, with_channels: bool, newline: str = "\n") -> str:
-    """The channel block for mirror ``base`` (TUNA's documented template)."""
+_MIRRORED = ("conda-forge", "pytorch")
+_ENTRY = re.compile(r"^\s+(['\"]?)([^'\"#:\s][^'\"#:]*?)\1\s*:\s*(\S.*?)\s*$")
+
+
+def _custom_entries(lines: list[str]) -> list[str]:
+    """The user's ``custom_channels`` entries other than the mirrored ones, as ``name: url`` lines."""
+    head = lines[0].split(":", 1)[1].strip() if lines else ""
+    items: list[tuple[str, str]] = []
+    if head.startswith("{"):  # flow style: custom_channels: {a: url, b: url}
+        for item in head.strip("{} \r\n").split(","):
+            name, _, url = item.partition(":")
+            if name.strip() and url.strip():
+                items.append((name.strip().strip("'\""), url.strip()))
+    for line in lines[1:]:
+        match = _ENTRY.match(line.rstrip("\r\n"))
+        if match:
+            items.append((match.group(2), match.group(3)))
+    return [f"  {name}: {url}" for name, url in items if name not in _MIRRORED]
+
+
+def render_condarc_channels(base: str, *, with_channels: bool, newline: str = "\n",
+                            custom: list[str] | None = None) -> str:
+    """The channel block for mirror ``base`` (TUNA's documented template) plus the user's ``custom`` channels."""
     base = base.rstrip("/")
     lines = ["# channels: written by `prefetch mirror use` (undo: prefetch mirror restore --tool conda)"]
     if with_channels:
@@ -48,6 +71,7 @@ def render_condarc_channels(base: str, *, with_channels: bool, newline: str = "\
         "custom_channels:",
         f"  conda-forge: {base}/cloud",
         f"  pytorch: {base}/cloud",
+        *(custom or []),
     ]
     return newline.join(lines) + newline
 
@@ -89,15 +113,19 @@ def edit_condarc(text: str | None, *, base: str) -> str:
     lines = text.splitlines(keepends=True)
     kept: list[str] = []
     has_channels = False
+    custom: list[str] = []
     marker = "# channels: written by `prefetch mirror use`"
     for key, start, end in _blocks(lines):
         if key == "channels":
             has_channels = True
+        if key == "custom_channels":
+            custom += _custom_entries(lines[start:end])
         if key in _REPLACED or (key is None and lines[start].startswith(marker)):
             continue
         kept.extend(lines[start:end])
     body = "".join(kept).rstrip("\r\n")
-    block = render_condarc_channels(base, with_channels=not has_channels, newline=newline)
+    block = render_condarc_channels(base, with_channels=not has_channels, newline=newline,
+                                    custom=list(dict.fromkeys(custom)))
     return f"{body}{newline}{block}" if body else block
 
 

@@ -235,9 +235,11 @@ def command_index_urls(text: str) -> list[tuple[str, str]]:
 
 
 def _read_quietly(path: Path) -> str | None:
+    from prefetch.safefs import UnsafePathError, read_file
+
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return read_file(path).decode("utf-8", errors="replace")  # a FIFO: skipped, never a hang
+    except (OSError, UnsafePathError):
         return None
 
 

@@ -22,6 +22,7 @@ from prefetch.jobs.records import (
     JobState,
     check_job_id,
     get_job,
+    hold_run_lock,
     is_process_alive,
     job_to_dict,
     jobs_dir,
@@ -35,8 +36,11 @@ from prefetch.jobs.records import (
     record_path,
     record_to_dict,
     refresh_state,
+    run_lock_held,
+    run_lock_path,
     this_host,
     update_record,
+    worker_identity_proven,
     write_record,
 )
 from prefetch.jobs.wait import (
@@ -52,8 +56,8 @@ __all__ = [
     "ACTIVE_STATES", "FINAL_FILE_STATES", "GENERATED_ID_RE", "RECORD_SCHEMA", "STALE_SECONDS",
     "CleanResult", "FileStatus", "JobRecord", "JobState", "WaitResult",
     "cancel_job", "check_job_id", "clean_jobs", "dataset_missing", "describe_request", "files_in_place",
-    "get_job", "is_process_alive", "iter_log", "job_exit_code", "job_to_dict", "jobs_dir", "latest_job",
+    "get_job", "hold_run_lock", "is_process_alive", "iter_log", "job_exit_code", "job_to_dict", "jobs_dir", "latest_job",
     "list_jobs", "load_record", "locked_jobs", "new_job_id", "pin_request", "process_start_time",
-    "record_from_dict", "record_path", "record_to_dict", "refresh_state", "resume_job", "start_job",
-    "this_host", "update_record", "wait_for", "wait_jobs", "write_record",
+    "record_from_dict", "record_path", "record_to_dict", "refresh_state", "resume_job", "run_lock_held", "run_lock_path", "start_job",
+    "this_host", "update_record", "wait_for", "worker_identity_proven", "wait_jobs", "write_record",
 ]

@@ -37,7 +37,8 @@ def clean_jobs(*, include_interrupted: bool = False, env: Mapping[str, str] | No
         for record in list_jobs(env):
             finished_anyway = record.state == JobState.INTERRUPTED.value and files_in_place(record)
             if record.state in removable or finished_anyway:
-                for path in (directory / f"{record.id}.json", directory / f"{record.id}.log"):
+                for path in (directory / f"{record.id}.json", directory / f"{record.id}.log",
+                             directory / f"{record.id}.run"):
                     try:
                         path.unlink()
                     except FileNotFoundError:

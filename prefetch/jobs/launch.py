@@ -10,7 +10,6 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 
 from prefetch.errors import ExitCode, UsageError, WaitTimeoutError
 from prefetch.jobs.records import (
@@ -18,15 +17,16 @@ from prefetch.jobs.records import (
     JobRecord,
     JobState,
     get_job,
-    is_process_alive,
     jobs_dir,
     locked_jobs,
     new_job_id,
     process_start_time,
     this_host,
     update_record,
+    worker_identity_proven,
     write_record,
 )
+from prefetch.paths import expand_path
 
 
 # -- starting ------------------------------------------------------------------------
@@ -51,6 +51,10 @@ def describe_request(request) -> str:
         parts += ["-o", request.output]
     for r in request.registries:
         parts += ["--registry", r]
+    for pattern in getattr(request, "include", []):
+        parts += ["--include", pattern]
+    for pattern in getattr(request, "exclude", []):
+        parts += ["--exclude", pattern]
     if request.fail_fast:
         parts.append("--fail-fast")
     return shlex.join(parts) + " -b"
@@ -71,15 +75,36 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     return replace(
         request,
         cache_dir=str(keras_root(cache_dir=request.cache_dir, env=env).absolute()),
-        mirrors=requested_mirrors(request, env),
+        mirrors=_pin_mirrors(request, env),
         output=_absolute_keeping_slash(request.output) if request.output else None,
-        registries=[str(Path(r).expanduser().absolute()) for r in request.registries],
+        registries=[str(expand_path(r, "--registry").absolute()) for r in request.registries],
+        mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(requested_mirrors(request, env))),
+        hub_cache=_pin_hub_cache(request, env),
     )
+
+
+def _pin_mirrors(request, env: Mapping[str, str]) -> list[str]:
+    """``--mirror``, else ``PREFETCH_DATASET_MIRROR``: a dataset mirror, never taken for an hf:// endpoint."""
+    from prefetch.hf.names import is_hub_name
+    from prefetch.request import requested_mirrors
+
+    if request.names and all(is_hub_name(n) for n in request.names):
+        return list(request.mirrors)
+    return requested_mirrors(request, env)
+
+
+def _pin_hub_cache(request, env: Mapping[str, str]) -> str | None:
+    """The Hugging Face cache root, fixed now for a request with hf:// names (HF_HUB_CACHE, HF_HOME...)."""
+    from prefetch.hf.names import hub_cache_root, is_hub_name
+
+    if request.hub_cache or not any(is_hub_name(n) for n in request.names):
+        return request.hub_cache
+    return str(hub_cache_root(env).absolute())
 
 
 def _absolute_keeping_slash(path: str) -> str:
     """``path`` made absolute; a trailing ``/`` (meaning "into this directory") is kept."""
-    absolute = str(Path(path).expanduser().absolute())
+    absolute = str(expand_path(path, "-o").absolute())
     return absolute + "/" if path.endswith(("/", os.sep)) and not absolute.endswith("/") else absolute
 
 
@@ -135,8 +160,11 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
     env = dict(env)
     for var in ("PREFETCH_HOME", "KERAS_HOME"):  # the worker runs in the jobs dir
         if env.get(var):
-            env[var] = str(Path(env[var]).expanduser().absolute())
-    with open(log_path, "ab") as log:
+            env[var] = str(expand_path(env[var], var).absolute())
+    from prefetch.safefs import open_file
+
+    # Never through a link or into a FIFO planted at the log's name.
+    with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
         from prefetch.render import timestamp
 
         log.write(f"{timestamp()} job {record.id} {note}: {record.command}\n".encode())
@@ -200,7 +228,7 @@ def cancel_job(job_id: str, *, timeout: float = 30.0, env: Mapping[str, str] | N
             rec.finished = time.time()
 
     record = update_record(job_id, ask, env)
-    if record.pid is not None and is_process_alive(record.pid, record.pid_start):
+    if worker_identity_proven(record, env):  # never a bare pid: it may belong to another process now
         try:
             os.kill(record.pid, signal.SIGTERM)
         except ProcessLookupError:

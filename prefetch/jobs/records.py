@@ -175,17 +175,57 @@ def record_path(job_id: str, env: Mapping[str, str] | None = None) -> Path:
 
 
 # -- reading and writing records -----------------------------------------------------
+_NUM = (int, float)
+# The JSON type(s) each field may have (None allowed where the tuple has type(None)).
+_RECORD_TYPES: dict[str, tuple] = {
+    "id": (str,), "command": (str,), "request": (dict,), "files": (list,), "state": (str,),
+    "pid": (int, type(None)), "pid_start": (int, type(None)), "host": (str,),
+    "started": _NUM, "updated": _NUM, "finished": (*_NUM, type(None)),
+    "exit_code": (int, type(None)), "error": (str, type(None)), "log": (str,),
+    "fail_fast": (bool,), "attempts": (int,), "cancel_requested": (bool,), "schema": (int,),
+}
+_FILE_TYPES: dict[str, tuple] = {
+    "name": (str,), "dataset": (str,), "path": (str,), "state": (str,), "bytes": (int,),
+    "total": (int, type(None)), "rate": _NUM, "eta": (*_NUM, type(None)),
+    "exit_code": (int, type(None)), "error": (str, type(None)),
+}
+
+
+def _check_types(data: Mapping, types: dict[str, tuple], what: str) -> dict:
+    out = {}
+    for key, value in data.items():
+        allowed = types.get(key)
+        if allowed is None:
+            continue  # a field from a newer version: ignored
+        # bool is an int to Python, never to us (except where bool is what we want).
+        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
+            raise TypeError(f"{what}field {key!r} is {type(value).__name__} {value!r:.40}, "
+                            f"expected {' or '.join(t.__name__ for t in allowed)}")
+        out[key] = value
+    return out
+
+
 def record_from_dict(data: Mapping) -> JobRecord:
-    """Build a record from its JSON form (raises ValueError/TypeError/KeyError if malformed)."""
+    """Build a record from its JSON form, every field type-checked.
+
+    Raises:
+        TypeError, ValueError, KeyError: malformed (callers show the job as ``corrupt``).
+    """
     if not isinstance(data, Mapping):
         raise TypeError("not a JSON object")
-    known = set(JobRecord.__dataclass_fields__)
-    fields = {k: v for k, v in data.items() if k in known}
-    file_keys = set(FileStatus.__dataclass_fields__)
-    fields["files"] = [FileStatus(**{k: v for k, v in f.items() if k in file_keys}) for f in data.get("files", [])]
+    fields = _check_types(data, _RECORD_TYPES, "")
+    files = []
+    for i, f in enumerate(fields.get("files", [])):
+        if not isinstance(f, Mapping):
+            raise TypeError(f"files[{i}] is not an object")
+        files.append(FileStatus(**_check_types(f, _FILE_TYPES, f"files[{i}] ")))
+    fields["files"] = files
+    for key in ("id", "command", "request"):
+        if key not in fields:
+            raise KeyError(key)
     record = JobRecord(**fields)
-    if not isinstance(record.id, str) or not isinstance(record.request, dict):
-        raise TypeError("bad id or request")
+    if not _ID_RE.match(record.id):
+        raise ValueError(f"bad id {record.id!r}")
     JobState(record.state)  # raises ValueError for an unknown state
     return record
 
@@ -211,13 +251,19 @@ def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
         UsageError: bad id. JobNotFoundError: no such job.
         ValueError: the file is corrupt (callers turn that into a ``corrupt`` record).
     """
+    from prefetch.safefs import UnsafePathError, read_bytes
+
     path = record_path(job_id, env)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        raw = read_bytes(path, own=False)  # never blocks on a FIFO
+    except UnsafePathError as exc:
+        raise ValueError(f"job file {path} is not a regular file") from exc
+    except OSError as exc:
+        raise ValueError(f"job file {path} cannot be read ({exc.strerror or exc})") from None
+    if raw is None:
         raise JobNotFoundError(f"no job {job_id!r} in {path.parent}; `prefetch status` lists jobs") from None
     try:
-        return record_from_dict(json.loads(text))
+        return record_from_dict(json.loads(raw.decode("utf-8")))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"job file {path} is corrupt ({exc.__class__.__name__}: {exc})") from None
 
@@ -227,8 +273,11 @@ def locked_jobs(env: Mapping[str, str] | None = None) -> Iterator[Path]:
     """Hold ``jobs/.lock`` so read-modify-write updates of records do not interleave."""
     from filelock import FileLock
 
+    from prefetch.locks import check_lock_file
+
     directory = jobs_dir(env)
     directory.mkdir(parents=True, exist_ok=True)
+    check_lock_file(directory / ".lock")  # never a planted link (filelock truncates what it opens)
     with FileLock(str(directory / ".lock"), timeout=60):
         yield directory
 
@@ -305,6 +354,67 @@ def is_process_alive(pid: int | None, start: int | None = None) -> bool:
     return True
 
 
+def run_lock_path(job_id: str, env: Mapping[str, str] | None = None) -> Path:
+    """``jobs/<id>.run``: the worker holds an exclusive ``flock`` on it while it runs."""
+    return jobs_dir(env) / f"{check_job_id(job_id)}.run"
+
+
+def hold_run_lock(job_id: str, env: Mapping[str, str] | None = None) -> int | None:
+    """Take the job's run lock for this process's lifetime; its fd, or None if another holds it.
+
+    The lock is the proof of identity where ``/proc`` (process start times) is missing:
+    ``cancel`` signals a pid only while the lock is held.
+    """
+    import fcntl
+
+    from prefetch.safefs import open_file
+
+    fd = open_file(run_lock_path(job_id, env), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def run_lock_held(job_id: str, env: Mapping[str, str] | None = None) -> bool | None:
+    """True when a worker holds the job's run lock, False when not, None when there is no lock file."""
+    import fcntl
+
+    from prefetch.safefs import UnsafePathError, open_file
+
+    try:
+        fd = open_file(run_lock_path(job_id, env), os.O_RDONLY, own=False)
+    except (OSError, UnsafePathError):
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _proc_available() -> bool:
+    return Path("/proc/self/stat").exists()
+
+
+def worker_identity_proven(record: JobRecord, env: Mapping[str, str] | None = None) -> bool:
+    """Is ``record.pid`` provably this job's worker (so that signalling it is safe)?
+
+    Proof is the process start time recorded with the pid, matched in /proc; where
+    the record has none or /proc is missing, the run lock the worker holds. A bare
+    pid is never enough: it may have been reused by an unrelated process.
+    """
+    if record.pid is None or (record.host and record.host != this_host()):
+        return False
+    if record.pid_start is not None and _proc_available():
+        return is_process_alive(record.pid, record.pid_start)
+    return run_lock_held(record.id, env) is True
+
+
 def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
     """Return ``record`` with its state corrected when its worker is gone.
 
@@ -328,8 +438,14 @@ def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
         if now - (record.updated or record.started) < 60:
             return record
         alive = False
-    else:
+    elif record.pid_start is not None and _proc_available():
         alive = is_process_alive(record.pid, record.pid_start)
+    else:
+        # No start time to tell a reused pid apart: the worker's run lock decides; a
+        # just-launched worker may not hold it yet.
+        held = run_lock_held(record.id)
+        alive = held is True or (held is None and not _proc_available()
+                                 and now - (record.updated or record.started) < 60 and is_process_alive(record.pid))
     if alive:
         return record
     return _mark_stopped(record)

@@ -9,7 +9,6 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from prefetch.errors import ExitCode, JobNotFoundError, WaitTimeoutError
 from prefetch.jobs.records import GENERATED_ID_RE, JobRecord, JobState, get_job, list_jobs
@@ -157,7 +156,7 @@ def wait_for(
 
 def files_in_place(record: JobRecord) -> bool:
     """True when every file of ``record`` is at its final path (only ever complete and verified)."""
-    return bool(record.files) and all(Path(f.path).exists() for f in record.files)
+    return bool(record.files) and all(os.path.isfile(f.path) for f in record.files)  # a FIFO is not a file
 
 
 def _job_mentions(record: JobRecord, name: str) -> bool:
@@ -184,15 +183,16 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
     from prefetch.request import GetRequest, plan_request
 
     base = jobs[-1].request if jobs else {}
-    request = GetRequest(
-        names=[name],
-        cache_dir=base.get("cache_dir"),
-        registries=list(base.get("registries") or []),
+    request = GetRequest.from_dict(  # type-checked: a damaged record is a one-line error
+        {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or []}
     )
     plans, _ = plan_request(request, env=env)
     for plan in plans:
-        for path in [*plan.paths, *plan.extract_into]:
-            if not path.exists():
+        # Regular files and directories only: a FIFO at a final path is not a dataset in place.
+        if not all(os.path.isfile(p) for p in plan.paths):
+            return str(next(p for p in plan.paths if not os.path.isfile(p)))
+        for path in plan.extract_into:
+            if not os.path.isdir(path):
                 return str(path)
     return None
 

@@ -1,0 +1,106 @@
+"""``prefetch rm`` and ``prefetch clean``: tidy the Keras cache."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import click
+
+
+def human_age(seconds: float) -> str:
+    """90061 -> '1d 1h'; 3700 -> '1h 1m'; 42 -> '42s'."""
+    seconds = int(seconds)
+    for size, unit, next_size, next_unit in ((86400, "d", 3600, "h"), (3600, "h", 60, "m"), (60, "m", 1, "s")):
+        if seconds >= size:
+            rest = (seconds % size) // next_size
+            return f"{seconds // size}{unit} {rest}{next_unit}" if rest else f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def echo_result(result, *, as_json: bool, verb: str) -> None:
+    """What was removed (or would be), the bytes, and what was left alone."""
+    from prefetch.render import human_bytes
+
+    if as_json:
+        data = {"dry_run": result.dry_run, "bytes": result.bytes, "removed": [asdict(r) for r in result.removed],
+                "skipped": result.skipped}
+        click.echo(json.dumps(data, indent=2))
+        return
+    would = "would remove" if result.dry_run else "removed"
+    for r in result.removed:
+        click.echo(f"{would:12} {r.reason:9} {human_bytes(r.bytes):>9}  {r.path}")
+    for line in result.skipped:
+        click.echo(f"{'left':12} {'busy':9} {'':>9}  {line}")
+    total = f"{len(result.removed)} path(s), {human_bytes(result.bytes)}"
+    if not result.removed:
+        click.echo(f"{verb}: nothing to remove")
+    else:
+        click.echo(f"{verb}: {would} {total}" + (" (dry run: nothing changed)" if result.dry_run else ""))
+
+
+def _context(cache_dir, registries):
+    from pathlib import Path
+
+    from prefetch.layout import keras_root
+    from prefetch.paths import config_dir, state_dir
+    from prefetch.registry import load_registry
+
+    registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
+    return registry, keras_root(cache_dir=cache_dir), state_dir()
+
+
+@click.command("rm")
+@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to tidy.")
+@click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
+@click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def rm(names, cache_dir, registries, dry_run, as_json):
+    """Remove datasets from the cache: archives, their other names, extracted folders, partials.
+
+    A dataset that is being downloaded right now is left alone (exit 1); links are
+    removed as links, never followed.
+
+    \b
+    Examples (in a notebook cell):
+      !prefetch rm cifar100
+      !prefetch rm cifar10 imdb --dry-run
+    """
+    from prefetch.errors import ExitCode
+    from prefetch.housekeeping import remove_datasets
+
+    registry, root, state = _context(cache_dir, registries)
+    result = remove_datasets(list(names), registry, root=root, state=state, dry_run=dry_run)
+    echo_result(result, as_json=as_json, verb="rm")
+    if result.skipped:
+        click.echo("prefetch: error: some files are being downloaded and were left alone; "
+                   "`prefetch cancel` their job first", err=True)
+        return int(ExitCode.FAILURE)
+    return 0
+
+
+@click.command("clean")
+@click.option("--older-than", "older_than", default="7d", show_default=True, metavar="AGE",
+              help="Partial downloads last written longer ago than this (7d, 12h, 30m, 0).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to tidy.")
+@click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def clean(older_than, cache_dir, dry_run, as_json):
+    """Remove stale partial downloads and what killed runs left behind.
+
+    Partials (.part) older than --older-than whose download is not running, and temp
+    files and folders of interrupted extractions; prints each with its size.
+
+    \b
+    Examples (in a notebook cell):
+      !prefetch clean --dry-run
+      !prefetch clean --older-than 1d
+    """
+    from prefetch.housekeeping import clean_cache, parse_age
+
+    age = parse_age(older_than)
+    _registry, root, state = _context(cache_dir, ())
+    result = clean_cache(root=root, state=state, older_than=age, dry_run=dry_run)
+    echo_result(result, as_json=as_json, verb="clean")
+    return 0

@@ -1,0 +1,11 @@
+"""Hugging Face Hub repos, prefetched into the cache layout huggingface_hub reads.
+
+* ``names``: ``hf://`` names, the endpoint, the token and the cache root (from the
+  same variables huggingface_hub reads);
+* ``plan``: ``HubPlan`` (what a job records) and ``--include``/``--exclude``;
+* ``api``: the two Hub API calls a download needs (revision -> commit, file tree);
+* ``cache_layout``: ``models--ORG--NAME/{blobs,snapshots,refs}`` as huggingface_hub
+  writes it;
+* ``fetch``: one repo: reuse blobs, transfer the rest with prefetch's engine, verify,
+  link, write the ref.
+"""

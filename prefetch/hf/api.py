@@ -1,0 +1,174 @@
+"""The Hub API calls a download needs, and the token kept on the Hub's own origin.
+
+huggingface_hub's ``snapshot_download`` asks ``/api/{type}s/{repo}/revision/{rev}`` for
+the commit (``sha``), then lists ``/api/{type}s/{repo}/tree/{commit}?recursive=true``
+page by page (``Link: <...>; rel="next"``). Each file entry has ``path``, ``size``,
+``oid`` (the git blob sha1) and, for LFS files, ``lfs: {oid: sha256, size}``; the blob
+name in the cache is the sha256 for LFS files and the git sha1 for the others (the
+``X-Linked-Etag`` / ``ETag`` of ``resolve``), so the listing alone says which blobs are
+already there.
+
+The token goes only to the endpoint's origin (scheme, host, port), as huggingface_hub
+does: never to the CDN a ``resolve`` redirects LFS content to (a signed URL).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import time
+from dataclasses import dataclass
+from urllib.parse import quote, urljoin, urlsplit
+
+from prefetch.errors import NetworkError
+from prefetch.hf.names import HubRepo
+from prefetch.http import Client, TransientHTTPError, follow_redirects
+
+_SHA1 = re.compile(r"[0-9a-f]{40}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?', re.I)
+ATTEMPTS = 4
+
+
+class HubAccessError(NetworkError):
+    """The Hub refused the repo (401/403/404): a token, accepted terms, or the right name is needed."""
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """One file of a repo at a commit."""
+
+    path: str
+    size: int
+    oid: str  # git blob sha1
+    sha256: str | None = None  # LFS files
+
+    @property
+    def etag(self) -> str:
+        """Its blob name in the cache (what huggingface_hub names it)."""
+        return self.sha256 or self.oid
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
+
+
+def client_factory(endpoint: str, token: str | None):
+    """A ``Client`` class for the engine's ``client_factory`` that authenticates on ``endpoint`` only."""
+    home = _origin(endpoint)
+
+    class HubClient(Client):
+        def request(self, url, *, headers=None, **kwargs):
+            if token and _origin(url) == home:
+                headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
+            return super().request(url, headers=headers, **kwargs)
+
+    return HubClient
+
+
+def resolve_url(endpoint: str, repo: HubRepo, commit: str, path: str) -> str:
+    """``{endpoint}/[datasets/]ORG/NAME/resolve/{commit}/{path}`` (``hf_hub_url``)."""
+    return f"{endpoint}/{repo.url_path}/resolve/{quote(commit, safe='')}/{quote(path)}"
+
+
+def repo_commit(client: Client, endpoint: str, repo: HubRepo, *, token: bool) -> str:
+    """The commit hash ``repo.revision`` points at (a commit hash is its own answer).
+
+    Raises:
+        HubAccessError: 401/403/404 (the message says what to do).
+        NetworkError: the Hub could not be reached, or answered nonsense.
+    """
+    if repo.is_commit:
+        return repo.revision
+    url = f"{endpoint}/api/{repo.repo_type}s/{repo.repo_id}/revision/{quote(repo.revision, safe='')}"
+    data, _ = _get_json(client, url, repo, token=token)
+    sha = data.get("sha") if isinstance(data, dict) else None
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
+        raise NetworkError(f"{repo.label}: {url} gave no commit hash ('sha'); is {endpoint} a Hugging Face endpoint?")
+    return sha
+
+
+def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, token: bool) -> list[HubFile]:
+    """Every file of ``repo`` at ``commit`` (the recursive tree, all pages).
+
+    Raises:
+        HubAccessError, NetworkError: as :func:`repo_commit`.
+    """
+    url: str | None = f"{endpoint}/api/{repo.repo_type}s/{repo.repo_id}/tree/{commit}?recursive=true&expand=false"
+    files: list[HubFile] = []
+    while url:
+        page, link = _get_json(client, url, repo, token=token)
+        if not isinstance(page, list):
+            raise NetworkError(f"{repo.label}: {url} did not answer a file list")
+        for entry in page:
+            try:
+                if entry.get("type") != "file":
+                    continue
+                lfs = entry.get("lfs") or None
+                f = HubFile(path=str(entry["path"]), size=int(entry["size"]), oid=str(entry["oid"]).lower(),
+                            sha256=str(lfs["oid"]).lower() if lfs else None)
+                # Blob names become file names: only hashes, never paths.
+                if not _SHA1.fullmatch(f.oid) or (f.sha256 is not None and not _SHA256.fullmatch(f.sha256)) \
+                        or f.size < 0:
+                    raise ValueError(entry)
+                files.append(f)
+            except (AttributeError, KeyError, TypeError, ValueError):
+                raise NetworkError(f"{repo.label}: {url} answered a malformed file entry: {entry!r:.200}") from None
+        match = _NEXT.search(link or "")
+        url = urljoin(url, match.group(1)) if match else None
+    return files
+
+
+def _get_json(client: Client, url: str, repo: HubRepo, *, token: bool):
+    """(parsed JSON, Link header) of a GET, retrying connection trouble and 5xx a few times."""
+    last = ""
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            time.sleep(min(8.0, 0.5 * 2 ** attempt))
+        try:
+            resp, final = follow_redirects(client, url, headers={"Accept": "application/json"})
+        except TransientHTTPError as exc:
+            last = str(exc)
+            continue
+        try:
+            status = resp.status
+            if status in (401, 403, 404):
+                raise _access_error(repo, status, resp.headers.get("X-Error-Code"), url=final, token=token)
+            if status >= 500 or status in (408, 429):
+                last = f"{urlsplit(final).netloc} answered HTTP {status}"
+                continue
+            if status != 200:
+                raise NetworkError(f"{repo.label}: {final} answered HTTP {status}")
+            body = resp.read()
+            link = resp.headers.get("Link")
+        except (TransientHTTPError, OSError, http.client.HTTPException) as exc:
+            last = str(exc) or type(exc).__name__
+            continue
+        finally:
+            resp.close()
+        try:
+            return json.loads(body), link
+        except ValueError:
+            raise NetworkError(
+                f"{repo.label}: {final} did not answer JSON (a captive portal or not a Hugging Face endpoint?)"
+            ) from None
+    raise NetworkError(f"{repo.label}: the Hub API gave up after {ATTEMPTS} attempts: {last}")
+
+
+def _access_error(repo: HubRepo, status: int, code: str | None, *, url: str, token: bool) -> HubAccessError:
+    host = urlsplit(url).netloc
+    if status == 404 and code not in ("GatedRepo",):
+        what = "revision" if code == "RevisionNotFound" else "repo"
+        return HubAccessError(f"{repo.label}: {host} answered 404: no such {what}; check the name and the revision")
+    if not token:
+        return HubAccessError(
+            f"{repo.label}: {host} answered {status}: this repo is gated or private, so a token is needed:"
+            " set HF_TOKEN (or run `hf auth login`), and accept the repo's terms on its page"
+        )
+    if status == 401:
+        return HubAccessError(f"{repo.label}: {host} answered 401: the token was refused (expired or wrong?);"
+                              " set a valid HF_TOKEN")
+    return HubAccessError(f"{repo.label}: {host} answered 403: the token has no access to this gated repo;"
+                          " accept its terms on the repo's page, or use a token with read access")

@@ -1,0 +1,237 @@
+"""The Hugging Face cache as huggingface_hub writes it (``file_download.py``).
+
+::
+
+    <root>/models--ORG--NAME/
+        blobs/<etag>                      each file's bytes once (sha256 for LFS, git sha1 else)
+        snapshots/<commit>/<path>         -> ../../blobs/<etag>  (relative symlinks)
+        refs/<revision>                   the commit hash, no newline
+
+prefetch's in-flight files sit beside the blobs, under names huggingface_hub never
+reads: ``blobs/<etag>.part`` and its resume state ``blobs/<etag>.part.json``. Not
+``<etag>.incomplete``: older huggingface_hub versions resume such a file by appending
+from its size, and prefetch's partial files are written at many offsets at once (with
+holes), so an old huggingface_hub would turn one into a corrupt blob. The rename from
+``.part`` to ``<etag>`` happens in the same directory, so a blob name only ever holds a
+complete, verified file; the snapshot link is made after it, the ref last.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from prefetch.errors import LocalFileError, NetworkError
+from prefetch.fsutil import local_error
+
+
+def repo_dir(root: Path, folder: str) -> Path:
+    return root / folder
+
+
+def blob_path(repo: Path, etag: str) -> Path:
+    return repo / "blobs" / etag
+
+
+def snapshot_dir(repo: Path, commit: str) -> Path:
+    return repo / "snapshots" / commit
+
+
+def ref_path(repo: Path, revision: str) -> Path:
+    return repo / "refs" / revision
+
+
+def check_repo_path(path: str, *, label: str) -> PurePosixPath:
+    """A file path from the Hub's listing, refused if it could leave the snapshot folder.
+
+    Raises:
+        NetworkError: an absolute path, ``..``, or an empty part (a hostile or broken endpoint).
+    """
+    pure = PurePosixPath(path)
+    if not path or pure.is_absolute() or "\\" in path or "\0" in path or any(p in ("", ".", "..") for p in path.split("/")):
+        raise NetworkError(f"{label}: the Hub listed an unsafe file path {path!r}; refusing it")
+    return pure
+
+
+def pointer_path(repo: Path, commit: str, path: str) -> Path:
+    return snapshot_dir(repo, commit).joinpath(*path.split("/"))
+
+
+def link_snapshot(repo: Path, commit: str, path: str, etag: str) -> Path:
+    """Make ``snapshots/<commit>/<path>`` a relative symlink to ``blobs/<etag>`` (atomically).
+
+    An entry that already points at that blob is left alone; anything else at that
+    name (a stale link, a copied file) is replaced by renaming a new link over it,
+    never written through.
+
+    Raises:
+        LocalFileError: the snapshot folder cannot be written.
+    """
+    pointer = pointer_path(repo, commit, path)
+    blob = blob_path(repo, etag)
+    target = os.path.relpath(blob, pointer.parent)
+    try:
+        _make_dirs(repo / "snapshots", pointer.parent)
+        if pointer.is_symlink() and os.readlink(pointer) == target:
+            return pointer
+        tmp = pointer.with_name(f".{pointer.name}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            os.symlink(target, tmp)
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            # A filesystem without symlinks: huggingface_hub then keeps a copy in the snapshot.
+            import shutil
+
+            shutil.copyfile(blob, tmp)
+        try:
+            os.replace(tmp, pointer)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise local_error(exc, pointer) from None
+    return pointer
+
+
+def _make_dirs(base: Path, leaf: Path) -> None:
+    """``mkdir -p leaf`` refusing symlinked folders below ``base`` (we never write through a link we did not make)."""
+    leaf.mkdir(parents=True, exist_ok=True)
+    current = leaf
+    while current != base and base in current.parents:
+        if current.is_symlink():
+            raise LocalFileError(f"{current} is a symbolic link; refusing to write a snapshot through it")
+        current = current.parent
+
+
+def write_ref(repo: Path, revision: str, commit: str) -> None:
+    """``refs/<revision>`` holds ``commit`` (no newline), replaced atomically; nothing for a commit hash.
+
+    Raises:
+        LocalFileError: the refs folder cannot be written.
+    """
+    if revision == commit:
+        return
+    ref = ref_path(repo, revision)
+    try:
+        if ref.is_file() and not ref.is_symlink() and ref.read_text(encoding="utf-8") == commit:
+            return
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ref.with_name(f"{ref.name}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.write_text(commit, encoding="utf-8")
+        os.replace(tmp, ref)
+    except OSError as exc:
+        raise local_error(exc, ref) from None
+
+
+def read_ref(repo: Path, revision: str) -> str | None:
+    try:
+        return ref_path(repo, revision).read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def hf_lock_path(root: Path, folder: str, etag: str) -> Path:
+    """The lock huggingface_hub takes while it downloads a blob: ``<root>/.locks/<folder>/<etag>.lock``."""
+    return root / ".locks" / folder / f"{etag}.lock"
+
+
+@dataclass
+class CachedRepo:
+    """A repo in the Hugging Face cache, as ``prefetch list`` shows it (no hashing)."""
+
+    name: str  # hf://... label
+    path: str
+    state: str = "complete"  # complete | partial
+    revisions: dict[str, str] = field(default_factory=dict)  # ref -> commit
+    files: int = 0  # snapshot entries whose blob is present
+    missing: int = 0  # snapshot entries whose blob is gone
+    size: int = 0  # bytes in complete blobs
+    partial: int = 0  # bytes on disk in prefetch's unfinished blobs
+
+
+def scan_cache(root: Path) -> list[CachedRepo]:
+    """Every repo folder under ``root`` (``models--``, ``datasets--``, ``spaces--``)."""
+    from prefetch.transfer import read_progress
+
+    try:
+        folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    prefixes = {"models": "", "datasets": "datasets/", "spaces": "spaces/"}
+    repos = []
+    for folder in folders:
+        kind, _, rest = folder.name.partition("--")
+        if kind not in prefixes or not rest:
+            continue
+        repo = CachedRepo(name="hf://" + prefixes[kind] + rest.replace("--", "/"), path=str(folder))
+        refs = folder / "refs"
+        for ref in sorted(refs.rglob("*")) if refs.is_dir() else []:
+            name = str(ref.relative_to(refs))
+            commit = read_ref(folder, name) if ref.is_file() else None
+            if commit:
+                repo.revisions[name] = commit
+        snaps = folder / "snapshots"
+        for entry in snaps.rglob("*") if snaps.is_dir() else []:
+            if entry.is_symlink() or entry.is_file():
+                if entry.exists():
+                    repo.files += 1
+                else:
+                    repo.missing += 1
+        blobs = folder / "blobs"
+        for blob in blobs.iterdir() if blobs.is_dir() else []:
+            try:
+                if blob.name.endswith(".part"):
+                    progress = read_progress(blob, blob.with_name(blob.name + ".json"))
+                    repo.partial += progress[0] if progress else 0
+                elif "." not in blob.name and blob.is_file():
+                    repo.size += blob.stat().st_size
+            except OSError:
+                pass
+        if repo.partial or repo.missing or not repo.revisions and not repo.files:
+            repo.state = "partial"
+        repos.append(repo)
+    return repos
+
+
+def verify_repo(root: Path, repo) -> list:
+    """Re-hash every snapshot entry of ``repo`` (``HubRepo``) at its cached revision.
+
+    Blob names are hashes: 64 hex digits the sha256 of an LFS file, 40 the git blob
+    sha1 of the others.
+
+    Raises:
+        UsageError: the repo (or that revision) is not in the cache.
+    """
+    import hashlib
+
+    from prefetch.cache import VerifyResult
+    from prefetch.errors import UsageError
+    from prefetch.verify import hash_file, update_from_file
+
+    folder = root / repo.folder
+    commit = repo.revision if repo.is_commit else read_ref(folder, repo.revision)
+    snap = snapshot_dir(folder, commit) if commit else None
+    if snap is None or not snap.is_dir():
+        raise UsageError(f"{repo.label} is not in the Hugging Face cache {root}; `prefetch get {repo.label}` fetches it")
+    results = []
+    for entry in sorted(p for p in snap.rglob("*") if p.is_symlink() or p.is_file()):
+        name = os.path.basename(os.readlink(entry)) if entry.is_symlink() else ""
+        algorithm = "sha256" if len(name) == 64 else "git-sha1" if len(name) == 40 else None
+        if not entry.exists():
+            results.append(VerifyResult(str(entry), "missing", algorithm, name or None, None))
+            continue
+        if algorithm is None:
+            results.append(VerifyResult(str(entry), "unchecked", "sha256", None, hash_file(entry, "sha256")))
+            continue
+        if algorithm == "sha256":
+            got = hash_file(entry, "sha256")
+        else:
+            hasher = hashlib.sha1(f"blob {entry.stat().st_size}\0".encode())
+            update_from_file(hasher, entry, 0, None)
+            got = hasher.hexdigest()
+        results.append(VerifyResult(str(entry), "ok" if got == name else "mismatch", algorithm, name, got))
+    return results

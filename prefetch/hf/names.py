@@ -1,0 +1,158 @@
+"""``hf://`` names, and where the Hub, the token and the cache are (as huggingface_hub finds them).
+
+huggingface_hub (``constants.py``, ``utils/_auth.py``) reads:
+
+* cache root: ``HF_HUB_CACHE``, else the legacy ``HUGGINGFACE_HUB_CACHE``, else
+  ``HF_HOME/hub``; ``HF_HOME`` defaults to ``$XDG_CACHE_HOME/huggingface`` (else
+  ``~/.cache/huggingface``);
+* token: ``HF_TOKEN`` (legacy ``HUGGING_FACE_HUB_TOKEN``), else the file
+  ``HF_TOKEN_PATH`` (default ``HF_HOME/token``, written by ``hf auth login``);
+* endpoint: ``HF_ENDPOINT``, else https://huggingface.co.
+
+prefetch adds, between the last two: what ``prefetch mirror use NAME --tool hf``
+persisted for new kernels; and above all of them ``get --mirror NAME|URL``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import unquote
+
+from prefetch.errors import UsageError
+
+SCHEME = "hf://"
+DEFAULT_ENDPOINT = "https://huggingface.co"
+DEFAULT_REVISION = "main"
+_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
+_URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
+# huggingface_hub's validate_repo_id: word characters, '-' and '.', at most 96 per part.
+_PART = re.compile(r"^[A-Za-z0-9_][\w.-]{0,95}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class HubRepo:
+    """One Hub repository at one revision."""
+
+    repo_type: str  # model | dataset | space
+    repo_id: str  # ORG/NAME
+    revision: str = DEFAULT_REVISION
+
+    @property
+    def folder(self) -> str:
+        """The repo's folder in the cache: ``models--ORG--NAME`` (``repo_folder_name``)."""
+        return "--".join([f"{self.repo_type}s", *self.repo_id.split("/")])
+
+    @property
+    def url_path(self) -> str:
+        """``ORG/NAME``, ``datasets/ORG/NAME`` or ``spaces/ORG/NAME`` (resolve URLs)."""
+        return _URL_PREFIX[self.repo_type] + self.repo_id
+
+    @property
+    def label(self) -> str:
+        """The canonical name: ``hf://[datasets/]ORG/NAME[@REVISION]``."""
+        rev = "" if self.revision == DEFAULT_REVISION else f"@{self.revision}"
+        return f"{SCHEME}{self.url_path}{rev}"
+
+    @property
+    def is_commit(self) -> bool:
+        return bool(_COMMIT.match(self.revision))
+
+
+def is_hub_name(text: str) -> bool:
+    """True for ``hf://...`` names."""
+    return text[: len(SCHEME)].lower() == SCHEME
+
+
+def parse_hub_name(text: str) -> HubRepo:
+    """``hf://ORG/NAME[@REV]``, ``hf://datasets/ORG/NAME[@REV]``, ``hf://spaces/...``.
+
+    Raises:
+        UsageError: not a valid repo name or revision.
+    """
+    rest = text[len(SCHEME):].strip()
+    rest, _, revision = rest.partition("@")
+    revision = unquote(revision) if revision else DEFAULT_REVISION
+    parts = [p for p in rest.strip("/").split("/")]
+    repo_type = "model"
+    if parts and parts[0] in _TYPES and len(parts) > 1:
+        repo_type = _TYPES[parts.pop(0)]
+    example = "hf://ORG/NAME[@REVISION] or hf://datasets/ORG/NAME"
+    if not 1 <= len(parts) <= 2 or not all(_PART.match(p) and "--" not in p and ".." not in p for p in parts):
+        raise UsageError(f"{text!r} is not a Hugging Face repo name; give {example}")
+    rev_parts = revision.split("/")
+    if any(p in ("", ".", "..") for p in rev_parts) or any(c in revision for c in "\\\0"):
+        raise UsageError(f"{text!r}: {revision!r} is not a valid revision (a branch, tag or commit hash)")
+    return HubRepo(repo_type=repo_type, repo_id="/".join(parts), revision=revision)
+
+
+def _expand(value: str, env: Mapping[str, str]) -> Path:
+    if value.startswith("~"):
+        home = env.get("HOME") or os.path.expanduser("~")
+        value = home + value[1:]
+    return Path(os.path.expandvars(value))
+
+
+def hf_home(env: Mapping[str, str]) -> Path:
+    """``HF_HOME``, else ``$XDG_CACHE_HOME/huggingface``, else ``~/.cache/huggingface``."""
+    if env.get("HF_HOME"):
+        return _expand(env["HF_HOME"], env)
+    base = env.get("XDG_CACHE_HOME") or "~/.cache"
+    return _expand(base, env) / "huggingface"
+
+
+def hub_cache_root(env: Mapping[str, str] | None = None) -> Path:
+    """Where huggingface_hub keeps repos: ``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``, ``HF_HOME/hub``."""
+    env = os.environ if env is None else env
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(var):
+            return _expand(env[var], env)
+    return hf_home(env) / "hub"
+
+
+def hub_token(env: Mapping[str, str] | None = None) -> str | None:
+    """The token huggingface_hub would send (never logged, never stored by prefetch)."""
+    env = os.environ if env is None else env
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        if env.get(var, "").strip():
+            return env[var].strip()
+    path = _expand(env["HF_TOKEN_PATH"], env) if env.get("HF_TOKEN_PATH") else hf_home(env) / "token"
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def hub_endpoint(choice: str | None, *, env: Mapping[str, str], config: Path | None) -> str:
+    """The Hub to ask: ``--mirror`` (a URL or a catalog name with an ``hf`` URL), else
+    ``HF_ENDPOINT``, else what ``mirror use --tool hf`` persisted, else huggingface.co.
+
+    Raises:
+        UsageError: a bad URL, or a catalog name without a Hugging Face endpoint.
+    """
+    if choice:
+        choice = choice.strip()
+        if "://" not in choice:
+            from prefetch.mirrors import load_catalog
+
+            mirror = load_catalog(config_dir=config).get(choice)
+            if not mirror.hf:
+                raise UsageError(
+                    f"mirror {mirror.name!r} has no Hugging Face endpoint; for hf:// names give"
+                    " --mirror hf-mirror, --mirror huggingface or an endpoint URL"
+                )
+            choice = mirror.hf
+        from prefetch.registry import check_url
+
+        check_url(choice)
+        return choice.rstrip("/")
+    if env.get("HF_ENDPOINT", "").strip():
+        return env["HF_ENDPOINT"].strip().rstrip("/")
+    from prefetch.configs.hf import read_hf_effective
+
+    persisted = read_hf_effective(env=env).persisted
+    return (persisted or DEFAULT_ENDPOINT).rstrip("/")

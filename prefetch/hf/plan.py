@@ -1,0 +1,84 @@
+"""A ``get`` of ``hf://`` names, planned without touching the network.
+
+``HubPlan`` stands where a ``FilePlan`` stands for a dataset file: jobs record its
+``label``/``dataset``/``final`` and ``wait NAME`` checks its ``paths``; ``final`` is
+the repo's ref (written last) so that "in place" means complete.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from prefetch.hf import cache_layout
+from prefetch.hf.names import HubRepo
+
+
+@dataclass(frozen=True)
+class HubPlan:
+    """A repo to fetch (duck-types ``FilePlan`` where jobs and ``wait`` read one)."""
+
+    repo: HubRepo
+    root: Path  # the Hugging Face hub cache
+    endpoint: str
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.repo.label
+
+    @property
+    def dataset(self) -> str:
+        return self.repo.label
+
+    @property
+    def repo_dir(self) -> Path:
+        return self.root / self.repo.folder
+
+    @property
+    def final(self) -> Path:
+        """What exists once the repo is complete: its ref (written last), or for a commit its snapshot."""
+        if self.repo.is_commit:
+            return cache_layout.snapshot_dir(self.repo_dir, self.repo.revision)
+        return cache_layout.ref_path(self.repo_dir, self.repo.revision)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [self.final]
+
+    also: tuple[Path, ...] = ()
+    extract_into: tuple[Path, ...] = ()
+
+
+def select_files(files: Sequence, *, include: Sequence[str], exclude: Sequence[str]) -> list:
+    """``--include``/``--exclude`` globs as huggingface_hub's ``allow_patterns``/``ignore_patterns``.
+
+    fnmatch on the whole path (``*`` crosses ``/``); a pattern ending in ``/`` means
+    everything under that folder.
+    """
+    def norm(patterns: Sequence[str]) -> list[str]:
+        return [p + "*" if p.endswith("/") else p for p in patterns]
+
+    inc, exc = norm(include), norm(exclude)
+    return [f for f in files
+            if (not inc or any(fnmatch.fnmatch(f.path, p) for p in inc))
+            and not any(fnmatch.fnmatch(f.path, p) for p in exc)]
+
+
+def plan_hub(names: Sequence[str], *, include: Sequence[str], exclude: Sequence[str], endpoint: str | None,
+             cache: str | None, env: Mapping[str, str], config: Path | None) -> list[HubPlan]:
+    """``HubPlan``s for ``hf://`` names (no network).
+
+    Raises:
+        UsageError: a bad name, or a ``--mirror`` that is no Hugging Face endpoint.
+    """
+    from prefetch.hf.names import hub_cache_root, hub_endpoint, parse_hub_name
+
+    base = hub_endpoint(endpoint, env=env, config=config)
+    root = Path(cache).expanduser() if cache else hub_cache_root(env)
+    return [HubPlan(repo=parse_hub_name(n), root=root.absolute(), endpoint=base, include=tuple(include),
+                    exclude=tuple(exclude)) for n in names]
+
