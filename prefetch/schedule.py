@@ -125,9 +125,11 @@ class Schedule:
 class RouteJudge:
     """Is the route long? The first answers' latencies (request to first byte) say.
 
-    The first answer decides tentatively ("long?": open the connections together, ask in
-    pieces); the first few together confirm it ("long") or not ("short": one slow answer
-    on a loaded machine is not a route abroad). ``route`` is None before any answer.
+    A first answer four times ``threshold`` or slower is a long route at once (no busy
+    machine delays loopback that much, routes abroad do: 2 round trips of 100-400 ms);
+    a first answer merely above ``threshold`` waits for the next few ("long?"). The
+    median of the first few answers confirms "long" or turns it "short" (one slow
+    answer from a loaded machine is not a route abroad). ``route`` is None before any answer.
     """
 
     SAMPLES = 5
@@ -142,8 +144,11 @@ class RouteJudge:
             return self.route
         self.samples.append(latency)
         if self.route is None:
-            self.route = "long?" if latency >= self.threshold else "short"
-        elif self.route == "long?" and len(self.samples) >= 3:
+            if latency >= 4 * self.threshold:
+                self.route = "long"
+            else:
+                self.route = "long?" if latency >= self.threshold else "short"
+        elif self.route in ("long?", "long") and len(self.samples) >= 3:
             middle = sorted(self.samples)[len(self.samples) // 2]
             if middle >= self.threshold:
                 self.route = "long"
@@ -153,7 +158,7 @@ class RouteJudge:
 
     @property
     def long(self) -> bool:
-        return self.route in ("long?", "long")
+        return self.route == "long"
 
 
 class Ramp:
@@ -184,17 +189,14 @@ class Ramp:
                route: str | None = None) -> int:
         """The connection count to run now.
 
-        ``route``: None before the first answer, "long?" when the first answer was slow,
-        "long" once a few answers agree, "short" otherwise (:class:`RouteJudge`).
+        ``route``: from :class:`RouteJudge` (None before the first answer).
         """
-        if not self.judged_route and route is not None:
-            self.judged_route = True
-            if route != "short":
-                # Round trips this long make every connection window- or throttle-bound, and
-                # each step would cost seconds to judge: open the long-route count together.
-                self.jumped = True
-                self.target = max(self.target, min(self.opt.max_connections, self.opt.long_route_connections))
-                self.done = self.target >= self.opt.max_connections
+        if not self.judged_route and route == "long":
+            # Round trips this long make every connection window- or throttle-bound, and
+            # each step would cost seconds to judge: open the long-route count together.
+            self.judged_route = self.jumped = True
+            self.target = max(self.target, min(self.opt.max_connections, self.opt.long_route_connections))
+            self.done = self.target >= self.opt.max_connections
         if self.jumped and route == "short":
             # The first answer was slow by accident (a loaded machine), the next ones are
             # not: back to stepping from the start.
