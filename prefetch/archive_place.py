@@ -132,7 +132,7 @@ def _replace_entry(new: Path, target: Path) -> None:
     except FileNotFoundError:
         os.rename(new, target)
         return
-    if safefs._foreign(old):
+    if safefs.is_foreign(old):
         raise safefs.refuse(target, f"it belongs to another user (uid {old.st_uid}) and would be replaced "
                                     "by the extraction")
     if not stat.S_ISDIR(old.st_mode) and not stat.S_ISDIR(os.lstat(new).st_mode):

@@ -6,10 +6,7 @@ and the background worker are two drivers of ``fetch_files``.
 
 from __future__ import annotations
 
-import errno
-import json
 import os
-import stat
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,11 +19,12 @@ from urllib.parse import quote
 from prefetch.errors import ExitCode, LocalFileError, PrefetchError
 from prefetch.events import Event, EventKind, EventSink, ignore_event
 from prefetch.layout import datasets_dir, part_path, state_path
+from prefetch import placement
 from prefetch.fsutil import local_error
 from prefetch.locks import hold_lock
 from prefetch.registry import DatasetSpec, FileSpec
 from prefetch.transfer import TransferOptions, download_to_part
-from prefetch.verify import check_hash, hash_file
+from prefetch.verify import check_hash
 
 
 @dataclass(frozen=True)
@@ -135,7 +133,7 @@ def local_state(plan: FilePlan) -> tuple[str, int, int | None]:
     """
     from prefetch.transfer import read_progress
 
-    finals = [_regular_or_none(p) for p in plan.paths]
+    finals = [placement.regular_or_none(p) for p in plan.paths]
     if all(st is not None for st in finals):
         size = finals[0].st_size
         return "complete", size, size
@@ -146,27 +144,6 @@ def local_state(plan: FilePlan) -> tuple[str, int, int | None]:
         size = finals[0].st_size
         return "complete", size, size
     return "missing", 0, None
-
-
-def _regular_or_none(path: Path) -> os.stat_result | None:
-    """stat of the regular file at ``path`` (a symlink is followed for reading), None if absent.
-
-    Raises:
-        UnsafePathError: something that is not a regular file is there.
-    """
-    from prefetch import safefs
-
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise safefs.refuse(path, "it is a symbolic link loop") from None
-        raise local_error(exc, path) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise safefs.refuse(path, f"it is {safefs.kind_of(st)}")
-    return st
 
 
 def fetch_file(
@@ -193,7 +170,7 @@ def fetch_file(
     )
     started = time.monotonic()
     records_dir = records_dir if records_dir is not None else markers_dir.parent / "placed"
-    _make_dirs(plan.final.parent)
+    placement.make_dirs(plan.final.parent)
     if plan.final.is_dir() and not plan.final.is_symlink():
         # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
         raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")
@@ -205,7 +182,7 @@ def fetch_file(
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
         _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         expected = plan.spec.expected
-        if not options.force and _existing_is_good(plan, records_dir, on_event):
+        if not options.force and placement.existing_is_good(plan, records_dir, on_event):
             _place_extras(plan, plan.final, markers_dir, on_event, result,
                           locks_dir=locks_dir, lock_timeout=options.lock_timeout)
             result.status = "cached"
@@ -239,11 +216,11 @@ def fetch_file(
                           locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         except PrefetchError as exc:
             if exc.exit_code == ExitCode.UNSAFE_ARCHIVE:
-                _discard(part, state)
+                placement.discard(part, state)
             raise
-        _rename(part, plan.final)
-        _discard(state)
-        _write_completion(records_dir, plan, transfer)
+        placement.rename(part, plan.final)
+        placement.discard(state)
+        placement.write_completion(records_dir, plan, transfer)
         result.status = "downloaded"
         result.elapsed = time.monotonic() - started
         rate = transfer.downloaded / transfer.elapsed if transfer.elapsed > 0 else 0.0
@@ -321,8 +298,9 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         result.source = max(served, key=served.get) if served else None
         size_ok = plan.spec.size is None or transfer.size == plan.spec.size
         if size_ok and (expected is None or transfer.digest == expected.hexdigest):
+            _check_size(part, state, transfer.size, plan.label)
             return transfer
-        _discard(part, state)
+        placement.discard(part, state)
         if transfer.reused:
             # Bytes kept from an earlier run may be what is wrong (a server that sent
             # bad bytes then, a changed file without validators): one fresh try.
@@ -370,6 +348,20 @@ def describe_sources(served: dict[str, int]) -> str:
     return "from " + ", ".join(f"{url} ({100 * n / total:.0f}%)" for url, n in ranked)
 
 
+def _check_size(part: Path, state: Path, size: int, label: str) -> None:
+    """The file to be placed has exactly the size the transfer verified (no tail of junk)."""
+    try:
+        actual = part.stat().st_size
+    except OSError as exc:
+        raise local_error(exc, part) from None
+    if actual != size:
+        from prefetch.errors import IntegrityError
+
+        placement.discard(part, state)
+        raise IntegrityError(f"{label}: {part} holds {actual} bytes, the download {size}; not placed. "
+                             f"Run the same command again")
+
+
 def _drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: EventSink) -> None:
     """Without an expected hash, resume only bytes that a validator can vouch for.
 
@@ -382,7 +374,7 @@ def _drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: Ev
     saved = load_state(state)
     if saved is None or not saved.done or any(saved.validators.values()):
         return
-    _discard(part, state)
+    placement.discard(part, state)
     on_event(
         Event(
             EventKind.NOTE,
@@ -399,7 +391,7 @@ def _drop_empty_partial(part: Path, state: Path) -> None:
 
     saved = load_state(state)
     if saved is None or not saved.done:
-        _discard(part, state)
+        placement.discard(part, state)
 
 
 def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -> None:
@@ -439,92 +431,6 @@ def _extraction_lock(locks_dir: Path, into: Path, *, timeout: float):
     return hold_lock(locks_dir, key.parent / f".{key.name}.extracting", timeout=timeout)
 
 
-def _existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink) -> bool:
-    """Is what sits at the final path a complete, verified file? Never opens a FIFO or device.
-
-    With an expected hash: it must match (whoever put it there). Without one, mere
-    existence proves nothing (a truncated wget leftover, ``/dev/null``): only
-    prefetch's own completion record, written when it placed that very file (same
-    inode, size and mtime), counts. Anything else is downloaded again, and replaced
-    only if it is ours to replace.
-
-    Raises:
-        UnsafePathError: a FIFO, device, another user's link, or another user's file
-            that is not verified, at the final path.
-    """
-    from prefetch import safefs
-
-    final = plan.final
-    lst = safefs.lstat_or_none(final)
-    if lst is None:
-        return False
-    if stat.S_ISLNK(lst.st_mode):
-        safefs.check_link_ok(final)  # our own (the user's) link: read through it, replace it by rename
-    st = _regular_or_none(final)
-    if st is None:  # a dangling link of ours
-        return False
-    expected = plan.spec.expected
-    if expected is not None:
-        if hash_file(final, expected.algorithm) == expected.hexdigest:
-            return True
-        why = f"does not match its {expected.algorithm}"
-    elif _completion_matches(records_dir, final, lst):
-        return True
-    else:
-        why = "has no record of a completed prefetch download (and no hash to check it)"
-    safefs.check_replaceable(final)  # about to be replaced: only a regular file of ours
-    on_event(Event(EventKind.NOTE, plan.label, message=f"{final} {why}; downloading again"))
-    return False
-
-
-def _completion_path(records_dir: Path, final: Path) -> Path:
-    import hashlib
-
-    return records_dir / (hashlib.sha1(str(final.absolute()).encode()).hexdigest()[:24] + ".json")
-
-
-def _write_completion(records_dir: Path, plan: FilePlan, transfer) -> None:
-    """Record that prefetch placed this very file complete (size, inode, mtime, validators)."""
-    from prefetch import safefs
-
-    try:
-        st = os.lstat(plan.final)
-        record = {
-            "path": str(plan.final.absolute()),
-            "size": st.st_size,
-            "dev": st.st_dev,
-            "ino": st.st_ino,
-            "mtime_ns": st.st_mtime_ns,
-            "urls": source_urls(plan.spec, FetchOptions()),
-            "digest": transfer.digest,
-            "algorithm": plan.spec.expected.algorithm if plan.spec.expected else None,
-            "placed": time.time(),
-        }
-        records_dir.mkdir(parents=True, exist_ok=True)
-        from prefetch.fsutil import replace_file
-
-        replace_file(_completion_path(records_dir, plan.final), json.dumps(record).encode("utf-8"), checked=True)
-    except (OSError, safefs.UnsafePathError):
-        pass  # without it, a file with no hash is downloaded again next time: never wrong
-
-
-def _completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:
-    from prefetch import safefs
-
-    if safefs._foreign(st):
-        return False
-    try:
-        raw = safefs.read_bytes(_completion_path(records_dir, final))
-        record = json.loads(raw) if raw else None
-    except (OSError, ValueError, safefs.UnsafePathError):
-        return False
-    if not isinstance(record, dict):
-        return False
-    want = (str(final.absolute()), st.st_size, st.st_dev, st.st_ino, st.st_mtime_ns)
-    got = tuple(record.get(k) for k in ("path", "size", "dev", "ino", "mtime_ns"))
-    return want == got and stat.S_ISREG(st.st_mode)
-
-
 def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: EventSink, result: FileResult, *,
                   locks_dir: Path, lock_timeout: float) -> None:
     """Extract archives and create the extra names, before the final name appears.
@@ -532,8 +438,8 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
     Keras treats the archive's presence as "done", so folders come first.
     """
     for into in plan.extract_into:
-        marker = _marker_path(markers_dir, plan.final, into)
-        present = _extracted_entries(marker, into) if data == plan.final else []
+        marker = placement.marker_path(markers_dir, plan.final, into)
+        present = placement.extracted_entries(marker, into) if data == plan.final else []
         if present:
             result.extracted.extend(str(into / e) for e in present)
             continue
@@ -541,130 +447,13 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
 
         on_event(Event(EventKind.EXTRACT, plan.label, message=f"extracting into {into}"))
         with _extraction_lock(locks_dir, into, timeout=lock_timeout):
-            extracted = extract_archive(data, into, protect=_own_paths(plan), verified=plan.spec.expected is not None)
-        _write_marker(marker, into, extracted.entries)
+            extracted = extract_archive(data, into, protect=placement.own_paths(plan), verified=plan.spec.expected is not None)
+        placement.write_marker(marker, into, extracted.entries)
         result.extracted.extend(str(into / e) for e in extracted.entries)
     for alias in plan.also:
-        if data == plan.final and _same_file(alias, plan.final):
+        if data == plan.final and placement.same_file(alias, plan.final):
             continue
-        _link_or_copy(data, alias)
-
-
-def _own_paths(plan: FilePlan) -> list[Path]:
-    """Every path of ``plan`` that an archive member may never replace."""
-    own = []
-    for p in plan.paths:
-        own += [p, part_path(p), state_path(p)]
-    return own
-
-
-def _marker_path(markers_dir: Path, final: Path, into: Path) -> Path:
-    import hashlib
-
-    key = hashlib.sha1(f"{final.absolute()}\0{into.absolute()}".encode()).hexdigest()[:20]
-    return markers_dir / f"{key}.json"
-
-
-def _extracted_entries(marker: Path, into: Path) -> list[str]:
-    """The top-level entries a past extraction put into ``into``, if all still exist (and are ours)."""
-    from prefetch import safefs
-
-    try:
-        entries = [str(e) for e in json.loads(safefs.read_bytes(marker) or b"")["entries"]]
-    except (OSError, ValueError, KeyError, TypeError, safefs.UnsafePathError):
-        return []
-    from prefetch import safefs
-
-    def ours(path: Path) -> bool:
-        st = safefs.lstat_or_none(path)
-        return st is not None and not safefs._foreign(st) and not stat.S_ISLNK(st.st_mode)
-
-    return entries if entries and all(ours(into / e) for e in entries) else []
-
-
-def _write_marker(marker: Path, into: Path, entries: Sequence[str]) -> None:
-    from prefetch.fsutil import replace_file
-    from prefetch.safefs import UnsafePathError
-
-    try:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(marker, json.dumps({"into": str(into), "entries": list(entries)}).encode("utf-8"), checked=True)
-    except (OSError, UnsafePathError):
-        pass  # only an optimisation: without it we extract again next time
-
-
-def _same_file(alias: Path, final: Path) -> bool:
-    """``alias`` is our hard link to ``final`` (or our own copy of the same size, where links fail)."""
-    from prefetch import safefs
-
-    a, f = safefs.lstat_or_none(alias), safefs.lstat_or_none(final)
-    if a is None or f is None or not stat.S_ISREG(a.st_mode) or safefs._foreign(a):
-        return False
-    return (a.st_dev, a.st_ino) == (f.st_dev, f.st_ino) or (a.st_size == f.st_size and a.st_mtime_ns >= f.st_mtime_ns)
-
-
-def _link_or_copy(source: Path, alias: Path) -> None:
-    """Give ``source``'s bytes the name ``alias`` atomically (hard link, else copy).
-
-    The temp name is created exclusively (never written through), and ``alias`` is
-    replaced only if it is absent or a regular file of ours.
-    """
-    from prefetch import safefs
-
-    _make_dirs(alias.parent)
-    safefs.check_dir_chain(alias.parent)
-    safefs.check_replaceable(alias)
-    tmp = alias.with_name(f".{alias.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
-    try:
-        try:
-            os.link(source, tmp, follow_symlinks=False)
-        except OSError as exc:
-            if exc.errno == errno.EEXIST:
-                raise
-            fd = safefs.open_file(source, os.O_RDONLY, own=False)
-            with os.fdopen(fd, "rb") as src:
-                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-                with os.fdopen(out, "wb") as dst:
-                    import shutil
-
-                    shutil.copyfileobj(src, dst, 1 << 20)
-        safefs.replace(tmp, alias)
-    except OSError as exc:
-        safefs.remove_own(tmp)
-        raise local_error(exc, alias) from None
-    except PrefetchError:
-        safefs.remove_own(tmp)
-        raise
-
-
-def _rename(source: Path, target: Path) -> None:
-    from prefetch import safefs
-
-    try:
-        safefs.replace(source, target)
-    except OSError as exc:
-        raise local_error(exc, target) from None
-
-
-def _discard(*paths: Path) -> None:
-    """Remove our own in-flight files (another user's entry of that name is left alone)."""
-    from prefetch import safefs
-
-    for p in paths:
-        try:
-            safefs.remove_own(p)
-        except OSError:
-            pass
-
-
-def _make_dirs(path: Path) -> None:
-    from prefetch import safefs
-
-    safefs.check_dir_chain(path)  # a directory link planted by another user is never followed
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise local_error(exc, path) from None
+        placement.link_or_copy(data, alias)
 
 
 def fetch_files(

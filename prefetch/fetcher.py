@@ -12,12 +12,15 @@ from __future__ import annotations
 import time
 
 from prefetch.errors import NetworkError
-from prefetch.http import TransientHTTPError, host_of, open_url
+from prefetch.http import Failure, TransientHTTPError, host_of, open_url
 from prefetch.response_check import Answer, check_response
 from prefetch.retry import CROWDED
 from prefetch.schedule import Segment
 from prefetch.sources import Restart, Source, SourceBad
 from prefetch.stream import stream_body
+
+
+_OVERLAP = 64 << 10  # bytes asked again when a stream nothing can check resumes
 
 
 class Fetcher:
@@ -27,7 +30,7 @@ class Fetcher:
         self.t = transfer
 
     def run(self, worker_id: int) -> None:
-        client = self.t.client_factory(timeouts=self.t.opt.timeouts)
+        client = self.t.client_factory(timeouts=self.t.opt.timeouts, resolve=self.t.opt.resolve)
         buffer = memoryview(bytearray(self.t.opt.chunk_size))
         try:
             self._loop(worker_id, client, buffer)
@@ -72,7 +75,11 @@ class Fetcher:
                 self.t.release(seg)
                 if exc.status in CROWDED and self._crowded(worker_id, src, exc.status):
                     continue  # fewer connections from now on; others still deliver, so no backoff here
-                self._retry_later(src, str(exc), exc.retry_after)
+                if exc.kind == Failure.WEB_PAGE:
+                    src.effective_url = None  # a redirect to a portal's login page must not stick
+                if self._dead(src, exc) and self.t.drop_source(src, exc.cause, distrust=False):
+                    continue  # another source remains: no time lost on this one
+                self._retry_later(src, str(exc), exc.retry_after, exc.kind)
             except NetworkError as exc:
                 self.t.release(seg)
                 status = getattr(exc, "status", None)
@@ -80,6 +87,19 @@ class Fetcher:
                     continue  # other connections to it work: this one was refused, not the file
                 if not self.t.drop_source(src, str(exc), distrust=False):
                     raise
+
+    def _dead(self, src: Source, exc: TransientHTTPError) -> bool:
+        """A failure that drops ``src`` at once while another source remains.
+
+        A name that does not resolve, a refused or unreachable connection and a web page
+        are not going to get better in seconds; no answer at all counts too while the
+        source has never delivered a byte.
+        """
+        if self.t.stop.is_set() or self.t.interrupt.is_set():
+            return False
+        if exc.kind in (Failure.UNREACHABLE, Failure.WEB_PAGE):
+            return True
+        return exc.kind == Failure.TIMEOUT and not src.delivered
 
     def _step_back(self, worker_id: int) -> bool:
         """More workers run than the server accepts: should this one go?
@@ -105,9 +125,15 @@ class Fetcher:
             known_size = self.t.size
             ranged = self.t.ranges_ok
             generation = self.t.generation
+        overlap = 0
         if ranged:
             last = "" if seg.end is None else str(seg.end - 1)
-            headers["Range"] = f"bytes={start}-{last}"
+            if start > 0 and self.t.sources.pinned is src and not (src.etag or src.last_modified):
+                # Nothing vouches that this answer is the same version as the bytes on
+                # disk (no hash, no validator): ask again for the last bytes we have, and
+                # compare them before going on (stream_body).
+                overlap = min(start, _OVERLAP)
+            headers["Range"] = f"bytes={start - overlap}-{last}"
             if start > 0 or src.etag or src.last_modified:
                 headers.update(src.validator_headers())
         asked = time.monotonic()
@@ -124,23 +150,39 @@ class Fetcher:
             have_bytes = bool(self.t.done.total())
         try:
             src.effective_url = final_url
-            answer = check_response(resp, start=start, known_size=known_size, src=src, ranged=ranged,
-                                    others=others, have_bytes=have_bytes)
-            self._accept(answer, seg, src)
-            stream_body(self.t, resp, seg, src, answer.first, buffer, generation)
+            answer = check_response(resp, start=start - overlap, known_size=known_size, src=src, ranged=ranged,
+                                    others=others, have_bytes=have_bytes, name=self.t.name, end=seg.end,
+                                    hashed=self.t.algorithm is not None)
+            pinned_now = self._accept(answer, seg, src)
+            if answer.note:
+                self.t.note(answer.note)
+            if pinned_now:
+                self.t.note(f"no expected hash and no ETag or Last-Modified from {host_of(src.url)}: one stream from "
+                            f"it, since pieces from separate requests could mix versions of the file")
+            stream_body(self.t, resp, seg, src, answer.first + overlap, buffer, generation,
+                        skip=answer.skip + overlap, compare=bool(overlap))
         finally:
             with self.t.lock:
                 self.t.responses.pop(worker, None)
             resp.close()
 
-    def _accept(self, answer: Answer, seg: Segment, src: Source) -> None:
-        """Take in what an accepted answer tells: size, validators, a shorter range."""
+    def _accept(self, answer: Answer, seg: Segment, src: Source) -> bool:
+        """Take in what an accepted answer tells: size, validators, a shorter range.
+
+        Returns True when it pinned the transfer to one stream from ``src``.
+        """
         with self.t.lock:
             if answer.whole_body and self.t.size is None:
                 self.t.ranges_ok = False  # a Range probe answered with the whole body: no range support
                 self.t.dirty = True
             if src.learn(answer.etag, answer.last_modified):
                 self.t.dirty = True
+            pin = (self.t.algorithm is None and not (src.etag or src.last_modified) and self.t.sources.pinned is None
+                   and answer.total is not None and (self.t.size is None or answer.whole_body))
+            if pin:
+                # Nothing can check this file (no hash, no validator): pieces from several
+                # requests could come from servers holding different versions. One stream.
+                self.t.sources.pinned = src
             if self.t.size is None:
                 self.t.size = answer.total
                 if answer.total is not None:
@@ -149,10 +191,15 @@ class Fetcher:
                         self.t.schedule.cut(seg, self.t.schedule.piece)
                     self.t._preallocate_locked()
                 self.t.dirty = True
+            if answer.first > seg.pos and seg.end is not None:
+                # The answer starts later than asked (honestly): the gap goes back to the schedule.
+                self.t.schedule.add(seg.pos, answer.first)
+                seg.pos = seg.start = answer.first
             if answer.end is not None and seg.end is not None and answer.end < seg.end:
                 # The server sent a shorter range than asked: leave the rest to others.
                 self.t.schedule.add(answer.end, seg.end)
                 seg.end = answer.end
+            return pin
 
     def _crowded(self, worker_id: int, src: Source, status: int, *, at_once: bool = False) -> bool:
         """The server refused a request while other connections to it deliver: keep fewer.
@@ -178,7 +225,7 @@ class Fetcher:
                        f"staying at {delivering} connection{'s' if delivering != 1 else ''}")
         return True
 
-    def _retry_later(self, src: Source, message: str, retry_after: float | None) -> None:
+    def _retry_later(self, src: Source, message: str, retry_after: float | None, kind: str) -> None:
         if self.t.stop.is_set() or self.t.interrupt.is_set():
             return  # we are shutting down: the broken read is ours, not the network's
         with self.t.lock:
@@ -187,6 +234,6 @@ class Fetcher:
         if give_up_source:
             self.t.drop_source(src, f"{message} ({src.failures} failures in a row)", distrust=False)
             return
-        delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message)
+        delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message, kind=kind)
         self.t.note(f"{message}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
         self.t.interrupt.wait(delay)

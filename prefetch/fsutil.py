@@ -41,7 +41,7 @@ def replace_file(path: Path, data: bytes, *, durable: bool = False, mode: int | 
     except BaseException:
         try:
             st = os.lstat(tmp)
-            if not safefs._foreign(st):
+            if not safefs.is_foreign(st):
                 tmp.unlink()
         except OSError:
             pass

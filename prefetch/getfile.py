@@ -234,10 +234,16 @@ def _download(entries: list[dict], *, force: bool, mirror, connections, limit_ra
     request = GetRequest(names=[], urls=entries, force=force, mirrors=mirrors, connections=connections,
                          limit_rate=limit_rate, headers=header_lines, extract=extract_to is not None,
                          extract_to=str(extract_to) if extract_to is not None else None)
+    import threading
+
+    from prefetch.interrupt import stop_on_interrupt
+
     renderer = make_renderer(sys.stderr, quiet=not progress, skip_failures=True)
+    stop = threading.Event()
     try:
         try:
-            results = run_request(request, on_event=renderer)
+            with stop_on_interrupt(stop):  # Ctrl-C / a kernel interrupt: stop within a second, resumable
+                results = run_request(request, on_event=renderer, stop=stop)
         except BadHashError as exc:
             raise InvalidHashError(str(exc)) from None
     finally:

@@ -66,6 +66,7 @@ class RemoveResult:
 
     removed: list[Removal] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # one line each: what was left and why
+    not_ours: list[str] = field(default_factory=list)  # another user's entries (a shared cache), left alone
     dry_run: bool = False
 
     @property
@@ -118,10 +119,13 @@ def dataset_paths(plan: FilePlan, *, markers_dir: Path, scan_archives: bool = Tr
     the file whole; in a shared folder (``datasets/`` itself) only the top-level entries
     the extraction recorded, else those the archive lists.
     """
-    from prefetch.fetch import _marker_path
+    from prefetch.placement import completion_path as _completion_path
+    from prefetch.placement import marker_path as _marker_path
 
     base = datasets_dir_of(plan)
     out: list[tuple[Path, str]] = [(plan.final, "file")]
+    # prefetch's record that it placed the file complete (state/placed), beside state/extracted
+    out.append((_completion_path(markers_dir.parent / "placed", plan.final), "marker"))
     out += [(alias, "alias") for alias in plan.also]
     out += [(part_path(plan.final), "partial"), (state_path(plan.final), "state")]
     for into in plan.extract_into:
@@ -198,16 +202,22 @@ def _partial(path: Path, *, now: float, active: bool) -> PartialFile:
 
 
 def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: Path,
-                    dry_run: bool = False) -> RemoveResult:
+                    dry_run: bool = False, hub_root: Path | None = None) -> RemoveResult:
     """Remove datasets' files, other names, extracted folders, partials and markers.
 
     A file whose download is running (its lock is held) is left alone, with a line in
     ``skipped``. Links are removed as links, never followed.
 
+    ``hf://`` names remove Hugging Face repos (or one ``@REVISION``) from ``hub_root``
+    (default: the cache huggingface_hub uses).
+
     Raises:
         UnknownDatasetError: a name no registry knows (nothing is removed then).
     """
-    specs = [registry.get(n) for n in names]  # all names valid before anything goes
+    from prefetch.hf.names import hub_cache_root, is_hub_name, parse_hub_name
+
+    repos = [parse_hub_name(n) for n in names if is_hub_name(n)]  # hf:// repos: prefetch/hf/housekeeping.py
+    specs = [registry.get(n) for n in names if not is_hub_name(n)]  # all names valid before anything goes
     result = RemoveResult(dry_run=dry_run)
     locks, markers = state / "locks", state / "extracted"
     for spec in specs:
@@ -224,6 +234,10 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
                     _remove_paths(paths, result, dry_run=False)
             except LockTimeoutError:
                 result.skipped.append(_busy(plan, locks))
+    if repos:
+        from prefetch.hf.housekeeping import remove_repos
+
+        remove_repos(repos, result, root=hub_root or hub_cache_root(), state=state, dry_run=dry_run)
     return result
 
 
@@ -236,9 +250,15 @@ def _busy(plan: FilePlan, locks: Path) -> str:
 
 
 def _remove_paths(paths: list[tuple[Path, str]], result: RemoveResult, *, dry_run: bool) -> None:
+    from prefetch import safefs
+
     seen: set[tuple[int, int]] = set()
     for path, kind in paths:
-        if not os.path.lexists(path):
+        st = safefs.lstat_or_none(path)
+        if st is None:
+            continue
+        if safefs.is_foreign(st):  # a shared cache: another user's entry is theirs to remove
+            result.not_ours.append(f"{path}: belongs to another user (uid {st.st_uid}); left alone")
             continue
         size = disk_bytes(path, seen)
         if not dry_run:
@@ -254,7 +274,7 @@ def _remove(path: Path) -> None:
 
 
 def clean_cache(*, root: Path, state: Path, older_than: float = DEFAULT_OLDER_THAN, dry_run: bool = False,
-                now: float | None = None) -> RemoveResult:
+                now: float | None = None, hub_root: Path | None = None) -> RemoveResult:
     """Remove stale partial downloads and leftovers from the Keras cache.
 
     * ``*.part`` (with its ``.part.json``) and ``.part.json`` without data, last written
@@ -266,6 +286,11 @@ def clean_cache(*, root: Path, state: Path, older_than: float = DEFAULT_OLDER_TH
     now = time.time() if now is None else now
     result = RemoveResult(dry_run=dry_run)
     locks = state / "locks"
+    from prefetch.hf.housekeeping import clean_partials
+    from prefetch.hf.names import hub_cache_root
+
+    clean_partials(result, root=hub_root or hub_cache_root(), state=state, older_than=older_than, now=now,
+                   dry_run=dry_run)  # blobs/<etag>.part of hf:// repos
     base = datasets_dir(root)
     if not base.is_dir():
         return result

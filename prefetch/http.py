@@ -15,6 +15,10 @@ adds what a downloader needs on top:
 * redirects are followed here (:func:`follow_redirects`), never https -> http;
 * a reused keep-alive connection that the server closed meanwhile is retried
   once on a fresh one;
+* the whole response head must arrive within the read timeout, and
+  ``PREFETCH_RESOLVE`` overrides name resolution where connections are made
+  (both in ``prefetch.connection``);
+* every failure has a ``kind`` (:class:`Failure`) that the retry policy reads;
 * every failure maps to ours: :class:`TransientHTTPError` (worth retrying) or
   ``NetworkError`` / ``HTTPStatusError`` (final); requests' exceptions never leave.
 """
@@ -39,10 +43,21 @@ _PROXY_SCHEMES = ("http", "https")
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Connect and read timeouts in seconds."""
+    """Connect and read timeouts in seconds; the read timeout also bounds the whole response head."""
 
-    connect: float = 15.0
-    read: float = 30.0
+    connect: float = 10.0
+    read: float = 15.0
+
+
+class Failure:
+    """Kinds of :class:`TransientHTTPError` (what the retry policy and the failover read)."""
+
+    UNREACHABLE = "unreachable"  # name lookup failed, connection refused or unreachable, connect timed out
+    TIMEOUT = "timeout"  # connected, but no head (or no body bytes) in time
+    BROKEN = "broken"  # the connection broke or closed early
+    STATUS = "status"  # the server answered (429, 5xx): it is alive
+    WEB_PAGE = "web page"  # a web page (or another type) instead of the file: a captive portal or block page
+    BAD_ANSWER = "bad answer"  # an answer we cannot use (Content-Range, encoding)
 
 
 class TransientHTTPError(Exception):
@@ -53,12 +68,13 @@ class TransientHTTPError(Exception):
     """
 
     def __init__(self, message: str, *, cause: str | None = None, retry_after: float | None = None,
-                 status: int | None = None, timed_out: bool = False) -> None:
+                 status: int | None = None, timed_out: bool = False, kind: str | None = None) -> None:
         super().__init__(message)
         self.cause = cause or message
         self.retry_after = retry_after
         self.status = status
         self.timed_out = timed_out
+        self.kind = kind or (Failure.STATUS if status else Failure.TIMEOUT if timed_out else Failure.BROKEN)
 
 
 class Response:
@@ -74,9 +90,27 @@ class Response:
         self._raw = resp.raw._fp  # http.client.HTTPResponse under urllib3's
         self._on_done = on_done
         self._closed = False
+        self._pushback = b""  # bytes :meth:`peek` read, served again first
         self.url = url
         self.status: int = resp.status_code
         self.headers = resp.headers
+
+    def peek(self, n: int) -> bytes:
+        """Up to the first ``n`` bytes of the body (fewer when it is shorter), without consuming them."""
+        if len(self._pushback) < n:
+            buffer = bytearray(n)
+            view = memoryview(buffer)
+            have = 0
+            while have < n - len(self._pushback):
+                try:
+                    got = self._readinto(view[have:n - len(self._pushback)])
+                except Exception:  # noqa: BLE001 - the next read meets the same trouble and reports it
+                    break
+                if not got:
+                    break
+                have += got
+            self._pushback += bytes(buffer[:have])
+        return self._pushback[:n]
 
     def readinto(self, buffer) -> int:
         """Read what has arrived (at most ``len(buffer)`` bytes) into ``buffer``; 0 at the end.
@@ -84,6 +118,14 @@ class Response:
         Like ``read1``: one receive, not a loop until the buffer is full, so a
         slow connection still reports progress (and stalls) as bytes trickle in.
         """
+        if self._pushback:
+            n = min(len(buffer), len(self._pushback))
+            buffer[:n] = self._pushback[:n]
+            self._pushback = self._pushback[n:]
+            return n
+        return self._readinto(buffer)
+
+    def _readinto(self, buffer) -> int:
         raw = self._raw
         if raw.fp is None:
             return 0
@@ -112,7 +154,13 @@ class Response:
         return n
 
     def read(self, amount: int | None = None) -> bytes:
-        return self._raw.read(amount)
+        head, self._pushback = self._pushback, b""
+        if amount is not None:
+            if len(head) >= amount:
+                head, self._pushback = head[:amount], head[amount:]
+                return head
+            amount -= len(head)
+        return head + self._raw.read(amount)
 
     def text(self) -> str:
         """The whole body decoded (the Content-Type charset, else UTF-8)."""
@@ -174,8 +222,9 @@ class Client:
     Not thread-safe: give each worker thread its own.
     """
 
-    def __init__(self, *, timeouts: Timeouts | None = None) -> None:
+    def __init__(self, *, timeouts: Timeouts | None = None, resolve: dict[str, str | None] | None = None) -> None:
         self.timeouts = timeouts or Timeouts()
+        self.resolve = resolve  # PREFETCH_RESOLVE's table; None: read it from os.environ
         self._session = None
         self._verify: bool | str | None = None
         self._warm: set[tuple[str, str]] = set()  # (scheme, netloc) whose last response was read whole
@@ -184,6 +233,11 @@ class Client:
         import requests
 
         session = requests.Session()
+        from prefetch.connection import adapter_for, resolve_overrides
+
+        adapter = adapter_for(self.resolve if self.resolve is not None else resolve_overrides())
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
         session.headers.update({
             "User-Agent": USER_AGENT,
             # Ask for the file's own bytes: a compressed body would not match byte offsets.
@@ -228,7 +282,9 @@ class Client:
                 if reused and stale and attempt == 1:
                     continue  # the server closed the idle keep-alive connection: once more, fresh
                 cause = describe_error(exc)
-                raise TransientHTTPError(f"{key[1]}: {cause}", cause=cause, timed_out=cause == "timed out") from None
+                kind = failure_kind(exc)
+                raise TransientHTTPError(f"{key[1]}: {cause}", cause=cause, kind=kind,
+                                         timed_out=kind == Failure.TIMEOUT or cause.startswith("timed out")) from None
             return Response(resp, url, lambda complete, key=key: self._done(key, complete))
         raise AssertionError("unreachable")
 
@@ -350,7 +406,11 @@ def describe_error(exc: BaseException) -> str:
     import http.client
     import socket
 
+    from prefetch.connection import HeadTimeout
+
     exc = _root_cause(exc)
+    if isinstance(exc, HeadTimeout):
+        return str(exc)
     if isinstance(exc, (socket.timeout, TimeoutError)) or _is_timeout_class(exc):
         return "timed out"
     if isinstance(exc, socket.gaierror):
@@ -363,6 +423,40 @@ def describe_error(exc: BaseException) -> str:
         return exc.strerror
     text = str(exc) or type(exc).__name__
     return text if len(text) < 160 else text[:157] + "..."
+
+
+def failure_kind(exc: BaseException) -> str:
+    """The :class:`Failure` kind of an exception from requests (or the socket under it)."""
+    import socket
+
+    chain = []
+    seen = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:  # requests' wrappers, urllib3's, the socket's
+        seen.add(id(node))
+        chain.append(node)
+        inner = getattr(node, "reason", None)
+        if not isinstance(inner, BaseException):
+            inner = next((a for a in reversed(node.args) if isinstance(a, BaseException)), None)
+        node = inner or node.__cause__ or (None if node.__suppress_context__ else node.__context__)
+    names = {type(e).__name__ for e in chain}
+    if names & {"NameResolutionError", "ConnectTimeoutError", "ConnectTimeout", "NewConnectionError"} or any(
+            isinstance(e, (socket.gaierror, ConnectionRefusedError)) for e in chain):
+        return Failure.UNREACHABLE
+    if any(isinstance(e, OSError) and e.errno in _UNREACHABLE_ERRNOS for e in chain):
+        return Failure.UNREACHABLE
+    if any(isinstance(e, (socket.timeout, TimeoutError)) for e in chain) or names & {"ReadTimeoutError", "ReadTimeout"}:
+        return Failure.TIMEOUT
+    return Failure.BROKEN
+
+
+def _errnos(*names: str) -> frozenset[int]:
+    import errno
+
+    return frozenset(getattr(errno, n) for n in names if hasattr(errno, n))
+
+
+_UNREACHABLE_ERRNOS = _errnos("ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EHOSTDOWN", "ENETDOWN", "EADDRNOTAVAIL")
 
 
 def host_of(url: str) -> str:
@@ -431,7 +525,7 @@ def _root_cause(exc: BaseException) -> BaseException:
         inner = getattr(exc, "reason", None)  # urllib3 MaxRetryError
         if not isinstance(inner, BaseException):
             inner = next((a for a in reversed(exc.args) if isinstance(a, BaseException)), None)
-        inner = inner or exc.__cause__ or exc.__context__
+        inner = inner or exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
         if inner is None:
             return exc
         exc = inner

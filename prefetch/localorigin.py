@@ -13,7 +13,10 @@ nginx does (RFC 9110), and misbehaves on demand:
   mirrors that cap connections per client do), ``send_etag``, ``send_last_modified``,
   ``accept_ranges``, ``basic_auth`` ((user, password): 401 unless the request has them);
   persistent redirects (``set_redirect``);
-  ``loop_path`` always redirects to itself.
+  ``loop_path`` always redirects to itself; ``portal`` (bytes: every request gets
+  ``200 text/html`` with that page, as a captive portal or block page answers);
+  ``set_pool(name, versions)`` (each request for ``name`` is served by the next of
+  several backends holding different versions, as an out-of-sync pool does).
 
 Range semantics (what a client may rely on):
 
@@ -74,6 +77,8 @@ __all__ = [
     "Fault",
     "Gzip",
     "IgnoreRange",
+    "PORTAL_PAGE",
+    "WebPage",
     "LongContentLength",
     "OriginServer",
     "Redirect",
@@ -87,6 +92,9 @@ __all__ = [
 ]
 
 CHUNK = 64 * 1024
+PORTAL_PAGE = (b"<!DOCTYPE html>\n<html><head><title>Sign in to the network</title></head>\n"
+               b"<body><form action=\"/login\" method=\"post\">Accept the terms to continue"
+               b"<input type=\"submit\"></form></body></html>\n")
 
 
 def http_date(timestamp: float) -> str:
@@ -260,6 +268,15 @@ class Gzip(Fault):
 
 
 @dataclass
+class WebPage(Fault):
+    """Answer 200 with a web page (``body``) instead of the file, as a captive portal does.
+    ``content_type`` is sent as given (None: no Content-Type at all)."""
+
+    body: bytes = PORTAL_PAGE
+    content_type: str | None = "text/html; charset=utf-8"
+
+
+@dataclass
 class Redirect(Fault):
     """Answer ``code`` with ``Location: location`` (relative or absolute, sent as is)."""
 
@@ -381,6 +398,7 @@ class OriginServer:
         self.send_last_modified = True
         self.accept_ranges = True
         self.basic_auth: tuple[str, str] | None = None  # (user, password): 401 without them
+        self.portal: bytes | None = None
 
         self.requests: list[RequestRecord] = []
         self.ca_path: Path | None = None
@@ -390,6 +408,8 @@ class OriginServer:
         self._files: dict[str, _File] = {}
         self._faults: list[Fault] = []
         self._redirects: dict[str, tuple[str, int]] = {}
+        self._pools: dict[str, list[bytes]] = {}
+        self._pool_next: dict[str, int] = {}
         self._lock = threading.Lock()
         self._closed = threading.Condition(self._lock)
         self._stopping = threading.Event()
@@ -483,6 +503,16 @@ class OriginServer:
             else:
                 stamp = int(last_modified)
             self._files[name] = _File(data=data, etag=etag, last_modified=stamp)
+
+    def set_pool(self, name: str, versions: list[bytes]) -> None:
+        """Serve ``name`` from several backends in turn, each holding one of ``versions``
+        (same ETag/Last-Modified policy as ``put``; turn validators off to mimic a pool
+        that sends none)."""
+        name = _normalize_name(name)
+        self.put(name, versions[0])
+        with self._lock:
+            self._pools[name] = [bytes(v) for v in versions]
+            self._pool_next[name] = 0
 
     def remove(self, name: str) -> None:
         with self._lock:
@@ -593,9 +623,15 @@ class OriginServer:
                               extra={"Retry-After": "1", "Connection": "close"})
             return
 
+        if self.portal is not None:
+            self._send_page(h, record, self.portal, "text/html; charset=utf-8")
+            return
         fault = self._take_fault(method=method, name=name, ranged=range_header is not None)
         if fault is not None:
             record.fault = type(fault).__name__
+        if isinstance(fault, WebPage):
+            self._send_page(h, record, fault.body, fault.content_type)
+            return
         if isinstance(fault, Delay):
             self._sleep(fault.seconds)
         if isinstance(fault, ChangeContent):
@@ -615,6 +651,13 @@ class OriginServer:
         with self._lock:
             redirect = self._redirects.get(name)
             current = self._files.get(name)
+            pool = self._pools.get(name)
+            if pool is not None and method == "GET":
+                index = self._pool_next[name]
+                self._pool_next[name] = index + 1
+                backend = pool[index % len(pool)]
+                current = _File(data=backend, etag='"' + hashlib.sha1(backend).hexdigest() + '"',
+                                last_modified=current.last_modified if current else int(time.time()))
         if redirect is not None:
             self._send_simple(h, record, redirect[1], extra={"Location": redirect[0]})
             return
@@ -707,6 +750,18 @@ class OriginServer:
                     and not current.etag.startswith("W/"))
         date = _parse_http_date(value)
         return self.send_last_modified and date is not None and date == current.last_modified
+
+    def _send_page(self, h: _Handler, record: RequestRecord, body: bytes, content_type: str | None) -> None:
+        """200 with ``body``, whatever was asked (Range included): a portal's page."""
+        record.status = 200
+        h.send_response(200)
+        if content_type is not None:
+            h.send_header("Content-Type", content_type)
+        h.send_header("Content-Length", str(len(body)))
+        h.send_header("Cache-Control", "no-store")
+        h.end_headers()
+        if h.command != "HEAD":
+            self._write_body(h, record, body)
 
     def _send_simple(self, h: _Handler, record: RequestRecord, code: int, *,
                      extra: dict[str, str] | None = None) -> None:

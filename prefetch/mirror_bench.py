@@ -165,6 +165,10 @@ def measure_mirror(
         if response.status >= 400:
             response.close()
             return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency, error=f"HTTP {response.status} for {probe}")
+        if _web_page(response):
+            response.close()
+            return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency,
+                          error="a web page instead of the probe file: probably a captive portal or block page")
         received, finished = _read_until(response, remaining)
         elapsed = max(clock() - headers_at, 1e-6)
         rate = received / elapsed if received else None
@@ -180,6 +184,18 @@ def measure_mirror(
         return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=str(exc))
     finally:
         client.close()
+
+
+def _web_page(response) -> bool:
+    """A portal's page answered for the probe: its speed says nothing about the mirror."""
+    from prefetch.sniff import html_content_type, looks_like_html
+
+    if html_content_type(response.headers.get("Content-Type")):
+        return True
+    try:
+        return looks_like_html(response.peek(512))
+    except Exception:  # noqa: BLE001 - the read below meets the same trouble and reports it
+        return False
 
 
 def _timeouts(seconds: float) -> Timeouts:

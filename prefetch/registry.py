@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -233,22 +232,3 @@ def check_url(url: str) -> None:
 def is_url(text: str) -> bool:
     """True when ``text`` looks like a URL rather than a dataset name."""
     return "://" in text
-
-
-def spec_for_url(url: str, *, output: Path | None, expected: ExpectedHash | None) -> DatasetSpec:
-    """Build an ad-hoc dataset for a plain URL (saved to ``output`` or the current dir)."""
-    check_url(url)
-    name = PurePosixPath(urlsplit(url).path).name
-    if name in (".", ".."):
-        name = ""
-    if not name:
-        if output is None:
-            raise UsageError(f"cannot tell a file name from {url!r}; give -o PATH")
-        name = output.name
-    target = str((output if output is not None else Path(os.getcwd()) / name).absolute())
-    return DatasetSpec(
-        name=name,
-        description=url,
-        files=(FileSpec(name=name, url=url, target=target, expected=expected),),
-        source="url",
-    )

@@ -54,6 +54,8 @@ class GetRequest:
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     hub_cache: str | None = None
+    retries: int | None = None  # retries in a row without progress (default 8, $PREFETCH_RETRIES)
+    timeout: float | None = None  # seconds without a byte before giving up (default 30, $PREFETCH_TIMEOUT)
 
     def to_dict(self) -> dict:
         """The request as stored in a job record: header values (credentials) left out."""
@@ -79,7 +81,7 @@ class GetRequest:
             elif kind is list:
                 ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
             else:
-                ok = value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
+                ok = value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)))
             if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force") and value is None:
                 ok = False
             if not ok:
@@ -93,7 +95,7 @@ _REQUEST_TYPES = {
     "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
     "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
-    "include": list, "exclude": list, "hub_cache": str,
+    "include": list, "exclude": list, "hub_cache": str, "retries": int, "timeout": (int, float),
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 
@@ -183,9 +185,13 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
         limiter = RateLimiter(rate)
         # Slowed on purpose, a connection is not stalled: the stall floor follows the limit.
         tuning["stall_min_rate"] = min(TransferOptions.stall_min_rate, rate / 64)
+        # A connection pays for a read after it made it: small reads keep what all
+        # connections hold unpaid (one read each) a small part of a second of the limit.
+        tuning["chunk_size"] = int(min(TransferOptions.chunk_size, max(16 << 10, rate / 128)))
     options = FetchOptions(
         transfer=TransferOptions.from_env(env, connections=request.connections, limiter=limiter,
-                                          headers=parse_headers(request.headers), **tuning),
+                                          headers=parse_headers(request.headers), max_attempts=request.retries,
+                                          timeout=request.timeout, **tuning),
         force=request.force,
         # The seed store is read first; the other sources fetch what it lacks.
         mirrors=tuple(dict.fromkeys(((seed,) if seed else ()) + bases)),
@@ -273,7 +279,7 @@ def output_file(output: str | None, url: str) -> Path | None:
         from pathlib import PurePosixPath
         from urllib.parse import urlsplit
 
-        name = PurePosixPath(urlsplit(url).path).name  # as registry.spec_for_url names it
+        name = PurePosixPath(urlsplit(url).path).name  # as urllist.plan_url_specs names it
         if name in ("", ".", ".."):
             raise UsageError(f"cannot tell a file name from {url!r}; give -o with a file name")
         return path / name
@@ -345,7 +351,7 @@ def run_request(
         from prefetch.hf.fetch import run_hub_plans
 
         results += run_hub_plans(hub, transfer=options.transfer, state=state_dir(env), env=env, on_event=on_event,
-                                 stop=stop, job=options.job)
+                                 stop=stop, job=options.job, force=options.force)
     return results
 
 
@@ -419,3 +425,50 @@ def restore_headers(names: list[str], env: Mapping[str, str]) -> list[str]:
         passed = []
     by_name = {str(h).partition(":")[0].strip().lower(): str(h) for h in passed if ":" in str(h)}
     return [by_name.get(str(n).strip().lower(), str(n)) for n in names]
+
+
+def pin_url_paths(request: GetRequest) -> GetRequest:
+    """URL downloads of a background job land where they would in the foreground.
+
+    The worker runs in the jobs directory: ``-P``, ``--extract-to`` and input-file
+    ``dir=`` become absolute, and without ``-P`` the current directory is fixed now.
+    """
+    import dataclasses
+
+    from prefetch.hf.names import is_hub_name
+
+    if not request.urls and not any(is_url(n) and not is_hub_name(n) for n in request.names):
+        return request
+
+    def absolute(path: str) -> str:
+        return str(Path(path).expanduser().absolute())
+
+    urls = [dict(e, dir=absolute(e["dir"])) if isinstance(e, dict) and e.get("dir") else e for e in request.urls]
+    return dataclasses.replace(
+        request,
+        urls=urls,
+        output_dir=absolute(request.output_dir or os.getcwd()),
+        extract_to=absolute(request.extract_to) if request.extract_to else None,
+    )
+
+
+def describe_url_options(request: GetRequest) -> list[str]:
+    """Command-line words for the URL options of ``request``; header values never appear."""
+    parts: list[str] = []
+    for data in request.urls:
+        entry = UrlEntry.from_dict(data)
+        url, _ = split_fragment(entry.url)
+        if entry.sha256 or entry.md5:
+            url += f"#sha256={entry.sha256}" if entry.sha256 else f"#md5={entry.md5}"
+        parts.append(url if not entry.out else f"{url} (out={entry.out})")
+    if request.output_dir:
+        parts += ["-P", request.output_dir]
+    if request.extract:
+        parts.append("--extract")
+    if request.extract_to:
+        parts += ["--extract-to", request.extract_to]
+    if request.limit_rate not in (None, ""):
+        parts += ["--limit-rate", str(request.limit_rate)]
+    for header in request.headers:
+        parts += ["--header", f"{header.partition(':')[0].strip()}: ***"]
+    return parts

@@ -10,6 +10,8 @@ makes it unusable: the download starts over rather than trust it.
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,37 +55,81 @@ def load_state(path: Path) -> TransferState | None:
     Raises:
         UnsafePathError: a link, FIFO or another user's file is there (never opened blocking).
     """
+    return check_state(path)[0]
+
+
+def check_state(path: Path) -> tuple[TransferState | None, str | None]:
+    """Read a state file: (state, None), (None, None) when there is none, or (None, why it is unusable).
+
+    Every field is type-checked: a hand-edited or damaged record (``"size": true``,
+    a string where a number belongs, ranges outside the file) is refused whole.
+
+    Raises:
+        UnsafePathError: a link, FIFO or another user's file is there (never opened blocking).
+    """
     from prefetch.safefs import read_bytes
 
     try:
         raw = read_bytes(path)
         if raw is None:
-            return None
-        data = json.loads(raw.decode("utf-8"))
-        if data.get("version") != STATE_VERSION:
-            return None
-        done = [[int(a), int(b)] for a, b in data.get("done", [])]
-        size = data.get("size")
-        if size is not None:
-            size = int(size)
-            if any(a < 0 or b > size or a >= b for a, b in done):
-                return None
-        validators = {
-            str(url): {str(k): str(v) for k, v in (vals or {}).items()}
-            for url, vals in dict(data.get("validators", {})).items()
-        }
-        return TransferState(
-            urls=[str(u) for u in data["urls"]],
-            size=size,
-            ranges=bool(data.get("ranges", True)),
-            validators=validators,
-            done=done,
-            algorithm=data.get("algorithm"),
-        )
+            return None, None
+        text = raw.decode("utf-8")
     except FileNotFoundError:
-        return None
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None
+        return None, None
+    except (OSError, ValueError) as exc:
+        return None, f"cannot read it ({exc})"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None, "it is not valid JSON"
+    try:
+        return _parse_state(data), None
+    except _BadState as exc:
+        return None, str(exc)
+
+
+class _BadState(Exception):
+    pass
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_state(data) -> TransferState:
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise _BadState(what)
+
+    need(isinstance(data, dict), "it is not a JSON object")
+    need(data.get("version") == STATE_VERSION and _is_int(data.get("version")),
+         f"version {data.get('version')!r} is not {STATE_VERSION}")
+    urls = data.get("urls")
+    need(isinstance(urls, list) and all(isinstance(u, str) for u in urls), "urls is not a list of strings")
+    size = data.get("size")
+    need(size is None or (_is_int(size) and size >= 0), f"size {size!r} is not a byte count")
+    done = data.get("done", [])
+    need(isinstance(done, list) and all(isinstance(r, list) and len(r) == 2 and all(_is_int(x) for x in r)
+                                        for r in done), "done is not a list of [start, end] byte offsets")
+    if done:
+        need(size is not None, "done ranges without a size")
+        need(all(0 <= a < b <= size for a, b in done), "a done range lies outside the file")
+    ranges = data.get("ranges", True)
+    need(isinstance(ranges, bool), f"ranges {ranges!r} is not true or false")
+    validators = data.get("validators", {})
+    need(isinstance(validators, dict) and all(
+        isinstance(v, dict) and all(k in ("etag", "last_modified") and isinstance(x, str) for k, x in v.items())
+        for v in validators.values()), "validators are not strings per URL")
+    algorithm = data.get("algorithm")
+    need(algorithm is None or algorithm in ("sha256", "md5", "sha1", "sha512"), f"algorithm {algorithm!r} is unknown")
+    return TransferState(
+        urls=list(urls),
+        size=size,
+        ranges=ranges,
+        validators={url: dict(vals) for url, vals in validators.items()},
+        done=[[a, b] for a, b in done],
+        algorithm=algorithm,
+    )
 
 
 def save_state(path: Path, state: TransferState) -> None:
@@ -92,6 +138,57 @@ def save_state(path: Path, state: TransferState) -> None:
         replace_file(path, state.to_json().encode("utf-8"), checked=True)
     except OSError as exc:
         raise local_error(exc, path) from None
+
+
+class StateSaver:
+    """Writes a transfer's resume record, flushing the ``.part`` first when it names new bytes.
+
+    A range recorded as done must be on disk even after a machine reset: the bytes of a
+    snapshot were written before it was taken, so ``fdatasync`` before the record that
+    names them. :meth:`save_soon` does it on a thread of its own (the transfer's main loop
+    never waits for the disk; a save still flushing makes the next one wait its turn).
+    """
+
+    def __init__(self, path: Path, part: Path, *, sync: bool, on_error) -> None:
+        self.path, self.part, self.sync, self.on_error = path, part, sync, on_error
+        self.synced = 0  # bytes done at the last fdatasync
+        self.sync_seconds = 0.0  # time spent in fdatasync
+        self.thread: threading.Thread | None = None
+
+    def save(self, snapshot) -> None:
+        """Save ``(state, bytes done, fd)`` now (None: nothing to save)."""
+        if snapshot is None:
+            return
+        state, done, fd = snapshot
+        if done > self.synced and fd is not None and self.sync:
+            began = time.monotonic()
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                raise local_error(exc, self.part) from None
+            self.sync_seconds += time.monotonic() - began
+            self.synced = done
+        save_state(self.path, state)
+
+    def save_soon(self, take_snapshot) -> None:
+        """Save ``take_snapshot()`` on the saver thread, unless a save is still running."""
+        if self.thread is not None and self.thread.is_alive():
+            return
+        self.thread = threading.Thread(target=self._save_quietly, args=(take_snapshot,), daemon=True,
+                                       name=f"prefetch-save-{self.path.name}")
+        self.thread.start()
+
+    def _save_quietly(self, take_snapshot) -> None:
+        try:
+            self.save(take_snapshot())
+        except BaseException as exc:  # noqa: BLE001 - handed to the transfer's main thread
+            self.on_error(exc)
+
+    def join(self) -> None:
+        """Wait for a save in flight (before a truncation or the final save)."""
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
 
 
 def read_progress(part: Path, state_file: Path) -> tuple[int, int | None] | None:

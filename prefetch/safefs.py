@@ -54,7 +54,8 @@ def refuse(path: Path | str, why: str) -> UnsafePathError:
     )
 
 
-def _foreign(st: os.stat_result) -> bool:
+def is_foreign(st: os.stat_result) -> bool:
+    """Is ``st`` (an lstat) another user's entry?"""
     uid = euid()
     return uid >= 0 and st.st_uid != uid
 
@@ -65,7 +66,7 @@ def check_owned(path: Path | str, st: os.stat_result, *, what: str = "file") -> 
     want = stat.S_ISDIR if what == "dir" else stat.S_ISREG
     if not want(st.st_mode):
         raise refuse(path, f"it is {kind_of(st)}")
-    if _foreign(st):
+    if is_foreign(st):
         raise refuse(path, f"it belongs to another user (uid {st.st_uid})")
 
 
@@ -139,7 +140,7 @@ def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, 
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise refuse(path, f"it is {kind_of(st)}")
-        if (own or flags & (os.O_WRONLY | os.O_RDWR)) and _foreign(st):
+        if (own or flags & (os.O_WRONLY | os.O_RDWR)) and is_foreign(st):
             raise refuse(path, f"it belongs to another user (uid {st.st_uid})")
         if _NONBLOCK:
             import fcntl
@@ -232,7 +233,7 @@ def remove_own(path: Path | str) -> bool:
     from prefetch.fsutil import remove_tree
 
     st = lstat_or_none(path)
-    if st is None or _foreign(st):
+    if st is None or is_foreign(st):
         return False
     remove_tree(Path(path))
     return True

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from prefetch.errors import StoreError
 from prefetch.events import Event, EventKind, EventSink
 from prefetch.s3 import Store, error_code, is_s3_url, open_store, rebind_state, split_object_url, store_error
 
@@ -67,7 +68,14 @@ class StoreSources:
                 resolved.append(url)
                 continue
             seeding = self.seed is not None and url.startswith(self._seed_base())
-            http = self._object_source(plan, url, seeding=seeding, on_event=on_event, stop=stop)
+            try:
+                http = self._object_source(plan, url, seeding=seeding, on_event=on_event, stop=stop)
+            except StoreError as exc:
+                if not any(not is_s3_url(u) for u in urls):
+                    raise
+                # The store is a shortcut: when it fails, the file's other sources still work.
+                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; using the other sources"))
+                http = None
             if http is not None:
                 resolved.append(http)
                 with self._lock:

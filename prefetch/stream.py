@@ -9,6 +9,7 @@ from the page cache while the download runs, so the digest is ready at the end.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -36,12 +37,18 @@ class StallWatch:
             self.bytes -= self.reads.popleft()[1]
         if now - self.opened > self.window and self.bytes < self.min_rate * self.window:
             raise TransientHTTPError(
-                f"{self.host}: stalled below {self.min_rate:g} B/s for {self.window:g}s; reconnecting"
+                f"{self.host}: stalled below {self.min_rate:g} B/s for {self.window:g}s; reconnecting",
+                timed_out=True,
             )
 
 
-def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generation: int) -> None:
+def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generation: int, *, skip: int = 0,
+                compare: bool = False) -> None:
     """Read ``resp`` into the file from offset ``pos`` until ``seg`` ends (or the transfer stops).
+
+    ``skip``: body bytes to drop first (an answer that started before ``pos``);
+    ``compare``: they must equal the bytes already on disk there, else the remote
+    changed (``Restart``).
 
     ``transfer`` provides ``lock``, ``opt``, ``limiter``, ``quitting(src, generation)``,
     ``write_at(data, pos, generation)`` and ``record(seg, src, pos, n, generation)``.
@@ -53,6 +60,24 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
     stall = StallWatch(opt.stall_window, opt.stall_min_rate, host)
     limiter = opt.limiter
     last = _FIRST_READ
+    while skip > 0:
+        if transfer.quitting(src, generation):
+            return
+        try:
+            n = resp.readinto(buffer[:min(skip, len(buffer))])
+        except Exception as exc:  # http.client / socket errors while streaming
+            if transfer.quitting(src, generation):
+                return
+            raise TransientHTTPError(f"{host}: connection broke before byte {pos}: {describe_error(exc)}") from None
+        if not n:
+            raise TransientHTTPError(f"{host}: connection closed before byte {pos}")
+        if compare and bytes(buffer[:n]) != os.pread(transfer.file.fd, n, pos - skip):
+            from prefetch.sources import Restart
+
+            raise Restart(f"{host} sent other bytes than before at offset {pos - skip} (no ETag, Last-Modified "
+                          f"or hash to tell versions apart); restarting from 0")
+        skip -= n
+        stall.add(n)
     while True:
         if transfer.quitting(src, generation):
             return
@@ -70,8 +95,11 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
         try:
             n = resp.readinto(buffer[:want])
         except Exception as exc:  # http.client / socket errors while streaming
+            if transfer.quitting(src, generation):
+                return  # the transfer (or a demotion) aborted this read on purpose
             if _is_timeout(exc):
-                raise TransientHTTPError(f"{host}: read timed out (no data for {opt.timeouts.read:g}s)") from None
+                raise TransientHTTPError(f"{host}: read timed out (no data for {opt.timeouts.read:g}s)",
+                                         timed_out=True) from None
             raise TransientHTTPError(f"{host}: connection broke after byte {pos}: {describe_error(exc)}") from None
         if not n:
             if end is None:

@@ -16,6 +16,7 @@ contiguous prefix is computed alongside (``stream.PrefixHasher``).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -24,12 +25,15 @@ from typing import Callable
 from prefetch.errors import InterruptedTransferError, RemoteChangedError
 from prefetch.events import Event, EventKind, EventSink, ignore_event
 from prefetch.fetcher import Fetcher
-from prefetch.fsutil import mib
+from prefetch.fsutil import local_error, mib
+from prefetch.http import host_of
 from prefetch.ranges import RangeSet
 from prefetch.part_file import PartFile
 from prefetch.resume_state import (  # noqa: F401 - importable from here, as they always were
     STATE_VERSION,
     TransferState,
+    StateSaver,
+    check_state,
     load_state,
     read_progress,
     save_state,
@@ -42,6 +46,7 @@ from prefetch.stream import PrefixHasher
 from prefetch.transfer_options import TransferOptions, TransferResult  # noqa: F401 - importable from here
 
 _STOP_GRACE = 0.8  # seconds a stop waits for workers before returning (they cannot write after)
+_RATE_STEP = 0.05  # seconds between looks at the sources' rates (cheap: a few sources)
 
 
 def download_to_part(
@@ -124,6 +129,7 @@ class _Transfer:
         self.active_workers = 0
         self.generation = 0
         self.dirty = False
+        self.saver = StateSaver(state_file, part, sync=options.sync_data, on_error=self._fail)
         self.interrupt = threading.Event()  # wakes sleeping workers when a generation ends
         self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
@@ -151,6 +157,7 @@ class _Transfer:
                     break
                 except Restart as exc:
                     self._start_over(exc)
+            self._trim()  # preallocation or an old .part never leave bytes past the end
             self._catch_up_hash()
         finally:
             hasher_stop.set()
@@ -158,6 +165,7 @@ class _Transfer:
                 self.wake.notify_all()  # the hash loop sleeps on it: wake it to see the stop
             if hasher.is_alive():
                 hasher.join()
+            self._join_saver()
             with self.lock:
                 self.dirty = True
             self._save_state(force=True)
@@ -176,7 +184,9 @@ class _Transfer:
         )
 
     def open(self) -> None:
-        state = load_state(self.state_file)
+        state, problem = check_state(self.state_file)
+        if problem:
+            self.note(f"the resume record {self.state_file.name} is unusable ({problem}); starting over")
         usable = usable_state(state, self.part, self.urls)
         if state is not None and not usable and state.done:
             self.note("saved state does not fit this download; starting over")
@@ -187,11 +197,23 @@ class _Transfer:
             self.done = RangeSet(state.done)
             self.sources.restore(state.validators)
             self.reused = self.done.total()
+            self.saver.synced = self.done.total()
+            self._trim()
             if self.reused:
                 self.note(f"resuming: {mib(self.reused)} of {mib(self.size)} already on disk")
         else:
             self._truncate()
         self.hash.reset()
+
+    def _trim(self) -> None:
+        """A ``.part`` longer than the file (junk after it) is cut to the file's size."""
+        try:
+            length = os.fstat(self.file.fd).st_size
+            if self.size is not None and length > self.size:
+                os.ftruncate(self.file.fd, self.size)
+                self.note(f"{self.part.name} held {length - self.size} bytes past the file's {self.size}; cut them")
+        except OSError as exc:
+            raise local_error(exc, self.part) from None
 
     def _start_over(self, exc: Restart) -> None:
         """The remote changed (or ignores Range): the next generation starts from byte 0."""
@@ -202,6 +224,7 @@ class _Transfer:
                 f"Try again later or use another mirror"
             ) from None
         self.note(str(exc))
+        self._join_saver()  # a save in flight must not record the old bytes after the truncation
         with self.lock:
             self._truncate()
             self.ranges_ok = exc.ranges
@@ -215,6 +238,7 @@ class _Transfer:
         fixed = self.opt.connections
         ramp = Ramp(self.opt) if fixed is None else None
         last_state = last_progress = time.monotonic()
+        last_rates = 0.0
         rate = RateMeter()
         rate.update(time.monotonic(), self.done.total())
         recent = RateMeter(window=1.0)  # for the per-connection rate that sizes splits
@@ -239,8 +263,8 @@ class _Transfer:
                     )
                 now = time.monotonic()
                 self.conn_rate = recent.update(now, self.downloaded) / max(1, alive)
-                if not (self.size is not None and self.ranges_ok):
-                    target = 1  # a probe first; no Range support: one connection
+                if not (self.size is not None and self.ranges_ok) or self.sources.pinned is not None:
+                    target = 1  # a probe first; no Range support, or one stream: one connection
                 elif ramp is None:
                     target = fixed
                 else:
@@ -265,8 +289,11 @@ class _Transfer:
                     next_id += 1
                     threads.append(thread)
                     thread.start()
+                if now - last_rates >= _RATE_STEP:
+                    self._demote_slow_source(now)
+                    last_rates = now
                 if now - last_state >= self.opt.state_interval:
-                    self._save_state()
+                    self._save_soon()
                     last_state = now
                 if now - last_progress >= self.opt.progress_interval:
                     done = self.done.total()
@@ -304,7 +331,7 @@ class _Transfer:
     def quitting(self, src: Source, generation: int) -> bool:
         """A worker's read loop should end now."""
         return bool(self.stop.is_set() or self.generation != generation or self.fatal or self.restart
-                    or src.dropped)
+                    or src.dropped or src.demoted)
 
     def write_at(self, data, pos: int, generation: int) -> bool:
         """``pwrite`` at ``pos``; False when this generation is over (nothing written).
@@ -324,6 +351,7 @@ class _Transfer:
                 return False
             self.done.add(pos, pos + n)
             src.served.add(pos, pos + n)
+            src.delivered += n
             seg.pos = pos + n
             self.downloaded += n
             self.retries.progress()
@@ -362,12 +390,15 @@ class _Transfer:
         with self.lock:
             if self._finished_locked() or self.fatal or self.restart:
                 return None
-            return self.schedule.take(worker, splittable=self.size is not None and self.ranges_ok,
+            return self.schedule.take(worker, splittable=self._splittable_locked(),
                                       smallest=self._smallest_piece(), low_first=self.hash.hasher is not None)
+
+    def _splittable_locked(self) -> bool:
+        return self.size is not None and self.ranges_ok and self.sources.pinned is None
 
     def _has_work(self) -> bool:
         with self.lock:
-            if self.size is None or not self.ranges_ok:
+            if not self._splittable_locked():
                 return False
             return self.schedule.has_work(self._smallest_piece())
 
@@ -379,6 +410,13 @@ class _Transfer:
         return self.size is not None and self.done.covers(self.size)
 
     # -- trouble -----------------------------------------------------------
+    def _fail(self, exc: BaseException) -> None:
+        """An error on another thread (the state saver) ends the transfer."""
+        with self.lock:
+            if self.fatal is None:
+                self.fatal = exc
+            self.wake.notify_all()
+
     def drop_source(self, src: Source, reason: str, *, distrust: bool) -> bool:
         """Drop ``src`` if another source remains; un-mark what it served when ``distrust``."""
         with self.lock:
@@ -396,12 +434,39 @@ class _Transfer:
         self.note(f"dropped source {src.url}: {reason}")
         return True
 
+    def _demote_slow_source(self, now: float) -> None:
+        """Stop asking a source that delivers far slower per connection than the fastest.
+
+        Its connections end (what they received is kept) and take the faster sources;
+        the file then finishes at the fastest source's speed, not waiting for the
+        slow one's last pieces. Judged over ``demote_window`` seconds of delivery.
+        """
+        with self.lock:
+            connections: dict[int, int] = {}
+            for worker in self.answered:
+                src = self.worker_source.get(worker)
+                if src is not None:
+                    connections[id(src)] = connections.get(id(src), 0) + 1
+            rates = self.sources.rates(now, connections, self.opt.demote_window)
+            pair = self.sources.to_demote(rates, self.opt.demote_ratio)
+            if pair is None:
+                return
+            slow, fast = pair
+            slow.demoted = "slow"
+            responses = [r for w, r in self.responses.items() if self.worker_source.get(w) is slow]
+            self.wake.notify_all()
+        for resp in responses:
+            resp.abort()  # its readers see ``quitting`` and hand their pieces back
+        self.note(f"demoted source {slow.url}: {rates[id(slow)] / 1024:.0f} KiB/s per connection against "
+                  f"{rates[id(fast)] / 1024:.0f} KiB/s from {host_of(fast.url)}; its pieces go to faster sources")
+
     # -- the file, its hash and its state ----------------------------------
     def _truncate(self) -> None:
         self.file.truncate()
         self.size = None
         self.done = RangeSet()
         self.reused = 0  # bytes from an earlier run are gone: report what this run really reused
+        self.saver.synced = 0
         self.sources.forget()
         self.dirty = True
 
@@ -436,20 +501,25 @@ class _Transfer:
     def _catch_up_hash(self) -> None:
         self.hash.catch_up(self._prefix_end, self.lock)
 
-    def _save_state(self, *, force: bool = False) -> None:
+    def _snapshot(self, force: bool) -> tuple[TransferState, int, int | None] | None:
+        """(the state to save, bytes done in it, the .part's fd), or None when nothing changed."""
         with self.lock:
             if not (self.dirty or force):
-                return
-            state = TransferState(
-                urls=self.urls,
-                size=self.size,
-                ranges=self.ranges_ok,
-                validators={s.url: s.validators() for s in self.sources.all},
-                done=self.done.as_list(),
-                algorithm=self.algorithm,
-            )
+                return None
             self.dirty = False
-        save_state(self.state_file, state)
+            state = TransferState(urls=self.urls, size=self.size, ranges=self.ranges_ok,
+                                  validators={s.url: s.validators() for s in self.sources.all},
+                                  done=self.done.as_list(), algorithm=self.algorithm)
+            return state, self.done.total(), self.file.fd
+
+    def _save_soon(self) -> None:
+        self.saver.save_soon(lambda: self._snapshot(False))
+
+    def _join_saver(self) -> None:
+        self.saver.join()
+
+    def _save_state(self, *, force: bool = False) -> None:
+        self.saver.save(self._snapshot(force))
 
     def note(self, message: str) -> None:
         self.emit(Event(EventKind.NOTE, self.name, done=self.done.total(), total=self.size, message=message))

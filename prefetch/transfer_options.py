@@ -18,7 +18,10 @@ class TransferOptions:
     initial_connections: int = 8
     min_split: int = 512 << 10  # never split into pieces smaller than this (nor than latency x rate)
     chunk_size: int = 512 << 10  # the largest read (a read returns what has arrived)
-    timeouts: Timeouts = field(default_factory=Timeouts)
+    # Give up on a source after this many seconds without a byte (a third of it when
+    # it does not resolve, refuses connections or answers a web page): --timeout.
+    timeout: float = 30.0
+    timeouts: Timeouts = field(default_factory=Timeouts)  # per attempt: connect, read (and the whole head)
     stall_window: float = 20.0  # seconds ...
     stall_min_rate: float = 1024.0  # ... below this many bytes/s => reconnect
     max_attempts: int = 8  # consecutive failures without progress before giving up
@@ -26,6 +29,8 @@ class TransferOptions:
     backoff_base: float = 0.5
     backoff_cap: float = 30.0
     retry_after_cap: float = 120.0
+    demote_window: float = 2.0  # a source's rate per connection is judged over this long ...
+    demote_ratio: float = 4.0  # ... and it is demoted when the fastest does this many times better
     max_restarts: int = 3  # remote changed this often => IntegrityError
     long_route: float = 0.04  # a first answer slower than this (seconds) means a long route: ...
     long_route_connections: int = 32  # ... open this many connections together, ...
@@ -35,9 +40,13 @@ class TransferOptions:
     state_interval: float = 0.5
     progress_interval: float = 0.25
     preallocate: bool = True
+    sync_data: bool = True  # fdatasync the .part before a state save that records new ranges
     # Extra request headers for every request of this transfer (--header); secrets maybe:
     # never logged, never in the state file, never in repr().
     headers: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # PREFETCH_RESOLVE: host -> address (None: the name does not resolve), or None to read
+    # it from os.environ where connections are made.
+    resolve: dict[str, str | None] | None = field(default=None, compare=False)
     # Something with a thread-safe ``wait(n)`` called after each read of n bytes, that
     # blocks to keep a total rate (--limit-rate: prefetch.ratelimit.RateLimiter), or None.
     limiter: object | None = field(default=None, repr=False, compare=False)
@@ -55,14 +64,29 @@ class TransferOptions:
                     from prefetch.errors import UsageError
 
                     raise UsageError(f"{name}={env[name]!r} is not a valid {kind.__name__}") from None
+        if env.get("PREFETCH_RESOLVE"):
+            from prefetch.connection import resolve_overrides
+
+            values["resolve"] = resolve_overrides(env)
+        values.update({k: v for k, v in overrides.items() if v is not None})
         read = values.pop("read_timeout", None)
         connect = values.pop("connect_timeout", None)
-        if read is not None or connect is not None:
+        timeout = values.get("timeout")
+        if timeout is not None and timeout <= 0:
+            from prefetch.errors import UsageError
+
+            raise UsageError(f"--timeout must be more than 0 seconds, got {timeout:g}")
+        if values.get("max_attempts") is not None and values["max_attempts"] < 0:
+            from prefetch.errors import UsageError
+
+            raise UsageError(f"--retries must be 0 or more, got {values['max_attempts']}")
+        if read is not None or connect is not None or timeout is not None:
+            # Per attempt: a third of --timeout to connect, half of it for the head and each read.
+            base = Timeouts() if timeout is None else Timeouts(connect=timeout / 3, read=timeout / 2)
             values["timeouts"] = Timeouts(
-                connect=connect if connect is not None else Timeouts.connect,
-                read=read if read is not None else Timeouts.read,
+                connect=connect if connect is not None else base.connect,
+                read=read if read is not None else base.read,
             )
-        values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
 
@@ -72,11 +96,14 @@ _ENV_KNOBS = [
     ("stall_window", "PREFETCH_STALL_WINDOW", float),
     ("stall_min_rate", "PREFETCH_STALL_MIN_RATE", float),
     ("max_attempts", "PREFETCH_RETRIES", int),
+    ("timeout", "PREFETCH_TIMEOUT", float),
     ("backoff_base", "PREFETCH_BACKOFF", float),
     ("backoff_cap", "PREFETCH_BACKOFF_CAP", float),
     ("retry_after_cap", "PREFETCH_RETRY_AFTER_CAP", float),
     ("min_split", "PREFETCH_MIN_SPLIT", int),
+    ("demote_window", "PREFETCH_DEMOTE_WINDOW", float),
     ("max_connections", "PREFETCH_MAX_CONNECTIONS", int),
+    ("sync_data", "PREFETCH_SYNC", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),  # never raises
     ("long_route", "PREFETCH_LONG_ROUTE", float),
     ("long_route_connections", "PREFETCH_LONG_ROUTE_CONNECTIONS", int),
     ("piece_size", "PREFETCH_PIECE_SIZE", int),

@@ -302,3 +302,22 @@ def test_python_api_takes_url_entries_rates_and_headers(origin, home, tmp_path):
     assert (tmp_path / "c.bin").read_bytes() == blob(16)
     assert origin.data_requests("c.bin")[-1].headers.get("X-Team") == SECRET
     assert SECRET not in json.dumps(prefetch.status(job.id).request)
+
+
+def test_background_url_downloads_land_where_the_foreground_would(origin, home, tmp_path):
+    a, b = blob(17), blob(18)
+    origin.put("here.bin", a)
+    origin.put("there.bin", b)
+    listing = f"{origin.url_for('there.bin')}#sha256={sha(b)}\n  out=sub/t.bin\n"
+
+    here = run_cli("get", origin.url_for("here.bin"), "-b", "--limit-rate", "8M", cwd=tmp_path)
+    there = run_cli("get", "-i", "-", "-P", "rel", "-b", input=listing, cwd=tmp_path)
+    for started in (here, there):
+        assert started.returncode == 0, started.stderr
+        waited = run_cli("wait", job_id_from(started.stdout), "--timeout", "60")
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+
+    assert (tmp_path / "here.bin").read_bytes() == a  # the caller's directory, not the jobs dir
+    assert (tmp_path / "rel" / "sub" / "t.bin").read_bytes() == b
+    status = json.loads(run_cli("status", job_id_from(here.stdout), "--json").stdout)
+    assert "--limit-rate 8M" in status["jobs"][0]["command"], status

@@ -346,3 +346,39 @@ def test_a_fifo_given_as_a_registry_or_catalog_does_not_block(home, cli, tmp_pat
         proc = cli("mirror", "list", timeout=60)
     line = one_error_line(proc, ExitCode.USAGE)
     assert "FIFO" in line
+
+
+def test_a_running_worker_holds_its_run_lock_and_cancel_uses_it(home, cli, origin, tmp_path):
+    """The proof of identity exists for real workers: the lock is held while it runs, free after."""
+    from prefetch.jobs import run_lock_held
+    from prefetch.localorigin import StallAfter
+
+    origin.put("slow.bin", DATA)
+    origin.add_fault(StallAfter(1000, 30, path="slow.bin"))
+    started = cli("get", origin.url_for("slow.bin"), "-o", str(tmp_path / "slow.bin"), "-b", "--connections", "1")
+    assert started.returncode == 0, started.stderr
+    job = json.loads(cli("status", "--json").stdout)["jobs"][0]["id"]
+    deadline = time.monotonic() + 30
+    while run_lock_held(job) is not True:
+        assert time.monotonic() < deadline, "the worker never took its run lock"
+        time.sleep(0.05)
+    # Without the start time (as where /proc is missing), cancel still finds its worker by the lock.
+    from prefetch.jobs import update_record
+
+    update_record(job, lambda rec: setattr(rec, "pid_start", None))
+    cancelled = cli("cancel", job, timeout=60)
+    assert cancelled.returncode in (0, 7), cancelled.stderr
+    assert json.loads(cli("status", "--json").stdout)["jobs"][0]["state"] == "cancelled"
+    deadline = time.monotonic() + 30
+    while run_lock_held(job) is not False:
+        assert time.monotonic() < deadline, "the run lock outlived its worker"
+        time.sleep(0.05)
+
+
+def test_a_redirect_to_a_host_with_a_space_is_one_line(cli, origin, tmp_path):
+    from prefetch.localorigin import Redirect
+
+    origin.add_fault(Redirect("http://bad host/x.bin", path="d.bin"))
+    proc = cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "-q", timeout=60)
+    line = one_error_line(proc, ExitCode.NETWORK)
+    assert "the host 'bad host' contains a space" in line

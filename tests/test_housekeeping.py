@@ -203,3 +203,17 @@ def test_python_api_for_housekeeping(home, keras_datasets):
     gone = prefetch.remove("mnist")
     assert [Path(r.path).name for r in gone.removed] == ["mnist.npz"] and gone.bytes >= 10000
     assert not (keras_datasets / "mnist.npz").exists()
+
+
+def test_rm_also_forgets_prefetchs_records_of_the_dataset(origin, home, tmp_path, keras_datasets):
+    registry, _ = slow_registry(tmp_path, origin, ["mnist"])
+    assert run_cli("get", "mnist", "--registry", str(registry)).returncode == 0
+    state = home / ".prefetch" / "state"
+    before = sorted(p.name for p in (state / "placed").iterdir())
+    assert before  # the flow recorded the placed file
+
+    proc = run_cli("rm", "mnist", "--registry", str(registry), "--json")
+
+    removed = json.loads(proc.stdout)["removed"]
+    assert {r["reason"] for r in removed} >= {"file", "marker"}
+    assert sorted(p.name for p in (state / "placed").iterdir()) == []

@@ -442,3 +442,13 @@ def test_liveness_pid_reuse_zombies_and_other_hosts(home):
     # A cancel was asked for and the worker is gone: cancelled.
     gone = refresh_state(running(pid=child.pid, pid_start=1, cancel_requested=True))
     assert gone.state == "cancelled"
+
+
+def test_every_request_field_survives_a_job_record():
+    # A job stores its request as JSON and the worker rebuilds it, type-checking each field:
+    # a field without a type (added to GetRequest later) must not fail every background job.
+    from prefetch.request import GetRequest
+
+    request = GetRequest(names=["mnist"], urls=[{"url": "http://127.0.0.1/x.bin"}], include=["*.json"],
+                         limit_rate="2M", seed="s3://bucket/prefix", force=True)
+    assert GetRequest.from_dict(json.loads(json.dumps(request.to_dict()))) == request

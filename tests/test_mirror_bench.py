@@ -78,6 +78,25 @@ def test_explicit_probe_and_missing_probe(mirrors):
     assert by_name["gone"].status is BenchStatus.ERROR and "HTTP 404" in by_name["gone"].error
 
 
+def test_a_captive_portal_is_never_the_fastest_mirror(mirrors):
+    """A portal answers the probe at once with its page: that is an error, not a fast mirror."""
+    from prefetch.localorigin import PORTAL_PAGE, OriginServer
+
+    fast, _, _ = mirrors
+    with OriginServer() as portal:
+        portal.portal = PORTAL_PAGE
+        report = bench_mirrors(
+            [
+                Mirror("portal", pypi=f"{portal.url}simple", probe=f"{portal.url}packages/{BENCH_FILE}"),
+                Mirror("fast", pypi=f"{fast.url}/simple"),
+            ],
+            deadline=3.0,
+        )
+    by_name = {r.name: r for r in report.results}
+    assert by_name["portal"].status is BenchStatus.ERROR and "web page" in by_name["portal"].error
+    assert report.fastest is not None and report.fastest.name == "fast"
+
+
 def test_find_probe_link_resolves_relative_links():
     html = '<a href="../../packages/aa/x-1.whl#sha256=1">x</a><a href="../../packages/bb/pip-24.0-py3-none-any.whl#sha256=2">p</a>'
     assert find_probe_link(html, base_url="https://m.example/pypi/simple/pip/", probe_file="pip-24.0-py3-none-any.whl") == (

@@ -171,7 +171,7 @@ def test_background_get_returns_at_once_and_the_job_finishes_after_the_cell(kern
 
 
 def test_status_and_mirror_list_are_whole_in_a_cell_and_no_color_means_no_escape(kernel, origin, tmp_path):
-    name = "a-rather-long-dataset-file-name-for-the-table-v2.npz"
+    name = "a-rather-long-dataset-file-name-for-the-table-v2.bin"  # random bytes: not .npz (a zip is checked)
     origin.put(name, os.urandom(8 * MiB))
     origin.total_rate = 1 * MiB
     kernel.run(f"!prefetch get {origin.url_for(name)} -o {tmp_path}/out/ -b")
@@ -288,3 +288,23 @@ def test_ensure_and_wait_show_a_progress_bar_in_the_kernel(kernel, origin, tmp_p
     assert waited.error is None, waited.error
     assert any(line.startswith("waiting for j") and "100%" in line for line in waited.lines), waited.rendered
     assert waited.lines[-1] == "done"
+
+
+def test_interrupting_wait_in_a_cell_says_the_job_keeps_running(kernel, origin, tmp_path):
+    from prefetch.jobs import list_jobs
+
+    origin.put("long.bin", os.urandom(16 * MiB))
+    origin.total_rate = 256 << 10  # about a minute
+    kernel.run(f"!prefetch get {origin.url_for('long.bin')} -o {tmp_path / 'long.bin'} -b")
+    (job,) = list_jobs()
+    try:
+        cell = kernel.start("!prefetch wait")
+        poll(lambda: kernel.poll(cell) or "waiting for j" in cell.rendered, what="wait's progress line")
+        assert cell.ended is None, cell.rendered
+        kernel.interrupt()
+        poll(lambda: kernel.poll(cell), what="the cell to end", timeout=20)
+        assert "the job keeps running in the background" in cell.rendered, cell.rendered
+        assert "run the same command again to resume" not in cell.rendered
+        assert list_jobs()[0].state == "running"  # only the waiting stopped
+    finally:
+        kernel.run(f"!prefetch cancel {job.id}")

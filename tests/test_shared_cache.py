@@ -338,3 +338,30 @@ def test_lock_file_planted_as_a_link_in_a_shared_state_dir_is_refused(cli, origi
                           ExitCode.FILESYSTEM)
     assert str(lock_path(locks, out)) in line and "symbolic link" in line
     assert victim.read_bytes() == VICTIM_BYTES
+
+
+def test_rm_and_clean_leave_another_users_entries_in_a_shared_cache(cli, home, shared):
+    """`prefetch rm` / `clean` in /tmp/.keras remove only what is ours (even when run as root)."""
+    root = shared / ".keras"
+    datasets = root / "datasets"
+    plant_dirs(root, datasets)
+
+    def plant():
+        (datasets / "mnist.npz").write_bytes(b"their mnist")
+        (datasets / "theirs.bin.part").write_bytes(b"their partial")
+        os.utime(datasets / "theirs.bin.part", (1, 1))
+        (datasets / ".theirs.bin.extract-0badf00d").mkdir()
+    as_other_user(plant)
+    (datasets / "mine.bin.part").write_bytes(b"my partial")
+    os.utime(datasets / "mine.bin.part", (1, 1))
+    removed = cli("rm", "mnist", "--cache-dir", str(root))
+    assert removed.returncode == ExitCode.FILESYSTEM, removed.stderr
+    (line,) = removed.stderr.splitlines()
+    assert line.startswith("prefetch: error: ") and str(datasets / "mnist.npz") in line and "another user" in line
+    assert (datasets / "mnist.npz").read_bytes() == b"their mnist"
+    cleaned = cli("clean", "--cache-dir", str(root), "--json")
+    assert cleaned.returncode == 0, cleaned.stderr
+    result = json.loads(cleaned.stdout)
+    assert [Path(r["path"]).name for r in result["removed"]] == ["mine.bin.part"]
+    assert any("another user" in line for line in result["not_ours"])
+    assert (datasets / "theirs.bin.part").exists() and (datasets / ".theirs.bin.extract-0badf00d").exists()

@@ -332,3 +332,20 @@ def test_seed_takes_over_the_claim_of_a_seeder_that_died(s3, tmp_path, cli, orig
     assert "seeded the store: uploaded" in proc.stderr
     assert assert_store_consistent(s3, s3.prefix) == {"dead.bin": data}
     assert list(objects(s3, s3.prefix)) == ["dead.bin"]  # our claim was released
+
+
+def test_seed_into_a_store_that_refuses_still_gets_the_file(s3, tmp_path, cli, origin, keras_datasets, monkeypatch):
+    data = payload(MIB, 81)
+    origin.put("nb.bin", data)
+    reg = registry(tmp_path / "r.toml", {"nb.bin": (origin.url_for("nb.bin"), data)})
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")  # every request is refused
+
+    proc = cli("get", "toy", "--registry", reg, "--seed", s3.prefix)
+
+    assert proc.returncode == 0, proc.stderr
+    assert (keras_datasets / "nb.bin").read_bytes() == data
+    assert "using the other sources" in proc.stderr and "could not seed the store" in proc.stderr
+    # The same store as the only source is a failure that says so (exit 3).
+    reg2 = registry(tmp_path / "r2.toml", {"nb.bin": (origin.url_for("nb.bin"), data)}, dataset="only")
+    proc = cli("get", "only", "--registry", reg2, "--mirror", s3.prefix, "--cache-dir", str(tmp_path / "other"))
+    assert proc.returncode == 3 and "check AWS_ACCESS_KEY_ID" in proc.stderr, proc.stderr

@@ -24,14 +24,18 @@ def echo_result(result, *, as_json: bool, verb: str) -> None:
 
     if as_json:
         data = {"dry_run": result.dry_run, "bytes": result.bytes, "removed": [asdict(r) for r in result.removed],
-                "skipped": result.skipped}
+                "skipped": result.skipped, "not_ours": result.not_ours}
         click.echo(json.dumps(data, indent=2))
         return
+    from prefetch.commands.output import echo_table
+
     would = "would remove" if result.dry_run else "removed"
-    for r in result.removed:
-        click.echo(f"{would:12} {r.reason:9} {human_bytes(r.bytes):>9}  {r.path}")
-    for line in result.skipped:
-        click.echo(f"{'left':12} {'busy':9} {'':>9}  {line}")
+    rows = [[would, r.reason, human_bytes(r.bytes), r.path] for r in result.removed]
+    rows += [["left", "busy", "", line] for line in result.skipped]
+    rows += [["left", "not ours", "", line] for line in result.not_ours]
+    if rows:
+        echo_table(["ACTION", "WHAT", "SIZE", "PATH"], rows, right=[2],
+                   colour_of=lambda i, cell: ("yellow",) if i == 0 and cell == "left" else ())
     total = f"{len(result.removed)} path(s), {human_bytes(result.bytes)}"
     if not result.removed:
         click.echo(f"{verb}: nothing to remove")
@@ -57,7 +61,8 @@ def _context(cache_dir, registries):
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def rm(names, cache_dir, registries, dry_run, as_json):
-    """Remove datasets from the cache: archives, their other names, extracted folders, partials.
+    """Remove datasets from the cache: archives, their other names, extracted folders, partials;
+    or hf:// repos from the Hugging Face cache.
 
     A dataset that is being downloaded right now is left alone (exit 1); links are
     removed as links, never followed.
@@ -66,6 +71,8 @@ def rm(names, cache_dir, registries, dry_run, as_json):
     Examples (in a notebook cell):
       !prefetch rm cifar100
       !prefetch rm cifar10 imdb --dry-run
+      !prefetch rm hf://ORG/NAME              # a Hugging Face repo's whole cache folder
+      !prefetch rm hf://ORG/NAME@REVISION     # one revision, and the blobs only it uses
     """
     from prefetch.errors import ExitCode
     from prefetch.housekeeping import remove_datasets
@@ -77,6 +84,10 @@ def rm(names, cache_dir, registries, dry_run, as_json):
         click.echo("prefetch: error: some files are being downloaded and were left alone; "
                    "`prefetch cancel` their job first", err=True)
         return int(ExitCode.FAILURE)
+    if result.not_ours:
+        click.echo(f"prefetch: error: {result.not_ours[0].split(': ')[0]} (and {len(result.not_ours) - 1} more) "
+                   "belongs to another user of this shared cache and was left alone", err=True)
+        return int(ExitCode.FILESYSTEM)
     return 0
 
 
@@ -89,8 +100,9 @@ def rm(names, cache_dir, registries, dry_run, as_json):
 def clean(older_than, cache_dir, dry_run, as_json):
     """Remove stale partial downloads and what killed runs left behind.
 
-    Partials (.part) older than --older-than whose download is not running, and temp
-    files and folders of interrupted extractions; prints each with its size.
+    Partials (.part) older than --older-than whose download is not running (in the Keras
+    cache and in hf:// repos' blobs/), and temp files and folders of interrupted
+    extractions; prints each with its size.
 
     \b
     Examples (in a notebook cell):

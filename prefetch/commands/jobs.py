@@ -1,8 +1,8 @@
 """Background job commands: status, log, wait, cancel, resume, jobs clean.
 
-Each is a short adapter over ``prefetch.jobs``; tables are rich on a terminal
-and plain aligned text elsewhere (a notebook cell), ``--json`` where a table is
-printed.
+Each is a short adapter over ``prefetch.jobs``; tables are aligned text as wide
+as their cells (never cut to a notebook pty's 80 columns), coloured by the
+NO_COLOR/FORCE_COLOR rules, ``--json`` where a table is printed.
 """
 
 from __future__ import annotations

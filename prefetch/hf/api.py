@@ -73,7 +73,7 @@ def resolve_url(endpoint: str, repo: HubRepo, commit: str, path: str) -> str:
     return f"{endpoint}/{repo.url_path}/resolve/{quote(commit, safe='')}/{quote(path)}"
 
 
-def repo_commit(client: Client, endpoint: str, repo: HubRepo, *, token: bool) -> str:
+def repo_commit(client: Client, endpoint: str, repo: HubRepo, *, token: bool, backoff: tuple[float, float] = (0.5, 8.0)) -> str:
     """The commit hash ``repo.revision`` points at (a commit hash is its own answer).
 
     Raises:
@@ -83,14 +83,15 @@ def repo_commit(client: Client, endpoint: str, repo: HubRepo, *, token: bool) ->
     if repo.is_commit:
         return repo.revision
     url = f"{endpoint}/api/{repo.repo_type}s/{repo.repo_id}/revision/{quote(repo.revision, safe='')}"
-    data, _ = _get_json(client, url, repo, token=token)
+    data, _ = _get_json(client, url, repo, token=token, backoff=backoff)
     sha = data.get("sha") if isinstance(data, dict) else None
     if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
         raise NetworkError(f"{repo.label}: {url} gave no commit hash ('sha'); is {endpoint} a Hugging Face endpoint?")
     return sha
 
 
-def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, token: bool) -> list[HubFile]:
+def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, token: bool,
+               backoff: tuple[float, float] = (0.5, 8.0)) -> list[HubFile]:
     """Every file of ``repo`` at ``commit`` (the recursive tree, all pages).
 
     Raises:
@@ -99,7 +100,7 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
     url: str | None = f"{endpoint}/api/{repo.repo_type}s/{repo.repo_id}/tree/{commit}?recursive=true&expand=false"
     files: list[HubFile] = []
     while url:
-        page, link = _get_json(client, url, repo, token=token)
+        page, link = _get_json(client, url, repo, token=token, backoff=backoff)
         if not isinstance(page, list):
             raise NetworkError(f"{repo.label}: {url} did not answer a file list")
         for entry in page:
@@ -121,12 +122,12 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
     return files
 
 
-def _get_json(client: Client, url: str, repo: HubRepo, *, token: bool):
+def _get_json(client: Client, url: str, repo: HubRepo, *, token: bool, backoff: tuple[float, float]):
     """(parsed JSON, Link header) of a GET, retrying connection trouble and 5xx a few times."""
     last = ""
     for attempt in range(ATTEMPTS):
         if attempt:
-            time.sleep(min(8.0, 0.5 * 2 ** attempt))
+            time.sleep(min(backoff[1], backoff[0] * 2 ** attempt))
         try:
             resp, final = follow_redirects(client, url, headers={"Accept": "application/json"})
         except TransientHTTPError as exc:

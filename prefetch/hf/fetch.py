@@ -60,8 +60,11 @@ def fetch_repo(
     job: str | None = None,
     max_parallel_files: int = 2,
     lock_timeout: float = 6 * 3600.0,
+    force: bool = False,
 ) -> list[FileResult]:
     """Make ``plan``'s repo (the selected files) complete in the cache; one result per file, then the repo's.
+
+    ``force``: download every selected blob again (replacing it atomically) even if present.
 
     Raises:
         HubAccessError / NetworkError: the Hub refused or could not be reached for the listing.
@@ -74,8 +77,9 @@ def fetch_repo(
     factory = api.client_factory(plan.endpoint, token)
     client = factory(timeouts=transfer.timeouts)
     try:
-        commit = api.repo_commit(client, plan.endpoint, plan.repo, token=bool(token))
-        files = api.list_files(client, plan.endpoint, plan.repo, commit, token=bool(token))
+        backoff = (transfer.backoff_base, min(transfer.backoff_cap, 8.0))  # PREFETCH_BACKOFF tunes the API too
+        commit = api.repo_commit(client, plan.endpoint, plan.repo, token=bool(token), backoff=backoff)
+        files = api.list_files(client, plan.endpoint, plan.repo, commit, token=bool(token), backoff=backoff)
     finally:
         client.close()
     for f in files:
@@ -91,7 +95,7 @@ def fetch_repo(
     progress = _RepoProgress(plan.label, sum(group[0].size for group in by_blob.values()), on_event)
     progress.start()
     ctx = _BlobContext(plan=plan, commit=commit, transfer=transfer, factory=factory, locks=state / "locks",
-                       stop=stop, job=job, lock_timeout=lock_timeout, progress=progress)
+                       stop=stop, job=job, lock_timeout=lock_timeout, progress=progress, force=force)
     outcomes: dict[str, FileResult | PrefetchError] = {}
 
     def run(etag: str) -> None:
@@ -164,6 +168,7 @@ class _BlobContext:
     job: str | None
     lock_timeout: float
     progress: "_RepoProgress"
+    force: bool = False
 
 
 def _file_label(plan: HubPlan, f: api.HubFile) -> str:
@@ -179,19 +184,20 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
     result = FileResult(dataset=plan.label, name=label, path=str(blob), paths=[str(blob)], size=first.size,
                         algorithm="sha256" if first.sha256 else "git-sha1", digest=first.etag)
     started = time.monotonic()
-    if not _blob_ok(blob, first.size):
+    if ctx.force or not _blob_ok(blob, first.size):
         _make_dirs(blob.parent)
 
         def waiting(owner) -> None:
             who = owner.describe() if owner else "another process"
             ctx.progress.emit(Event(EventKind.NOTE, label, message=f"waiting for {who}, which is downloading this file"))
 
-        with hold_lock(ctx.locks, blob, timeout=ctx.lock_timeout, job=ctx.job, on_wait=waiting), \
+        with hold_lock(ctx.locks, blob, timeout=ctx.lock_timeout, job=ctx.job, on_wait=waiting, stop=ctx.stop), \
                 _hf_lock(cache_layout.hf_lock_path(plan.root, plan.repo.folder, first.etag), ctx, label):
-            if not _blob_ok(blob, first.size):  # someone may have finished it while we waited
+            if ctx.force or not _blob_ok(blob, first.size):  # someone may have finished it while we waited
                 _download_blob(ctx, first, blob, label, result)
     if result.status != "downloaded":
         result.status = "cached"
+        _drop_stale_partial(ctx, blob)
         ctx.progress.finish_file(label, first.size)
         ctx.progress.emit(Event(EventKind.CACHED, label, done=first.size, total=first.size, message=str(blob)))
     for f in group:
@@ -199,6 +205,20 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
     result.verified = True
     result.elapsed = time.monotonic() - started
     return result
+
+
+def _drop_stale_partial(ctx: _BlobContext, blob: Path) -> None:
+    """A ``.part`` left for a blob that is now complete (huggingface_hub finished it meanwhile): remove it."""
+    part, state = blob.with_name(blob.name + ".part"), blob.with_name(blob.name + ".part.json")
+    if not (os.path.lexists(part) or os.path.lexists(state)):
+        return
+    from prefetch.errors import LockTimeoutError
+
+    try:
+        with hold_lock(ctx.locks, blob, timeout=0):
+            _discard(part, state)
+    except (LockTimeoutError, PrefetchError):
+        pass  # a download of it is running: it will find the blob and finish
 
 
 def _blob_ok(blob: Path, size: int) -> bool:
@@ -371,7 +391,7 @@ def _discard(*paths: Path) -> None:
 
 def run_hub_plans(plans: Sequence[HubPlan], *, transfer: TransferOptions, state: Path, env: Mapping[str, str],
                   on_event: EventSink = ignore_event, stop: threading.Event | None = None,
-                  job: str | None = None) -> list[FileResult]:
+                  job: str | None = None, force: bool = False) -> list[FileResult]:
     """Fetch each repo in turn; a repo that fails as a whole (refused, unreachable) gives one failed result."""
     stop = stop or threading.Event()
     results: list[FileResult] = []
@@ -379,8 +399,14 @@ def run_hub_plans(plans: Sequence[HubPlan], *, transfer: TransferOptions, state:
         try:
             if stop.is_set():
                 raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
-            results.extend(fetch_repo(plan, transfer=transfer, state=state, env=env, on_event=on_event,
-                                      stop=stop, job=job))
+            def waiting(owner, plan=plan) -> None:
+                who = owner.describe() if owner else "another process"
+                on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this repo"))
+
+            # The repo's lock: `prefetch rm` leaves a repo alone while it is being fetched.
+            with hold_lock(state / "locks", plan.repo_dir, timeout=6 * 3600.0, job=job, on_wait=waiting, stop=stop):
+                results.extend(fetch_repo(plan, transfer=transfer, state=state, env=env, on_event=on_event,
+                                          stop=stop, job=job, force=force))
         except PrefetchError as exc:
             on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
             results.append(FileResult(dataset=plan.label, name=plan.label, path=str(plan.repo_dir),

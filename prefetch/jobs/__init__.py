@@ -3,14 +3,25 @@
 One module per concern (nothing here prints; all return dataclasses or raise
 ``PrefetchError`` subclasses):
 
-    records.py       what a job record holds, reading/writing it, liveness (the one loader)
+    records.py       what a job record holds; reading, checking, writing it (the one loader)
+    liveness.py      is the worker still there (pid + start time, run lock): refresh_state
     launch.py        start a detached worker; cancel and resume
     wait.py          block until jobs/datasets end; their outcome
     housekeeping.py  forget finished jobs; read and follow logs
+    views.py         table rows, short repr, HTML (status, notebooks, watch)
 """
 
 from prefetch.jobs.housekeeping import CleanResult, clean_jobs, iter_log
 from prefetch.jobs.launch import cancel_job, describe_request, pin_request, resume_job, start_job
+from prefetch.jobs.liveness import (
+    hold_run_lock,
+    is_process_alive,
+    process_start_time,
+    refresh_state,
+    run_lock_held,
+    run_lock_path,
+    worker_identity_proven,
+)
 from prefetch.jobs.records import (
     ACTIVE_STATES,
     FINAL_FILE_STATES,
@@ -22,8 +33,6 @@ from prefetch.jobs.records import (
     JobState,
     check_job_id,
     get_job,
-    hold_run_lock,
-    is_process_alive,
     job_to_dict,
     jobs_dir,
     latest_job,
@@ -31,16 +40,11 @@ from prefetch.jobs.records import (
     load_record,
     locked_jobs,
     new_job_id,
-    process_start_time,
     record_from_dict,
     record_path,
     record_to_dict,
-    refresh_state,
-    run_lock_held,
-    run_lock_path,
     this_host,
     update_record,
-    worker_identity_proven,
     write_record,
 )
 from prefetch.jobs.wait import (

@@ -20,12 +20,11 @@ from prefetch.jobs.records import (
     jobs_dir,
     locked_jobs,
     new_job_id,
-    process_start_time,
     this_host,
     update_record,
-    worker_identity_proven,
     write_record,
 )
+from prefetch.jobs.liveness import process_start_time, worker_identity_proven
 from prefetch.paths import expand_path
 
 
@@ -57,6 +56,9 @@ def describe_request(request) -> str:
         parts += ["--exclude", pattern]
     if request.fail_fast:
         parts.append("--fail-fast")
+    from prefetch.request import describe_url_options
+
+    parts += describe_url_options(request)
     return shlex.join(parts) + " -b"
 
 
@@ -69,18 +71,18 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     from dataclasses import replace
 
     from prefetch.layout import keras_root
-    from prefetch.request import requested_mirrors
+    from prefetch.request import pin_url_paths
 
     env = os.environ if env is None else env
-    return replace(
+    return pin_url_paths(replace(
         request,
         cache_dir=str(keras_root(cache_dir=request.cache_dir, env=env).absolute()),
         mirrors=_pin_mirrors(request, env),
         output=_absolute_keeping_slash(request.output) if request.output else None,
         registries=[str(expand_path(r, "--registry").absolute()) for r in request.registries],
-        mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(requested_mirrors(request, env))),
+        mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(_pin_mirrors(request, env))),
         hub_cache=_pin_hub_cache(request, env),
-    )
+    ))
 
 
 def _pin_mirrors(request, env: Mapping[str, str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Job records: what a job is, where its record lives, reading and writing it, liveness.
+"""Job records: what a job is, where its record lives, reading, checking and writing it.
 
 A job is one ``get`` request run by a detached worker process
 (``python -m prefetch.worker JOB``). Its record, ``<state dir>/jobs/<id>.json``,
@@ -9,7 +9,8 @@ Readers never trust a "running" record blindly: when the worker's pid is gone
 ``/proc/<pid>/stat``), the job is reported as ``interrupted`` and can be resumed.
 
 This module is the one place that loads records (``load_record``, ``get_job``,
-``list_jobs``) and judges them (``refresh_state``). Nothing here prints.
+``list_jobs``); ``liveness.py`` judges whether a running record's worker is still
+there (``refresh_state``). Nothing here prints.
 """
 
 from __future__ import annotations
@@ -313,161 +314,6 @@ def _corrupt_record(path: Path, message: str) -> JobRecord:
     )
 
 
-# -- liveness ------------------------------------------------------------------------
-def process_start_time(pid: int) -> int | None:
-    """The start time of ``pid`` (clock ticks since boot) from /proc; None if unknown."""
-    info = _proc_stat(pid)
-    return info[1] if info else None
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    rest = text[text.rfind(")") + 2 :].split()
-    try:
-        return rest[0], int(rest[19])  # field 3 state, field 22 starttime
-    except (IndexError, ValueError):
-        return None
-
-
-def is_process_alive(pid: int | None, start: int | None = None) -> bool:
-    """True when ``pid`` runs (not a zombie) and, if ``start`` is given, is the same process."""
-    if not pid or pid <= 0:
-        return False
-    if Path("/proc/self/stat").exists():
-        info = _proc_stat(pid)
-        if info is None:
-            return False
-        state, started = info
-        if state in ("Z", "X", "x"):
-            return False
-        return start is None or started == start
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def run_lock_path(job_id: str, env: Mapping[str, str] | None = None) -> Path:
-    """``jobs/<id>.run``: the worker holds an exclusive ``flock`` on it while it runs."""
-    return jobs_dir(env) / f"{check_job_id(job_id)}.run"
-
-
-def hold_run_lock(job_id: str, env: Mapping[str, str] | None = None) -> int | None:
-    """Take the job's run lock for this process's lifetime; its fd, or None if another holds it.
-
-    The lock is the proof of identity where ``/proc`` (process start times) is missing:
-    ``cancel`` signals a pid only while the lock is held.
-    """
-    import fcntl
-
-    from prefetch.safefs import open_file
-
-    fd = open_file(run_lock_path(job_id, env), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def run_lock_held(job_id: str, env: Mapping[str, str] | None = None) -> bool | None:
-    """True when a worker holds the job's run lock, False when not, None when there is no lock file."""
-    import fcntl
-
-    from prefetch.safefs import UnsafePathError, open_file
-
-    try:
-        fd = open_file(run_lock_path(job_id, env), os.O_RDONLY, own=False)
-    except (OSError, UnsafePathError):
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def _proc_available() -> bool:
-    return Path("/proc/self/stat").exists()
-
-
-def worker_identity_proven(record: JobRecord, env: Mapping[str, str] | None = None) -> bool:
-    """Is ``record.pid`` provably this job's worker (so that signalling it is safe)?
-
-    Proof is the process start time recorded with the pid, matched in /proc; where
-    the record has none or /proc is missing, the run lock the worker holds. A bare
-    pid is never enough: it may have been reused by an unrelated process.
-    """
-    if record.pid is None or (record.host and record.host != this_host()):
-        return False
-    if record.pid_start is not None and _proc_available():
-        return is_process_alive(record.pid, record.pid_start)
-    return run_lock_held(record.id, env) is True
-
-
-def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
-    """Return ``record`` with its state corrected when its worker is gone.
-
-    A queued or running job whose worker process no longer exists becomes
-    ``interrupted`` (or ``cancelled`` when a cancel was asked for); its files
-    still in flight become ``interrupted`` too. For jobs on other hosts (a shared
-    state dir) only a record not rewritten for ``STALE_SECONDS`` counts as gone.
-    """
-    if not record.active:
-        return record
-    now = time.time() if now is None else now
-    if record.host and record.host != this_host():
-        # Another machine sharing the state dir: its pids mean nothing here, but a
-        # live worker rewrites its record at least every 20 s (worker.HEARTBEAT_SECONDS).
-        if now - record.updated < STALE_SECONDS:
-            return record
-        return _mark_stopped(record)
-    if record.pid is None:
-        # The launcher writes the pid right after starting the worker; a record
-        # without one for long means the launcher died before that.
-        if now - (record.updated or record.started) < 60:
-            return record
-        alive = False
-    elif record.pid_start is not None and _proc_available():
-        alive = is_process_alive(record.pid, record.pid_start)
-    else:
-        # No start time to tell a reused pid apart: the worker's run lock decides; a
-        # just-launched worker may not hold it yet.
-        held = run_lock_held(record.id)
-        alive = held is True or (held is None and not _proc_available()
-                                 and now - (record.updated or record.started) < 60 and is_process_alive(record.pid))
-    if alive:
-        return record
-    return _mark_stopped(record)
-
-
-def _mark_stopped(record: JobRecord) -> JobRecord:
-    state = JobState.CANCELLED if record.cancel_requested else JobState.INTERRUPTED
-    record.state = state.value
-    record.exit_code = int(ExitCode.INTERRUPTED)
-    if not record.error:
-        record.error = (
-            f"the worker (pid {record.pid}) stopped without finishing; "
-            f"`prefetch resume {record.id}` continues from the bytes on disk"
-        )
-    for f in record.files:
-        if f.state not in FINAL_FILE_STATES:
-            f.state = state.value
-            f.rate = 0.0
-            f.eta = None
-    return record
-
-
 # -- listing -------------------------------------------------------------------------
 def get_job(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
     """One job with its current state (a corrupt record comes back with state ``corrupt``).
@@ -475,6 +321,8 @@ def get_job(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
     Raises:
         UsageError: bad id. JobNotFoundError: no such job.
     """
+    from prefetch.jobs.liveness import refresh_state  # liveness builds on this module
+
     try:
         return refresh_state(load_record(job_id, env))
     except ValueError as exc:
