@@ -41,10 +41,7 @@ class Fetcher:
                 self.t.wake.notify_all()
         finally:
             client.close()
-            with self.t.lock:
-                self.t.answered.discard(worker_id)
-                self.t.active_workers -= 1
-                self.t.wake.notify_all()
+            self.t.worker_left(worker_id)
 
     def _loop(self, worker_id: int, client, buffer: memoryview) -> None:
         while not self.t.stop.is_set():
@@ -148,7 +145,7 @@ class Fetcher:
             self.t.worker_source[worker] = src
             # What a new request costs (a connection, the round trips to the first byte):
             # the ramp judges over several of these, and a split must save more than one.
-            self.t.latency = latency if self.t.latency is None else 0.7 * self.t.latency + 0.3 * latency
+            self.t.note_latency(latency)
             others = bool(self.t.sources.others(src))
             have_bytes = bool(self.t.done.total())
         try:
@@ -175,9 +172,6 @@ class Fetcher:
         Returns True when it pinned the transfer to one stream from ``src``.
         """
         with self.t.lock:
-            if self.t.schedule.piece is None and self.t.latency >= self.t.opt.long_route \
-                    and (self.t.opt.connections or 2) > 1:
-                self.t.schedule.piece = self.t.opt.piece_size  # a long route: requests in pieces
             if answer.whole_body and self.t.size is None:
                 self.t.ranges_ok = False  # a Range probe answered with the whole body: no range support
                 self.t.dirty = True
@@ -222,6 +216,10 @@ class Fetcher:
             if limit is None:
                 return False
             self.t.worker_limit = min(self.t.worker_limit or limit, limit)
+            if self.t.opt.connections is None:
+                # The few connections the server allows share the rest in pieces: none
+                # holds a big segment to the end while the others are done.
+                self.t.schedule.piece = self.t.opt.piece_size
         if first:
             self.t.note(f"{host_of(src.url)} answered HTTP {status} to connection {delivering + 1}; "
                        f"staying at {delivering} connection{'s' if delivering != 1 else ''}")

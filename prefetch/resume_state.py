@@ -1,4 +1,4 @@
-"""The resume record beside ``<final>.part``: ``<final>.part.json``, and the ``.part`` itself.
+"""The resume record beside ``<final>.part``: ``<final>.part.json``.
 
 The record holds the file's size, whether the server honours Range, each source's
 validator (ETag / Last-Modified) and the byte ranges that are really on disk; a
@@ -199,23 +199,6 @@ def read_progress(part: Path, state_file: Path) -> tuple[int, int | None] | None
     if state is None or check_replaceable(part) is None:
         return None
     return RangeSet(state.done).total(), state.size
-
-
-def open_part(part: Path) -> int:
-    """Open (creating) the ``.part`` file for positional writes; its fd.
-
-    Never through a link, never a FIFO or device, never another user's file (a shared
-    cache dir): those raise ``UnsafePathError``.
-
-    Raises:
-        LocalFileError: it cannot be opened (UnsafePathError: it is not ours to write).
-    """
-    from prefetch.safefs import open_file
-
-    try:
-        return open_file(part, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise local_error(exc, part) from None
 
 
 def usable_state(state: TransferState | None, part: Path, urls: list[str]) -> bool:

@@ -122,6 +122,45 @@ class Schedule:
         self.segments = [s for s in self.segments if s.end is None or s.pos < s.end or s.owner is not None]
 
 
+class RouteJudge:
+    """Is the route long? The first answers' latencies (request to first byte) say.
+
+    A first answer four times ``threshold`` or slower is a long route at once (no busy
+    machine delays loopback that much, routes abroad do: 2 round trips of 100-400 ms);
+    a first answer merely above ``threshold`` waits for the next few ("long?"). The
+    median of the first few answers confirms "long" or turns it "short" (one slow
+    answer from a loaded machine is not a route abroad). ``route`` is None before any answer.
+    """
+
+    SAMPLES = 5
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self.route: str | None = None
+        self.samples: list[float] = []
+
+    def add(self, latency: float) -> str | None:
+        if len(self.samples) >= self.SAMPLES:
+            return self.route
+        self.samples.append(latency)
+        if self.route is None:
+            if latency >= 4 * self.threshold:
+                self.route = "long"
+            else:
+                self.route = "long?" if latency >= self.threshold else "short"
+        elif self.route in ("long?", "long") and len(self.samples) >= 3:
+            middle = sorted(self.samples)[len(self.samples) // 2]
+            if middle >= self.threshold:
+                self.route = "long"
+            elif middle < self.threshold / 2:
+                self.route = "short"
+        return self.route
+
+    @property
+    def long(self) -> bool:
+        return self.route == "long"
+
+
 class Ramp:
     """How many connections a file gets when ``--connections`` is not given.
 
@@ -132,7 +171,8 @@ class Ramp:
     beats the previous step's by ``ramp_gain`` it doubles again, otherwise it stays
     where it is. Per-connection throttling (most CDNs, long fat routes) rewards every
     connection and the ramp runs to the cap; on a link that one connection already
-    fills it stops at the first step.
+    fills it stops at the first step. On a long route it does not step: it opens
+    ``long_route_connections`` together as soon as the first answer shows the route.
     """
 
     def __init__(self, opt) -> None:
@@ -140,18 +180,30 @@ class Ramp:
         self.target = min(opt.initial_connections, opt.max_connections)
         self.done = self.target >= opt.max_connections
         self.judged_route = False
+        self.jumped = False
         self.step_started: float | None = None
         self.window: tuple[float, int] | None = None  # (start, bytes downloaded then)
         self.last_rate: float | None = None
 
-    def update(self, now: float, downloaded: int, *, alive: int, answered: int, latency: float) -> int:
-        if not self.judged_route and latency > 0:  # once the first answer came
-            self.judged_route = True
-            if latency >= self.opt.long_route:
-                # Round trips this long make every connection window- or throttle-bound, and
-                # each step would cost seconds to judge: open the long-route count together.
-                self.target = max(self.target, min(self.opt.max_connections, self.opt.long_route_connections))
-                self.done = self.target >= self.opt.max_connections
+    def update(self, now: float, downloaded: int, *, alive: int, answered: int, latency: float,
+               route: str | None = None) -> int:
+        """The connection count to run now.
+
+        ``route``: from :class:`RouteJudge` (None before the first answer).
+        """
+        if not self.judged_route and route == "long":
+            # Round trips this long make every connection window- or throttle-bound, and
+            # each step would cost seconds to judge: open the long-route count together.
+            self.judged_route = self.jumped = True
+            self.target = max(self.target, min(self.opt.max_connections, self.opt.long_route_connections))
+            self.done = self.target >= self.opt.max_connections
+        if self.jumped and route == "short":
+            # The first answer was slow by accident (a loaded machine), the next ones are
+            # not: back to stepping from the start.
+            self.jumped = False
+            self.target = min(self.opt.initial_connections, self.opt.max_connections)
+            self.done = self.target >= self.opt.max_connections
+            self.step_started = self.window = self.last_rate = None
         if self.done:
             return self.target
         if self.step_started is None:

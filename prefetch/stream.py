@@ -71,7 +71,7 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
             raise TransientHTTPError(f"{host}: connection broke before byte {pos}: {describe_error(exc)}") from None
         if not n:
             raise TransientHTTPError(f"{host}: connection closed before byte {pos}")
-        if compare and bytes(buffer[:n]) != os.pread(transfer.fd, n, pos - skip):
+        if compare and bytes(buffer[:n]) != os.pread(transfer.file.fd, n, pos - skip):
             from prefetch.sources import Restart
 
             raise Restart(f"{host} sent other bytes than before at offset {pos - skip} (no ETag, Last-Modified "
@@ -158,6 +158,16 @@ class PrefixHasher:
                 with transfer_lock:
                     if self.hasher is hasher:
                         self.hashed = end
+
+    def follow(self, stop: threading.Event, wake: threading.Condition, prefix_end) -> None:
+        """Catch up whenever ``wake`` is notified (or every 0.2 s) until ``stop``; a thread's loop."""
+        while not stop.is_set():
+            with wake:
+                wake.wait(0.2)
+            try:
+                self.catch_up(prefix_end, wake)
+            except OSError:
+                pass  # the main thread reports file errors
 
     def finish(self, size: int) -> str | None:
         """The digest of the whole file of ``size`` bytes."""

@@ -16,7 +16,6 @@ contiguous prefix is computed alongside (``stream.PrefixHasher``).
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
 import time
@@ -29,19 +28,19 @@ from prefetch.fetcher import Fetcher
 from prefetch.fsutil import local_error, mib
 from prefetch.http import host_of, redact_url
 from prefetch.ranges import RangeSet
+from prefetch.part_file import PartFile
 from prefetch.resume_state import (  # noqa: F401 - importable from here, as they always were
     STATE_VERSION,
     TransferState,
     StateSaver,
     check_state,
     load_state,
-    open_part,
     read_progress,
     save_state,
     usable_state,
 )
 from prefetch.retry import RetryPolicy
-from prefetch.schedule import Ramp, RateMeter, Schedule, Segment
+from prefetch.schedule import Ramp, RateMeter, RouteJudge, Schedule, Segment
 from prefetch.sources import Restart, Source, Sources
 from prefetch.stream import PrefixHasher
 from prefetch.transfer_options import TransferOptions, TransferResult  # noqa: F401 - importable from here
@@ -119,9 +118,8 @@ class _Transfer:
         self.size: int | None = None
         self.ranges_ok = True
         self.done = RangeSet()
-        self.fd: int | None = None
-        self.writers = 0  # pwrites in progress (the fd closes after the last)
-        self.closing = False
+        self.file = PartFile(part)
+        self.closing = False  # the transfer is over: no more writes (the last worker closes the fd)
         self.fatal: BaseException | None = None
         self.restart: Restart | None = None
         self.downloaded = 0
@@ -137,6 +135,7 @@ class _Transfer:
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
         self.worker_limit: int | None = None  # workers beyond this exit (the server asked for fewer)
         self.latency: float | None = None  # seconds from a request to its answer (moving average)
+        self.route = RouteJudge(options.long_route)
         self.conn_rate = 0.0  # bytes/s per running connection, lately
         self.worker_source: dict[int, Source] = {}  # the source each worker's last request went to
 
@@ -146,7 +145,8 @@ class _Transfer:
         self.open()
         self.emit(Event(EventKind.START, self.name, done=self.done.total(), total=self.size))
         hasher_stop = threading.Event()
-        hasher = threading.Thread(target=self._hash_loop, args=(hasher_stop,), daemon=True)
+        hasher = threading.Thread(target=self.hash.follow, args=(hasher_stop, self.wake, self._prefix_end),
+                                  daemon=True)
         if self.algorithm:
             hasher.start()
         try:
@@ -190,7 +190,7 @@ class _Transfer:
         usable = usable_state(state, self.part, self.urls)
         if state is not None and not usable and state.done:
             self.note("saved state does not fit this download; starting over")
-        self.fd = open_part(self.part)
+        self.file.open()
         if usable:
             self.size = state.size
             self.ranges_ok = state.ranges
@@ -208,9 +208,9 @@ class _Transfer:
     def _trim(self) -> None:
         """A ``.part`` longer than the file (junk after it) is cut to the file's size."""
         try:
-            length = os.fstat(self.fd).st_size
+            length = os.fstat(self.file.fd).st_size
             if self.size is not None and length > self.size:
-                os.ftruncate(self.fd, self.size)
+                os.ftruncate(self.file.fd, self.size)
                 self.note(f"{self.part.name} held {length - self.size} bytes past the file's {self.size}; cut them")
         except OSError as exc:
             raise local_error(exc, self.part) from None
@@ -269,7 +269,7 @@ class _Transfer:
                     target = fixed
                 else:
                     target = ramp.update(now, self.downloaded, alive=alive, answered=answered,
-                                         latency=self.latency or 0.0)
+                                         latency=self.latency or 0.0, route=self.route.route)
                 with self.lock:
                     if self.retries.crowded_at is not None:
                         target = min(target, self.retries.crowded_at)
@@ -334,20 +334,14 @@ class _Transfer:
                     or src.dropped or src.demoted)
 
     def write_at(self, data, pos: int, generation: int) -> bool:
-        """``pwrite`` at ``pos``; False when this generation is over (nothing written)."""
-        with self.lock:
-            if self.closing or self.generation != generation:
-                return False
-            self.writers += 1
-        try:
-            os.pwrite(self.fd, data, pos)
-        except OSError as exc:
-            raise local_error(exc, self.part, needed=self._remaining()) from None
-        finally:
-            with self.lock:
-                self.writers -= 1
-                if self.closing:
-                    self.wake.notify_all()
+        """``pwrite`` at ``pos``; False when this generation is over (nothing written).
+
+        No lock: the fd stays open while any worker runs (the last one to leave closes
+        it), and bytes are trusted only once ``record`` accepts them.
+        """
+        if self.closing or self.generation != generation:
+            return False
+        self.file.write_at(data, pos, needed=self._remaining)
         return True
 
     def record(self, seg: Segment, src: Source, pos: int, n: int, generation: int) -> bool:
@@ -363,7 +357,10 @@ class _Transfer:
             self.retries.progress()
             src.failures = 0
             self.dirty = True
-            self.wake.notify_all()
+            # Wake the hash loop when the contiguous prefix grew, the main loop when the
+            # file is complete; not on every read (a wake per read costs real CPU).
+            if (self.algorithm and self.done.prefix_end() == pos + n) or self._finished_locked():
+                self.wake.notify_all()
         return True
 
     def body_ended(self, seg: Segment, pos: int) -> None:
@@ -373,6 +370,16 @@ class _Transfer:
                 self.size = pos
                 self.dirty = True
             seg.end = pos
+
+    def note_latency(self, latency: float) -> None:
+        """An answer came ``latency`` seconds after its request (callers hold the lock)."""
+        self.latency = latency if self.latency is None else 0.7 * self.latency + 0.3 * latency
+        self.route.add(latency)
+        # A long route asks in pieces, when the connection count is ours to choose
+        # (--connections N asks for N requests' worth of segments, as before).
+        pieces = self.route.long and self.opt.connections is None
+        if pieces or self.retries.crowded_at is None:  # (a capped server keeps its pieces)
+            self.schedule.piece = self.opt.piece_size if pieces else None
 
     # -- scheduling --------------------------------------------------------
     def _smallest_piece(self) -> int:
@@ -455,10 +462,7 @@ class _Transfer:
 
     # -- the file, its hash and its state ----------------------------------
     def _truncate(self) -> None:
-        try:
-            os.ftruncate(self.fd, 0)
-        except OSError as exc:
-            raise local_error(exc, self.part) from None
+        self.file.truncate()
         self.size = None
         self.done = RangeSet()
         self.reused = 0  # bytes from an earlier run are gone: report what this run really reused
@@ -467,39 +471,35 @@ class _Transfer:
         self.dirty = True
 
     def _preallocate_locked(self) -> None:
-        if not self.opt.preallocate or not self.size or not hasattr(os, "posix_fallocate"):
-            return
-        try:
-            os.posix_fallocate(self.fd, 0, self.size)
-        except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise local_error(exc, self.part, needed=self._remaining()) from None
-            # EOPNOTSUPP / EINVAL on some filesystems: preallocation is only an optimisation.
+        if self.opt.preallocate and self.size:
+            self.file.preallocate(self.size, needed=self._remaining())
 
     def _remaining(self) -> int | None:
         return None if self.size is None else self.size - self.done.total()
 
     def _close_part(self) -> None:
-        """Close the ``.part`` once no write is in progress (none can start after)."""
+        """Close the ``.part`` now, or, while a worker still runs, when the last one leaves."""
         with self.lock:
             self.closing = True
-            while self.writers:
-                self.wake.wait(0.1)
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+            if self.active_workers:
+                return
+        self.file.close()
+
+    def worker_left(self, worker_id: int) -> None:
+        """A worker thread ends (its very last step)."""
+        with self.lock:
+            self.answered.discard(worker_id)
+            self.active_workers -= 1
+            self.wake.notify_all()
+            last = self.closing and not self.active_workers
+        if last:
+            self.file.close()
+
+    def _prefix_end(self) -> int:
+        return self.done.prefix_end()  # (self.done is replaced when the file starts over)
 
     def _catch_up_hash(self) -> None:
-        self.hash.catch_up(self.done.prefix_end, self.lock)
-
-    def _hash_loop(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            with self.lock:
-                self.wake.wait(0.2)
-            try:
-                self._catch_up_hash()
-            except OSError:
-                pass  # the main thread reports file errors
+        self.hash.catch_up(self._prefix_end, self.lock)
 
     def _snapshot(self, force: bool) -> tuple[TransferState, int, int | None] | None:
         """(the state to save, bytes done in it, the .part's fd), or None when nothing changed."""
@@ -510,7 +510,7 @@ class _Transfer:
             state = TransferState(urls=self.urls, size=self.size, ranges=self.ranges_ok,
                                   validators={s.url: s.validators() for s in self.sources.all},
                                   done=self.done.as_list(), algorithm=self.algorithm)
-            return state, self.done.total(), self.fd
+            return state, self.done.total(), self.file.fd
 
     def _save_soon(self) -> None:
         self.saver.save_soon(lambda: self._snapshot(False))

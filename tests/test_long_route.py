@@ -38,7 +38,7 @@ def far():
 
 def options(**overrides) -> TransferOptions:
     values = dict(max_connections=12, initial_connections=4, piece_size=256 * KiB, min_split=64 * KiB,
-                  long_route=0.05, backoff_base=0.01, backoff_cap=0.05, timeouts=Timeouts(connect=5, read=5))
+                  long_route=0.025, backoff_base=0.01, backoff_cap=0.05, timeouts=Timeouts(connect=5, read=5))
     values.update(overrides)
     return TransferOptions(**values)
 
