@@ -1,8 +1,9 @@
 """A bandwidth limit shared by every connection of one command (``--limit-rate``).
 
 One ``RateLimiter`` is made per ``get`` (foreground or background job) and handed
-to every transfer through ``TransferOptions.limiter``; each connection calls
-``wait(n)`` after it has read ``n`` bytes. Reading slower makes TCP slow the
+to every transfer through ``TransferOptions.limiter``; each connection books
+``wait(n)`` before it reads at most ``n`` (at most ``chunk``) bytes, and gives back
+what the read did not use with ``refund``. Reading slower makes TCP slow the
 sender down, so the *total* of all connections stays at the limit and other
 programs on the same link (pip, the notebook itself) keep their share.
 """
@@ -39,6 +40,8 @@ class RateLimiter:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._next = 0.0  # when the schedule is free again (clock seconds)
+        # The most one read may book: an eighth of a second of the rate (16-256 KiB).
+        self.chunk = int(max(16 << 10, min(256 << 10, self.rate / 8)))
 
     def wait(self, n: int) -> None:
         """Block until ``n`` more bytes fit under the rate (returns at once for n <= 0)."""
@@ -51,6 +54,13 @@ class RateLimiter:
             delay = self._next - now - self.burst / self.rate
         if delay > 0:
             self._sleep(delay)
+
+    def refund(self, n: int) -> None:
+        """Give back ``n`` booked bytes that a read did not use."""
+        if n <= 0:
+            return
+        with self._lock:
+            self._next = max(self._next - n / self.rate, 0.0)
 
 
 def parse_rate(text: str | float | int) -> float:

@@ -91,7 +91,14 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
                 if pos >= end:
                     return
                 want = min(want, end - pos)
+            if limiter is not None:
+                want = min(want, limiter.chunk)
             seg.reading_to = pos + want
+        if limiter is not None:
+            # Booked before the read: what all connections have read never runs ahead of
+            # the rate by more than one chunk (booking after a 512 KiB read let each
+            # connection be a buffer ahead).
+            limiter.wait(want)
         try:
             n = resp.readinto(buffer[:want])
         except Exception as exc:  # http.client / socket errors while streaming
@@ -112,8 +119,8 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
         if not transfer.record(seg, src, pos, n, generation):
             return  # bytes of a dropped source or an old generation are not trusted
         pos += n
-        if limiter is not None:
-            limiter.wait(n)
+        if limiter is not None and n < want:
+            limiter.refund(want - n)
         stall.add(n)
 
 
