@@ -47,8 +47,8 @@ class TransferOptions:
     # PREFETCH_RESOLVE: host -> address (None: the name does not resolve), or None to read
     # it from os.environ where connections are made.
     resolve: dict[str, str | None] | None = field(default=None, compare=False)
-    # Something with a thread-safe ``wait(n)`` called after each read of n bytes, that
-    # blocks to keep a total rate (--limit-rate: prefetch.ratelimit.RateLimiter), or None.
+    # Something thread-safe that keeps a total rate (--limit-rate: prefetch.ratelimit.RateLimiter),
+    # or None: each read books ``wait(n)`` first (n <= its ``chunk``), then ``refund``s what it did not get.
     limiter: object | None = field(default=None, repr=False, compare=False)
 
     @classmethod

@@ -54,7 +54,9 @@ def test_extra_headers_go_on_every_request_and_never_into_the_state_or_the_event
 
 
 class CountingLimiter:
-    """Counts what the engine reports; never blocks."""
+    """Counts what the engine books (before each read) less what it gives back; never blocks."""
+
+    chunk = 64 << 10  # the most one read may book
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -62,9 +64,14 @@ class CountingLimiter:
         self.calls = 0
 
     def wait(self, n: int) -> None:
+        assert 0 < n <= self.chunk
         with self.lock:
             self.total += n
             self.calls += 1
+
+    def refund(self, n: int) -> None:
+        with self.lock:
+            self.total -= n
 
 
 def test_the_limiter_hears_of_every_byte_read(origin, tmp_path):
