@@ -40,8 +40,9 @@ class RateLimiter:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._next = 0.0  # when the schedule is free again (clock seconds)
-        # The most one read may book: an eighth of a second of the rate (16-256 KiB).
-        self.chunk = int(max(16 << 10, min(256 << 10, self.rate / 8)))
+        # The most one read may book: a sixteenth of a second of the rate (16-128 KiB), so
+        # all connections together are never more than that ahead of the limit.
+        self.chunk = int(max(16 << 10, min(128 << 10, self.rate / 16)))
 
     def wait(self, n: int) -> None:
         """Block until ``n`` more bytes fit under the rate (returns at once for n <= 0)."""

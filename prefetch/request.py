@@ -185,9 +185,6 @@ def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -
         limiter = RateLimiter(rate)
         # Slowed on purpose, a connection is not stalled: the stall floor follows the limit.
         tuning["stall_min_rate"] = min(TransferOptions.stall_min_rate, rate / 64)
-        # A connection pays for a read after it made it: small reads keep what all
-        # connections hold unpaid (one read each) a small part of a second of the limit.
-        tuning["chunk_size"] = int(min(TransferOptions.chunk_size, max(16 << 10, rate / 128)))
     options = FetchOptions(
         transfer=TransferOptions.from_env(env, connections=request.connections, limiter=limiter,
                                           headers=parse_headers(request.headers), max_attempts=request.retries,
