@@ -5,14 +5,11 @@ names, sparse archives, environment overrides and mirror configs (issue 11, clas
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -21,6 +18,7 @@ import pytest
 from prefetch.errors import ExitCode
 from tests.helpers import write_registry
 from tests.test_bad_input import one_error_line
+from tests.archives import tar_gz
 
 DATA = random.Random(5).randbytes(100_000)
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -180,16 +178,6 @@ def test_an_unexpected_exception_is_one_line_naming_the_traceback_file(home):
 
 
 # --------------------------------------------------------------------------- class 7: archives
-
-
-def tar_gz(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 @pytest.mark.parametrize("member", ["pkg.tar.gz", "pkg.tar.gz.part", "pkg.tar.gz.part.json", "other.bin.part",

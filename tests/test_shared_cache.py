@@ -11,13 +11,11 @@ a file "cached" without proof.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import random
 import shutil
 import stat
-import tarfile
 import tempfile
 import traceback
 from pathlib import Path
@@ -27,6 +25,7 @@ import pytest
 from prefetch.errors import ExitCode
 from tests.helpers import write_registry
 from tests.test_bad_input import one_error_line
+from tests.archives import tar_gz
 
 OTHER = 65534  # nobody
 DATA = random.Random(11).randbytes(120_000)
@@ -155,7 +154,7 @@ def test_symlink_planted_at_an_extraction_target_is_refused(cli, home, origin, s
     victim_dir.mkdir()
     (victim_dir / "pkg").mkdir()
     (victim_dir / "pkg" / "mine.txt").write_text("mine")
-    archive = _tar_gz({"pkg/a.txt": b"A" * 100})
+    archive = tar_gz({"pkg/a.txt": b"A" * 100})
     origin.put("pkg.tar.gz", archive)
     root = shared / ".keras"
     datasets = root / "datasets"
@@ -171,7 +170,7 @@ def test_symlink_planted_at_an_extraction_target_is_refused(cli, home, origin, s
 
 
 def test_directory_of_another_user_at_an_extracted_name_is_not_replaced(cli, home, origin, shared, tmp_path):
-    archive = _tar_gz({"pkg/a.txt": b"A" * 100})
+    archive = tar_gz({"pkg/a.txt": b"A" * 100})
     origin.put("pkg.tar.gz", archive)
     root = shared / ".keras"
     datasets = root / "datasets"
@@ -312,16 +311,6 @@ def test_truncated_leftover_without_hash_is_downloaded_again(cli, origin, tmp_pa
     proc = get_url(cli, origin, out, "--json")
     assert json.loads(proc.stdout)[0]["status"] == "downloaded"
     assert out.read_bytes() == DATA
-
-
-def _tar_gz(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def test_lock_file_planted_as_a_link_in_a_shared_state_dir_is_refused(cli, origin, shared, victim, tmp_path):
