@@ -152,7 +152,6 @@ class StateSaver:
     def __init__(self, path: Path, part: Path, *, sync: bool, on_error) -> None:
         self.path, self.part, self.sync, self.on_error = path, part, sync, on_error
         self.synced = 0  # bytes done at the last fdatasync
-        self.durable: list = []  # the done ranges of the last record whose bytes were flushed
         self.sync_seconds = 0.0  # time spent in fdatasync
         self.thread: threading.Thread | None = None
 
@@ -169,24 +168,6 @@ class StateSaver:
                 raise local_error(exc, self.part) from None
             self.sync_seconds += time.monotonic() - began
             self.synced = done
-        save_state(self.path, state)
-        if done <= self.synced:
-            self.durable = [list(r) for r in state.done]
-
-    def save_finished(self, snapshot) -> None:
-        """The record of a transfer that completed: its ranges only as far as already flushed.
-
-        The file is verified and placed next, and the record removed: flushing the whole
-        ``.part`` here (on a fast link, all of it) would only delay that. Should the process
-        die before the placement, the next run finds the flushed ranges and fetches the rest.
-        """
-        if snapshot is None:
-            return
-        state, done, fd = snapshot
-        if done > self.synced and self.sync:
-            from dataclasses import replace
-
-            state = replace(state, done=self.durable)
         save_state(self.path, state)
 
     def save_soon(self, take_snapshot) -> None:

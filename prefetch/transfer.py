@@ -149,7 +149,6 @@ class _Transfer:
                                   daemon=True)
         if self.algorithm:
             hasher.start()
-        completed = False
         try:
             while True:
                 self.schedule.plan(self.size, self.done)
@@ -160,7 +159,6 @@ class _Transfer:
                     self._start_over(exc)
             self._trim()  # preallocation or an old .part never leave bytes past the end
             self._catch_up_hash()
-            completed = True
         finally:
             hasher_stop.set()
             with self.lock:
@@ -170,10 +168,7 @@ class _Transfer:
             self._join_saver()
             with self.lock:
                 self.dirty = True
-            if completed:
-                self.saver.save_finished(self._snapshot(True))
-            else:
-                self._save_state(force=True)
+            self._save_state(force=True)
             self._close_part()
         return TransferResult(
             size=self.size or 0,
