@@ -26,6 +26,17 @@ def write_registry(path: Path, dataset: str, url: str, *, sha256: str | None = N
     return path
 
 
+def stop_process(proc: subprocess.Popen, *, timeout: float = 5.0) -> None:
+    """SIGTERM a server we started, then SIGKILL it if it has not gone within ``timeout`` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
+
+
 def start_cli(*args: str, **popen) -> subprocess.Popen:
     """Start ``python -m prefetch ARGS`` without a TTY and without waiting (``run_cli`` waits)."""
     popen.setdefault("stdin", subprocess.DEVNULL)

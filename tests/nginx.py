@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+from tests.helpers import stop_process
+
 __all__ = ["NginxServer", "nginx_binary"]
 
 _CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx",
@@ -158,7 +160,7 @@ class NginxServer:
                 self._proc, self.port = proc, port
                 self.url = f"http://127.0.0.1:{port}/"
                 return self
-            _stop_process(proc)
+            stop_process(proc)
             last_error = (stderr_path.read_text(errors="replace")
                           + log.read_text(errors="replace")).strip()
             if "in use" not in last_error:
@@ -181,7 +183,7 @@ class NginxServer:
     def stop(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
-            _stop_process(proc)
+            stop_process(proc)
         if self.prefix is not None:
             shutil.rmtree(self.prefix, ignore_errors=True)
 
@@ -190,13 +192,3 @@ class NginxServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def _stop_process(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)

@@ -16,6 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.helpers import stop_process
+
 __all__ = ["SeaweedS3", "weed_binary"]
 
 ACCESS_KEY = "prefetchtest"
@@ -132,15 +134,8 @@ class SeaweedS3:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        if proc is not None:
+            stop_process(proc, timeout=10)
 
     def __enter__(self) -> "SeaweedS3":
         return self.start()
