@@ -66,7 +66,7 @@ TOOLS = ("wget", "curl", "aria2c", "prefetch", "prefetch+sha256", "prefetch-noha
 # so the --sha256 comparison stays meaningful whether or not plain `get URL` hashes by default.
 NOHASH_DRIVER = """\
 import dataclasses, sys
-import prefetch.fetch as fetch
+import prefetch.flow.files as fetch
 real = fetch.download_to_part
 def no_hash(**kw):
     kw["algorithm"] = None

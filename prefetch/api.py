@@ -20,30 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from prefetch.errors import (
-    ExitCode,
-    IntegrityError,
-    InterruptedTransferError,
-    LocalFileError,
-    NetworkError,
-    PrefetchError,
-    UnsafeArchiveError,
-    UsageError,
-)
-
-_ERRORS: dict[int, type[PrefetchError]] = {
-    int(ExitCode.USAGE): UsageError,
-    int(ExitCode.NETWORK): NetworkError,
-    int(ExitCode.INTEGRITY): IntegrityError,
-    int(ExitCode.FILESYSTEM): LocalFileError,
-    int(ExitCode.UNSAFE_ARCHIVE): UnsafeArchiveError,
-    int(ExitCode.INTERRUPTED): InterruptedTransferError,
-}
-
-
-def error_for_exit_code(code: int, message: str) -> PrefetchError:
-    """The ``PrefetchError`` subclass that goes with an exit code (base class for 1)."""
-    return _ERRORS.get(int(code), PrefetchError)(message)
+from prefetch.errors import error_for_exit_code
 
 
 def _names(names: str | Iterable[str]) -> list[str]:
@@ -56,7 +33,7 @@ def make_request(names: str | Iterable[str], **options):
     """A ``GetRequest`` from API arguments (``registry``/``mirror`` accept one value or a list)."""
     from dataclasses import fields
 
-    from prefetch.request import GetRequest
+    from prefetch.flow.request import GetRequest
 
     if "registry" in options:
         options["registries"] = options.pop("registry")
@@ -112,14 +89,14 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
     request = make_request(names, **options)
     if background:
         from prefetch.jobs import start_job
-        from prefetch.request import job_environment
+        from prefetch.flow.request import job_environment
 
         return start_job(request, env=job_environment(request))
     import threading
 
-    from prefetch.interrupt import stop_on_interrupt
-    from prefetch.progress import ProgressBar, progress_wanted
-    from prefetch.request import plan_request, run_request
+    from prefetch.ui.interrupt import stop_on_interrupt
+    from prefetch.ui.progress import ProgressBar, progress_wanted
+    from prefetch.flow.request import plan_request, run_request
 
     plan_request(request)
     bar = ProgressBar() if (progress if progress is not None else progress_wanted()) else None
@@ -133,7 +110,7 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
             bar.close()
     failed = [r for r in results if r.status in ("failed", "interrupted") or r.exit_code]
     if failed:
-        from prefetch.fetch import overall_exit_code
+        from prefetch.model.plans import overall_exit_code
 
         code = overall_exit_code(results)
         raise error_for_exit_code(code, "; ".join(dict.fromkeys(r.error or r.name for r in failed)))
@@ -143,7 +120,7 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
 def _both(first, second):
     sinks = [s for s in (first, second) if s is not None]
     if not sinks:
-        from prefetch.events import ignore_event
+        from prefetch.model.events import ignore_event
 
         return ignore_event
     if len(sinks) == 1:
@@ -177,7 +154,7 @@ def wait(names_or_jobs: str | Sequence[str] | None = None, timeout: float | None
     """
     from prefetch.errors import NotDownloadedError
     from prefetch.jobs import wait_for
-    from prefetch.progress import JobsBar, progress_wanted
+    from prefetch.ui.progress import JobsBar, progress_wanted
 
     targets = None if names_or_jobs is None else _names(names_or_jobs)
     bar = JobsBar() if (progress if progress is not None else progress_wanted()) else None
@@ -225,7 +202,7 @@ def watch(jobs: str | Sequence[str] | None = None, *, interval: float = 1.0, tim
         interval: seconds between updates.
         timeout: give up watching after this long (the jobs keep running).
     """
-    from prefetch.progress import watch_jobs
+    from prefetch.jobs.watch import watch_jobs
 
     ids = None if jobs is None else _names(jobs)
     return watch_jobs(ids, interval=interval, timeout=timeout)
@@ -234,7 +211,7 @@ def watch(jobs: str | Sequence[str] | None = None, *, interval: float = 1.0, tim
 def cache_usage(*, cache_dir=None, registry=None):
     """Datasets with something on disk: a list of ``DatasetUsage`` (``.bytes``, ``.paths``, ``.partials``)."""
     registry_, root, state = _housekeeping_context(cache_dir, registry)
-    from prefetch.housekeeping import cache_usage as usage
+    from prefetch.operations.housekeeping import cache_usage as usage
 
     return usage(registry_, root=root, state=state)
 
@@ -248,7 +225,7 @@ def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run
         UnknownDatasetError: a name no registry knows (nothing is removed).
     """
     registry_, root, state = _housekeeping_context(cache_dir, registry)
-    from prefetch.housekeeping import remove_datasets
+    from prefetch.operations.housekeeping import remove_datasets
 
     return remove_datasets(_names(names), registry_, root=root, state=state, dry_run=dry_run)
 
@@ -258,9 +235,9 @@ def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = Fal
 
     ``older_than``: an age like ``"7d"``, ``"12h"``, or seconds.
     """
-    from prefetch.housekeeping import clean_cache, parse_age
-    from prefetch.layout import keras_root
-    from prefetch.paths import state_dir
+    from prefetch.operations.housekeeping import clean_cache, parse_age
+    from prefetch.cache.layout import keras_root
+    from prefetch.fs.paths import state_dir
 
     return clean_cache(root=keras_root(cache_dir=cache_dir), state=state_dir(), older_than=parse_age(older_than),
                        dry_run=dry_run)
@@ -269,9 +246,9 @@ def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = Fal
 def _housekeeping_context(cache_dir, registry):
     from pathlib import Path
 
-    from prefetch.layout import keras_root
-    from prefetch.paths import config_dir, state_dir
-    from prefetch.registry import load_registry
+    from prefetch.cache.layout import keras_root
+    from prefetch.fs.paths import config_dir, state_dir
+    from prefetch.cache.registry import load_registry
 
     extra = [registry] if isinstance(registry, (str, bytes)) or hasattr(registry, "__fspath__") else list(registry or [])
     loaded = load_registry(extra_files=[Path(r) for r in extra], config_dir=config_dir())

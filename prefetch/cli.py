@@ -114,7 +114,7 @@ def write_crash_report(exc: BaseException, argv: list[str] | None) -> str:
     name = f"crash-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.txt"
     candidates = []
     try:
-        from prefetch.paths import state_dir
+        from prefetch.fs.paths import state_dir
 
         candidates.append(state_dir() / "crashes")
     except Exception:  # noqa: BLE001 - the state dir itself may be what is broken
@@ -129,7 +129,7 @@ def write_crash_report(exc: BaseException, argv: list[str] | None) -> str:
                 return path
             directory.mkdir(parents=True, exist_ok=True)
             path = directory / name
-            from prefetch.safefs import write_new
+            from prefetch.fs.safefs import write_new
 
             write_new(path, text.encode("utf-8", "replace"), mode=0o600)
             return str(path)

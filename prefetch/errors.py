@@ -133,3 +133,18 @@ class MissingExtraError(PrefetchError):
 
 class StoreError(NetworkError):
     """The S3 team store refused or failed a request (exit 3)."""
+
+
+_ERRORS: dict[int, type[PrefetchError]] = {
+    int(ExitCode.USAGE): UsageError,
+    int(ExitCode.NETWORK): NetworkError,
+    int(ExitCode.INTEGRITY): IntegrityError,
+    int(ExitCode.FILESYSTEM): LocalFileError,
+    int(ExitCode.UNSAFE_ARCHIVE): UnsafeArchiveError,
+    int(ExitCode.INTERRUPTED): InterruptedTransferError,
+}
+
+
+def error_for_exit_code(code: int, message: str) -> PrefetchError:
+    """The ``PrefetchError`` subclass that goes with an exit code (base class for 1)."""
+    return _ERRORS.get(int(code), PrefetchError)(message)

@@ -172,7 +172,7 @@ def registry_text(base_url: str, files: dict[str, bytes], *, names: list[str] | 
     registry so that a download lands exactly where the real dataset would; hashes
     are those of ``files``.
     """
-    from prefetch.registry import load_registry
+    from prefetch.cache.registry import load_registry
 
     builtin = load_registry()
     base = base_url if base_url.endswith("/") else base_url + "/"

@@ -13,10 +13,10 @@ import pytest
 from conftest import run_cli
 from mirror_helpers import isolate_tool_env, pip_user_conf
 
-from prefetch.configs.backup import write_atomic
-from prefetch.configs.hf import BEGIN
-from prefetch.configs.uv import read_uv_effective
-from prefetch.registry import tomllib
+from prefetch.mirrors.configs.backup import write_atomic
+from prefetch.mirrors.configs.hf import BEGIN
+from prefetch.mirrors.configs.uv import read_uv_effective
+from prefetch.cache.registry import tomllib
 
 TUNA = "https://pypi.tuna.tsinghua.edu.cn/simple"
 TUNA_CONDA = "https://mirrors.tuna.tsinghua.edu.cn/anaconda"

@@ -20,7 +20,7 @@ from mirror_helpers import (
     write_user_mirrors,
 )
 
-from prefetch.configs.pip import (
+from prefetch.mirrors.configs.pip import (
     edit_pip_conf,
     parse_config_debug,
     pip_config_files,

@@ -118,7 +118,7 @@ def test_disk_filling_up_mid_download_keeps_the_part_and_resumes(cli, origin, tm
     out = fs.path / "fill.bin"
     proc = start_cli("get", origin.url_for("fill.bin"), "-o", str(out), "-q", "--sha256", sha, "--connections", "1",
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    from prefetch.transfer import load_state
+    from prefetch.engine.resume_state import load_state
 
     def saved() -> int:
         state = load_state(Path(f"{out}.part.json"))

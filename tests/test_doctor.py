@@ -16,7 +16,7 @@ from mirror_helpers import (
     write_user_mirrors,
 )
 
-from prefetch.doctor import Level, check_reachability, run_doctor
+from prefetch.doctor.checks import Level, check_reachability, run_doctor
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_library_run_doctor_and_reachability(home, monkeypatch, index):
     env = isolate_tool_env(monkeypatch, home)
     env["PIP_INDEX_URL"] = f"{index.url}/simple"
     env["UV_DEFAULT_INDEX"] = f"{index.url}/simple"
-    from prefetch.paths import config_dir
+    from prefetch.fs.paths import config_dir
 
     report = run_doctor(config_dir=config_dir(), env=env, deadline=2, sources=False)
     assert not report.failed

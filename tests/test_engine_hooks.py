@@ -15,8 +15,9 @@ import time
 import pytest
 
 from prefetch.errors import InterruptedTransferError
-from prefetch.http import Timeouts
-from prefetch.transfer import TransferOptions, download_to_part
+from prefetch.net.http import Timeouts
+from prefetch.engine.options import TransferOptions
+from prefetch.engine.transfer import download_to_part
 from tests.origin import Delay, OriginServer, StallAfter
 
 MiB = 1 << 20

@@ -22,15 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prefetch.errors import (
-    DiskFullError,
-    ExitCode,
-    IntegrityError,
-    LocalFileError,
-    UnsafeArchiveError,
-    UsageError,
-)
-from prefetch.extract import ExtractResult, _filesystem_error, detect_format, extract_archive
+from prefetch.errors import DiskFullError, ExitCode, IntegrityError, LocalFileError, UnsafeArchiveError, UsageError
+from prefetch.archive.extract import ExtractResult, detect_format, extract_archive
+from prefetch.archive.format import _filesystem_error
 
 TAR_MODES = {"tar": "w", "gz": "w:gz", "bz2": "w:bz2", "xz": "w:xz"}
 MTIME = 1_700_000_000

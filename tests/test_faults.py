@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from prefetch.errors import ExitCode
-from prefetch.fetch import FileResult
-from prefetch.request import GetRequest, run_request
-from prefetch.transfer import load_state
+from prefetch.model.plans import FileResult
+from prefetch.flow.request import GetRequest, run_request
+from prefetch.engine.resume_state import load_state
 from tests.origin import (
     ChangeContent,
     CloseAfter,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from prefetch.transfer import TransferState, save_state
+from prefetch.engine.resume_state import TransferState, save_state
 from tests.archives import tar_gz
 from tests.conftest import run_cli
 from tests.helpers import start_cli, write_registry
@@ -137,7 +137,7 @@ def test_sigkill_at_random_offsets_then_resume(home, tmp_path, seed):
 
 def test_a_state_temp_file_left_by_a_kill_mid_write_is_removed_on_resume(home, tmp_path):
     """A SIGKILL between writing the state's temp file and renaming it leaves
-    ``.NAME.part.json.PID-XXXX.tmp`` (prefetch.fsutil.replace_file's name): the next run removes it."""
+    ``.NAME.part.json.PID-XXXX.tmp`` (prefetch.fs.files.replace_file's name): the next run removes it."""
     data = os.urandom(300_000)
     out = tmp_path / "dl" / "f.bin"
     out.parent.mkdir()

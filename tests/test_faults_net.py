@@ -23,9 +23,11 @@ from pathlib import Path
 import pytest
 
 from prefetch.errors import ExitCode
-from prefetch.events import EventKind
-from prefetch.request import GetRequest, plan_request, run_request
-from prefetch.transfer import TransferOptions, download_to_part, load_state
+from prefetch.model.events import EventKind
+from prefetch.flow.request import GetRequest, plan_request, run_request
+from prefetch.engine.options import TransferOptions
+from prefetch.engine.transfer import download_to_part
+from prefetch.engine.resume_state import load_state
 from tests.faults_net_helpers import SlowHeadServer, closed_port
 from tests.helpers import write_registry
 from tests.origin import PORTAL_PAGE, CloseAfter, OriginServer, SilentServer, WebPage, WrongContentRange
@@ -272,7 +274,7 @@ def test_a_resumed_file_whose_hash_fails_is_downloaded_again_once(home, origin, 
 
 
 def test_the_part_is_synced_before_a_state_save_that_adds_ranges(origin, tmp_path, monkeypatch):
-    import prefetch.resume_state as state_module
+    import prefetch.engine.resume_state as state_module
 
     data = random.Random(3).randbytes(4 << 20)
     origin.put(NAME, data)

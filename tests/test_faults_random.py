@@ -299,7 +299,7 @@ def prepare_clean_run(servers: list[OriginServer], plan: Plan) -> list[bytes]:
 
 def expected_reuse(plan: Plan, out: Path, done: int) -> int | None:
     """How many bytes the clean run must reuse, when that is certain."""
-    from prefetch.transfer import load_state
+    from prefetch.engine.resume_state import load_state
 
     if (not done or plan.changes or plan.server_habits["ignore_range"] or not plan.server_habits["accept_ranges"]
             or plan.mirrored or any(isinstance(f, WrongBytes) for f in plan.faults)):

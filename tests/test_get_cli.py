@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from prefetch.render import EVENT_LINE, PROGRESS_LINE
+from prefetch.ui.render import EVENT_LINE, PROGRESS_LINE
 from tests import datasets_synth
 from tests.conftest import run_cli
 

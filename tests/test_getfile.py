@@ -182,7 +182,7 @@ def test_fetch_returns_the_path_and_extracts(origin, home, tmp_path):
 
 def test_import_prefetch_stays_light():
     code = "import sys, prefetch; print(sorted(m for m in ('http.client', 'requests', 'rich', 'tqdm', 'tarfile', " \
-           "'prefetch.transfer', 'prefetch.request') if m in sys.modules))"
+           "'prefetch.engine.transfer', 'prefetch.flow.request') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

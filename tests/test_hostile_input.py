@@ -165,7 +165,7 @@ def test_malformed_proxy_variable(cli, origin, tmp_path):
 
 def test_an_unexpected_exception_is_one_line_naming_the_traceback_file(home):
     """The last resort at the CLI boundary: a bug is reported in one line, the traceback kept in a file."""
-    code = ("import prefetch.cache as c, prefetch.cli as cli\n"
+    code = ("import prefetch.operations.listing as c, prefetch.cli as cli\n"
             "def boom(*a, **k):\n    raise RuntimeError('boom for the test')\n"
             "c.list_datasets = boom\ncli.main(['list'])\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -227,7 +227,7 @@ def test_sparse_members_of_a_verified_archive_are_extracted(cli, home, origin, t
 
 def test_sparse_members_of_an_unverified_archive_still_count_whole(tmp_path):
     from prefetch.errors import UnsafeArchiveError
-    from prefetch.extract import extract_archive
+    from prefetch.archive.extract import extract_archive
 
     path = tmp_path / "sp.tar.gz"
     path.write_bytes(sparse_tar_gz(tmp_path, 40 << 20))
@@ -310,7 +310,7 @@ def test_a_damaged_stored_request_is_one_line_on_resume(home, cli):
 
 
 def test_a_hand_edited_lock_owner_file_does_not_crash_the_waiting_message(tmp_path):
-    from prefetch.locks import lock_path, read_owner
+    from prefetch.fs.locks import lock_path, read_owner
 
     path = lock_path(tmp_path, tmp_path / "x.bin")
     path.with_suffix(".owner").write_text(json.dumps(
@@ -339,7 +339,7 @@ def test_a_fifo_given_as_a_registry_or_catalog_does_not_block(home, cli, tmp_pat
 def test_a_running_worker_holds_its_run_lock_and_cancel_uses_it(home, cli, origin, tmp_path):
     """The proof of identity exists for real workers: the lock is held while it runs, free after."""
     from prefetch.jobs import run_lock_held
-    from prefetch.localorigin import StallAfter
+    from prefetch.demo.origin import StallAfter
 
     origin.put("slow.bin", DATA)
     origin.add_fault(StallAfter(1000, 30, path="slow.bin"))
@@ -364,7 +364,7 @@ def test_a_running_worker_holds_its_run_lock_and_cancel_uses_it(home, cli, origi
 
 
 def test_a_redirect_to_a_host_with_a_space_is_one_line(cli, origin, tmp_path):
-    from prefetch.localorigin import Redirect
+    from prefetch.demo.origin import Redirect
 
     origin.add_fault(Redirect("http://bad host/x.bin", path="d.bin"))
     proc = cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "-q", timeout=60)

@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from prefetch.errors import ExitCode, NetworkError
-from prefetch.http import Client, Timeouts, TransientHTTPError, open_url
+from prefetch.net.http import Client, Timeouts, open_url
+from prefetch.net.failures import TransientHTTPError
 from tests.conftest import run_cli
 from tests.test_bad_input import one_error_line
 from tests.origin import Delay, OriginServer
@@ -312,7 +313,7 @@ def test_an_unsupported_proxy_is_one_clear_line(home, origin, tmp_path):
 
 def test_urls_in_messages_carry_no_credentials():
     """Presigned S3 URLs (the team store's sources) and user:password@ never reach a log line."""
-    from prefetch.http import host_of, redact_url
+    from prefetch.net.urls import host_of, redact_url
 
     signed = ("https://alice:s3cret@store.lab:9000/bucket/keras/mnist.npz?X-Amz-Algorithm=AWS4-HMAC-SHA256"
               "&X-Amz-Credential=AKIA%2F20261123&X-Amz-Signature=0badc0ffee")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from prefetch.render import PROGRESS_LINE
+from prefetch.ui.render import PROGRESS_LINE
 
 SIZE = 1_200_000
 
@@ -447,7 +447,7 @@ def test_liveness_pid_reuse_zombies_and_other_hosts(home):
 def test_every_request_field_survives_a_job_record():
     # A job stores its request as JSON and the worker rebuilds it, type-checking each field:
     # a field without a type (added to GetRequest later) must not fail every background job.
-    from prefetch.request import GetRequest
+    from prefetch.flow.request import GetRequest
 
     request = GetRequest(names=["mnist"], urls=[{"url": "http://127.0.0.1/x.bin"}], include=["*.json"],
                          limit_rate="2M", seed="s3://bucket/prefix", force=True)

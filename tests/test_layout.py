@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from prefetch.layout import KerasInstall, KerasLayout, detect_keras, keras_root, part_path, state_path
+from prefetch.cache.layout import KerasInstall, KerasLayout, detect_keras, keras_root, part_path, state_path
 from tests import datasets_synth
 from tests.conftest import run_cli
 

@@ -15,8 +15,9 @@ import re
 
 import pytest
 
-from prefetch.http import Timeouts
-from prefetch.transfer import TransferOptions, download_to_part
+from prefetch.net.http import Timeouts
+from prefetch.engine.options import TransferOptions
+from prefetch.engine.transfer import download_to_part
 from tests.latency_proxy import LatencyProxy
 from tests.origin import CloseAfter, OriginServer, WrongContentRange
 

@@ -76,8 +76,8 @@ def test_ctrl_c_stops_a_foreground_get_and_a_second_one_exits_at_once(home, orig
     import subprocess
     import threading
 
-    from prefetch.layout import part_path, state_path
-    from prefetch.transfer import read_progress
+    from prefetch.cache.layout import part_path, state_path
+    from prefetch.engine.resume_state import read_progress
     from tests.helpers import start_cli
     from tests.test_notebook import poll
 

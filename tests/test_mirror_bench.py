@@ -18,8 +18,8 @@ from mirror_helpers import (
     write_user_mirrors,
 )
 
-from prefetch.mirror_bench import BenchStatus, bench_mirrors, find_probe_link
-from prefetch.mirrors import Mirror
+from prefetch.mirrors.bench import BenchStatus, bench_mirrors, find_probe_link
+from prefetch.mirrors.catalog import Mirror
 
 PAYLOAD = os.urandom(384 * 1024)
 
@@ -80,7 +80,7 @@ def test_explicit_probe_and_missing_probe(mirrors):
 
 def test_a_captive_portal_is_never_the_fastest_mirror(mirrors):
     """A portal answers the probe at once with its page: that is an error, not a fast mirror."""
-    from prefetch.localorigin import PORTAL_PAGE, OriginServer
+    from prefetch.demo.origin import PORTAL_PAGE, OriginServer
 
     fast, _, _ = mirrors
     with OriginServer() as portal:

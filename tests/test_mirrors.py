@@ -10,7 +10,7 @@ from conftest import run_cli
 from mirror_helpers import write_user_mirrors
 
 from prefetch.errors import MirrorCatalogError
-from prefetch.mirrors import BUILTIN, load_catalog, resolve_dataset_mirror
+from prefetch.mirrors.catalog import BUILTIN, load_catalog, resolve_dataset_mirror
 
 ANSI = re.compile(r"\x1b\[")
 
@@ -50,7 +50,7 @@ def test_user_file_adds_and_overrides(home, tmp_path):
         '[mirrors.corp]\npypi = "http://10.0.0.1:8080/simple"\nprobe = "../files/x.whl"\n'
         '[datasets.team]\nurl = "http://10.0.0.5/keras-datasets"\n',
     )
-    from prefetch.paths import config_dir
+    from prefetch.fs.paths import config_dir
 
     catalog = load_catalog(config_dir=config_dir())
     assert catalog.get("tuna").pypi == "https://tuna.example/simple"

@@ -11,8 +11,8 @@ import os
 import time
 from pathlib import Path
 
-from prefetch.layout import part_path, state_path
-from prefetch.transfer import read_progress
+from prefetch.cache.layout import part_path, state_path
+from prefetch.engine.resume_state import read_progress
 from tests.kernel import Kernel
 from tests.test_jobs import poll as _poll
 
@@ -31,7 +31,7 @@ def on_disk(final: Path) -> int:
 
 def done_ranges(final: Path) -> list[tuple[int, int]]:
     """The byte ranges of ``final`` its resume state records as on disk."""
-    from prefetch.transfer import load_state
+    from prefetch.engine.resume_state import load_state
 
     state = load_state(state_path(final))
     return [(lo, hi) for lo, hi in state.done] if state else []

@@ -1,6 +1,6 @@
 """RangeSet: the byte ranges on disk that resume state is built from."""
 
-from prefetch.ranges import RangeSet
+from prefetch.engine.ranges import RangeSet
 
 
 def test_add_merges_touching_and_overlapping_ranges():

@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from prefetch.errors import UsageError
-from prefetch.ratelimit import RateLimiter, parse_rate
+from prefetch.engine.ratelimit import RateLimiter, parse_rate
 from tests.conftest import run_cli
 from tests.test_jobs import job_id_from
 

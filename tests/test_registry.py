@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from prefetch.errors import ExitCode, RegistryError, UnknownDatasetError
-from prefetch.registry import BUILTIN, load_registry, parse_registry_file
+from prefetch.cache.registry import BUILTIN, load_registry, parse_registry_file
 from tests.conftest import run_cli
 
 KERAS_DATASETS = {"mnist", "fashion_mnist", "cifar10", "cifar100", "imdb", "reuters",

@@ -16,15 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from prefetch.events import EventKind
-from prefetch.http import Timeouts
-from prefetch.ranges import RangeSet
-from prefetch.transfer import (
-    TransferOptions,
-    download_to_part,
-    load_state,
-    read_progress,
-)
+from prefetch.model.events import EventKind
+from prefetch.net.http import Timeouts
+from prefetch.engine.ranges import RangeSet
+from prefetch.engine.options import TransferOptions
+from prefetch.engine.transfer import download_to_part
+from prefetch.engine.resume_state import load_state, read_progress
 from tests.conftest import run_cli
 from tests.helpers import sigkill_when, start_cli
 from tests.origin import (

@@ -315,7 +315,7 @@ def test_truncated_leftover_without_hash_is_downloaded_again(cli, origin, tmp_pa
 
 def test_lock_file_planted_as_a_link_in_a_shared_state_dir_is_refused(cli, origin, shared, victim, tmp_path):
     """PREFETCH_HOME on a disk shared with others: a link at a lock's name is never truncated through."""
-    from prefetch.locks import lock_path
+    from prefetch.fs.locks import lock_path
 
     origin.put("d.bin", DATA)
     out = tmp_path / "d.bin"

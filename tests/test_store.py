@@ -11,8 +11,8 @@ import socket
 import subprocess
 from pathlib import Path
 
-from prefetch.layout import part_path, state_path
-from prefetch.transfer import read_progress
+from prefetch.cache.layout import part_path, state_path
+from prefetch.engine.resume_state import read_progress
 from tests.conftest import run_cli
 from tests.helpers import sigkill_when, start_cli
 from tests.origin import OriginServer
@@ -158,7 +158,7 @@ def assert_store_consistent(s3, prefix: str) -> dict[str, bytes]:
 
 def test_push_uploads_skips_and_resumes_after_sigkill(s3, tmp_path, cli, origin, home):
     reg, files = cached_toy(tmp_path, origin, cli)
-    from prefetch.paths import state_dir
+    from prefetch.fs.paths import state_dir
 
     state = state_dir()
     env = os.environ.copy()

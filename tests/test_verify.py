@@ -8,7 +8,8 @@ import os
 import pytest
 
 from prefetch.errors import BadHashError, ExitCode, HashMismatchError
-from prefetch.verify import ExpectedHash, check_hash, hash_file, new_hasher, parse_hash, update_from_file, verify_file
+from prefetch.model.specs import ExpectedHash, parse_hash
+from prefetch.fs.hashing import check_hash, hash_file, new_hasher, update_from_file, verify_file
 from tests import datasets_synth
 from tests.conftest import run_cli
 

@@ -21,9 +21,9 @@ def demo(keep):
     import tempfile
     from pathlib import Path
 
-    from prefetch.demo import demo_exit_code, run_demo
-    from prefetch.events import EventKind
-    from prefetch.render import LineRenderer, human_bytes
+    from prefetch.demo.run import demo_exit_code, run_demo
+    from prefetch.model.events import EventKind
+    from prefetch.ui.render import LineRenderer, human_bytes
 
     out = sys.stdout
     lines = LineRenderer(out, min_interval=1.0, min_percent=20.0)

@@ -28,8 +28,8 @@ def doctor(datasets, sources: bool, registries, deadline: float, python: str | N
       !prefetch doctor cifar10 --json
     """
     from prefetch.commands.mirror import echo_json
-    from prefetch.doctor import Level, run_doctor
-    from prefetch.paths import config_dir
+    from prefetch.doctor.checks import Level, run_doctor
+    from prefetch.fs.paths import config_dir
 
     from pathlib import Path
 

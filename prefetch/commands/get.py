@@ -51,7 +51,7 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
       !prefetch get https://example.org/a.tar.gz#sha256=HEX --extract -P data/
       !prefetch get hf://Qwen/Qwen2.5-0.5B -b --mirror hf-mirror
     """
-    from prefetch.request import GetRequest
+    from prefetch.flow.request import GetRequest
 
     urls = read_input_file(input_file) if input_file else []
     if not names and not input_file:
@@ -81,7 +81,7 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
     )
     if background:
         from prefetch.jobs import start_job
-        from prefetch.request import job_environment
+        from prefetch.flow.request import job_environment
 
         job = start_job(request, env=job_environment(request))
         if as_json:
@@ -101,10 +101,10 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
     """
     import threading
 
-    from prefetch.fetch import overall_exit_code
-    from prefetch.interrupt import stop_on_interrupt
-    from prefetch.render import make_renderer
-    from prefetch.request import plan_request, run_request
+    from prefetch.model.plans import overall_exit_code
+    from prefetch.ui.interrupt import stop_on_interrupt
+    from prefetch.ui.render import make_renderer
+    from prefetch.flow.request import plan_request, run_request
 
     plan_request(request)  # usage errors before any output
     stop = threading.Event()
@@ -158,7 +158,7 @@ def _exit_now() -> None:
 def read_input_file(path: str) -> list[dict]:
     """The URL entries of an input file (``-`` = stdin), read now: a background job gets them in its record."""
     from prefetch.errors import UsageError
-    from prefetch.urllist import parse_input_file
+    from prefetch.flow.urls import parse_input_file
 
     if path == "-":
         text, source = sys.stdin.read(), "<stdin>"

@@ -20,7 +20,7 @@ def human_age(seconds: float) -> str:
 
 def echo_result(result, *, as_json: bool, verb: str) -> None:
     """What was removed (or would be), the bytes, and what was left alone."""
-    from prefetch.render import human_bytes
+    from prefetch.ui.render import human_bytes
 
     if as_json:
         data = {"dry_run": result.dry_run, "bytes": result.bytes, "removed": [asdict(r) for r in result.removed],
@@ -46,9 +46,9 @@ def echo_result(result, *, as_json: bool, verb: str) -> None:
 def _context(cache_dir, registries):
     from pathlib import Path
 
-    from prefetch.layout import keras_root
-    from prefetch.paths import config_dir, state_dir
-    from prefetch.registry import load_registry
+    from prefetch.cache.layout import keras_root
+    from prefetch.fs.paths import config_dir, state_dir
+    from prefetch.cache.registry import load_registry
 
     registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
     return registry, keras_root(cache_dir=cache_dir), state_dir()
@@ -75,7 +75,7 @@ def rm(names, cache_dir, registries, dry_run, as_json):
       !prefetch rm hf://ORG/NAME@REVISION     # one revision, and the blobs only it uses
     """
     from prefetch.errors import ExitCode
-    from prefetch.housekeeping import remove_datasets
+    from prefetch.operations.housekeeping import remove_datasets
 
     registry, root, state = _context(cache_dir, registries)
     result = remove_datasets(list(names), registry, root=root, state=state, dry_run=dry_run)
@@ -109,7 +109,7 @@ def clean(older_than, cache_dir, dry_run, as_json):
       !prefetch clean --dry-run
       !prefetch clean --older-than 1d
     """
-    from prefetch.housekeeping import clean_cache, parse_age
+    from prefetch.operations.housekeeping import clean_cache, parse_age
 
     age = parse_age(older_than)
     _registry, root, state = _context(cache_dir, ())

@@ -201,7 +201,7 @@ class _WaitTicker:
     on a terminal or notebook cell; elsewhere (a pipe, --plain) a plain line every 30 s."""
 
     def __init__(self) -> None:
-        from prefetch.style import detect_style
+        from prefetch.ui.style import detect_style
 
         self.style = detect_style(sys.stderr)
         self.every = 1.0 if self.style.live else 30.0

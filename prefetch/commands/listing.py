@@ -23,10 +23,10 @@ def list_datasets(cache_dir, registries, as_json):
     """
     from pathlib import Path
 
-    from prefetch import cache
-    from prefetch.layout import keras_root
-    from prefetch.paths import config_dir, state_dir
-    from prefetch.registry import load_registry
+    from prefetch.operations import listing as cache
+    from prefetch.cache.layout import keras_root
+    from prefetch.fs.paths import config_dir, state_dir
+    from prefetch.cache.registry import load_registry
 
     registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
     root = keras_root(cache_dir=cache_dir)
@@ -43,7 +43,7 @@ def list_datasets(cache_dir, registries, as_json):
         return 0
     from prefetch.commands.housekeeping import human_age
     from prefetch.commands.output import echo_table
-    from prefetch.render import human_bytes
+    from prefetch.ui.render import human_bytes
 
     click.echo(f"Keras cache: {root / 'datasets'}")
     table = []
@@ -57,7 +57,7 @@ def list_datasets(cache_dir, registries, as_json):
     used = sum(1 for r in rows if r.bytes)
     click.echo(f"total: {human_bytes(total)} on disk for {used} dataset(s)")
     if repos:
-        from prefetch.fsutil import mib
+        from prefetch.fs.files import mib
 
         click.echo(f"Hugging Face cache: {hub_root}")
         table = [[r.name, r.state, f"{r.files} files, {mib(r.size)}" + (f", {mib(r.partial)} in flight" if r.partial else ""),

@@ -44,13 +44,13 @@ def to_jsonable(value: object) -> object:
 
 
 def _dirs() -> tuple[Path, Path]:
-    from prefetch.paths import config_dir, state_dir
+    from prefetch.fs.paths import config_dir, state_dir
 
     return config_dir(), state_dir()
 
 
 def _rate(bps: float | None) -> str:
-    from prefetch.render import human_bytes
+    from prefetch.ui.render import human_bytes
 
     return f"{human_bytes(bps)}/s" if bps else "-"
 
@@ -75,7 +75,7 @@ def mirror() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_mirrors(as_json: bool) -> None:
     """The mirror catalog (built-in plus your mirrors.toml)."""
-    from prefetch.mirrors import load_catalog
+    from prefetch.mirrors.catalog import load_catalog
 
     config, _ = _dirs()
     catalog = load_catalog(config_dir=config)
@@ -109,9 +109,9 @@ def list_mirrors(as_json: bool) -> None:
 @click.option("--python", "python", default=None, help="Interpreter whose pip to ask [default: this one].")
 def show(as_json: bool, python: str | None) -> None:
     """What pip, uv, conda and Hugging Face will really use, and why."""
-    from prefetch.configs.show import read_effective_mirrors
+    from prefetch.mirrors.configs.show import read_effective_mirrors
     from prefetch.errors import MirrorCatalogError
-    from prefetch.mirrors import load_catalog
+    from prefetch.mirrors.catalog import load_catalog
 
     config, _ = _dirs()
     try:
@@ -141,8 +141,8 @@ def show(as_json: bool, python: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def bench(names: tuple[str, ...], deadline: float, as_json: bool) -> None:
     """Measure throughput and latency of every mirror (or NAMES) in parallel."""
-    from prefetch.mirror_bench import bench_mirrors
-    from prefetch.mirrors import load_catalog
+    from prefetch.mirrors.bench import bench_mirrors
+    from prefetch.mirrors.catalog import load_catalog
 
     config, _ = _dirs()
     catalog = load_catalog(config_dir=config)
@@ -186,7 +186,7 @@ def bench(names: tuple[str, ...], deadline: float, as_json: bool) -> None:
 def use(name: str, tools: str, scope: str, dry_run: bool, deadline: float, among: str | None,
         as_json: bool) -> None:
     """Point pip (and uv/conda/hf with --tool) at mirror NAME, or at the fastest one."""
-    from prefetch.configs.switch import use_mirror
+    from prefetch.mirrors.configs.switch import use_mirror
 
     config, state = _dirs()
     names = [n.strip() for n in among.split(",") if n.strip()] if among else None
@@ -233,7 +233,7 @@ def use(name: str, tools: str, scope: str, dry_run: bool, deadline: float, among
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def restore(backup: str | None, tools: str | None, list_only: bool, as_json: bool) -> None:
     """Put back the config files as they were before the last `mirror use` (or BACKUP)."""
-    from prefetch.configs.switch import list_restorable, restore_mirror
+    from prefetch.mirrors.configs.switch import list_restorable, restore_mirror
 
     _, state = _dirs()
     if list_only:
@@ -247,7 +247,7 @@ def restore(backup: str | None, tools: str | None, list_only: bool, as_json: boo
         ]
         render_table(["BACKUP", "TOOL", "MIRROR", "KIND", "RESTORED", "FILES"], rows)
         return
-    from prefetch.configs.backup import NoBackupError
+    from prefetch.mirrors.configs.backup import NoBackupError
 
     try:
         results = restore_mirror(state_dir=state, backup_id=backup, tools=tools)

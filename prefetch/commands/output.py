@@ -19,7 +19,7 @@ def stdout_style():
     """The style of this process's stdout (colour, notebook, plain)."""
     import sys
 
-    from prefetch.style import detect_style
+    from prefetch.ui.style import detect_style
 
     return detect_style(sys.stdout)
 
@@ -28,7 +28,7 @@ def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: 
                right: Sequence[int] = (), state_columns: Sequence[int] = (),
                colour_of: Callable[[int, str], tuple[str, ...]] | None = None) -> None:
     """Print a table on stdout: every column as wide as its widest cell, values never cut."""
-    from prefetch.style import format_table
+    from prefetch.ui.style import format_table
 
     style = stdout_style()
 

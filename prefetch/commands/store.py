@@ -29,11 +29,11 @@ def push(targets, cache_dir, registries, as_json):
     from pathlib import Path
 
     from prefetch.errors import UsageError
-    from prefetch.layout import keras_root
-    from prefetch.paths import config_dir, state_dir
-    from prefetch.push import push_targets
-    from prefetch.registry import load_registry
-    from prefetch.request import resolve_mirror
+    from prefetch.cache.layout import keras_root
+    from prefetch.fs.paths import config_dir, state_dir
+    from prefetch.store.push import push_targets
+    from prefetch.cache.registry import load_registry
+    from prefetch.flow.request import resolve_mirror
 
     if len(targets) < 2:
         raise UsageError("give what to push and where: `prefetch push NAME... s3://BUCKET/PREFIX`")
@@ -76,10 +76,10 @@ def export(directory, names, cache_dir, registries, as_json):
     """
     from pathlib import Path
 
-    from prefetch.export import export_cache
-    from prefetch.layout import keras_root
-    from prefetch.paths import config_dir
-    from prefetch.registry import load_registry
+    from prefetch.store.export import export_cache
+    from prefetch.cache.layout import keras_root
+    from prefetch.fs.paths import config_dir
+    from prefetch.cache.registry import load_registry
 
     registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
     report = export_cache(Path(directory), registry=registry, root=keras_root(cache_dir=cache_dir),

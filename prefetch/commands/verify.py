@@ -25,9 +25,9 @@ def verify(targets, cache_dir, registries, as_json):
     from pathlib import Path
 
     from prefetch.errors import ExitCode
-    from prefetch.layout import keras_root
-    from prefetch.paths import config_dir
-    from prefetch.registry import load_registry
+    from prefetch.cache.layout import keras_root
+    from prefetch.fs.paths import config_dir
+    from prefetch.cache.registry import load_registry
 
     registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
     root = keras_root(cache_dir=cache_dir)
@@ -58,7 +58,7 @@ def verify(targets, cache_dir, registries, as_json):
 
 def _verify_one(target: str, registry, root):
     """A dataset or file under the Keras root, or an hf:// repo in the Hugging Face cache."""
-    from prefetch import cache
+    from prefetch.operations import listing as cache
     from prefetch.hf.names import is_hub_name
 
     if is_hub_name(target):

@@ -23,7 +23,8 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from prefetch.errors import NetworkError
 from prefetch.hf.names import HubRepo
-from prefetch.http import Client, TransientHTTPError, follow_redirects
+from prefetch.net.http import Client, follow_redirects
+from prefetch.net.failures import TransientHTTPError
 
 _SHA1 = re.compile(r"[0-9a-f]{40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from prefetch.errors import LocalFileError, NetworkError
-from prefetch.fsutil import local_error
+from prefetch.fs.files import local_error
 
 
 def repo_dir(root: Path, folder: str) -> Path:
@@ -155,7 +155,7 @@ class CachedRepo:
 
 def scan_cache(root: Path) -> list[CachedRepo]:
     """Every repo folder under ``root`` (``models--``, ``datasets--``, ``spaces--``)."""
-    from prefetch.transfer import read_progress
+    from prefetch.engine.resume_state import read_progress
 
     try:
         folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
@@ -208,9 +208,9 @@ def verify_repo(root: Path, repo) -> list:
     """
     import hashlib
 
-    from prefetch.cache import VerifyResult
+    from prefetch.model.plans import VerifyResult
     from prefetch.errors import UsageError
-    from prefetch.verify import hash_file, update_from_file
+    from prefetch.fs.hashing import hash_file, update_from_file
 
     folder = root / repo.folder
     commit = repo.revision if repo.is_commit else read_ref(folder, repo.revision)

@@ -137,7 +137,7 @@ def hub_endpoint(choice: str | None, *, env: Mapping[str, str], config: Path | N
     if choice:
         choice = choice.strip()
         if "://" not in choice:
-            from prefetch.mirrors import load_catalog
+            from prefetch.mirrors.catalog import load_catalog
 
             mirror = load_catalog(config_dir=config).get(choice)
             if not mirror.hf:
@@ -146,13 +146,13 @@ def hub_endpoint(choice: str | None, *, env: Mapping[str, str], config: Path | N
                     " --mirror hf-mirror, --mirror huggingface or an endpoint URL"
                 )
             choice = mirror.hf
-        from prefetch.registry import check_url
+        from prefetch.net.urls import check_url
 
         check_url(choice)
         return choice.rstrip("/")
     if env.get("HF_ENDPOINT", "").strip():
         return env["HF_ENDPOINT"].strip().rstrip("/")
-    from prefetch.configs.hf import read_hf_effective
+    from prefetch.mirrors.configs.hf import read_hf_effective
 
     persisted = read_hf_effective(env=env).persisted
     return (persisted or DEFAULT_ENDPOINT).rstrip("/")

@@ -13,15 +13,8 @@ One module per concern (nothing here prints; all return dataclasses or raise
 
 from prefetch.jobs.housekeeping import CleanResult, clean_jobs, iter_log
 from prefetch.jobs.launch import cancel_job, describe_request, pin_request, resume_job, start_job
-from prefetch.jobs.liveness import (
-    hold_run_lock,
-    is_process_alive,
-    process_start_time,
-    refresh_state,
-    run_lock_held,
-    run_lock_path,
-    worker_identity_proven,
-)
+from prefetch.jobs.liveness import get_job, hold_run_lock, latest_job, list_jobs, refresh_state, run_lock_held, run_lock_path, worker_identity_proven
+from prefetch.fs.processes import is_process_alive, process_start_time
 from prefetch.jobs.records import (
     ACTIVE_STATES,
     FINAL_FILE_STATES,
@@ -32,11 +25,9 @@ from prefetch.jobs.records import (
     JobRecord,
     JobState,
     check_job_id,
-    get_job,
+    files_in_place,
     job_to_dict,
     jobs_dir,
-    latest_job,
-    list_jobs,
     load_record,
     locked_jobs,
     new_job_id,
@@ -47,14 +38,7 @@ from prefetch.jobs.records import (
     update_record,
     write_record,
 )
-from prefetch.jobs.wait import (
-    WaitResult,
-    dataset_missing,
-    files_in_place,
-    job_exit_code,
-    wait_for,
-    wait_jobs,
-)
+from prefetch.jobs.wait import WaitResult, dataset_missing, job_exit_code, wait_for, wait_jobs
 
 __all__ = [
     "ACTIVE_STATES", "FINAL_FILE_STATES", "GENERATED_ID_RE", "RECORD_SCHEMA", "STALE_SECONDS",

@@ -6,8 +6,8 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from prefetch.jobs.records import JobState, get_job, jobs_dir, list_jobs, locked_jobs
-from prefetch.jobs.wait import files_in_place
+from prefetch.jobs.liveness import get_job, list_jobs
+from prefetch.jobs.records import JobState, files_in_place, jobs_dir, locked_jobs
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Starting jobs: detach a worker, and cancel or resume one.
 
-The worker is ``python -m prefetch.worker JOB`` in a new session with its stdio
+The worker is ``python -m prefetch.jobs.worker JOB`` in a new session with its stdio
 in the job's log, so it outlives a notebook cell's shell. Nothing here prints.
 """
 
@@ -16,7 +16,6 @@ from prefetch.jobs.records import (
     FileStatus,
     JobRecord,
     JobState,
-    get_job,
     jobs_dir,
     locked_jobs,
     new_job_id,
@@ -24,8 +23,9 @@ from prefetch.jobs.records import (
     update_record,
     write_record,
 )
-from prefetch.jobs.liveness import process_start_time, worker_identity_proven
-from prefetch.paths import expand_path
+from prefetch.fs.processes import process_start_time
+from prefetch.jobs.liveness import get_job, worker_identity_proven
+from prefetch.fs.paths import expand_path
 
 
 # -- starting ------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def describe_request(request) -> str:
         parts += ["--exclude", pattern]
     if request.fail_fast:
         parts.append("--fail-fast")
-    from prefetch.request import describe_url_options
+    from prefetch.flow.request import describe_url_options
 
     parts += describe_url_options(request)
     return shlex.join(parts) + " -b"
@@ -70,8 +70,8 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     """
     from dataclasses import replace
 
-    from prefetch.layout import keras_root
-    from prefetch.request import pin_url_paths
+    from prefetch.cache.layout import keras_root
+    from prefetch.flow.request import pin_url_paths
 
     env = os.environ if env is None else env
     return pin_url_paths(replace(
@@ -88,7 +88,7 @@ def pin_request(request, env: Mapping[str, str] | None = None):
 def _pin_mirrors(request, env: Mapping[str, str]) -> list[str]:
     """``--mirror``, else ``PREFETCH_DATASET_MIRROR``: a dataset mirror, never taken for an hf:// endpoint."""
     from prefetch.hf.names import is_hub_name
-    from prefetch.request import requested_mirrors
+    from prefetch.flow.request import requested_mirrors
 
     if request.names and all(is_hub_name(n) for n in request.names):
         return list(request.mirrors)
@@ -125,7 +125,7 @@ def start_job(
         UsageError (and subclasses): the request is wrong (nothing was started).
         LocalFileError: the state dir cannot be written.
     """
-    from prefetch.request import plan_request
+    from prefetch.flow.request import plan_request
 
     env = dict(os.environ if env is None else env)
     request = pin_request(request, env)
@@ -163,11 +163,11 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
     for var in ("PREFETCH_HOME", "KERAS_HOME"):  # the worker runs in the jobs dir
         if env.get(var):
             env[var] = str(expand_path(env[var], var).absolute())
-    from prefetch.safefs import open_file
+    from prefetch.fs.safefs import open_file
 
     # Never through a link or into a FIFO planted at the log's name.
     with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
-        from prefetch.render import timestamp
+        from prefetch.ui.render import timestamp
 
         log.write(f"{timestamp()} job {record.id} {note}: {record.command}\n".encode())
         log.flush()
@@ -176,7 +176,7 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
         import subprocess
 
         proc = subprocess.Popen(
-            [python or sys.executable, "-m", "prefetch.worker", record.id],
+            [python or sys.executable, "-m", "prefetch.jobs.worker", record.id],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -254,7 +254,7 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
     Raises:
         JobNotFoundError, UsageError: unknown id, corrupt record, or still running.
     """
-    from prefetch.request import GetRequest, plan_request
+    from prefetch.flow.request import GetRequest, plan_request
 
     env = dict(os.environ if env is None else env)
     record = get_job(job_id, env)

@@ -16,53 +16,19 @@ from pathlib import Path
 from prefetch.errors import ExitCode
 from prefetch.jobs.records import (
     FINAL_FILE_STATES,
+    JOB_ID_RE,
     STALE_SECONDS,
     JobRecord,
     JobState,
     check_job_id,
     jobs_dir,
+    load_record,
+    record_path,
     this_host,
 )
+from prefetch.fs.processes import is_process_alive
+from prefetch.errors import JobNotFoundError
 
-
-def process_start_time(pid: int) -> int | None:
-    """The start time of ``pid`` (clock ticks since boot) from /proc; None if unknown."""
-    info = _proc_stat(pid)
-    return info[1] if info else None
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    rest = text[text.rfind(")") + 2 :].split()
-    try:
-        return rest[0], int(rest[19])  # field 3 state, field 22 starttime
-    except (IndexError, ValueError):
-        return None
-
-
-def is_process_alive(pid: int | None, start: int | None = None) -> bool:
-    """True when ``pid`` runs (not a zombie) and, if ``start`` is given, is the same process."""
-    if not pid or pid <= 0:
-        return False
-    if Path("/proc/self/stat").exists():
-        info = _proc_stat(pid)
-        if info is None:
-            return False
-        state, started = info
-        if state in ("Z", "X", "x"):
-            return False
-        return start is None or started == start
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run_lock_path(job_id: str, env: Mapping[str, str] | None = None) -> Path:
@@ -78,7 +44,7 @@ def hold_run_lock(job_id: str, env: Mapping[str, str] | None = None) -> int | No
     """
     import fcntl
 
-    from prefetch.safefs import open_file
+    from prefetch.fs.safefs import open_file
 
     fd = open_file(run_lock_path(job_id, env), os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -93,7 +59,8 @@ def run_lock_held(job_id: str, env: Mapping[str, str] | None = None) -> bool | N
     """True when a worker holds the job's run lock, False when not, None when there is no lock file."""
     import fcntl
 
-    from prefetch.safefs import UnsafePathError, open_file
+    from prefetch.errors import UnsafePathError
+    from prefetch.fs.safefs import open_file
 
     try:
         fd = open_file(run_lock_path(job_id, env), os.O_RDONLY, own=False)
@@ -177,3 +144,57 @@ def _mark_stopped(record: JobRecord) -> JobRecord:
             f.rate = 0.0
             f.eta = None
     return record
+
+
+def _corrupt_record(path: Path, message: str) -> JobRecord:
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    log = path.with_suffix(".log")
+    return JobRecord(
+        id=path.stem,
+        command="?",
+        request={},
+        state=JobState.CORRUPT.value,
+        started=mtime,
+        updated=mtime,
+        error=message,
+        log=str(log) if log.exists() else "",
+        exit_code=int(ExitCode.FAILURE),
+    )
+
+
+# -- listing -------------------------------------------------------------------------
+def get_job(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
+    """One job with its current state (a corrupt record comes back with state ``corrupt``).
+
+    Raises:
+        UsageError: bad id. JobNotFoundError: no such job.
+    """
+    try:
+        return refresh_state(load_record(job_id, env))
+    except ValueError as exc:
+        return _corrupt_record(record_path(job_id, env), str(exc))
+
+
+def list_jobs(env: Mapping[str, str] | None = None) -> list[JobRecord]:
+    """Every job with its current state, oldest first."""
+    directory = jobs_dir(env)
+    if not directory.is_dir():
+        return []
+    records = []
+    for path in directory.glob("*.json"):
+        if not JOB_ID_RE.match(path.stem):
+            continue
+        try:
+            records.append(get_job(path.stem, env))
+        except JobNotFoundError:
+            continue  # removed meanwhile
+    records.sort(key=lambda r: (r.started, r.id))
+    return records
+
+
+def latest_job(env: Mapping[str, str] | None = None) -> JobRecord | None:
+    jobs = list_jobs(env)
+    return jobs[-1] if jobs else None

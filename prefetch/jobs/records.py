@@ -1,7 +1,7 @@
 """Job records: what a job is, where its record lives, reading, checking and writing it.
 
 A job is one ``get`` request run by a detached worker process
-(``python -m prefetch.worker JOB``). Its record, ``<state dir>/jobs/<id>.json``,
+(``python -m prefetch.jobs.worker JOB``). Its record, ``<state dir>/jobs/<id>.json``,
 is rewritten atomically (temp file + rename, under ``jobs/.lock``) about once a
 second by the worker; its log, ``<state dir>/jobs/<id>.log``, gets plain lines.
 Readers never trust a "running" record blindly: when the worker's pid is gone
@@ -25,9 +25,10 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from prefetch.errors import ExitCode, JobNotFoundError, UsageError
-from prefetch.fsutil import replace_file
-from prefetch.paths import state_dir
+from prefetch.errors import JobNotFoundError, UsageError
+from prefetch.fs.files import replace_file
+from prefetch.fs.paths import state_dir
+from prefetch.jobs.views import html_table, short_repr
 
 
 def this_host() -> str:
@@ -37,7 +38,7 @@ def this_host() -> str:
 
 RECORD_SCHEMA = 1
 STALE_SECONDS = 120.0  # a running record not rewritten for this long, on another host, is stale
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 GENERATED_ID_RE = re.compile(r"^j\d{4}-[0-9A-Za-z]{4,}$")  # looks like a job id, known or not
 
 
@@ -130,14 +131,15 @@ class JobRecord:
     def datasets(self) -> list[str]:
         return list(dict.fromkeys(f.dataset for f in self.files))
 
-    def __repr__(self) -> str:
-        from prefetch.jobs.views import short_repr
+    @property
+    def in_place(self) -> bool:
+        """Every file of the job is at its final path (only ever complete and verified)."""
+        return files_in_place(self)
 
+    def __repr__(self) -> str:
         return short_repr(self)
 
     def _repr_html_(self) -> str:
-        from prefetch.jobs.views import html_table, short_repr
-
         return f"<p>{short_repr(self)[1:-1]}</p>" + html_table([self])
 
 
@@ -153,7 +155,7 @@ def check_job_id(job_id: str) -> str:
     Raises:
         UsageError: it has path characters or is empty/too long.
     """
-    if not isinstance(job_id, str) or not _ID_RE.match(job_id):
+    if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
         raise UsageError(
             f"invalid job id {job_id!r}: expected letters, digits, '-' or '_' (like j0518-a3f9); "
             f"`prefetch status` lists jobs"
@@ -225,7 +227,7 @@ def record_from_dict(data: Mapping) -> JobRecord:
         if key not in fields:
             raise KeyError(key)
     record = JobRecord(**fields)
-    if not _ID_RE.match(record.id):
+    if not JOB_ID_RE.match(record.id):
         raise ValueError(f"bad id {record.id!r}")
     JobState(record.state)  # raises ValueError for an unknown state
     return record
@@ -252,7 +254,8 @@ def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
         UsageError: bad id. JobNotFoundError: no such job.
         ValueError: the file is corrupt (callers turn that into a ``corrupt`` record).
     """
-    from prefetch.safefs import UnsafePathError, read_bytes
+    from prefetch.errors import UnsafePathError
+    from prefetch.fs.safefs import read_bytes
 
     path = record_path(job_id, env)
     try:
@@ -274,7 +277,7 @@ def locked_jobs(env: Mapping[str, str] | None = None) -> Iterator[Path]:
     """Hold ``jobs/.lock`` so read-modify-write updates of records do not interleave."""
     from filelock import FileLock
 
-    from prefetch.locks import check_lock_file
+    from prefetch.fs.locks import check_lock_file
 
     directory = jobs_dir(env)
     directory.mkdir(parents=True, exist_ok=True)
@@ -294,61 +297,6 @@ def update_record(
         write_record(record, env)
         return record
 
-
-def _corrupt_record(path: Path, message: str) -> JobRecord:
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        mtime = 0.0
-    log = path.with_suffix(".log")
-    return JobRecord(
-        id=path.stem,
-        command="?",
-        request={},
-        state=JobState.CORRUPT.value,
-        started=mtime,
-        updated=mtime,
-        error=message,
-        log=str(log) if log.exists() else "",
-        exit_code=int(ExitCode.FAILURE),
-    )
-
-
-# -- listing -------------------------------------------------------------------------
-def get_job(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
-    """One job with its current state (a corrupt record comes back with state ``corrupt``).
-
-    Raises:
-        UsageError: bad id. JobNotFoundError: no such job.
-    """
-    from prefetch.jobs.liveness import refresh_state  # liveness builds on this module
-
-    try:
-        return refresh_state(load_record(job_id, env))
-    except ValueError as exc:
-        return _corrupt_record(record_path(job_id, env), str(exc))
-
-
-def list_jobs(env: Mapping[str, str] | None = None) -> list[JobRecord]:
-    """Every job with its current state, oldest first."""
-    directory = jobs_dir(env)
-    if not directory.is_dir():
-        return []
-    records = []
-    for path in directory.glob("*.json"):
-        if not _ID_RE.match(path.stem):
-            continue
-        try:
-            records.append(get_job(path.stem, env))
-        except JobNotFoundError:
-            continue  # removed meanwhile
-    records.sort(key=lambda r: (r.started, r.id))
-    return records
-
-
-def latest_job(env: Mapping[str, str] | None = None) -> JobRecord | None:
-    jobs = list_jobs(env)
-    return jobs[-1] if jobs else None
 
 
 # -- the public JSON form ------------------------------------------------------------
@@ -389,3 +337,8 @@ def job_to_dict(record: JobRecord) -> dict:
             for f in record.files
         ],
     }
+
+
+def files_in_place(record: JobRecord) -> bool:
+    """True when every file of ``record`` is at its final path (only ever complete and verified)."""
+    return bool(record.files) and all(os.path.isfile(f.path) for f in record.files)  # a FIFO is not a file

@@ -13,23 +13,21 @@ HEADERS = ("JOB", "FILE", "STATE", "BYTES", "%", "SPEED", "ETA")
 
 
 def _size(n) -> str:
-    from prefetch.render import human_bytes
+    from prefetch.ui.render import human_bytes
 
     return "?" if n is None else human_bytes(n)
 
 
 def shown_state(record) -> str:
     """The job's state as shown: a stopped job whose files a later get put in place is done."""
-    from prefetch.jobs.wait import files_in_place
-
-    if record.state in ("interrupted", "cancelled") and files_in_place(record):
+    if record.state in ("interrupted", "cancelled") and record.in_place:
         return "done"
     return record.state
 
 
 def table_rows(records) -> list[tuple[str, ...]]:
     """One row per file: JOB FILE STATE BYTES % SPEED ETA (full names, never cut)."""
-    from prefetch.render import human_bytes, human_seconds
+    from prefetch.ui.render import human_bytes, human_seconds
 
     rows = []
     for r in records:
@@ -59,7 +57,7 @@ def table_rows(records) -> list[tuple[str, ...]]:
 
 def text_table(records) -> str:
     """The rows as plain aligned text (no colour)."""
-    from prefetch.style import format_table
+    from prefetch.ui.style import format_table
 
     if not records:
         return "no jobs"
@@ -90,7 +88,7 @@ def html_table(records) -> str:
 
 def short_repr(record) -> str:
     """``<JobRecord j0518-a3f9 running: 2 files, 41.0% of 170.5MiB, 2.3MiB/s>``."""
-    from prefetch.render import human_bytes
+    from prefetch.ui.render import human_bytes
 
     parts = [f"{len(record.files)} file{'s' if len(record.files) != 1 else ''}"]
     total = record.total
@@ -113,7 +111,7 @@ class JobList(list):
 
 def progress_line(records: Sequence) -> str:
     """One line about jobs still running: ids, bytes, %, speed, ETA."""
-    from prefetch.render import human_bytes, human_seconds
+    from prefetch.ui.render import human_bytes, human_seconds
 
     running = [r for r in records if r.active]
     if not running:

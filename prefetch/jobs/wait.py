@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prefetch.errors import ExitCode, JobNotFoundError, WaitTimeoutError
-from prefetch.jobs.records import GENERATED_ID_RE, JobRecord, JobState, get_job, list_jobs
+from prefetch.jobs.liveness import get_job, list_jobs
+from prefetch.jobs.records import GENERATED_ID_RE, JobRecord, JobState, files_in_place
 
 
 @dataclass
@@ -154,13 +155,10 @@ def wait_for(
     )
 
 
-def files_in_place(record: JobRecord) -> bool:
-    """True when every file of ``record`` is at its final path (only ever complete and verified)."""
-    return bool(record.files) and all(os.path.isfile(f.path) for f in record.files)  # a FIFO is not a file
-
 
 def _job_mentions(record: JobRecord, name: str) -> bool:
-    from prefetch.registry import is_url, normalize_name
+    from prefetch.net.urls import is_url
+    from prefetch.cache.registry import normalize_name
 
     names = record.request.get("names", [])
     if name in names:
@@ -180,7 +178,7 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
     Raises:
         UnknownDatasetError: no registry knows ``name``.
     """
-    from prefetch.request import GetRequest, plan_request
+    from prefetch.flow.request import GetRequest, plan_request
 
     base = jobs[-1].request if jobs else {}
     request = GetRequest.from_dict(  # type-checked: a damaged record is a one-line error

@@ -1,0 +1,251 @@
+"""Where a file lands and what is already there: proofs, names, temp files.
+
+What sits at a final path is trusted only with proof (its expected hash, or
+prefetch's own completion record for that very file); extra names are hard links
+made through an exclusive temp name; everything replaced or removed must be ours
+(``prefetch.fs.safefs``): in a shared cache another user's entry is refused, never
+followed or deleted. Extraction markers record what each extraction placed.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from prefetch.errors import PrefetchError
+from prefetch.model.events import Event, EventKind, EventSink
+from prefetch.fs.files import local_error
+from prefetch.cache.layout import part_path, state_path
+from prefetch.fs.hashing import hash_file
+
+if TYPE_CHECKING:
+    from prefetch.model.plans import FilePlan
+
+
+def regular_or_none(path: Path) -> os.stat_result | None:
+    """stat of the regular file at ``path`` (a symlink is followed for reading), None if absent.
+
+    Raises:
+        UnsafePathError: something that is not a regular file is there.
+    """
+    from prefetch.fs import safefs
+
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise safefs.refuse(path, "it is a symbolic link loop") from None
+        raise local_error(exc, path) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise safefs.refuse(path, f"it is {safefs.kind_of(st)}")
+    return st
+
+
+def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink) -> bool:
+    """Is what sits at the final path a complete, verified file? Never opens a FIFO or device.
+
+    With an expected hash: it must match (whoever put it there). Without one, mere
+    existence proves nothing (a truncated wget leftover, ``/dev/null``): only
+    prefetch's own completion record, written when it placed that very file (same
+    inode, size and mtime), counts. Anything else is downloaded again, and replaced
+    only if it is ours to replace.
+
+    Raises:
+        UnsafePathError: a FIFO, device, another user's link, or another user's file
+            that is not verified, at the final path.
+    """
+    from prefetch.fs import safefs
+
+    final = plan.final
+    lst = safefs.lstat_or_none(final)
+    if lst is None:
+        return False
+    if stat.S_ISLNK(lst.st_mode):
+        safefs.check_link_ok(final)  # our own (the user's) link: read through it, replace it by rename
+    st = regular_or_none(final)
+    if st is None:  # a dangling link of ours
+        return False
+    expected = plan.spec.expected
+    if expected is not None:
+        if hash_file(final, expected.algorithm) == expected.hexdigest:
+            return True
+        why = f"does not match its {expected.algorithm}"
+    elif completion_matches(records_dir, final, lst):
+        return True
+    else:
+        why = "has no record of a completed prefetch download (and no hash to check it)"
+    safefs.check_replaceable(final)  # about to be replaced: only a regular file of ours
+    on_event(Event(EventKind.NOTE, plan.label, message=f"{final} {why}; downloading again"))
+    return False
+
+
+def completion_path(records_dir: Path, final: Path) -> Path:
+    import hashlib
+
+    return records_dir / (hashlib.sha1(str(final.absolute()).encode()).hexdigest()[:24] + ".json")
+
+
+def write_completion(records_dir: Path, plan: FilePlan, transfer) -> None:
+    """Record that prefetch placed this very file complete (size, inode, mtime, validators)."""
+    from prefetch.fs import safefs
+
+    try:
+        st = os.lstat(plan.final)
+        record = {
+            "path": str(plan.final.absolute()),
+            "size": st.st_size,
+            "dev": st.st_dev,
+            "ino": st.st_ino,
+            "mtime_ns": st.st_mtime_ns,
+            "urls": list(plan.spec.urls),
+            "digest": transfer.digest,
+            "algorithm": plan.spec.expected.algorithm if plan.spec.expected else None,
+            "placed": time.time(),
+        }
+        records_dir.mkdir(parents=True, exist_ok=True)
+        from prefetch.fs.files import replace_file
+
+        replace_file(completion_path(records_dir, plan.final), json.dumps(record).encode("utf-8"), checked=True)
+    except (OSError, safefs.UnsafePathError):
+        pass  # without it, a file with no hash is downloaded again next time: never wrong
+
+
+def completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:
+    from prefetch.fs import safefs
+
+    if safefs.is_foreign(st):
+        return False
+    try:
+        raw = safefs.read_bytes(completion_path(records_dir, final))
+        record = json.loads(raw) if raw else None
+    except (OSError, ValueError, safefs.UnsafePathError):
+        return False
+    if not isinstance(record, dict):
+        return False
+    want = (str(final.absolute()), st.st_size, st.st_dev, st.st_ino, st.st_mtime_ns)
+    got = tuple(record.get(k) for k in ("path", "size", "dev", "ino", "mtime_ns"))
+    return want == got and stat.S_ISREG(st.st_mode)
+
+
+def own_paths(plan: FilePlan) -> list[Path]:
+    """Every path of ``plan`` that an archive member may never replace."""
+    own = []
+    for p in plan.paths:
+        own += [p, part_path(p), state_path(p)]
+    return own
+
+
+def marker_path(markers_dir: Path, final: Path, into: Path) -> Path:
+    import hashlib
+
+    key = hashlib.sha1(f"{final.absolute()}\0{into.absolute()}".encode()).hexdigest()[:20]
+    return markers_dir / f"{key}.json"
+
+
+def extracted_entries(marker: Path, into: Path) -> list[str]:
+    """The top-level entries a past extraction put into ``into``, if all still exist (and are ours)."""
+    from prefetch.fs import safefs
+
+    try:
+        entries = [str(e) for e in json.loads(safefs.read_bytes(marker) or b"")["entries"]]
+    except (OSError, ValueError, KeyError, TypeError, safefs.UnsafePathError):
+        return []
+    from prefetch.fs import safefs
+
+    def ours(path: Path) -> bool:
+        st = safefs.lstat_or_none(path)
+        return st is not None and not safefs.is_foreign(st) and not stat.S_ISLNK(st.st_mode)
+
+    return entries if entries and all(ours(into / e) for e in entries) else []
+
+
+def write_marker(marker: Path, into: Path, entries: Sequence[str]) -> None:
+    from prefetch.fs.files import replace_file
+    from prefetch.errors import UnsafePathError
+
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(marker, json.dumps({"into": str(into), "entries": list(entries)}).encode("utf-8"), checked=True)
+    except (OSError, UnsafePathError):
+        pass  # only an optimisation: without it we extract again next time
+
+
+def same_file(alias: Path, final: Path) -> bool:
+    """``alias`` is our hard link to ``final`` (or our own copy of the same size, where links fail)."""
+    from prefetch.fs import safefs
+
+    a, f = safefs.lstat_or_none(alias), safefs.lstat_or_none(final)
+    if a is None or f is None or not stat.S_ISREG(a.st_mode) or safefs.is_foreign(a):
+        return False
+    return (a.st_dev, a.st_ino) == (f.st_dev, f.st_ino) or (a.st_size == f.st_size and a.st_mtime_ns >= f.st_mtime_ns)
+
+
+def link_or_copy(source: Path, alias: Path) -> None:
+    """Give ``source``'s bytes the name ``alias`` atomically (hard link, else copy).
+
+    The temp name is created exclusively (never written through), and ``alias`` is
+    replaced only if it is absent or a regular file of ours.
+    """
+    from prefetch.fs import safefs
+
+    make_dirs(alias.parent)
+    safefs.check_dir_chain(alias.parent)
+    safefs.check_replaceable(alias)
+    tmp = alias.with_name(f".{alias.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    try:
+        try:
+            os.link(source, tmp, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                raise
+            fd = safefs.open_file(source, os.O_RDONLY, own=False)
+            with os.fdopen(fd, "rb") as src:
+                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+                with os.fdopen(out, "wb") as dst:
+                    import shutil
+
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        safefs.replace(tmp, alias)
+    except OSError as exc:
+        safefs.remove_own(tmp)
+        raise local_error(exc, alias) from None
+    except PrefetchError:
+        safefs.remove_own(tmp)
+        raise
+
+
+def rename(source: Path, target: Path) -> None:
+    from prefetch.fs import safefs
+
+    try:
+        safefs.replace(source, target)
+    except OSError as exc:
+        raise local_error(exc, target) from None
+
+
+def discard(*paths: Path) -> None:
+    """Remove our own in-flight files (another user's entry of that name is left alone)."""
+    from prefetch.fs import safefs
+
+    for p in paths:
+        try:
+            safefs.remove_own(p)
+        except OSError:
+            pass
+
+
+def make_dirs(path: Path) -> None:
+    from prefetch.fs import safefs
+
+    safefs.check_dir_chain(path)  # a directory link planted by another user is never followed
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise local_error(exc, path) from None

@@ -1,0 +1,29 @@
+"""Where a dataset's files go in the Keras cache: a ``FilePlan`` per file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prefetch.cache.layout import datasets_dir
+from prefetch.model.plans import FilePlan
+from prefetch.model.specs import DatasetSpec
+
+
+def plan_files(spec: DatasetSpec, *, root: Path) -> list[FilePlan]:
+    """Where every file of ``spec`` goes under the Keras root ``root``."""
+    base = datasets_dir(root)
+    plans = []
+    for f in spec.files:
+        final = base / f.target if not os.path.isabs(f.target) else Path(f.target)
+        plans.append(
+            FilePlan(
+                dataset=spec.name,
+                spec=f,
+                final=final,
+                also=tuple(final.parent / a if not os.path.isabs(a) else Path(a) for a in f.also),
+                extract_into=tuple((base / d) for d in f.extract),
+                explicit_url=spec.source == "url",
+            )
+        )
+    return plans

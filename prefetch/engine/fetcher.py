@@ -1,0 +1,241 @@
+"""One connection's worker thread: take a segment, request it, check the answer, stream it.
+
+Each worker has its own HTTP client (a requests ``Session``, so its connection is
+kept alive from one segment to the next) and one reused read buffer. Trouble is
+sorted here: a changed remote restarts the transfer, a disagreeing source is
+dropped and distrusted, a refusal while other connections deliver means fewer
+connections, anything else transient waits as ``retry`` says.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prefetch.errors import NetworkError
+from prefetch.net.failures import Failure, TransientHTTPError
+from prefetch.net.http import open_url
+from prefetch.net.urls import host_of
+from prefetch.engine.response_check import Answer, check_response
+from prefetch.engine.retry import CROWDED
+from prefetch.engine.schedule import Segment
+from prefetch.engine.sources import Restart, Source, SourceBad
+from prefetch.engine.stream import stream_body
+
+
+_OVERLAP = 64 << 10  # bytes asked again when a stream nothing can check resumes
+
+
+class Fetcher:
+    """The worker side of a transfer (``prefetch.engine.transfer._Transfer``), one thread per worker id."""
+
+    def __init__(self, transfer) -> None:
+        self.t = transfer
+
+    def run(self, worker_id: int) -> None:
+        client = self.t.client_factory(timeouts=self.t.opt.timeouts, resolve=self.t.opt.resolve)
+        buffer = memoryview(bytearray(self.t.opt.chunk_size))
+        try:
+            self._loop(worker_id, client, buffer)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            with self.t.lock:
+                if self.t.fatal is None:
+                    self.t.fatal = exc
+                self.t.wake.notify_all()
+        finally:
+            client.close()
+            self.t.worker_left(worker_id)
+
+    def _loop(self, worker_id: int, client, buffer: memoryview) -> None:
+        while not self.t.stop.is_set():
+            if self._step_back(worker_id):
+                return  # the server refused more connections: this one steps back
+            seg = self.t.take_segment(worker_id)
+            if seg is None:
+                return
+            with self.t.lock:
+                src = self.t.sources.choose(worker_id)
+            if src is None:
+                self.t.release(seg)
+                with self.t.lock:
+                    if self.t.fatal is None:
+                        self.t.fatal = NetworkError(f"every source failed for {self.t.name}")
+                return
+            try:
+                self.fetch(worker_id, seg, src, client, buffer)
+                self.t.release(seg)
+            except Restart as exc:
+                self.t.release(seg)
+                with self.t.lock:
+                    if self.t.restart is None:
+                        self.t.restart = exc
+                    self.t.wake.notify_all()
+                return
+            except SourceBad as exc:
+                self.t.release(seg)
+                self.t.drop_source(src, str(exc), distrust=True)
+            except TransientHTTPError as exc:
+                self.t.release(seg)
+                if exc.status in CROWDED and self._crowded(worker_id, src, exc.status):
+                    continue  # fewer connections from now on; others still deliver, so no backoff here
+                if exc.kind == Failure.WEB_PAGE:
+                    src.effective_url = None  # a redirect to a portal's login page must not stick
+                if self._dead(src, exc) and self.t.drop_source(src, exc.cause, distrust=False):
+                    continue  # another source remains: no time lost on this one
+                self._retry_later(src, str(exc), exc.retry_after, exc.kind)
+            except NetworkError as exc:
+                self.t.release(seg)
+                status = getattr(exc, "status", None)
+                if status == 403 and self._crowded(worker_id, src, status, at_once=True):
+                    continue  # other connections to it work: this one was refused, not the file
+                if not self.t.drop_source(src, str(exc), distrust=False):
+                    raise
+
+    def _dead(self, src: Source, exc: TransientHTTPError) -> bool:
+        """A failure that drops ``src`` at once while another source remains.
+
+        A name that does not resolve, a refused or unreachable connection and a web page
+        are not going to get better in seconds; no answer at all counts too while the
+        source has never delivered a byte.
+        """
+        if self.t.stop.is_set() or self.t.interrupt.is_set():
+            return False
+        if exc.kind in (Failure.UNREACHABLE, Failure.WEB_PAGE):
+            return True
+        return exc.kind == Failure.TIMEOUT and not src.delivered
+
+    def _step_back(self, worker_id: int) -> bool:
+        """More workers run than the server accepts: should this one go?
+
+        Workers that never had an answer go first; one that delivers goes only when
+        those are not enough (it would otherwise leave the refused ones running).
+        """
+        t = self.t
+        with t.lock:
+            if t.worker_limit is None or t.active_workers <= t.worker_limit:
+                return False
+            if worker_id not in t.answered:
+                return True
+            unanswered = t.active_workers - len(t.answered)
+            return t.active_workers - t.worker_limit > unanswered
+
+    # -- one request -------------------------------------------------------
+    def fetch(self, worker: int, seg: Segment, src: Source, client, buffer: memoryview) -> None:
+        """Download ``seg`` from ``src`` until it is done, cut short, or fails."""
+        headers: dict[str, str] = dict(self.t.opt.headers)
+        with self.t.lock:
+            start = seg.pos
+            known_size = self.t.size
+            ranged = self.t.ranges_ok
+            generation = self.t.generation
+        overlap = 0
+        if ranged:
+            last = "" if seg.end is None else str(seg.end - 1)
+            if start > 0 and self.t.sources.pinned is src and not (src.etag or src.last_modified):
+                # Nothing vouches that this answer is the same version as the bytes on
+                # disk (no hash, no validator): ask again for the last bytes we have, and
+                # compare them before going on (stream_body).
+                overlap = min(start, _OVERLAP)
+            headers["Range"] = f"bytes={start - overlap}-{last}"
+            if start > 0 or src.etag or src.last_modified:
+                headers.update(src.validator_headers())
+        asked = time.monotonic()
+        resp, final_url = open_url(client, src.effective_url or src.url, headers=headers, timeouts=self.t.opt.timeouts)
+        latency = time.monotonic() - asked
+        with self.t.lock:
+            self.t.responses[worker] = resp
+            self.t.answered.add(worker)
+            self.t.worker_source[worker] = src
+            # What a new request costs (a connection, the round trips to the first byte):
+            # the ramp judges over several of these, and a split must save more than one.
+            self.t.note_latency(latency)
+            others = bool(self.t.sources.others(src))
+            have_bytes = bool(self.t.done.total())
+        try:
+            src.effective_url = final_url
+            answer = check_response(resp, start=start - overlap, known_size=known_size, src=src, ranged=ranged,
+                                    others=others, have_bytes=have_bytes, name=self.t.name, end=seg.end,
+                                    hashed=self.t.algorithm is not None)
+            pinned_now = self._accept(answer, seg, src)
+            if answer.note:
+                self.t.note(answer.note)
+            if pinned_now:
+                self.t.note(f"no expected hash and no ETag or Last-Modified from {host_of(src.url)}: one stream from "
+                            f"it, since pieces from separate requests could mix versions of the file")
+            stream_body(self.t, resp, seg, src, answer.first + overlap, buffer, generation,
+                        skip=answer.skip + overlap, compare=bool(overlap))
+        finally:
+            with self.t.lock:
+                self.t.responses.pop(worker, None)
+            resp.close()
+
+    def _accept(self, answer: Answer, seg: Segment, src: Source) -> bool:
+        """Take in what an accepted answer tells: size, validators, a shorter range.
+
+        Returns True when it pinned the transfer to one stream from ``src``.
+        """
+        with self.t.lock:
+            if answer.whole_body and self.t.size is None:
+                self.t.ranges_ok = False  # a Range probe answered with the whole body: no range support
+                self.t.dirty = True
+            if src.learn(answer.etag, answer.last_modified):
+                self.t.dirty = True
+            pin = (self.t.algorithm is None and not (src.etag or src.last_modified) and self.t.sources.pinned is None
+                   and answer.total is not None and (self.t.size is None or answer.whole_body))
+            if pin:
+                # Nothing can check this file (no hash, no validator): pieces from several
+                # requests could come from servers holding different versions. One stream.
+                self.t.sources.pinned = src
+            if self.t.size is None:
+                self.t.size = answer.total
+                if answer.total is not None:
+                    seg.end = answer.total if seg.end is None else min(seg.end, answer.total)
+                    if self.t.schedule.piece and self.t.ranges_ok:
+                        self.t.schedule.cut(seg, self.t.schedule.piece)
+                    self.t._preallocate_locked()
+                self.t.dirty = True
+            if answer.first > seg.pos and seg.end is not None:
+                # The answer starts later than asked (honestly): the gap goes back to the schedule.
+                self.t.schedule.add(seg.pos, answer.first)
+                seg.pos = seg.start = answer.first
+            if answer.end is not None and seg.end is not None and answer.end < seg.end:
+                # The server sent a shorter range than asked: leave the rest to others.
+                self.t.schedule.add(answer.end, seg.end)
+                seg.end = answer.end
+            return pin
+
+    def _crowded(self, worker_id: int, src: Source, status: int, *, at_once: bool = False) -> bool:
+        """The server refused a request while other connections to it deliver: keep fewer.
+
+        Returns False when it is not (yet) taken as a connection cap: the usual path follows.
+        """
+        # Requests sent together (a long route opens its connections at once) answer
+        # together: let the others' answers arrive before counting who delivers.
+        self.t.interrupt.wait(min(self.t.latency or 0.0, 1.0))
+        with self.t.lock:
+            delivering = len([w for w in self.t.answered - {worker_id} if self.t.worker_source.get(w) is src])
+            limit, first = self.t.retries.refused(delivering=delivering, live_sources=len(self.t.sources.live()),
+                                                at_once=at_once)
+            if limit is None:
+                return False
+            self.t.worker_limit = min(self.t.worker_limit or limit, limit)
+            if self.t.opt.connections is None:
+                # The few connections the server allows share the rest in pieces: none
+                # holds a big segment to the end while the others are done.
+                self.t.schedule.piece = self.t.opt.piece_size
+        if first:
+            self.t.note(f"{host_of(src.url)} answered HTTP {status} to connection {delivering + 1}; "
+                       f"staying at {delivering} connection{'s' if delivering != 1 else ''}")
+        return True
+
+    def _retry_later(self, src: Source, message: str, retry_after: float | None, kind: str) -> None:
+        if self.t.stop.is_set() or self.t.interrupt.is_set():
+            return  # we are shutting down: the broken read is ours, not the network's
+        with self.t.lock:
+            attempts = self.t.retries.failed()
+            give_up_source = self.t.sources.note_failure(src, self.t.opt.source_failures)
+        if give_up_source:
+            self.t.drop_source(src, f"{message} ({src.failures} failures in a row)", distrust=False)
+            return
+        delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message, kind=kind)
+        self.t.note(f"{message}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
+        self.t.interrupt.wait(delay)

@@ -1,0 +1,126 @@
+"""What a transfer is asked (:class:`TransferOptions`, with the ``PREFETCH_*`` tuning
+variables) and what it reports (:class:`TransferResult`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from prefetch.net.http import Timeouts
+
+
+@dataclass(frozen=True)
+class TransferOptions:
+    """Knobs for one transfer. Defaults suit a slow, throttled route abroad."""
+
+    connections: int | None = None  # None: automatic (grow while throughput grows)
+    max_connections: int = 32  # cap per file; the ramp reaches it only while connections pay
+    initial_connections: int = 8
+    min_split: int = 512 << 10  # never split into pieces smaller than this (nor than latency x rate)
+    chunk_size: int = 512 << 10  # the largest read (a read returns what has arrived)
+    # Give up on a source after this many seconds without a byte (a third of it when
+    # it does not resolve, refuses connections or answers a web page): --timeout.
+    timeout: float = 30.0
+    timeouts: Timeouts = field(default_factory=Timeouts)  # per attempt: connect, read (and the whole head)
+    stall_window: float = 20.0  # seconds ...
+    stall_min_rate: float = 1024.0  # ... below this many bytes/s => reconnect
+    max_attempts: int = 8  # consecutive failures without progress before giving up
+    source_failures: int = 3  # failures before a source is dropped (if others remain)
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    retry_after_cap: float = 120.0
+    demote_window: float = 2.0  # a source's rate per connection is judged over this long ...
+    demote_ratio: float = 4.0  # ... and it is demoted when the fastest does this many times better
+    max_restarts: int = 3  # remote changed this often => IntegrityError
+    long_route: float = 0.04  # a first answer slower than this (seconds) means a long route: ...
+    long_route_connections: int = 32  # ... open this many connections together, ...
+    piece_size: int = 1 << 20  # ... and request at most this much at a time
+    ramp_interval: float = 0.1  # the ramp judges each step over this long (after it settles)
+    ramp_gain: float = 1.15  # ... and doubles again only if the rate grew by this factor
+    state_interval: float = 0.5
+    progress_interval: float = 0.25
+    preallocate: bool = True
+    sync_data: bool = True  # fdatasync the .part before a state save that records new ranges
+    # Extra request headers for every request of this transfer (--header); secrets maybe:
+    # never logged, never in the state file, never in repr().
+    headers: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # PREFETCH_RESOLVE: host -> address (None: the name does not resolve), or None to read
+    # it from os.environ where connections are made.
+    resolve: dict[str, str | None] | None = field(default=None, compare=False)
+    # Something thread-safe that keeps a total rate (--limit-rate: prefetch.engine.ratelimit.RateLimiter),
+    # or None: each read books ``wait(n)`` first (n <= its ``chunk``), then ``refund``s what it did not get.
+    limiter: object | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "TransferOptions":
+        """Defaults, then ``PREFETCH_*`` tuning variables, then ``overrides``."""
+        env = os.environ if env is None else env
+        values: dict = {}
+        for key, name, kind in _ENV_KNOBS:
+            if env.get(name):
+                try:
+                    values[key] = kind(env[name])
+                except ValueError:
+                    from prefetch.errors import UsageError
+
+                    raise UsageError(f"{name}={env[name]!r} is not a valid {kind.__name__}") from None
+        if env.get("PREFETCH_RESOLVE"):
+            from prefetch.net.connection import resolve_overrides
+
+            values["resolve"] = resolve_overrides(env)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        read = values.pop("read_timeout", None)
+        connect = values.pop("connect_timeout", None)
+        timeout = values.get("timeout")
+        if timeout is not None and timeout <= 0:
+            from prefetch.errors import UsageError
+
+            raise UsageError(f"--timeout must be more than 0 seconds, got {timeout:g}")
+        if values.get("max_attempts") is not None and values["max_attempts"] < 0:
+            from prefetch.errors import UsageError
+
+            raise UsageError(f"--retries must be 0 or more, got {values['max_attempts']}")
+        if read is not None or connect is not None or timeout is not None:
+            # Per attempt: a third of --timeout to connect, half of it for the head and each read.
+            base = Timeouts() if timeout is None else Timeouts(connect=timeout / 3, read=timeout / 2)
+            values["timeouts"] = Timeouts(
+                connect=connect if connect is not None else base.connect,
+                read=read if read is not None else base.read,
+            )
+        return cls(**values)
+
+
+_ENV_KNOBS = [
+    ("read_timeout", "PREFETCH_READ_TIMEOUT", float),
+    ("connect_timeout", "PREFETCH_CONNECT_TIMEOUT", float),
+    ("stall_window", "PREFETCH_STALL_WINDOW", float),
+    ("stall_min_rate", "PREFETCH_STALL_MIN_RATE", float),
+    ("max_attempts", "PREFETCH_RETRIES", int),
+    ("timeout", "PREFETCH_TIMEOUT", float),
+    ("backoff_base", "PREFETCH_BACKOFF", float),
+    ("backoff_cap", "PREFETCH_BACKOFF_CAP", float),
+    ("retry_after_cap", "PREFETCH_RETRY_AFTER_CAP", float),
+    ("min_split", "PREFETCH_MIN_SPLIT", int),
+    ("demote_window", "PREFETCH_DEMOTE_WINDOW", float),
+    ("max_connections", "PREFETCH_MAX_CONNECTIONS", int),
+    ("sync_data", "PREFETCH_SYNC", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),  # never raises
+    ("long_route", "PREFETCH_LONG_ROUTE", float),
+    ("long_route_connections", "PREFETCH_LONG_ROUTE_CONNECTIONS", int),
+    ("piece_size", "PREFETCH_PIECE_SIZE", int),
+]
+
+
+@dataclass
+class TransferResult:
+    """What one transfer did."""
+
+    size: int
+    digest: str | None  # hex digest of the whole file, when an algorithm was asked for
+    algorithm: str | None
+    downloaded: int  # body bytes received this run
+    reused: int  # bytes already on disk from an earlier run
+    elapsed: float
+    connections: int  # most connections used at once
+    restarts: int
+    sources_dropped: list[str]
+    served: dict[str, int] = field(default_factory=dict)  # source URL -> bytes of the file it delivered

@@ -1,0 +1,71 @@
+"""The ``<final>.part`` being written: opened once, written at offsets, closed after the last writer.
+
+Bytes land at their own offsets with ``pwrite`` from every worker's buffer; the space
+is reserved up front when the size is known (a full disk shows at once, not at 90%).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from prefetch.fs.files import local_error
+
+
+def open_part(part: Path) -> int:
+    """Open (creating) the ``.part`` file for positional writes; its fd.
+
+    Never through a link, never a FIFO or device, never another user's file (a shared
+    cache dir): those raise ``UnsafePathError``.
+
+    Raises:
+        LocalFileError: it cannot be opened (UnsafePathError: it is not ours to write).
+    """
+    from prefetch.fs.safefs import open_file
+
+    try:
+        return open_file(part, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise local_error(exc, part) from None
+
+
+class PartFile:
+    """One open ``.part``. ``write_at`` needs no lock: the fd stays open until ``close``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def open(self) -> None:
+        self.fd = open_part(self.path)
+
+    def write_at(self, data, pos: int, *, needed=None) -> None:
+        """Write ``data`` at offset ``pos`` (``needed()``: bytes still to come, for a disk-full message)."""
+        try:
+            os.pwrite(self.fd, data, pos)
+        except OSError as exc:
+            raise local_error(exc, self.path, needed=needed() if needed else None) from None
+
+    def truncate(self) -> None:
+        """Empty it: the download starts over."""
+        try:
+            os.ftruncate(self.fd, 0)
+        except OSError as exc:
+            raise local_error(exc, self.path) from None
+
+    def preallocate(self, size: int, *, needed: int | None = None) -> None:
+        """Reserve ``size`` bytes on disk; a full disk raises now (other failures are ignored)."""
+        if not size or not hasattr(os, "posix_fallocate"):
+            return
+        try:
+            os.posix_fallocate(self.fd, 0, size)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise local_error(exc, self.path, needed=needed) from None
+            # EOPNOTSUPP / EINVAL on some filesystems: preallocation is only an optimisation.
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)

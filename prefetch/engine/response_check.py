@@ -1,0 +1,168 @@
+"""Is this answer the bytes we asked for? The checks on a response's status and headers.
+
+A 206 is accepted only when its ``Content-Range`` starts where we asked and names
+the size we know; a 200 to a resumed request means the server ignored Range or
+the file changed (start over); a validator (ETag / Last-Modified) that differs
+from the one we hold means the file changed: with other sources left, the source
+that changed is dropped instead. A web page (a captive portal, a block page) or
+a body of another type than the name promises (``sniff``) is a failing source,
+checked before anything else, so it never restarts the file nor costs the
+partial. A 206 that honestly starts before the asked offset has its leading
+bytes skipped; one that starts after it leaves the gap to the schedule. Nothing
+here touches the transfer: the caller applies the :class:`Answer`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from prefetch.net.failures import Failure, TransientHTTPError
+from prefetch.net.urls import host_of
+from prefetch.net.sniff import SNIFF_BYTES, wrong_body
+from prefetch.engine.sources import Restart, Source, SourceBad
+
+_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.I)
+_UNSATISFIED_RANGE = re.compile(r"^\s*bytes\s+\*/(\d+)\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an accepted response carries."""
+
+    first: int  # offset of the body's first byte
+    end: int | None  # offset after its last byte (None: until the connection closes)
+    total: int | None  # the file's size, when the answer names it
+    etag: str | None
+    last_modified: str | None
+    whole_body: bool = False  # a 200 to a Range probe: the server does not do ranges
+    skip: int = 0  # leading body bytes to drop (a 206 that started before the asked offset)
+    note: str | None = None  # what to log about an answer taken in another shape than asked
+
+
+class WebPageError(TransientHTTPError):
+    """The answer is a web page (or another type) instead of the file: a failing source."""
+
+    def __init__(self, host: str, what: str) -> None:
+        page = what.startswith("a web page")
+        detail = what[len("a web page"):].strip(" ()") if page else what
+        super().__init__(
+            f"the network returned {'a web page' if page else 'something else'} instead of the file "
+            f"({detail}, from {host}): probably a captive portal or block page "
+            f"(log in through a browser, or use another network or --mirror)",
+            cause=f"returned {what}", kind=Failure.WEB_PAGE)
+
+
+def check_body(resp, *, name: str, host: str, at_start: bool, hashed: bool = False) -> None:
+    """Raise :class:`WebPageError` when ``resp``'s body is not the file ``name``.
+
+    ``at_start``: the body starts at the file's first byte (its magic can be checked).
+    ``hashed``: the file's hash is known (then only a web page is refused; the hash judges the rest).
+    """
+    content_type = resp.headers.get("Content-Type")
+    what = wrong_body(name, content_type, None, hashed=hashed)
+    if what is None and at_start:
+        what = wrong_body(name, content_type, resp.peek(SNIFF_BYTES), hashed=hashed)
+    if what is not None:
+        raise WebPageError(host, what)
+
+
+def check_response(resp, *, start: int, known_size: int | None, src: Source, ranged: bool,
+                   others: bool, have_bytes: bool, name: str = "", end: int | None = None,
+                   hashed: bool = False) -> Answer:
+    """Accept ``resp`` to a request for bytes ``start-``, or raise what to do instead.
+
+    Args:
+        others: other live sources remain (a disagreeing source is then dropped, not followed).
+        have_bytes: some of the file is already on disk.
+        name: the file's name (its type, for the magic-bytes check).
+        end: where the asked range ends (exclusive; None: the end of the file).
+        hashed: the file's hash is known (a body of another type than its name is then left to it).
+    Raises:
+        WebPageError: a web page or a body of another type (a TransientHTTPError).
+        TransientHTTPError: a wrong answer worth asking again (bad Content-Range, encoded body).
+        Restart: the file changed or Range is ignored: start over (``ranges=False``: on one connection).
+        SourceBad: this source disagrees with the others.
+    """
+    host = host_of(src.url)
+    status = resp.status
+    encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+    if status in (200, 206):  # before any other check: a portal's page must not restart the file
+        match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", "")) if status == 206 else None
+        at_start = status == 200 or bool(match and int(match.group(1)) == 0)
+        check_body(resp, name=name, host=host, at_start=at_start and encoding in ("identity", ""), hashed=hashed)
+    etag = resp.headers.get("ETag")
+    last_modified = resp.headers.get("Last-Modified")
+    if status == 416:
+        match = _UNSATISFIED_RANGE.match(resp.headers.get("Content-Range", ""))
+        total = int(match.group(1)) if match else None
+        if total == 0 and start == 0:
+            return Answer(0, 0, 0, etag, last_modified)
+        if total is not None and known_size is not None and total != known_size:
+            raise Restart(f"{host}: file size changed from {known_size} to {total}")
+        raise TransientHTTPError(f"{host} answered 416 for bytes {start}-")
+    if encoding not in ("identity", ""):
+        raise TransientHTTPError(f"{host} sent a {encoding}-encoded body; asked for the raw bytes",
+                                 kind=Failure.BAD_ANSWER)
+    if status == 206:
+        match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+        if not match:
+            raise TransientHTTPError(f"{host}: 206 without a usable Content-Range", kind=Failure.BAD_ANSWER)
+        first, last, total_text = int(match.group(1)), int(match.group(2)), match.group(3)
+        total = None if total_text == "*" else int(total_text)
+        if last < first:
+            raise TransientHTTPError(f"{host}: Content-Range {first}-{last} is empty", kind=Failure.BAD_ANSWER)
+        if total is None:
+            raise TransientHTTPError(f"{host}: Content-Range gives no total size", kind=Failure.BAD_ANSWER)
+        skip, note = 0, None
+        if first != start:
+            note = (f"{host}: Content-Range {first}-{last} does not match the request for {start}-; "
+                    f"using the bytes where they belong")
+            # Honest bytes at another offset: those before ``start`` are skipped, and a
+            # later start leaves the gap to the schedule. Bytes beyond the asked range
+            # (or an answer that holds none of it) are of no use here.
+            if first < start <= last:
+                skip, first = start - first, start
+            elif not (start < first < (end if end is not None else (known_size or total))):
+                src.bad_ranges += 1
+                what = f"{host}: Content-Range {first}-{last} does not match the request for {start}-"
+                if src.bad_ranges < 2:
+                    raise TransientHTTPError(what, kind=Failure.BAD_ANSWER)
+                if others:
+                    raise SourceBad(f"{what} (again)")
+                raise Restart(f"{what} (again); one stream from 0 without ranges", ranges=False)
+        if known_size is not None and total != known_size:
+            if others:
+                raise SourceBad(f"{host} has a different size ({total} bytes, expected {known_size})")
+            raise Restart(f"{host}: file size changed from {known_size} to {total}; restarting from 0")
+        _check_validator(src, etag, last_modified, others=others, have_bytes=have_bytes)
+        return Answer(first, last + 1, total, etag, last_modified, skip=skip, note=note)
+    if status == 200:
+        length = resp.headers.get("Content-Length")
+        total = int(length) if length and length.isdigit() else None
+        changed = src.differs(etag, last_modified)
+        resized = known_size is not None and total is not None and total != known_size
+        if (changed or resized) and others:
+            # One source of several changed its file: drop it (and what it gave us)
+            # instead of starting over with it still in the mix.
+            what = f"size {known_size} -> {total}" if resized else f"ETag {src.etag} -> {etag}"
+            raise SourceBad(f"{host} changed its file ({what})")
+        if start > 0 or resized:
+            if changed or resized:
+                raise Restart(f"{host}: the remote file changed; restarting from 0")
+            raise Restart(f"{host} ignored Range; restarting from 0 on one connection", ranges=False)
+        if changed:
+            raise Restart(f"{host}: the remote file changed; restarting from 0")
+        _check_validator(src, etag, last_modified, others=others, have_bytes=have_bytes)
+        return Answer(0, total, total, etag, last_modified, whole_body=ranged)
+    raise TransientHTTPError(f"{host} answered HTTP {status}")
+
+
+def _check_validator(src: Source, etag: str | None, last_modified: str | None, *, others: bool,
+                     have_bytes: bool) -> None:
+    if not src.differs(etag, last_modified):
+        return
+    host = host_of(src.url)
+    if others and have_bytes:
+        raise SourceBad(f"{host} changed its file (ETag {src.etag} -> {etag})")
+    raise Restart(f"{host}: the remote file changed (ETag {src.etag} -> {etag}); restarting from 0")

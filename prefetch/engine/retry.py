@@ -1,0 +1,103 @@
+"""When to try again, and when a refusal means "fewer connections" rather than "wait".
+
+Failures without progress back off exponentially with jitter (``Retry-After``
+stretches the wait, up to a cap) and end the transfer after ``max_attempts`` in a
+row (``--retries``), or once no byte has arrived for ``timeout`` seconds
+(``--timeout``; a third of it for a name that does not resolve, a refused
+connection or a web page, which seconds do not mend); any byte that arrives
+resets both. A server that answers (429, 5xx) is alive: only the count applies. A 429/503 (twice) or a 403 (once) on
+an extra connection while other connections to the same source deliver is a
+per-client connection cap, not a failure: the transfer keeps the connections
+that had answers.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from prefetch.errors import NetworkError
+from prefetch.net.failures import Failure
+
+CROWDED = (429, 503)  # refusals that, while other connections deliver, mean "fewer connections"
+
+
+class RetryPolicy:
+    """Failures in a row and the server's refusals of one transfer (callers hold its lock)."""
+
+    def __init__(self, opt) -> None:
+        self.opt = opt
+        self.in_a_row = 0
+        self.refusals = 0  # 429/503 answers while other connections delivered
+        self.crowded_at: int | None = None  # connections the server accepts, once it refused one more
+        self.progress_at = time.monotonic()  # when the last byte arrived (or the transfer started)
+
+    def progress(self) -> None:
+        """Bytes arrived: the count of failures starts again."""
+        self.in_a_row = 0
+        self.progress_at = time.monotonic()
+
+    def failed(self) -> int:
+        """Count one more failure without progress; the attempts so far."""
+        self.in_a_row += 1
+        return self.in_a_row
+
+    def delay(self, attempts: int, retry_after: float | None, *, name: str, message: str,
+              kind: str = Failure.BROKEN) -> float:
+        """Seconds to wait before attempt ``attempts + 1``.
+
+        Raises:
+            NetworkError: ``max_attempts`` failures in a row, or no byte for the time
+            budget of this kind of failure: give up (the state allows a resume).
+        """
+        opt = self.opt
+        if kind == Failure.WEB_PAGE:
+            message = message.removesuffix(")") + ", then run the same command again)"
+        if attempts > opt.max_attempts:
+            if kind == Failure.WEB_PAGE:
+                raise NetworkError(f"{name}: {message}")
+            raise NetworkError(
+                f"{name}: gave up after {attempts - 1} retries without progress; last error: {message}. "
+                f"Run the same command again to resume"
+            )
+        delay = min(opt.backoff_cap, opt.backoff_base * (2 ** (attempts - 1)))
+        delay *= 0.75 + random.random() * 0.5
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, opt.retry_after_cap))
+        budget = self.budget(kind)
+        waited = time.monotonic() - self.progress_at
+        if budget is not None and waited + delay > budget:
+            if kind == Failure.WEB_PAGE:
+                raise NetworkError(f"{name}: {message}")
+            raise NetworkError(
+                f"{name}: gave up after {waited:.0f}s without a byte ({attempts} tries, --timeout {opt.timeout:g}); "
+                f"last error: {message}. Run the same command again to resume"
+            )
+        return delay
+
+    def budget(self, kind: str) -> float | None:
+        """Seconds without a byte after which failures of ``kind`` end the transfer (None: no limit)."""
+        if kind == Failure.STATUS:
+            return None
+        if kind in (Failure.UNREACHABLE, Failure.WEB_PAGE):
+            return self.opt.timeout / 3
+        return self.opt.timeout
+
+    def refused(self, *, delivering: int, live_sources: int, at_once: bool) -> tuple[int | None, bool]:
+        """A request was refused while ``delivering`` other connections to its source deliver.
+
+        The second 429/503 (or the first 403, which is never worth retrying) is taken as a
+        per-client connection cap (many mirrors have one), not a hiccup or a forbidden
+        file. Returns (connection limit or None when this refusal is not taken as a cap,
+        whether it is the first cap found).
+        """
+        if not delivering:
+            return None, False
+        self.refusals += 1
+        if self.refusals < 2 and not at_once:
+            return None, False
+        # Sources take workers in turn: the cap of this one bounds each source's share.
+        limit = delivering * live_sources
+        first = self.crowded_at is None
+        self.crowded_at = limit if first else min(self.crowded_at, limit)
+        return limit, first

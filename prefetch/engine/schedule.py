@@ -1,0 +1,242 @@
+"""Who fetches which bytes, and with how many connections.
+
+:class:`Schedule`: the segments still to fetch; a worker that runs out of work
+splits the largest remaining one (work stealing), so faster sources and
+connections carry more of the file. :class:`Ramp`: how many connections the file
+gets when the user did not say. Both are driven by the transfer, under its lock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from prefetch.engine.ranges import RangeSet
+
+
+@dataclass
+class Segment:
+    """Bytes ``[pos, end)`` still to fetch of a piece that started at ``start``."""
+
+    start: int
+    pos: int
+    end: int | None  # None: until the end of an unknown-size body
+    owner: int | None = None  # the worker fetching it
+    reading_to: int = 0  # the owner's read in flight may fill bytes up to here: never split below
+
+
+class Schedule:
+    """The pending and active segments of one transfer (callers hold the transfer's lock)."""
+
+    def __init__(self, min_split: int) -> None:
+        self.min_split = min_split
+        self.segments: list[Segment] = []
+        # On a long route requests are at most this long (None: as long as the gap): a
+        # connection then moves on to the next piece, the faster ones take more pieces,
+        # and the tail waits for one piece at most, never for a slow connection's half.
+        self.piece: int | None = None
+
+    def plan(self, size: int | None, done: RangeSet) -> None:
+        """Pending segments for every gap (or one open-ended probe when size is unknown)."""
+        if size is None:
+            self.segments = [Segment(0, 0, None)]
+        else:
+            self.segments = [Segment(a, a, b) for a, b in done.missing(size)]
+
+    def add(self, lo: int, hi: int) -> Segment:
+        """Bytes ``[lo, hi)`` to fetch again (or a tail a short answer left)."""
+        seg = Segment(lo, lo, hi)
+        self.segments.append(seg)
+        return seg
+
+    def take(self, worker: int, *, splittable: bool, smallest: int, low_first: bool) -> Segment | None:
+        """Give ``worker`` a pending segment, or split the largest active one.
+
+        Args:
+            splittable: the size is known and Range works.
+            smallest: the smallest piece worth a new request.
+            low_first: hashing needs a contiguous prefix: prefer splitting the lowest
+                segment while it is not much smaller than the largest, so the prefix
+                (and the hash) keep up with the download instead of waiting for the end.
+        """
+        pending = [s for s in self.segments if s.owner is None and (s.end is None or s.pos < s.end)]
+        if pending:
+            if self.piece and splittable:
+                seg = min(pending, key=lambda s: s.pos)  # in file order: the hashed prefix grows
+                self.cut(seg, self.piece)
+            else:
+                seg = max(pending, key=lambda s: (s.end or 1 << 62) - s.pos)
+            seg.owner = worker
+            return seg
+        if not splittable:
+            return None
+        active = [s for s in self.segments if s.owner is not None and s.end is not None]
+        if not active:
+            return None
+        victim = max(active, key=lambda s: s.end - s.pos)
+        if low_first:
+            lowest = min(active, key=lambda s: s.pos)
+            if 2 * (lowest.end - lowest.pos) >= victim.end - victim.pos:
+                victim = lowest
+        mid = self.split_point(victim, smallest)
+        if mid is None:
+            return None
+        seg = Segment(mid, mid, victim.end, owner=worker)
+        victim.end = mid
+        self.segments.append(seg)
+        return seg
+
+    def cut(self, seg: Segment, length: int) -> None:
+        """Shorten ``seg`` to ``length`` bytes (not below half a piece more); the rest is pending."""
+        if seg.end is not None and seg.end - seg.pos > length + length // 2:
+            self.add(seg.pos + length, seg.end)
+            seg.end = seg.pos + length
+
+    def split_point(self, seg: Segment, smallest: int) -> int | None:
+        """Where an active segment may be split, or None (take and has_work agree).
+
+        A split pays when the half it takes away would take the owner longer than a new
+        request costs: pieces are at least ``smallest``.
+        """
+        remaining = seg.end - seg.pos
+        if remaining < 2 * smallest:
+            return None
+        # The owner's read in flight may fill bytes up to reading_to: split beyond that.
+        mid = max(seg.pos + remaining // 2, seg.reading_to)
+        if seg.end - mid < smallest:
+            return None
+        return mid
+
+    def has_work(self, smallest: int) -> bool:
+        """A new worker would find something: a pending segment or one worth splitting."""
+        if any(s.owner is None and s.end is not None and s.pos < s.end for s in self.segments):
+            return True
+        return any(s.owner is not None and s.end is not None and self.split_point(s, smallest) is not None
+                   for s in self.segments)
+
+    def release(self, seg: Segment) -> None:
+        seg.owner = None
+        self.prune()
+
+    def prune(self) -> None:
+        self.segments = [s for s in self.segments if s.end is None or s.pos < s.end or s.owner is not None]
+
+
+class RouteJudge:
+    """Is the route long? The first answers' latencies (request to first byte) say.
+
+    A first answer four times ``threshold`` or slower is a long route at once (no busy
+    machine delays loopback that much, routes abroad do: 2 round trips of 100-400 ms);
+    a first answer merely above ``threshold`` waits for the next few ("long?"). The
+    median of the first few answers confirms "long" or turns it "short" (one slow
+    answer from a loaded machine is not a route abroad). ``route`` is None before any answer.
+    """
+
+    SAMPLES = 5
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self.route: str | None = None
+        self.samples: list[float] = []
+
+    def add(self, latency: float) -> str | None:
+        if len(self.samples) >= self.SAMPLES:
+            return self.route
+        self.samples.append(latency)
+        if self.route is None:
+            if latency >= 4 * self.threshold:
+                self.route = "long"
+            else:
+                self.route = "long?" if latency >= self.threshold else "short"
+        elif self.route in ("long?", "long") and len(self.samples) >= 3:
+            middle = sorted(self.samples)[len(self.samples) // 2]
+            if middle >= self.threshold:
+                self.route = "long"
+            elif middle < self.threshold / 2:
+                self.route = "short"
+        return self.route
+
+    @property
+    def long(self) -> bool:
+        return self.route == "long"
+
+
+class Ramp:
+    """How many connections a file gets when ``--connections`` is not given.
+
+    Start at ``initial_connections`` and double, up to ``max_connections``, while the
+    added connections pay: a step is judged only once every running worker has had
+    an answer (on a 200 ms route a new connection needs a few round trips before it
+    delivers anything), then over ``ramp_interval`` seconds; when that window's rate
+    beats the previous step's by ``ramp_gain`` it doubles again, otherwise it stays
+    where it is. Per-connection throttling (most CDNs, long fat routes) rewards every
+    connection and the ramp runs to the cap; on a link that one connection already
+    fills it stops at the first step. On a long route it does not step: it opens
+    ``long_route_connections`` together as soon as the first answer shows the route.
+    """
+
+    def __init__(self, opt) -> None:
+        self.opt = opt
+        self.target = min(opt.initial_connections, opt.max_connections)
+        self.done = self.target >= opt.max_connections
+        self.judged_route = False
+        self.jumped = False
+        self.step_started: float | None = None
+        self.window: tuple[float, int] | None = None  # (start, bytes downloaded then)
+        self.last_rate: float | None = None
+
+    def update(self, now: float, downloaded: int, *, alive: int, answered: int, latency: float,
+               route: str | None = None) -> int:
+        """The connection count to run now.
+
+        ``route``: from :class:`RouteJudge` (None before the first answer).
+        """
+        if not self.judged_route and route == "long":
+            # Round trips this long make every connection window- or throttle-bound, and
+            # each step would cost seconds to judge: open the long-route count together.
+            self.judged_route = self.jumped = True
+            self.target = max(self.target, min(self.opt.max_connections, self.opt.long_route_connections))
+            self.done = self.target >= self.opt.max_connections
+        if self.jumped and route == "short":
+            # The first answer was slow by accident (a loaded machine), the next ones are
+            # not: back to stepping from the start.
+            self.jumped = False
+            self.target = min(self.opt.initial_connections, self.opt.max_connections)
+            self.done = self.target >= self.opt.max_connections
+            self.step_started = self.window = self.last_rate = None
+        if self.done:
+            return self.target
+        if self.step_started is None:
+            self.step_started = now
+        if self.window is None:
+            settled = alive >= self.target and answered >= alive
+            if settled or now - self.step_started > 20 * max(self.opt.ramp_interval, latency):
+                self.window = (now, downloaded)
+            return self.target
+        start, base = self.window
+        if now - start < max(self.opt.ramp_interval, 4 * latency):  # several round trips
+            return self.target
+        rate = (downloaded - base) / (now - start)
+        if alive < self.target or (self.last_rate is not None and rate < self.last_rate * self.opt.ramp_gain):
+            self.done = True  # not enough work left to split, or the last step did not pay
+            return self.target
+        self.last_rate = rate
+        self.target = min(self.opt.max_connections, self.target * 2)
+        self.done = self.target >= self.opt.max_connections
+        self.step_started, self.window = now, None
+        return self.target
+
+
+class RateMeter:
+    """Smoothed rate over a sliding window of a few seconds."""
+
+    def __init__(self, window: float = 3.0) -> None:
+        self.window = window
+        self.samples: deque[tuple[float, int]] = deque()
+
+    def update(self, now: float, done: int) -> float:
+        self.samples.append((now, done))
+        while len(self.samples) > 2 and now - self.samples[0][0] > self.window:
+            self.samples.popleft()
+        t0, d0 = self.samples[0]
+        return (done - d0) / (now - t0) if now > t0 else 0.0

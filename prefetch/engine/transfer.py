@@ -1,0 +1,521 @@
+"""HTTP transfer into ``<final>.part``: the flow of one download, top to bottom.
+
+One file, one or more sources (the origin and flat mirrors). :func:`download_to_part`
+opens the ``.part`` and its resume record (``resume_state``), then runs
+*generations*: a generation plans the missing byte ranges (``schedule``), starts
+worker threads (a probe first, then as many as the ramp or ``--connections`` says)
+and ends when the file is complete, on a fatal error, on a stop, or when the
+remote changed (then the next generation starts over from byte 0).
+
+A worker loops: take a segment (or split the largest one), pick a source
+(``sources``), send one ranged request with ``If-Range``, check the answer
+(``response_check``), stream the body into the file (``stream``); on trouble it
+asks ``retry`` whether to back off, step back or give up. The hash of the file's
+contiguous prefix is computed alongside (``stream.PrefixHasher``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from prefetch.errors import InterruptedTransferError, RemoteChangedError
+from prefetch.model.events import Event, EventKind, EventSink, ignore_event
+from prefetch.engine.fetcher import Fetcher
+from prefetch.fs.files import local_error, mib
+from prefetch.net.urls import host_of, redact_url
+from prefetch.engine.ranges import RangeSet
+from prefetch.engine.part_file import PartFile
+from prefetch.engine.resume_state import (
+    TransferState,
+    StateSaver,
+    check_state,
+    usable_state,
+)
+from prefetch.engine.retry import RetryPolicy
+from prefetch.engine.schedule import Ramp, RateMeter, RouteJudge, Schedule, Segment
+from prefetch.engine.sources import Restart, Source, Sources
+from prefetch.engine.stream import PrefixHasher
+from prefetch.engine.options import TransferOptions, TransferResult  # noqa: F401 - importable from here
+
+_STOP_GRACE = 0.8  # seconds a stop waits for workers before returning (they cannot write after)
+_RATE_STEP = 0.05  # seconds between looks at the sources' rates (cheap: a few sources)
+
+
+def download_to_part(
+    *,
+    urls: list[str],
+    part: Path,
+    state_file: Path,
+    algorithm: str | None = None,
+    options: TransferOptions | None = None,
+    on_event: EventSink = ignore_event,
+    stop: threading.Event | None = None,
+    client_factory: Callable | None = None,
+    name: str | None = None,
+) -> TransferResult:
+    """Download ``urls`` (sources of the same file) into ``part``, resuming from ``state_file``.
+
+    Args:
+        urls: the origin and/or mirrors of one file, preferred first.
+        algorithm: hash to compute while downloading ("sha256", "md5") or None.
+        stop: set it to stop cleanly (within about a second); the state is saved and
+            InterruptedTransferError raised.
+        client_factory: ``factory(timeouts=...)`` -> a ``prefetch.net.http.Client`` per worker.
+    Returns:
+        TransferResult with the digest of the complete ``part``.
+    Raises:
+        NetworkError, RemoteChangedError, LocalFileError, DiskFullError,
+        InterruptedTransferError.
+    """
+    if client_factory is None:
+        from prefetch.net.http import Client as client_factory
+    transfer = _Transfer(
+        urls=urls,
+        part=Path(part),
+        state_file=Path(state_file),
+        algorithm=algorithm,
+        options=options or TransferOptions(),
+        on_event=on_event,
+        stop=stop or threading.Event(),
+        client_factory=client_factory,
+        name=name or Path(part).name.removesuffix(".part"),
+    )
+    try:
+        return transfer.run()
+    except KeyboardInterrupt:
+        raise InterruptedTransferError(
+            f"{transfer.name}: interrupted; run the same command again to resume"
+        ) from None
+
+
+class _Transfer:
+    """Shared state of one running transfer; workers are threads, ``lock`` guards it all."""
+
+    def __init__(self, *, urls, part, state_file, algorithm, options, on_event, stop, client_factory, name):
+        self.urls = list(urls)
+        self.part = part
+        self.state_file = state_file
+        self.algorithm = algorithm
+        self.opt: TransferOptions = options
+        self.emit: EventSink = on_event
+        self.stop = stop
+        self.client_factory = client_factory
+        self.name = name
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)
+        self.sources = Sources(self.urls)
+        self.schedule = Schedule(options.min_split)
+        self.retries = RetryPolicy(options)
+        self.hash = PrefixHasher(algorithm, part)
+        self.size: int | None = None
+        self.ranges_ok = True
+        self.done = RangeSet()
+        self.file = PartFile(part)
+        self.closing = False  # the transfer is over: no more writes (the last worker closes the fd)
+        self.fatal: BaseException | None = None
+        self.restart: Restart | None = None
+        self.downloaded = 0
+        self.reused = 0
+        self.restarts = 0
+        self.max_workers_seen = 0
+        self.active_workers = 0
+        self.generation = 0
+        self.dirty = False
+        self.saver = StateSaver(state_file, part, sync=options.sync_data, on_error=self._fail)
+        self.interrupt = threading.Event()  # wakes sleeping workers when a generation ends
+        self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
+        self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
+        self.worker_limit: int | None = None  # workers beyond this exit (the server asked for fewer)
+        self.latency: float | None = None  # seconds from a request to its answer (moving average)
+        self.route = RouteJudge(options.long_route)
+        self.conn_rate = 0.0  # bytes/s per running connection, lately
+        self.worker_source: dict[int, Source] = {}  # the source each worker's last request went to
+
+    # -- the main loop -----------------------------------------------------
+    def run(self) -> TransferResult:
+        started = time.monotonic()
+        self.open()
+        self.emit(Event(EventKind.START, self.name, done=self.done.total(), total=self.size))
+        hasher_stop = threading.Event()
+        hasher = threading.Thread(target=self.hash.follow, args=(hasher_stop, self.wake, self._prefix_end),
+                                  daemon=True)
+        if self.algorithm:
+            hasher.start()
+        try:
+            while True:
+                self.schedule.plan(self.size, self.done)
+                try:
+                    self._run_generation(started)
+                    break
+                except Restart as exc:
+                    self._start_over(exc)
+            self._trim()  # preallocation or an old .part never leave bytes past the end
+            self._catch_up_hash()
+        finally:
+            hasher_stop.set()
+            with self.lock:
+                self.wake.notify_all()  # the hash loop sleeps on it: wake it to see the stop
+            if hasher.is_alive():
+                hasher.join()
+            self._join_saver()
+            with self.lock:
+                self.dirty = True
+            self._save_state(force=True)
+            self._close_part()
+        return TransferResult(
+            size=self.size or 0,
+            digest=self.hash.finish(self.size or 0),
+            algorithm=self.algorithm,
+            downloaded=self.downloaded,
+            reused=self.reused,
+            elapsed=time.monotonic() - started,
+            connections=self.max_workers_seen,
+            restarts=self.restarts,
+            sources_dropped=list(self.sources.dropped),
+            served={s.url: s.served.total() for s in self.sources.all if s.served.total()},
+        )
+
+    def open(self) -> None:
+        state, problem = check_state(self.state_file)
+        if problem:
+            self.note(f"the resume record {self.state_file.name} is unusable ({problem}); starting over")
+        usable = usable_state(state, self.part, self.urls)
+        if state is not None and not usable and state.done:
+            self.note("saved state does not fit this download; starting over")
+        self.file.open()
+        if usable:
+            self.size = state.size
+            self.ranges_ok = state.ranges
+            self.done = RangeSet(state.done)
+            self.sources.restore(state.validators)
+            self.reused = self.done.total()
+            self.saver.synced = self.done.total()
+            self._trim()
+            if self.reused:
+                self.note(f"resuming: {mib(self.reused)} of {mib(self.size)} already on disk")
+        else:
+            self._truncate()
+        self.hash.reset()
+
+    def _trim(self) -> None:
+        """A ``.part`` longer than the file (junk after it) is cut to the file's size."""
+        try:
+            length = os.fstat(self.file.fd).st_size
+            if self.size is not None and length > self.size:
+                os.ftruncate(self.file.fd, self.size)
+                self.note(f"{self.part.name} held {length - self.size} bytes past the file's {self.size}; cut them")
+        except OSError as exc:
+            raise local_error(exc, self.part) from None
+
+    def _start_over(self, exc: Restart) -> None:
+        """The remote changed (or ignores Range): the next generation starts from byte 0."""
+        self.restarts += 1
+        if self.restarts > self.opt.max_restarts:
+            raise RemoteChangedError(
+                f"{self.name}: the remote file kept changing ({self.restarts} restarts): {exc}. "
+                f"Try again later or use another mirror"
+            ) from None
+        self.note(str(exc))
+        self._join_saver()  # a save in flight must not record the old bytes after the truncation
+        with self.lock:
+            self._truncate()
+            self.ranges_ok = exc.ranges
+            self.hash.reset()
+            self.restart = None
+            self.generation += 1
+
+    def _run_generation(self, started: float) -> None:
+        threads: list[threading.Thread] = []
+        next_id = 0
+        fixed = self.opt.connections
+        ramp = Ramp(self.opt) if fixed is None else None
+        last_state = last_progress = time.monotonic()
+        last_rates = 0.0
+        rate = RateMeter()
+        rate.update(time.monotonic(), self.done.total())
+        recent = RateMeter(window=1.0)  # for the per-connection rate that sizes splits
+        ended = False  # the generation ran to its end (or restarts): wait for every worker
+        try:
+            while True:
+                with self.lock:
+                    if self.fatal:
+                        raise self.fatal
+                    if self.restart:
+                        ended = True
+                        raise self.restart
+                    finished = self._finished_locked()
+                    alive = self.active_workers
+                    answered = len(self.answered)
+                if finished:
+                    ended = True
+                    return
+                if self.stop.is_set():
+                    raise InterruptedTransferError(
+                        f"{self.name}: stopped at {mib(self.done.total())}; run the same command again to resume"
+                    )
+                now = time.monotonic()
+                self.conn_rate = recent.update(now, self.downloaded) / max(1, alive)
+                if not (self.size is not None and self.ranges_ok) or self.sources.pinned is not None:
+                    target = 1  # a probe first; no Range support, or one stream: one connection
+                elif ramp is None:
+                    target = fixed
+                else:
+                    target = ramp.update(now, self.downloaded, alive=alive, answered=answered,
+                                         latency=self.latency or 0.0, route=self.route.route)
+                with self.lock:
+                    if self.retries.crowded_at is not None:
+                        target = min(target, self.retries.crowded_at)
+                        if ramp is not None:
+                            ramp.done = True
+                    self.worker_limit = target
+                # At most target - alive new workers per pass: a worker that exits at once
+                # (restart, fatal error, stop, nothing to split) must not make this spin.
+                for _ in range(max(0, target - alive)):
+                    if alive and not self._has_work():
+                        break
+                    thread = threading.Thread(target=Fetcher(self).run, args=(next_id,), daemon=True)
+                    with self.lock:
+                        self.active_workers += 1
+                        alive = self.active_workers
+                        self.max_workers_seen = max(self.max_workers_seen, alive)
+                    next_id += 1
+                    threads.append(thread)
+                    thread.start()
+                if now - last_rates >= _RATE_STEP:
+                    self._demote_slow_source(now)
+                    last_rates = now
+                if now - last_state >= self.opt.state_interval:
+                    self._save_soon()
+                    last_state = now
+                if now - last_progress >= self.opt.progress_interval:
+                    done = self.done.total()
+                    self.emit(Event(EventKind.PROGRESS, self.name, done=done, total=self.size,
+                                    rate=rate.update(now, done), connections=alive, elapsed=now - started))
+                    last_progress = now
+                with self.lock:
+                    if not (self.fatal or self.restart or self._finished_locked()):
+                        self.wake.wait(0.05)
+        finally:
+            self._end_generation(threads, wait=ended)
+
+    def _end_generation(self, threads: list[threading.Thread], *, wait: bool) -> None:
+        """Wake sleeping workers, unblock their reads, and let them go.
+
+        After a restart or the end, every worker is waited for (the next generation
+        must not meet a straggler's write). After a stop or an error, a worker still
+        connecting or waiting for an answer is given ``_STOP_GRACE`` seconds: it can
+        no longer write or record anything, so the stop returns promptly.
+        """
+        with self.lock:
+            self.generation += 1
+            self.interrupt.set()
+            responses = list(self.responses.values())
+            self.wake.notify_all()
+        for resp in responses:
+            resp.abort()
+        deadline = time.monotonic() + _STOP_GRACE
+        for thread in threads:
+            thread.join(None if wait else max(0.0, deadline - time.monotonic()))
+        if wait:
+            self.interrupt = threading.Event()  # for the next generation (a straggler keeps seeing it set)
+
+    # -- workers -----------------------------------------------------------
+    def quitting(self, src: Source, generation: int) -> bool:
+        """A worker's read loop should end now."""
+        return bool(self.stop.is_set() or self.generation != generation or self.fatal or self.restart
+                    or src.dropped or src.demoted)
+
+    def write_at(self, data, pos: int, generation: int) -> bool:
+        """``pwrite`` at ``pos``; False when this generation is over (nothing written).
+
+        No lock: the fd stays open while any worker runs (the last one to leave closes
+        it), and bytes are trusted only once ``record`` accepts them.
+        """
+        if self.closing or self.generation != generation:
+            return False
+        self.file.write_at(data, pos, needed=self._remaining)
+        return True
+
+    def record(self, seg: Segment, src: Source, pos: int, n: int, generation: int) -> bool:
+        """Bytes ``[pos, pos + n)`` are on disk; False when they are not to be trusted."""
+        with self.lock:
+            if src.dropped or self.generation != generation:
+                return False
+            self.done.add(pos, pos + n)
+            src.served.add(pos, pos + n)
+            src.delivered += n
+            seg.pos = pos + n
+            self.downloaded += n
+            self.retries.progress()
+            src.failures = 0
+            self.dirty = True
+            # Wake the hash loop when the contiguous prefix grew, the main loop when the
+            # file is complete; not on every read (a wake per read costs real CPU).
+            if (self.algorithm and self.done.prefix_end() == pos + n) or self._finished_locked():
+                self.wake.notify_all()
+        return True
+
+    def body_ended(self, seg: Segment, pos: int) -> None:
+        """A body of unknown length ended at ``pos``: that is the size."""
+        with self.lock:
+            if self.size is None:
+                self.size = pos
+                self.dirty = True
+            seg.end = pos
+
+    def note_latency(self, latency: float) -> None:
+        """An answer came ``latency`` seconds after its request (callers hold the lock)."""
+        self.latency = latency if self.latency is None else 0.7 * self.latency + 0.3 * latency
+        self.route.add(latency)
+        # A long route asks in pieces, when the connection count is ours to choose
+        # (--connections N asks for N requests' worth of segments, as before).
+        pieces = self.route.long and self.opt.connections is None
+        if pieces or self.retries.crowded_at is None:  # (a capped server keeps its pieces)
+            self.schedule.piece = self.opt.piece_size if pieces else None
+
+    # -- scheduling --------------------------------------------------------
+    def _smallest_piece(self) -> int:
+        """A split must save more than a new request costs: at least latency x rate per piece."""
+        return max(self.opt.min_split, int(self.conn_rate * (self.latency or 0.0)))
+
+    def take_segment(self, worker: int) -> Segment | None:
+        with self.lock:
+            if self._finished_locked() or self.fatal or self.restart:
+                return None
+            return self.schedule.take(worker, splittable=self._splittable_locked(),
+                                      smallest=self._smallest_piece(), low_first=self.hash.hasher is not None)
+
+    def _splittable_locked(self) -> bool:
+        return self.size is not None and self.ranges_ok and self.sources.pinned is None
+
+    def _has_work(self) -> bool:
+        with self.lock:
+            if not self._splittable_locked():
+                return False
+            return self.schedule.has_work(self._smallest_piece())
+
+    def release(self, seg: Segment) -> None:
+        with self.lock:
+            self.schedule.release(seg)
+
+    def _finished_locked(self) -> bool:
+        return self.size is not None and self.done.covers(self.size)
+
+    # -- trouble -----------------------------------------------------------
+    def _fail(self, exc: BaseException) -> None:
+        """An error on another thread (the state saver) ends the transfer."""
+        with self.lock:
+            if self.fatal is None:
+                self.fatal = exc
+            self.wake.notify_all()
+
+    def drop_source(self, src: Source, reason: str, *, distrust: bool) -> bool:
+        """Drop ``src`` if another source remains; un-mark what it served when ``distrust``."""
+        with self.lock:
+            if not self.sources.drop(src, reason):
+                return False
+            if distrust:
+                # It disagreed with the others: bytes it already gave us are suspect.
+                for lo, hi in src.served.as_list():
+                    self.done.remove(lo, hi)
+                    if lo < self.hash.hashed:
+                        self.hash.reset()
+                    self.schedule.add(lo, hi)
+                    self.schedule.prune()
+            self.dirty = True
+        self.note(f"dropped source {redact_url(src.url)}: {reason}")
+        return True
+
+    def _demote_slow_source(self, now: float) -> None:
+        """Stop asking a source that delivers far slower per connection than the fastest.
+
+        Its connections end (what they received is kept) and take the faster sources;
+        the file then finishes at the fastest source's speed, not waiting for the
+        slow one's last pieces. Judged over ``demote_window`` seconds of delivery.
+        """
+        with self.lock:
+            connections: dict[int, int] = {}
+            for worker in self.answered:
+                src = self.worker_source.get(worker)
+                if src is not None:
+                    connections[id(src)] = connections.get(id(src), 0) + 1
+            rates = self.sources.rates(now, connections, self.opt.demote_window)
+            pair = self.sources.to_demote(rates, self.opt.demote_ratio)
+            if pair is None:
+                return
+            slow, fast = pair
+            slow.demoted = "slow"
+            responses = [r for w, r in self.responses.items() if self.worker_source.get(w) is slow]
+            self.wake.notify_all()
+        for resp in responses:
+            resp.abort()  # its readers see ``quitting`` and hand their pieces back
+        self.note(f"demoted source {redact_url(slow.url)}: {rates[id(slow)] / 1024:.0f} KiB/s per connection against "
+                  f"{rates[id(fast)] / 1024:.0f} KiB/s from {host_of(fast.url)}; its pieces go to faster sources")
+
+    # -- the file, its hash and its state ----------------------------------
+    def _truncate(self) -> None:
+        self.file.truncate()
+        self.size = None
+        self.done = RangeSet()
+        self.reused = 0  # bytes from an earlier run are gone: report what this run really reused
+        self.saver.synced = 0
+        self.sources.forget()
+        self.dirty = True
+
+    def _preallocate_locked(self) -> None:
+        if self.opt.preallocate and self.size:
+            self.file.preallocate(self.size, needed=self._remaining())
+
+    def _remaining(self) -> int | None:
+        return None if self.size is None else self.size - self.done.total()
+
+    def _close_part(self) -> None:
+        """Close the ``.part`` now, or, while a worker still runs, when the last one leaves."""
+        with self.lock:
+            self.closing = True
+            if self.active_workers:
+                return
+        self.file.close()
+
+    def worker_left(self, worker_id: int) -> None:
+        """A worker thread ends (its very last step)."""
+        with self.lock:
+            self.answered.discard(worker_id)
+            self.active_workers -= 1
+            self.wake.notify_all()
+            last = self.closing and not self.active_workers
+        if last:
+            self.file.close()
+
+    def _prefix_end(self) -> int:
+        return self.done.prefix_end()  # (self.done is replaced when the file starts over)
+
+    def _catch_up_hash(self) -> None:
+        self.hash.catch_up(self._prefix_end, self.lock)
+
+    def _snapshot(self, force: bool) -> tuple[TransferState, int, int | None] | None:
+        """(the state to save, bytes done in it, the .part's fd), or None when nothing changed."""
+        with self.lock:
+            if not (self.dirty or force):
+                return None
+            self.dirty = False
+            state = TransferState(urls=self.urls, size=self.size, ranges=self.ranges_ok,
+                                  validators={s.url: s.validators() for s in self.sources.all},
+                                  done=self.done.as_list(), algorithm=self.algorithm)
+            return state, self.done.total(), self.file.fd
+
+    def _save_soon(self) -> None:
+        self.saver.save_soon(lambda: self._snapshot(False))
+
+    def _join_saver(self) -> None:
+        self.saver.join()
+
+    def _save_state(self, *, force: bool = False) -> None:
+        self.saver.save(self._snapshot(force))
+
+    def note(self, message: str) -> None:
+        self.emit(Event(EventKind.NOTE, self.name, done=self.done.total(), total=self.size, message=message))

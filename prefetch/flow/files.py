@@ -1,0 +1,440 @@
+"""The flow of one file: plan -> lock -> transfer -> verify -> extract -> place.
+
+Each stage is a plain function of its inputs; none prints. The foreground CLI
+and the background worker are two drivers of ``fetch_files``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from typing import Sequence
+from urllib.parse import quote
+
+from prefetch.errors import ExitCode, LocalFileError, PrefetchError
+from prefetch.model.events import Event, EventKind, EventSink, ignore_event
+from prefetch.net.urls import redact_url
+from prefetch.cache.layout import part_path, state_path
+from prefetch.cache import placement
+from prefetch.fs.files import local_error
+from prefetch.fs.locks import hold_lock
+from prefetch.model.specs import FileSpec
+from prefetch.engine.transfer import download_to_part
+from prefetch.fs.hashing import check_hash
+from prefetch.flow.options import FetchOptions
+from prefetch.model.plans import FilePlan, FileResult
+
+
+
+
+def source_urls(spec: FileSpec, options: FetchOptions, *, explicit_url: bool = False) -> list[str]:
+    """The URLs to fetch ``spec`` from: mirrors first, then the origin and its documented copies.
+
+    Dataset mirrors serve registry datasets by file name; a URL the user typed is
+    fetched from that URL (``PREFETCH_DATASET_MIRROR`` never replaces it), unless
+    ``--mirror`` was given on that command line (``options.url_mirrors``).
+    """
+    if explicit_url and not options.url_mirrors:
+        return list(spec.urls)
+    urls = [_join(m, spec.name) for m in options.mirrors]
+    if options.use_origin or not urls:
+        urls.extend(spec.urls)
+    return list(dict.fromkeys(urls))
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + quote(name)
+
+
+
+def fetch_file(
+    plan: FilePlan,
+    *,
+    options: FetchOptions,
+    locks_dir: Path,
+    markers_dir: Path,
+    records_dir: Path | None = None,
+    on_event: EventSink = ignore_event,
+    stop: threading.Event | None = None,
+) -> FileResult:
+    """Make ``plan`` true on disk: verified file(s) in place, archives extracted.
+
+    Raises:
+        PrefetchError subclasses (network 3, integrity 4, filesystem 5, archive 6, interrupted 7).
+    """
+    stop = stop or threading.Event()
+    result = FileResult(
+        dataset=plan.dataset,
+        name=plan.label,
+        path=str(plan.final),
+        paths=[str(p) for p in plan.paths],
+    )
+    started = time.monotonic()
+    records_dir = records_dir if records_dir is not None else markers_dir.parent / "placed"
+    placement.make_dirs(plan.final.parent)
+    if plan.final.is_dir() and not plan.final.is_symlink():
+        # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
+        raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")
+
+    def waiting(owner) -> None:
+        who = owner.describe() if owner else "another process"
+        on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
+
+    with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
+        _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
+        expected = plan.spec.expected
+        if not options.force and placement.existing_is_good(plan, records_dir, on_event):
+            _place_extras(plan, plan.final, markers_dir, on_event, result,
+                          locks_dir=locks_dir, lock_timeout=options.lock_timeout)
+            result.status = "cached"
+            result.size = plan.final.stat().st_size
+            result.verified = expected is not None
+            result.algorithm = expected.algorithm if expected else None
+            result.digest = expected.hexdigest if expected else None
+            result.elapsed = time.monotonic() - started
+            on_event(Event(EventKind.CACHED, plan.label, done=result.size, total=result.size, message=str(plan.final)))
+            return result
+        # Hash only when there is something to check: hashing costs CPU that a
+        # 2-core notebook needs for the transfer itself.
+        algorithm = expected.algorithm if expected else None
+        part, state = part_path(plan.final), state_path(plan.final)
+        transfer = _download_verified(plan, part, state, options=options, on_event=on_event, stop=stop, result=result)
+        result.size = transfer.size
+        result.algorithm = algorithm
+        result.digest = transfer.digest
+        result.verified = expected is not None
+        on_event(
+            Event(
+                EventKind.VERIFY,
+                plan.label,
+                done=transfer.size,
+                total=transfer.size,
+                message=f"{algorithm} ok" if expected else "not verified: no expected hash (give --sha256 to check)",
+            )
+        )
+        try:
+            _place_extras(plan, part, markers_dir, on_event, result,
+                          locks_dir=locks_dir, lock_timeout=options.lock_timeout)
+        except PrefetchError as exc:
+            if exc.exit_code == ExitCode.UNSAFE_ARCHIVE:
+                placement.discard(part, state)
+            raise
+        placement.rename(part, plan.final)
+        placement.discard(state)
+        placement.write_completion(records_dir, plan, transfer)
+        result.status = "downloaded"
+        result.elapsed = time.monotonic() - started
+        rate = transfer.downloaded / transfer.elapsed if transfer.elapsed > 0 else 0.0
+        on_event(
+            Event(
+                EventKind.DONE,
+                plan.label,
+                done=transfer.size,
+                total=transfer.size,
+                rate=rate,
+                elapsed=result.elapsed,
+                message=f"{algorithm + ' ok' if expected else 'unverified'}, {describe_sources(transfer.served)} "
+                f"-> {plan.final}",
+            )
+        )
+        return result
+
+
+def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: FetchOptions, on_event: EventSink,
+                       stop: threading.Event, result: FileResult):
+    """Download ``plan`` into ``part`` until its hash matches (adds to ``result``'s counters).
+
+    A mismatch is retried once from scratch when bytes from an earlier run were
+    reused, then from each source alone (the origin first) when there are several.
+
+    Raises:
+        HashMismatchError: no source gives the expected bytes.
+    """
+    expected = plan.spec.expected
+    algorithm = expected.algorithm if expected else None
+    urls = source_urls(plan.spec, options, explicit_url=plan.explicit_url)
+    if options.sources is not None:  # s3:// objects -> URLs the engine can GET (absent ones left out)
+        urls = options.sources.resolve(plan, urls, state=state, on_event=on_event, stop=stop)
+        if not urls:
+            from prefetch.errors import NetworkError
+
+            raise NetworkError(f"{plan.label}: the store does not have it and no other source was given"
+                               " (add --also-origin, or --seed to fetch it elsewhere and upload it)")
+    if expected is None:
+        _drop_unverifiable_partial(part, state, plan.label, on_event)
+    alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
+    while True:
+        try:
+            transfer = download_to_part(
+                urls=urls,
+                part=part,
+                state_file=state,
+                algorithm=algorithm,
+                options=options.transfer,
+                on_event=on_event,
+                stop=stop,
+                name=plan.label,
+            )
+        except PrefetchError as exc:
+            _drop_empty_partial(part, state)
+            fallback = options.sources.fallback(plan) if options.sources is not None else []
+            if fallback and exc.exit_code == ExitCode.NETWORK:
+                # The team store failed: the file's other sources take over.
+                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; using the other sources"))
+                urls = fallback
+                continue
+            if alone and exc.exit_code == ExitCode.NETWORK:
+                # Trying sources one by one after a mismatch: an unreachable one is skipped.
+                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; trying {alone[0]} alone"))
+                urls = [alone.pop(0)]
+                continue
+            raise
+        result.downloaded += transfer.downloaded
+        result.reused = transfer.reused
+        result.sources_dropped += transfer.sources_dropped
+        served = dict(transfer.served)
+        if options.sources is not None:  # s3:// names instead of presigned URLs (signatures stay out of logs)
+            served = {options.sources.label(u): n for u, n in served.items()}
+        served = {redact_url(u): n for u, n in served.items()}
+        result.sources = served
+        result.source = max(served, key=served.get) if served else None
+        size_ok = plan.spec.size is None or transfer.size == plan.spec.size
+        if size_ok and (expected is None or transfer.digest == expected.hexdigest):
+            _check_size(part, state, transfer.size, plan.label)
+            return transfer
+        placement.discard(part, state)
+        if transfer.reused:
+            # Bytes kept from an earlier run may be what is wrong (a server that sent
+            # bad bytes then, a changed file without validators): one fresh try.
+            on_event(
+                Event(
+                    EventKind.NOTE,
+                    plan.label,
+                    message=f"{expected.algorithm if expected else 'size'} mismatch after resuming {transfer.reused} bytes "
+                    f"from an earlier run; downloading the whole file again",
+                )
+            )
+            continue
+        if alone is None and len(urls) > 1:
+            # Which source lied is unknown: try each one alone, the origin first.
+            alone = sorted(urls, key=lambda u: u != plan.spec.url)
+        if alone:
+            on_event(
+                Event(
+                    EventKind.NOTE,
+                    plan.label,
+                    message=f"{expected.algorithm if expected else 'size'} mismatch with {len(urls)} source(s); "
+                    f"downloading again from {alone[0]} only",
+                )
+            )
+            urls = [alone.pop(0)]
+            continue
+        if not size_ok:
+            from prefetch.errors import HashMismatchError
+
+            raise HashMismatchError(
+                f"{plan.label}: got {transfer.size} bytes, expected {plan.spec.size} "
+                f"({describe_sources(served)}); no source has the right file"
+            )
+        check_hash(transfer.digest or "", expected, what=f"{plan.label} ({describe_sources(served)})")
+
+
+def describe_sources(served: dict[str, int]) -> str:
+    """Who delivered a file: ``from URL``, or ``from A (70%), B (30%)`` for several sources."""
+    if not served:
+        return "from the bytes already on disk"
+    total = sum(served.values()) or 1
+    ranked = sorted(served.items(), key=lambda kv: -kv[1])
+    from prefetch.net.urls import redact_url
+
+    if len(ranked) == 1:
+        return f"from {redact_url(ranked[0][0])}"
+    return "from " + ", ".join(f"{redact_url(url)} ({100 * n / total:.0f}%)" for url, n in ranked)
+
+
+def _check_size(part: Path, state: Path, size: int, label: str) -> None:
+    """The file to be placed has exactly the size the transfer verified (no tail of junk)."""
+    try:
+        actual = part.stat().st_size
+    except OSError as exc:
+        raise local_error(exc, part) from None
+    if actual != size:
+        from prefetch.errors import IntegrityError
+
+        placement.discard(part, state)
+        raise IntegrityError(f"{label}: {part} holds {actual} bytes, the download {size}; not placed. "
+                             f"Run the same command again")
+
+
+def _drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: EventSink) -> None:
+    """Without an expected hash, resume only bytes that a validator can vouch for.
+
+    ``If-Range`` needs an ETag or a Last-Modified date. A partial download from a
+    server that sent neither cannot be checked against the remote file: resuming it
+    could stitch two versions together with no hash to catch it (as ``wget -c`` does).
+    """
+    from prefetch.engine.resume_state import load_state
+
+    saved = load_state(state)
+    if saved is None or not saved.done or any(saved.validators.values()):
+        return
+    placement.discard(part, state)
+    on_event(
+        Event(
+            EventKind.NOTE,
+            label,
+            message="the partial download has no ETag or Last-Modified to check it against the server "
+            "(and no expected hash); starting over",
+        )
+    )
+
+
+def _drop_empty_partial(part: Path, state: Path) -> None:
+    """After a failure with no byte on disk, leave no ``.part`` or state behind: nothing to resume."""
+    from prefetch.engine.resume_state import load_state
+
+    saved = load_state(state)
+    if saved is None or not saved.done:
+        placement.discard(part, state)
+
+
+def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -> None:
+    """Delete temp files a killed run left for ``plan``; call it with the plan's lock held.
+
+    Half-written extraction dirs (``.NAME.extract-*``, ``.NAME.old-*``) and state or
+    alias temp files. The ``.part`` and its state stay: a resume continues from them.
+    An extraction dir can be shared by several files (cifar10 and cifar100 both extract
+    into ``datasets/``), so its temp dirs are only removed under that dir's extraction
+    lock: another file's extraction in progress is not a leftover.
+    """
+    import glob
+
+    from prefetch.fs.safefs import remove_own
+
+    def remove(spots) -> None:
+        for where, pattern in spots:
+            if where.is_dir():
+                for path in where.glob(pattern):
+                    remove_own(path)  # another user's entry of that name is left alone
+
+    state = state_path(plan.final)
+    spots = [(state.parent, f".{glob.escape(state.name)}.*.tmp")]  # replace_file's temp names
+    spots += [(alias.parent, f".{glob.escape(alias.name)}.*.tmp") for alias in plan.also]
+    remove(spots)
+    for into in plan.extract_into:
+        into = Path(os.path.abspath(into))
+        with _extraction_lock(locks_dir, into, timeout=lock_timeout):
+            remove(
+                [(where, f".{glob.escape(into.name)}.{kind}-*") for where in (into.parent, into) for kind in ("extract", "old")]
+            )
+
+
+def _extraction_lock(locks_dir: Path, into: Path, *, timeout: float):
+    """The lock for extracting into ``into`` (taken after a file's own lock, never before)."""
+    key = Path(os.path.abspath(into))
+    return hold_lock(locks_dir, key.parent / f".{key.name}.extracting", timeout=timeout)
+
+
+def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: EventSink, result: FileResult, *,
+                  locks_dir: Path, lock_timeout: float) -> None:
+    """Extract archives and create the extra names, before the final name appears.
+
+    Keras treats the archive's presence as "done", so folders come first.
+    """
+    for into in plan.extract_into:
+        marker = placement.marker_path(markers_dir, plan.final, into)
+        present = placement.extracted_entries(marker, into) if data == plan.final else []
+        if present:
+            result.extracted.extend(str(into / e) for e in present)
+            continue
+        from prefetch.archive.extract import extract_archive
+
+        on_event(Event(EventKind.EXTRACT, plan.label, message=f"extracting into {into}"))
+        with _extraction_lock(locks_dir, into, timeout=lock_timeout):
+            extracted = extract_archive(data, into, protect=placement.own_paths(plan), verified=plan.spec.expected is not None)
+        placement.write_marker(marker, into, extracted.entries)
+        result.extracted.extend(str(into / e) for e in extracted.entries)
+    for alias in plan.also:
+        if data == plan.final and placement.same_file(alias, plan.final):
+            continue
+        placement.link_or_copy(data, alias)
+
+
+def fetch_files(
+    plans: Sequence[FilePlan],
+    *,
+    options: FetchOptions,
+    state: Path,
+    on_event: EventSink = ignore_event,
+    stop: threading.Event | None = None,
+) -> list[FileResult]:
+    """Fetch several files on a bounded pool; one failure does not harm the others.
+
+    ``state`` is prefetch's state dir: file locks go to ``state/locks``, records of
+    past extractions to ``state/extracted``.
+
+    With ``options.fail_fast`` the first failure asks every other file to stop
+    cleanly (their state is saved and they report "interrupted").
+    """
+    stop = stop or threading.Event()
+    results: list[FileResult | None] = [None] * len(plans)
+
+    def run(index: int) -> None:
+        plan = plans[index]
+        try:
+            if stop.is_set():
+                from prefetch.errors import InterruptedTransferError
+
+                raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
+            results[index] = fetch_file(
+                plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted",
+                records_dir=state / "placed", on_event=on_event, stop=stop,
+            )
+        except PrefetchError as exc:
+            results[index] = _failed(plan, exc)
+            on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
+            if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
+                stop.set()
+        if options.sources is not None and results[index] is not None:
+            options.sources.finish(plan, results[index], on_event=on_event)  # seeds the team store
+
+    workers = max(1, min(options.max_parallel_files, len(plans)))
+    if workers == 1:
+        for i in range(len(plans)):
+            run(i)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prefetch-file") as pool:
+            futures = [pool.submit(run, i) for i in range(len(plans))]
+            try:
+                for fut in futures:
+                    while not fut.done():
+                        try:
+                            fut.result(timeout=0.2)
+                        except FutureTimeout:
+                            continue
+                    fut.result()
+            except KeyboardInterrupt:
+                stop.set()
+                for fut in futures:
+                    try:
+                        fut.result()
+                    except Exception:  # noqa: BLE001 - already recorded per file
+                        pass
+    return [r for r in results if r is not None]
+
+
+def _failed(plan: FilePlan, exc: PrefetchError) -> FileResult:
+    return FileResult(
+        dataset=plan.dataset,
+        name=plan.label,
+        path=str(plan.final),
+        paths=[str(p) for p in plan.paths],
+        status="interrupted" if exc.exit_code == ExitCode.INTERRUPTED else "failed",
+        error=str(exc),
+        exit_code=int(exc.exit_code),
+    )
+

@@ -1,0 +1,23 @@
+"""How a ``get`` fetches: sources, transfer knobs, locking, parallel files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prefetch.engine.options import TransferOptions
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """How to fetch: sources, transfer knobs, locking."""
+
+    transfer: TransferOptions = field(default_factory=TransferOptions)
+    mirrors: tuple[str, ...] = ()  # flat dataset mirror base URLs
+    use_origin: bool = True  # also (or only) the registry's origin URL
+    lock_timeout: float = 6 * 3600.0
+    max_parallel_files: int = 2
+    fail_fast: bool = False
+    job: str | None = None
+    url_mirrors: bool = False  # mirrors apply to plain URL downloads too (only when --mirror was given)
+    sources: object | None = None  # prefetch.store.seed.StoreSources: s3:// sources and seeding
+    force: bool = False  # download again even when a good file is in place

@@ -1,0 +1,200 @@
+"""Plain-URL downloads: ``URL#sha256=HEX`` fragments, ``-i`` input files, and their file plans.
+
+Input file syntax (``prefetch get -i FILE``; ``-`` reads stdin), aria2c's habit::
+
+    # a comment; blank lines are skipped
+    https://example.org/a.npz
+    https://example.org/b.tar.gz  sha256=<64 hex>  out=b.tgz
+    https://example.org/c.bin#md5=<32 hex>
+      out=data/c.bin            # aria2c style: an indented line holds options
+      checksum=sha-256=<hex>    # aria2c's spelling of a hash is accepted too
+
+One URL per line. Options follow the URL on the same line or on indented lines
+under it, as ``key=value``: ``sha256=HEX``, ``md5=HEX``, ``checksum=sha-256=HEX`` /
+``checksum=md5=HEX``, ``out=NAME`` (a file name or relative path, under ``dir`` or
+``-P DIR``; absolute is kept) and ``dir=DIR``. A URL may carry pip's ``#sha256=HEX`` /
+``#md5=HEX`` fragment instead (fragments are never sent to the server).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePosixPath
+from typing import Iterable, Mapping
+from urllib.parse import parse_qsl, urlsplit
+
+from prefetch.errors import BadHashError, UsageError
+from prefetch.model.specs import DatasetSpec, FileSpec
+from prefetch.net.urls import check_url, is_url
+from prefetch.model.specs import ExpectedHash, parse_hash
+
+_OPTIONS = ("sha256", "md5", "checksum", "out", "dir")
+
+
+@dataclass
+class UrlEntry:
+    """One URL to download, with its own hash and output name (JSON-serialisable)."""
+
+    url: str
+    sha256: str | None = None
+    md5: str | None = None
+    out: str | None = None
+    dir: str | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping | str) -> "UrlEntry":
+        if isinstance(data, str):
+            return cls(url=data)
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown or "url" not in data:
+            raise UsageError(f"a URL entry needs 'url' and only {', '.join(sorted(known))}; got {dict(data)!r}")
+        return cls(**{k: (str(v) if v is not None else None) for k, v in data.items()})
+
+
+def split_fragment(url: str) -> tuple[str, dict[str, str]]:
+    """``URL#sha256=HEX`` -> (URL without the fragment, {"sha256": HEX}); other fragments stay."""
+    base, sep, fragment = url.partition("#")
+    if not sep:
+        return url, {}
+    pairs = dict(parse_qsl(fragment, keep_blank_values=True))
+    hashes = {k.lower(): v for k, v in pairs.items() if k.lower() in ("sha256", "md5")}
+    if not hashes:
+        return url, {}
+    return base, hashes
+
+
+def parse_input_file(text: str, *, source: str) -> list[UrlEntry]:
+    """Parse an input file (syntax in the module docstring).
+
+    Raises:
+        UsageError: a line that is not a URL or an option, an unknown option, a
+            second URL on one line; the message names ``source`` and the line.
+    """
+    entries: list[UrlEntry] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        where = f"{source}:{number}"
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        tokens = stripped.split()
+        indented = raw[:1].isspace()
+        if indented and not is_url(tokens[0]):
+            if not entries:
+                raise UsageError(f"{where}: an option line before any URL: {stripped!r}")
+            for token in tokens:
+                _apply_option(entries[-1], token, where)
+            continue
+        if not is_url(tokens[0]):
+            raise UsageError(
+                f"{where}: expected a URL (or an indented option line), got {tokens[0]!r}"
+            )
+        entry = UrlEntry(url=tokens[0])
+        for token in tokens[1:]:
+            if token.startswith("#"):
+                break  # a trailing comment
+            if is_url(token):
+                raise UsageError(f"{where}: one URL per line (several sources for one file are not supported here)")
+            _apply_option(entry, token, where)
+        entries.append(entry)
+    return entries
+
+
+def _apply_option(entry: UrlEntry, token: str, where: str) -> None:
+    key, sep, value = token.partition("=")
+    key = key.strip().lower()
+    if not sep or key not in _OPTIONS or not value:
+        raise UsageError(
+            f"{where}: unknown option {token!r}; expected sha256=HEX, md5=HEX, checksum=sha-256=HEX, out=NAME or dir=DIR"
+        )
+    if key == "checksum":
+        algo, sep, value = value.partition("=")
+        algo = algo.lower().replace("-", "")
+        if not sep or algo not in ("sha256", "md5"):
+            raise UsageError(f"{where}: checksum={algo}=... is not supported; use sha-256 or md5")
+        key = algo
+    if getattr(entry, key) not in (None, value):
+        raise UsageError(f"{where}: {key} is given twice with different values")
+    setattr(entry, key, value)
+
+
+def entry_hash(entry: UrlEntry, *, where: str) -> tuple[str, ExpectedHash | None]:
+    """The URL to fetch (fragment removed) and the expected hash from the entry and its fragment.
+
+    Raises:
+        UsageError / BadHashError: conflicting or malformed hashes.
+    """
+    url, fragment = split_fragment(entry.url)
+    given = {k: v for k, v in (("sha256", entry.sha256), ("md5", entry.md5)) if v}
+    for key, value in fragment.items():
+        if key in given and given[key].lower() != value.lower():
+            raise UsageError(f"{where}: the URL's #{key}= and the {key} option differ")
+        given[key] = value
+    if len(given) > 1:
+        raise UsageError(f"{where}: give either sha256 or md5, not both")
+    if not given:
+        return url, None
+    key, value = next(iter(given.items()))
+    try:
+        return url, parse_hash(value, algorithm=key)
+    except BadHashError as exc:
+        raise BadHashError(f"{where}: {exc}") from None
+
+
+def plan_url_specs(
+    entries: Iterable[UrlEntry],
+    *,
+    output_dir: str | None,
+    extract_to: str | None,
+    extract: bool,
+    cwd: Path | None = None,
+) -> list[DatasetSpec]:
+    """An ad-hoc dataset per URL: where each file goes, its hash, where it is extracted.
+
+    ``out`` is relative to the entry's ``dir``, else ``output_dir`` (``-P``), else
+    the current directory. With ``extract``, archives go into ``extract_to`` (default:
+    the directory the file is saved in, as ``tar xf`` there would).
+
+    Raises:
+        UsageError: a malformed URL or hash, no file name, or two URLs saved to one path.
+    """
+    cwd = Path(os.getcwd()) if cwd is None else cwd
+    specs: list[DatasetSpec] = []
+    taken: dict[Path, str] = {}
+    for entry in entries:
+        url, expected = entry_hash(entry, where=entry.url)
+        check_url(url)
+        base = Path(entry.dir or output_dir or cwd).expanduser()
+        base = base if base.is_absolute() else cwd / base
+        name = PurePosixPath(urlsplit(url).path).name
+        if name in (".", ".."):
+            name = ""
+        if entry.out:
+            target = Path(entry.out).expanduser()
+            target = target if target.is_absolute() else base / target
+        elif name:
+            target = base / name
+        else:
+            raise UsageError(f"cannot tell a file name from {url!r}; give -o PATH (or out=NAME in an input file)")
+        target = Path(os.path.abspath(target))
+        if target in taken and taken[target] != url:
+            raise UsageError(f"{taken[target]} and {url} would both be saved as {target}; give one of them out=NAME")
+        taken[target] = url
+        into: tuple[str, ...] = ()
+        if extract:
+            where = Path(extract_to).expanduser() if extract_to else target.parent
+            into = (os.path.abspath(where if where.is_absolute() else cwd / where),)
+        specs.append(
+            DatasetSpec(
+                name=name or target.name,
+                description=url,
+                files=(FileSpec(name=name or target.name, url=url, target=str(target), expected=expected,
+                                extract=into),),
+                source="url",
+            )
+        )
+    return specs

@@ -1,0 +1,83 @@
+"""Small filesystem helpers shared by every module that writes files."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+
+def replace_file(path: Path, data: bytes, *, durable: bool = False, mode: int | None = None,
+                 checked: bool = False) -> None:
+    """Replace ``path`` with ``data`` in one step: a temp file beside it, then ``os.replace``.
+
+    Readers see the old content or the new, never a half-written file. The temp file is
+    created with ``O_EXCL | O_NOFOLLOW``: a name planted there is never written through.
+
+    Args:
+        durable: fsync the data before the rename (records that must survive a crash).
+        mode: permission bits for the new file (default: the umask's).
+        checked: ``path`` is a prefetch path in a possibly shared directory: refuse
+            (``UnsafePathError``) a link, non-regular file or another user's file there.
+    Raises:
+        OSError: the temp file could not be written or renamed (it is removed).
+        UnsafePathError: with ``checked``, something prefetch did not create is at ``path``.
+    """
+    from prefetch.fs import safefs
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    if checked:
+        safefs.check_replaceable(path)
+    try:
+        safefs.write_new(tmp, data, durable=durable, mode=0o666 if mode is None else 0o600)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        if checked:
+            safefs.replace(tmp, path)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        try:
+            st = os.lstat(tmp)
+            if not safefs.is_foreign(st):
+                tmp.unlink()
+        except OSError:
+            pass
+        raise
+
+
+
+def mib(n: int | None) -> str:
+    """Bytes as MiB for messages: 3145728 -> '3.0 MiB'."""
+    return "? MiB" if n is None else f"{n / (1 << 20):.1f} MiB"
+
+
+def free_space(path: Path) -> int:
+    """Bytes free for us on the filesystem holding ``path`` (or its nearest existing parent)."""
+    for candidate in (path, *path.parents):
+        try:
+            st = os.statvfs(candidate)
+            return st.f_bavail * st.f_frsize
+        except OSError:
+            continue
+    return 0
+
+
+def local_error(exc: OSError, path: Path, *, needed: int | None = None):
+    """The user-facing error for an OSError while writing ``path``.
+
+    Returns:
+        DiskFullError (no space, with free and needed sizes) or LocalFileError.
+    """
+    from prefetch.errors import DiskFullError, LocalFileError
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        need = f"; needs {mib(needed)} more" if needed else ""
+        return DiskFullError(
+            f"no space left on the device holding {path}{need}, {mib(free_space(path))} free. "
+            f"Free some space (or use --cache-dir) and run the command again to resume"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return LocalFileError(f"cannot write {path}: {exc.strerror}; choose a writable --cache-dir")
+    return LocalFileError(f"cannot write {path}: {exc.strerror or exc}")

@@ -1,0 +1,182 @@
+"""Cross-process locks per target file, with a visible owner.
+
+Locks are a courtesy (``flock`` can do nothing on NFS/Lustre): correctness
+comes from ``.part`` files, verification and atomic renames. A lock held by a
+process that died is released by the kernel, so it is never stale; the owner
+file beside it only tells waiting processes who they are waiting for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from prefetch.errors import InterruptedTransferError, LockTimeoutError
+from prefetch.fs.files import replace_file
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    """Who holds a lock."""
+
+    pid: int
+    host: str
+    started: float
+    target: str
+    job: str | None = None
+
+    def describe(self) -> str:
+        age = time.time() - self.started
+        job = f", job {self.job}" if self.job else ""
+        return f"pid {self.pid} on {self.host}{job}, for {age:.0f}s"
+
+
+def lock_path(locks_dir: Path, target: Path) -> Path:
+    """The lock file for ``target`` (named by a hash of its absolute path)."""
+    digest = hashlib.sha1(str(Path(target).absolute()).encode()).hexdigest()[:20]
+    return locks_dir / f"{digest}.lock"
+
+
+def read_owner(lock_file: Path) -> LockOwner | None:
+    """The owner recorded beside ``lock_file``, if any."""
+    from prefetch.errors import UnsafePathError
+    from prefetch.fs.safefs import read_bytes
+
+    try:
+        raw = read_bytes(lock_file.with_suffix(".owner"), own=False)
+        data = json.loads(raw) if raw else None
+        owner = LockOwner(**data)
+    except (OSError, ValueError, TypeError, UnsafePathError):
+        return None
+    # A hand-edited or foreign owner file must not crash the message that names it.
+    if not (isinstance(owner.pid, int) and isinstance(owner.host, str) and isinstance(owner.started, (int, float))
+            and not isinstance(owner.started, bool) and (owner.job is None or isinstance(owner.job, str))):
+        return None
+    return owner
+
+
+def check_lock_file(path: Path) -> None:
+    """Create ``path`` if needed and make sure it is a regular file, not a planted link or FIFO.
+
+    filelock opens it with ``O_TRUNC`` and follows links: in a state dir shared with
+    others (``PREFETCH_HOME`` on a team disk) a link planted there would truncate its target.
+
+    Raises:
+        UnsafePathError: a link, FIFO or device is at the lock's name.
+    """
+    from prefetch.fs.safefs import open_file
+
+    os.close(open_file(path, os.O_RDONLY | os.O_CREAT, 0o644, own=False))
+
+
+@contextmanager
+def hold_lock(
+    locks_dir: Path,
+    target: Path,
+    *,
+    timeout: float,
+    job: str | None = None,
+    on_wait: Callable[[LockOwner | None], None] | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[bool]:
+    """Hold the lock for ``target``; yields True if we had to wait for another process.
+
+    Args:
+        stop: while waiting, give up as soon as it is set (Ctrl-C, cancel).
+
+    Raises:
+        LockTimeoutError: still held by someone else after ``timeout`` seconds.
+        InterruptedTransferError: ``stop`` was set while waiting.
+        LocalFileError: ``locks_dir`` cannot be used (DiskFullError when it is full).
+    """
+    from filelock import FileLock, Timeout
+
+    path = lock_path(locks_dir, target)
+    lock = FileLock(str(path))
+    waited = False
+    try:
+        locks_dir.mkdir(parents=True, exist_ok=True)
+        check_lock_file(path)
+        lock.acquire(timeout=0)
+    except Timeout:
+        waited = True
+        if on_wait is not None:
+            on_wait(read_owner(path))
+        deadline = time.monotonic() + timeout
+        while True:  # in short slices, so that a stop is seen within a fraction of a second
+            left = deadline - time.monotonic()
+            try:
+                if stop is not None and stop.is_set():
+                    raise InterruptedTransferError(f"{target.name}: stopped while waiting for another download of it")
+                lock.acquire(timeout=max(0.0, min(left, 0.25)))
+                break
+            except Timeout:
+                if time.monotonic() < deadline:
+                    continue
+                owner = read_owner(path)
+                who = owner.describe() if owner else "another process"
+                raise LockTimeoutError(
+                    f"{target} is being downloaded by {who}; waited {timeout:.0f}s. "
+                    f"Wait for it (`prefetch wait`) or cancel that job"
+                ) from None
+    except OSError as exc:  # after Timeout: filelock's Timeout is an OSError too
+        raise _locks_dir_error(exc, locks_dir) from None
+    owner = LockOwner(pid=os.getpid(), host=socket.gethostname(), started=time.time(), target=str(target), job=job)
+    owner_file = path.with_suffix(".owner")
+    try:
+        replace_file(owner_file, json.dumps(owner.__dict__).encode("utf-8"))
+    except OSError as exc:
+        lock.release()
+        raise _locks_dir_error(exc, locks_dir) from None
+    try:
+        yield waited
+    finally:
+        try:
+            owner_file.unlink()
+        except OSError:
+            pass
+        lock.release()
+
+
+def _locks_dir_error(exc: OSError, locks_dir: Path):
+    """The user-facing error when prefetch's own lock directory is unusable."""
+    import errno
+
+    from prefetch.errors import LocalFileError
+    from prefetch.fs.files import local_error
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return local_error(exc, locks_dir)
+    return LocalFileError(
+        f"cannot use the lock directory {locks_dir}: {exc.strerror or exc}; prefetch keeps "
+        f"its state there: make it writable or set PREFETCH_HOME to a writable directory"
+    )
+
+
+def lock_is_held(locks_dir: Path, target: Path) -> bool:
+    """True while some process holds ``target``'s lock; creates nothing (safe for dry runs)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_path(locks_dir, target), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False  # no lock file: nobody ever locked it here
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

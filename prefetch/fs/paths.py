@@ -1,0 +1,92 @@
+"""Where prefetch keeps its own state and configuration (not the Keras cache)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+APP_NAME = "prefetch"
+
+
+def expand_path(text: str | os.PathLike, what: str) -> Path:
+    """``text`` with a leading ``~`` or ``~user`` expanded.
+
+    Raises:
+        UsageError: ``~user`` names no user (or ``~`` no home directory), e.g.
+            ``KERAS_HOME='~nosuchuser/x'``.
+    """
+    text = os.fspath(text)
+    if not text.startswith("~"):
+        return Path(text)
+    expanded = os.path.expanduser(text)
+    if expanded.startswith("~"):
+        from prefetch.errors import UsageError
+
+        user = text[1:].split(os.sep, 1)[0]
+        who = f"no user {user!r}" if user else "no home directory"
+        raise UsageError(f"{what}={text!r}: there is {who} to expand {text.split(os.sep, 1)[0]!r}; "
+                         f"give an absolute path")
+    return Path(expanded)
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Return the directory for job records, logs and locks.
+
+    ``PREFETCH_HOME`` overrides the platform default (platformdirs' user state dir).
+    When that cannot be created (an unwritable or read-only home directory, where
+    Keras itself falls back to ``/tmp/.keras``), a private directory in the temp dir
+    is used instead: ``$TMPDIR/prefetch-<uid>`` (mode 0700, checked to be ours).
+
+    Raises:
+        UnsafePathError: the fallback name is taken by a link or another user's entry.
+        LocalFileError: the fallback cannot be created either.
+    """
+    env = os.environ if env is None else env
+    home = env.get("PREFETCH_HOME")
+    if home:
+        return expand_path(home, "PREFETCH_HOME") / "state"
+    import platformdirs
+
+    default = Path(platformdirs.user_state_dir(APP_NAME))
+    if os.path.isdir(default) and os.access(default, os.W_OK | os.X_OK):
+        return default
+    try:
+        default.mkdir(parents=True, exist_ok=True)
+        return default
+    except OSError:
+        return fallback_state_dir(env)
+
+
+def fallback_state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$TMPDIR/prefetch-<uid>``: the state dir when the home directory is not writable."""
+    import tempfile
+
+    from prefetch.errors import LocalFileError
+    from prefetch.fs.safefs import euid, private_dir
+
+    env = os.environ if env is None else env
+    base = env.get("TMPDIR") or tempfile.gettempdir()
+    path = Path(base) / f"{APP_NAME}-{max(euid(), 0)}"
+    try:
+        return private_dir(path)
+    except OSError as exc:
+        raise LocalFileError(
+            f"cannot create prefetch's state dir {path} (the home directory is not writable either): "
+            f"{exc.strerror or exc}; set PREFETCH_HOME to a writable directory"
+        ) from None
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Return the directory for user ``registry.toml`` and ``mirrors.toml``.
+
+    ``PREFETCH_HOME`` moves it to ``$PREFETCH_HOME/config``; otherwise the
+    platform's user config dir (``~/.config/prefetch`` on Linux).
+    """
+    env = os.environ if env is None else env
+    home = env.get("PREFETCH_HOME")
+    if home:
+        return expand_path(home, "PREFETCH_HOME") / "config"
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP_NAME))

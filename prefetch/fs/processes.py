@@ -1,0 +1,50 @@
+"""Is a process alive, and is it still the same process (its start time from /proc)?
+
+Locks, job records and leftover temp files name the pid that owns them; these
+checks tell a live owner from a dead one (or from a new process with a reused pid).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of ``pid`` (clock ticks since boot) from /proc; None if unknown."""
+    info = _proc_stat(pid)
+    return info[1] if info else None
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    rest = text[text.rfind(")") + 2 :].split()
+    try:
+        return rest[0], int(rest[19])  # field 3 state, field 22 starttime
+    except (IndexError, ValueError):
+        return None
+
+
+def is_process_alive(pid: int | None, start: int | None = None) -> bool:
+    """True when ``pid`` runs (not a zombie) and, if ``start`` is given, is the same process."""
+    if not pid or pid <= 0:
+        return False
+    if Path("/proc/self/stat").exists():
+        info = _proc_stat(pid)
+        if info is None:
+            return False
+        state, started = info
+        if state in ("Z", "X", "x"):
+            return False
+        return start is None or started == start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,411 @@
+"""One Hub repo into the Hugging Face cache: list, reuse blobs, transfer, verify, link, ref.
+
+The flow for ``hf://ORG/NAME@REV``: ask the Hub for the commit and the file tree;
+keep the files ``--include``/``--exclude`` select; for each distinct blob, reuse
+``blobs/<etag>`` when it is there (whoever downloaded it, prefetch or
+huggingface_hub), else transfer it with prefetch's engine into ``blobs/<etag>.part``
+(several connections, resume state beside it, ``If-Range`` across runs), verify it
+(LFS: sha256; other files: size and git blob sha1), rename it to ``blobs/<etag>``,
+then link ``snapshots/<commit>/<path>`` to it. ``refs/<REV>`` is written last, once
+every selected file is in place, so huggingface_hub's offline lookups by branch name
+only ever see a complete snapshot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from prefetch.errors import ExitCode, HashMismatchError, InterruptedTransferError, PrefetchError, UsageError
+from prefetch.model.events import Event, EventKind, EventSink, ignore_event
+from prefetch.model.plans import FileResult
+from prefetch.fs.files import local_error
+from prefetch.hf import api, cache_layout
+from prefetch.hf.names import hub_token
+from prefetch.hf.plan import HubPlan, select_files
+from prefetch.fs.locks import hold_lock
+from prefetch.engine.options import TransferOptions
+from prefetch.engine.transfer import download_to_part
+from prefetch.fs.hashing import update_from_file
+
+
+def git_blob_sha1(path: Path, size: int) -> str:
+    """The git blob id of a file: ``sha1(b"blob <size>\\0" + content)``."""
+    hasher = hashlib.sha1(f"blob {size}\0".encode())
+    update_from_file(hasher, path, 0, None)
+    return hasher.hexdigest()
+
+
+def fetch_repo(
+    plan: HubPlan,
+    *,
+    transfer: TransferOptions,
+    state: Path,
+    env: Mapping[str, str] | None = None,
+    on_event: EventSink = ignore_event,
+    stop: threading.Event | None = None,
+    job: str | None = None,
+    max_parallel_files: int = 2,
+    lock_timeout: float = 6 * 3600.0,
+    force: bool = False,
+) -> list[FileResult]:
+    """Make ``plan``'s repo (the selected files) complete in the cache; one result per file, then the repo's.
+
+    ``force``: download every selected blob again (replacing it atomically) even if present.
+
+    Raises:
+        HubAccessError / NetworkError: the Hub refused or could not be reached for the listing.
+        UsageError: no file matches the patterns.
+    """
+    env = os.environ if env is None else env
+    stop = stop or threading.Event()
+    started = time.monotonic()
+    token = hub_token(env)
+    factory = api.client_factory(plan.endpoint, token)
+    client = factory(timeouts=transfer.timeouts)
+    try:
+        backoff = (transfer.backoff_base, min(transfer.backoff_cap, 8.0))  # PREFETCH_BACKOFF tunes the API too
+        commit = api.repo_commit(client, plan.endpoint, plan.repo, token=bool(token), backoff=backoff)
+        files = api.list_files(client, plan.endpoint, plan.repo, commit, token=bool(token), backoff=backoff)
+    finally:
+        client.close()
+    for f in files:
+        cache_layout.check_repo_path(f.path, label=plan.label)
+    chosen = select_files(files, include=plan.include, exclude=plan.exclude)
+    if not chosen:
+        patterns = " ".join([*(f"--include {p}" for p in plan.include), *(f"--exclude {p}" for p in plan.exclude)])
+        raise UsageError(f"{plan.label}: no file of its {len(files)} matches {patterns or 'the selection'}")
+    repo_dir = plan.repo_dir
+    by_blob: dict[str, list[api.HubFile]] = {}
+    for f in chosen:
+        by_blob.setdefault(f.etag, []).append(f)
+    progress = _RepoProgress(plan.label, sum(group[0].size for group in by_blob.values()), on_event)
+    progress.start()
+    ctx = _BlobContext(plan=plan, commit=commit, transfer=transfer, factory=factory, locks=state / "locks",
+                       stop=stop, job=job, lock_timeout=lock_timeout, progress=progress, force=force)
+    outcomes: dict[str, FileResult | PrefetchError] = {}
+
+    def run(etag: str) -> None:
+        try:
+            if stop.is_set():
+                raise InterruptedTransferError(f"{plan.label}: stopped before {by_blob[etag][0].path}")
+            outcomes[etag] = _fetch_blob(ctx, by_blob[etag])
+        except PrefetchError as exc:
+            outcomes[etag] = exc
+            progress.emit(Event(EventKind.FAILED, _file_label(plan, by_blob[etag][0]), message=str(exc),
+                                exit_code=int(exc.exit_code)))
+            if exc.exit_code == ExitCode.INTERRUPTED:
+                stop.set()
+
+    # Small files first: the config and tokenizer are in place within seconds.
+    order = sorted(by_blob, key=lambda e: by_blob[e][0].size)
+    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel_files, len(order))),
+                            thread_name_prefix="prefetch-hub") as pool:
+        futures = [pool.submit(run, etag) for etag in order]
+        try:
+            for future in futures:
+                while True:  # short waits: Ctrl-C reaches this thread, which then stops the transfers
+                    try:
+                        future.result(timeout=0.2)
+                        break
+                    except FutureTimeout:
+                        continue
+        except KeyboardInterrupt:
+            stop.set()
+            for future in futures:
+                future.result()
+    results: list[FileResult] = []
+    for etag in order:
+        outcome = outcomes[etag]
+        for f in by_blob[etag]:
+            if isinstance(outcome, PrefetchError):
+                results.append(_failed(plan, f, outcome, repo_dir, commit))
+            else:
+                results.append(_with_path(outcome, plan, f, repo_dir, commit))
+    failed = [r for r in results if r.status in ("failed", "interrupted")]
+    summary = FileResult(dataset=plan.label, name=plan.label,
+                         path=str(cache_layout.snapshot_dir(repo_dir, commit)),
+                         paths=[str(cache_layout.snapshot_dir(repo_dir, commit))],
+                         size=progress.total, elapsed=time.monotonic() - started,
+                         downloaded=sum(r.downloaded for r in results), reused=sum(r.reused for r in results),
+                         algorithm="sha256/git-sha1", verified=not failed)
+    if failed:
+        first = next((r for r in failed if r.exit_code != int(ExitCode.INTERRUPTED)), failed[0])
+        summary.status = first.status
+        summary.exit_code = first.exit_code
+        summary.error = f"{plan.label}: {len(failed)} of {len(results)} file(s) not in place; first: {first.error}"
+        return [*results, summary]
+    cache_layout.write_ref(repo_dir, plan.repo.revision, commit)
+    summary.status = "downloaded" if any(r.status == "downloaded" for r in results) else "cached"
+    kind = EventKind.DONE if summary.status == "downloaded" else EventKind.CACHED
+    rate = summary.downloaded / summary.elapsed if summary.elapsed > 0 else 0.0
+    progress.emit(Event(kind, plan.label, done=progress.total, total=progress.total, elapsed=summary.elapsed,
+                        rate=rate, message=f"{len(results)} file(s) verified -> {summary.path}"))
+    return [*results, summary]
+
+
+@dataclass
+class _BlobContext:
+    plan: HubPlan
+    commit: str
+    transfer: TransferOptions
+    factory: type
+    locks: Path
+    stop: threading.Event
+    job: str | None
+    lock_timeout: float
+    progress: "_RepoProgress"
+    force: bool = False
+
+
+def _file_label(plan: HubPlan, f: api.HubFile) -> str:
+    return f"{plan.repo.repo_id}/{f.path}"
+
+
+def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
+    """One blob (shared by the files in ``group``) complete and verified, then their snapshot links."""
+    plan, first = ctx.plan, group[0]
+    label = _file_label(plan, first)
+    repo_dir = plan.repo_dir
+    blob = cache_layout.blob_path(repo_dir, first.etag)
+    result = FileResult(dataset=plan.label, name=label, path=str(blob), paths=[str(blob)], size=first.size,
+                        algorithm="sha256" if first.sha256 else "git-sha1", digest=first.etag)
+    started = time.monotonic()
+    if ctx.force or not _blob_ok(blob, first.size):
+        _make_dirs(blob.parent)
+
+        def waiting(owner) -> None:
+            who = owner.describe() if owner else "another process"
+            ctx.progress.emit(Event(EventKind.NOTE, label, message=f"waiting for {who}, which is downloading this file"))
+
+        with hold_lock(ctx.locks, blob, timeout=ctx.lock_timeout, job=ctx.job, on_wait=waiting, stop=ctx.stop), \
+                _hf_lock(cache_layout.hf_lock_path(plan.root, plan.repo.folder, first.etag), ctx, label):
+            if ctx.force or not _blob_ok(blob, first.size):  # someone may have finished it while we waited
+                _download_blob(ctx, first, blob, label, result)
+    if result.status != "downloaded":
+        result.status = "cached"
+        _drop_stale_partial(ctx, blob)
+        ctx.progress.finish_file(label, first.size)
+        ctx.progress.emit(Event(EventKind.CACHED, label, done=first.size, total=first.size, message=str(blob)))
+    for f in group:
+        cache_layout.link_snapshot(repo_dir, ctx.commit, f.path, f.etag)
+    result.verified = True
+    result.elapsed = time.monotonic() - started
+    return result
+
+
+def _drop_stale_partial(ctx: _BlobContext, blob: Path) -> None:
+    """A ``.part`` left for a blob that is now complete (huggingface_hub finished it meanwhile): remove it."""
+    part, state = blob.with_name(blob.name + ".part"), blob.with_name(blob.name + ".part.json")
+    if not (os.path.lexists(part) or os.path.lexists(state)):
+        return
+    from prefetch.errors import LockTimeoutError
+
+    try:
+        with hold_lock(ctx.locks, blob, timeout=0):
+            _discard(part, state)
+    except (LockTimeoutError, PrefetchError):
+        pass  # a download of it is running: it will find the blob and finish
+
+
+def _blob_ok(blob: Path, size: int) -> bool:
+    """A blob is trusted by name and size (its name is its hash; both tools rename only verified files)."""
+    try:
+        return blob.is_file() and blob.stat().st_size == size
+    except OSError:
+        return False
+
+
+def _download_blob(ctx: _BlobContext, f: api.HubFile, blob: Path, label: str, result: FileResult) -> None:
+    """Transfer ``f`` into ``blob.part``, verify it, rename it to ``blob``."""
+    part = blob.with_name(blob.name + ".part")
+    state = blob.with_name(blob.name + ".part.json")
+    url = api.resolve_url(ctx.plan.endpoint, ctx.plan.repo, ctx.commit, f.path)
+    algorithm = "sha256" if f.sha256 else None
+    sink = ctx.progress.file_sink(label)
+    for attempt in (1, 2):
+        try:
+            transfer = download_to_part(urls=[url], part=part, state_file=state, algorithm=algorithm,
+                                        options=ctx.transfer, on_event=sink, stop=ctx.stop,
+                                        client_factory=ctx.factory, name=label)
+        except PrefetchError:
+            from prefetch.engine.resume_state import load_state
+
+            saved = load_state(state)
+            if saved is None or not saved.done:
+                _discard(part, state)
+            raise
+        result.downloaded += transfer.downloaded
+        result.reused = transfer.reused
+        got, expected, what = _digest(f, part, transfer)
+        if got == expected and transfer.size == f.size:
+            break
+        _discard(part, state)
+        if transfer.reused and attempt == 1:
+            sink(Event(EventKind.NOTE, label, message=f"{what} mismatch after resuming {transfer.reused} bytes "
+                                                      "from an earlier run; downloading the whole file again"))
+            continue
+        raise HashMismatchError(
+            f"{label}: {what} mismatch: the Hub lists {expected} ({f.size} bytes), the download has {got}"
+            f" ({transfer.size} bytes); nothing was placed. Try again, or another --mirror"
+        )
+    sink(Event(EventKind.VERIFY, label, done=f.size, total=f.size, message=f"{what} ok"))
+    try:
+        os.replace(part, blob)
+    except OSError as exc:
+        raise local_error(exc, blob) from None
+    _discard(state)
+    result.status = "downloaded"
+    ctx.progress.finish_file(label, f.size)
+    rate = transfer.downloaded / transfer.elapsed if transfer.elapsed > 0 else 0.0
+    sink(Event(EventKind.DONE, label, done=f.size, total=f.size, rate=rate, elapsed=transfer.elapsed,
+               message=f"{what} ok -> {blob}"))
+
+
+def _digest(f: api.HubFile, part: Path, transfer) -> tuple[str, str, str]:
+    if f.sha256:
+        return (transfer.digest or "").lower(), f.sha256, "sha256"
+    return git_blob_sha1(part, transfer.size), f.oid, "git blob sha1"
+
+
+@contextmanager
+def _hf_lock(path: Path, ctx: _BlobContext, label: str):
+    """huggingface_hub's own per-blob lock, so that it waits for us (and we for it), when it can be taken."""
+    from filelock import FileLock, Timeout
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path), mode=0o664)
+    except (OSError, TypeError):
+        yield  # a read-only .locks: prefetch's own lock and the atomic rename still hold
+        return
+    told = False
+    while True:
+        try:
+            lock.acquire(timeout=1.0)
+            break
+        except Timeout:
+            if ctx.stop.is_set():
+                raise InterruptedTransferError(f"{label}: stopped while waiting for {path}") from None
+            if not told:
+                told = True
+                ctx.progress.emit(Event(EventKind.NOTE, label,
+                                        message=f"waiting for another download of this blob ({path} is locked)"))
+        except OSError:
+            yield
+            return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+class _RepoProgress:
+    """Forwards each file's events and adds the repo's own (summed bytes, at most every half second)."""
+
+    def __init__(self, label: str, total: int, sink: EventSink, interval: float = 0.5) -> None:
+        self.label = label
+        self.total = total
+        self.sink = sink
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.done: dict[str, int] = {}
+        self.rates: dict[str, float] = {}
+        self.last = 0.0
+        self.started = time.monotonic()
+
+    def emit(self, event: Event) -> None:
+        self.sink(event)
+
+    def start(self) -> None:
+        self.sink(Event(EventKind.START, self.label, done=0, total=self.total))
+
+    def file_sink(self, name: str) -> EventSink:
+        def sink(event: Event) -> None:
+            self.sink(event)
+            if event.kind in (EventKind.START, EventKind.PROGRESS):
+                with self.lock:
+                    self.done[name] = event.done
+                    self.rates[name] = event.rate
+                self._maybe_emit()
+        return sink
+
+    def finish_file(self, name: str, size: int) -> None:
+        with self.lock:
+            self.done[name] = size
+            self.rates[name] = 0.0
+        self._maybe_emit(force=True)
+
+    def _maybe_emit(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        with self.lock:
+            if not force and now - self.last < self.interval:
+                return
+            self.last = now
+            done, rate = sum(self.done.values()), sum(self.rates.values())
+        self.sink(Event(EventKind.PROGRESS, self.label, done=min(done, self.total), total=self.total, rate=rate,
+                        elapsed=now - self.started))
+
+
+def _with_path(result: FileResult, plan: HubPlan, f: api.HubFile, repo_dir: Path, commit: str) -> FileResult:
+    from dataclasses import replace
+
+    pointer = str(cache_layout.pointer_path(repo_dir, commit, f.path))
+    return replace(result, name=_file_label(plan, f), path=pointer, paths=[pointer])
+
+
+def _failed(plan: HubPlan, f: api.HubFile, exc: PrefetchError, repo_dir: Path, commit: str) -> FileResult:
+    pointer = str(cache_layout.pointer_path(repo_dir, commit, f.path))
+    return FileResult(dataset=plan.label, name=_file_label(plan, f), path=pointer, paths=[pointer],
+                      status="interrupted" if exc.exit_code == ExitCode.INTERRUPTED else "failed",
+                      error=str(exc), exit_code=int(exc.exit_code))
+
+
+def _make_dirs(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise local_error(exc, path) from None
+
+
+def _discard(*paths: Path) -> None:
+    for p in paths:
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def run_hub_plans(plans: Sequence[HubPlan], *, transfer: TransferOptions, state: Path, env: Mapping[str, str],
+                  on_event: EventSink = ignore_event, stop: threading.Event | None = None,
+                  job: str | None = None, force: bool = False) -> list[FileResult]:
+    """Fetch each repo in turn; a repo that fails as a whole (refused, unreachable) gives one failed result."""
+    stop = stop or threading.Event()
+    results: list[FileResult] = []
+    for plan in plans:
+        try:
+            if stop.is_set():
+                raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
+            def waiting(owner, plan=plan) -> None:
+                who = owner.describe() if owner else "another process"
+                on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this repo"))
+
+            # The repo's lock: `prefetch rm` leaves a repo alone while it is being fetched.
+            with hold_lock(state / "locks", plan.repo_dir, timeout=6 * 3600.0, job=job, on_wait=waiting, stop=stop):
+                results.extend(fetch_repo(plan, transfer=transfer, state=state, env=env, on_event=on_event,
+                                          stop=stop, job=job, force=force))
+        except PrefetchError as exc:
+            on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
+            results.append(FileResult(dataset=plan.label, name=plan.label, path=str(plan.repo_dir),
+                                      paths=[str(plan.repo_dir)],
+                                      status="interrupted" if exc.exit_code == ExitCode.INTERRUPTED else "failed",
+                                      error=str(exc), exit_code=int(exc.exit_code)))
+    return results

@@ -1,0 +1,51 @@
+"""``prefetch.watch``: the jobs' table, updated in place until none of them runs."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+
+from prefetch.ui.progress import in_kernel
+
+
+def watch_jobs(ids: Sequence[str] | None, *, interval: float = 1.0, timeout: float | None = None):
+    """``prefetch.watch``: a job table updated in place until no job runs (see api.watch)."""
+    from prefetch.jobs import get_job, list_jobs
+    from prefetch.jobs.views import JobList, text_table
+
+    if ids is None:
+        everything = list_jobs()
+        ids = [r.id for r in everything if r.active] or [r.id for r in everything[-1:]]
+
+    def current() -> JobList:
+        return JobList(get_job(i) for i in ids)
+
+    records = current()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    handle = None
+    if in_kernel():
+        from IPython.display import display
+
+        handle = display(records, display_id=True)
+    else:
+        print(text_table(records), flush=True)
+    shown = text_table(records)
+    printed_at = time.monotonic()
+    try:
+        while any(r.active for r in records):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(interval)
+            records = current()
+            text = text_table(records)
+            if handle is not None:
+                handle.update(records)
+            elif text != shown and (time.monotonic() - printed_at >= max(interval, 5.0) or
+                                    not any(r.active for r in records)):
+                print(text, flush=True)
+                printed_at = time.monotonic()
+            shown = text
+    except KeyboardInterrupt:
+        print("stopped watching; the jobs keep running (prefetch.status(), prefetch.wait())", file=sys.stderr)
+    return records

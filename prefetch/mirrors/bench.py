@@ -1,0 +1,241 @@
+"""The mirror speed test: every mirror in parallel, each within its own deadline.
+
+Per mirror: latency is the time until the first response's headers; throughput is
+the body rate of a real package file (the catalog's ``probe``, or ``[bench] file``
+found on ``<index>/<[bench] project>/`` just as pip finds it). A mirror that does
+not finish in time is cut off: with some bytes it counts as ``partial`` (the rate so
+far), with none as ``timeout``. Unreachable mirrors are reported, never fatal here.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable
+from urllib.parse import unquote, urljoin, urlsplit
+
+from prefetch.net.http import Client, Timeouts, follow_redirects
+from prefetch.net.failures import TransientHTTPError
+from prefetch.mirrors.catalog import DEFAULT_BENCH_FILE, DEFAULT_BENCH_PROJECT, Mirror
+
+_HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
+_GRACE = 1.0  # seconds past the deadline before an unfinished thread is abandoned
+
+
+class BenchStatus(str, Enum):
+    """How one mirror's measurement ended."""
+
+    OK = "ok"  # the whole probe file arrived in time
+    PARTIAL = "partial"  # cut off at the deadline with some bytes: rate so far
+    TIMEOUT = "timeout"  # nothing (or no body) within the deadline
+    ERROR = "error"  # refused, DNS failure, HTTP error, probe not found
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """One mirror's measurement."""
+
+    name: str
+    index_url: str
+    status: BenchStatus
+    probe_url: str | None = None
+    latency_s: float | None = None
+    throughput_bps: float | None = None  # bytes per second of the probe body
+    bytes: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        """True when it delivered bytes, so its rate means something."""
+        return self.status in (BenchStatus.OK, BenchStatus.PARTIAL) and bool(self.throughput_bps)
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """All measurements, best first."""
+
+    results: tuple[BenchResult, ...]
+    deadline_s: float
+
+    @property
+    def fastest(self) -> BenchResult | None:
+        """The usable mirror with the highest throughput."""
+        usable = [r for r in self.results if r.usable]
+        return usable[0] if usable else None
+
+
+def bench_mirrors(
+    mirrors: list[Mirror],
+    *,
+    deadline: float = 8.0,
+    project: str = DEFAULT_BENCH_PROJECT,
+    probe_file: str = DEFAULT_BENCH_FILE,
+    clock: Callable[[], float] = time.monotonic,
+) -> BenchReport:
+    """Measure ``mirrors`` (those with a PyPI index) in parallel, each within ``deadline`` seconds."""
+    targets = [m for m in mirrors if m.pypi]
+    results: "queue.Queue[BenchResult]" = queue.Queue()
+
+    def worker(mirror: Mirror) -> None:
+        try:
+            result = measure_mirror(mirror, deadline=deadline, project=project, probe_file=probe_file, clock=clock)
+        except Exception as exc:  # noqa: BLE001 - one mirror's bug must not sink the others
+            result = BenchResult(mirror.name, mirror.pypi or "", BenchStatus.ERROR, error=f"{type(exc).__name__}: {exc}")
+        results.put(result)
+
+    # daemon threads: a mirror stuck in DNS cannot keep the process alive past the deadline
+    for mirror in targets:
+        threading.Thread(target=worker, args=(mirror,), daemon=True, name=f"bench-{mirror.name}").start()
+    collected: dict[str, BenchResult] = {}
+    stop = clock() + deadline + _GRACE
+    while len(collected) < len(targets):
+        remaining = stop - clock()
+        if remaining <= 0:
+            break
+        try:
+            result = results.get(timeout=remaining)
+        except queue.Empty:
+            break
+        collected[result.name] = result
+    for mirror in targets:
+        if mirror.name not in collected:
+            collected[mirror.name] = BenchResult(
+                mirror.name,
+                mirror.pypi or "",
+                BenchStatus.TIMEOUT,
+                seconds=deadline,
+                error=f"no answer within the {deadline:g}s deadline",
+            )
+    ordered = sorted(
+        collected.values(),
+        key=lambda r: (not r.usable, -(r.throughput_bps or 0.0), r.latency_s or float("inf"), r.name),
+    )
+    return BenchReport(results=tuple(ordered), deadline_s=deadline)
+
+
+def measure_mirror(
+    mirror: Mirror,
+    *,
+    deadline: float,
+    project: str = DEFAULT_BENCH_PROJECT,
+    probe_file: str = DEFAULT_BENCH_FILE,
+    clock: Callable[[], float] = time.monotonic,
+) -> BenchResult:
+    """Measure one mirror; never raises for network trouble."""
+    from prefetch.errors import NetworkError
+
+    start = clock()
+    index = mirror.pypi or ""
+
+    def remaining() -> float:
+        return deadline - (clock() - start)
+
+    def result(status: BenchStatus, **fields: object) -> BenchResult:
+        return BenchResult(mirror.name, index, status, seconds=round(clock() - start, 3), **fields)  # type: ignore[arg-type]
+
+    client = Client()
+    latency = None
+    try:
+        probe = mirror.probe
+        if probe is None:
+            page_url = index.rstrip("/") + f"/{project}/"
+            t0 = clock()
+            response, final_url = follow_redirects(client, page_url, headers={"Accept": "text/html"},
+                                                   timeouts=_timeouts(remaining()))
+            latency = clock() - t0
+            with response:
+                if response.status >= 400:
+                    return result(BenchStatus.ERROR, latency_s=latency, error=f"HTTP {response.status} for {page_url}")
+                html = response.text()
+            probe = find_probe_link(html, base_url=final_url, probe_file=probe_file)
+            if probe is None:
+                return result(
+                    BenchStatus.ERROR, latency_s=latency, error=f"no {probe_file} (nor any wheel) listed at {page_url}"
+                )
+            if remaining() <= 0:
+                return result(BenchStatus.TIMEOUT, latency_s=latency, probe_url=probe, error=_cut(deadline))
+        t0 = clock()
+        response, _ = follow_redirects(client, probe, timeouts=_timeouts(remaining()))
+        headers_at = clock()
+        latency = latency if latency is not None else headers_at - t0
+        if response.status >= 400:
+            response.close()
+            return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency, error=f"HTTP {response.status} for {probe}")
+        if _web_page(response):
+            response.close()
+            return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency,
+                          error="a web page instead of the probe file: probably a captive portal or block page")
+        received, finished = _read_until(response, remaining)
+        elapsed = max(clock() - headers_at, 1e-6)
+        rate = received / elapsed if received else None
+        if finished:
+            return result(BenchStatus.OK, probe_url=probe, latency_s=latency, throughput_bps=rate, bytes=received)
+        status = BenchStatus.PARTIAL if received else BenchStatus.TIMEOUT
+        return result(status, probe_url=probe, latency_s=latency, throughput_bps=rate, bytes=received, error=_cut(deadline))
+    except TransientHTTPError as exc:
+        if exc.timed_out:
+            return result(BenchStatus.TIMEOUT, probe_url=mirror.probe, latency_s=latency, error=_cut(deadline))
+        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=exc.cause)
+    except NetworkError as exc:
+        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=str(exc))
+    finally:
+        client.close()
+
+
+def _web_page(response) -> bool:
+    """A portal's page answered for the probe: its speed says nothing about the mirror."""
+    from prefetch.net.sniff import html_content_type, looks_like_html
+
+    if html_content_type(response.headers.get("Content-Type")):
+        return True
+    try:
+        return looks_like_html(response.peek(512))
+    except Exception:  # noqa: BLE001 - the read below meets the same trouble and reports it
+        return False
+
+
+def _timeouts(seconds: float) -> Timeouts:
+    seconds = max(seconds, 0.05)
+    return Timeouts(connect=seconds, read=seconds)
+
+
+def _cut(deadline: float) -> str:
+    return f"cut off at the {deadline:g}s deadline"
+
+
+def _read_until(response, remaining: Callable[[], float]) -> tuple[int, bool]:
+    """Read the body until its end or the deadline; return (bytes, finished)."""
+    import http.client
+
+    buffer = memoryview(bytearray(256 << 10))
+    received = 0
+    try:
+        while True:
+            if remaining() <= 0:
+                return received, False
+            n = response.readinto(buffer)
+            if not n:
+                return received, True
+            received += n
+    except (http.client.HTTPException, OSError):
+        return received, False
+    finally:
+        response.close()
+
+
+def find_probe_link(html: str, *, base_url: str, probe_file: str) -> str | None:
+    """The absolute URL of ``probe_file`` on a PEP 503 project page (else its last wheel)."""
+    wheels = []
+    for href in _HREF.findall(html):
+        url = urljoin(base_url, href.split("#", 1)[0])
+        name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+        if name == probe_file:
+            return url
+        if name.endswith(".whl"):
+            wheels.append(url)
+    return wheels[-1] if wheels else None

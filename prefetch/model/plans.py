@@ -1,0 +1,82 @@
+"""What the flow passes between its stages: where a file goes, and how it ended.
+
+``FilePlan`` says where one file goes (final path, other names, extraction dirs);
+``FileResult`` is what fetching it did; ``VerifyResult`` is a re-check of a cached file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from prefetch.errors import ExitCode
+from prefetch.model.specs import FileSpec
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """Where one file of a dataset goes."""
+
+    dataset: str
+    spec: FileSpec
+    final: Path  # the primary path
+    also: tuple[Path, ...]  # the same bytes under more names
+    extract_into: tuple[Path, ...]  # directories to extract the archive into
+    explicit_url: bool = False  # a URL the user typed (not a registry dataset)
+
+    @property
+    def label(self) -> str:
+        return self.spec.name
+
+    @property
+    def paths(self) -> list[Path]:
+        return [self.final, *self.also]
+
+
+@dataclass
+class FileResult:
+    """The outcome for one file (``error`` set when it failed)."""
+
+    dataset: str
+    name: str
+    path: str
+    paths: list[str]
+    extracted: list[str] = field(default_factory=list)  # extracted top-level folders/files
+    status: str = "pending"  # downloaded | cached | failed | interrupted
+    size: int = 0
+    downloaded: int = 0
+    reused: int = 0
+    elapsed: float = 0.0
+    algorithm: str | None = None
+    digest: str | None = None
+    verified: bool = False  # matched an expected hash
+    sources_dropped: list[str] = field(default_factory=list)
+    source: str | None = None  # the URL that delivered (most of) the bytes this run
+    sources: dict[str, int] = field(default_factory=dict)  # URL -> bytes it delivered this run
+    error: str | None = None
+    exit_code: int = 0
+
+
+def overall_exit_code(results: Sequence[FileResult]) -> int:
+    """0, or the first real failure's exit code.
+
+    A file that was merely stopped because of another's failure (``--fail-fast``:
+    exit 7) counts only when nothing else failed, so the cause is what is reported.
+    """
+    codes = [r.exit_code or int(ExitCode.FAILURE) for r in results if r.status in ("failed", "interrupted")]
+    real = [c for c in codes if c != int(ExitCode.INTERRUPTED)]
+    if real:
+        return real[0]
+    return codes[0] if codes else 0
+
+
+@dataclass
+class VerifyResult:
+    """The re-check of one file."""
+
+    path: str
+    state: str  # ok | mismatch | missing | unchecked (no known hash)
+    algorithm: str | None
+    expected: str | None
+    got: str | None

@@ -1,0 +1,84 @@
+"""What is known about a file before it is fetched: its sources, its name, its hash.
+
+``FileSpec`` and ``DatasetSpec`` are what every planner produces from a name
+(a registry dataset, a URL, a hub file); ``ExpectedHash`` is a checksum to verify.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+
+from prefetch.errors import BadHashError
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One file of a dataset: where it comes from and where it goes."""
+
+    name: str  # file name at the origin and on flat mirrors
+    url: str  # origin URL
+    target: str  # path under datasets/ (or absolute for plain URLs)
+    expected: ExpectedHash | None = None
+    also: tuple[str, ...] = ()  # more names for the same bytes
+    extract: tuple[str, ...] = ()  # dirs under datasets/ to extract into
+    alternates: tuple[str, ...] = ()  # more URLs of byte-identical copies (checked by the hash)
+    size: int | None = None  # bytes, when known: a copy of another size is rejected before hashing
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The origin, then the documented copies."""
+        return (self.url, *self.alternates)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A named dataset: one or more files."""
+
+    name: str
+    description: str
+    files: tuple[FileSpec, ...]
+    source: str = "built-in"  # which registry file defined it
+
+
+_HEX = set(string.hexdigits)
+
+
+_LENGTHS = {64: "sha256", 32: "md5"}
+
+
+@dataclass(frozen=True)
+class ExpectedHash:
+    """A hash the downloaded bytes must match."""
+
+    algorithm: str  # "sha256" | "md5"
+    hexdigest: str  # lower-case
+
+    def __str__(self) -> str:
+        return f"{self.algorithm}:{self.hexdigest}"
+
+
+def parse_hash(text: str, *, algorithm: str = "auto") -> ExpectedHash:
+    """Parse a hex digest, detecting the algorithm by length like Keras.
+
+    Accepts ``HEX``, ``sha256:HEX`` or ``md5:HEX``.
+
+    Raises:
+        BadHashError: not hex, or a length that fits no supported algorithm.
+    """
+    value = text.strip().lower()
+    if ":" in value:
+        algorithm, _, value = value.partition(":")
+    if not value or not set(value) <= _HEX:
+        raise BadHashError(f"hash {text!r} is not hexadecimal; give 64 hex digits (sha256) or 32 (md5)")
+    if algorithm == "auto":
+        # Keras: 64 hex digits -> sha256, anything else -> md5.
+        algorithm = "sha256" if len(value) == 64 else "md5"
+    expected_len = {v: k for k, v in _LENGTHS.items()}.get(algorithm)
+    if expected_len is None:
+        raise BadHashError(f"unsupported hash algorithm {algorithm!r}; use sha256 or md5")
+    if len(value) != expected_len:
+        raise BadHashError(
+            f"{algorithm} hash must be {expected_len} hex digits, got {len(value)} in {text!r}"
+        )
+    return ExpectedHash(algorithm, value)

@@ -1,0 +1,154 @@
+"""Where requests' connections are made: ``PREFETCH_RESOLVE`` and a deadline on the response head.
+
+A requests adapter (:func:`adapter_for`) whose urllib3 connections
+
+* look the host up in ``PREFETCH_RESOLVE`` first (``host=address`` pairs, like
+  curl's ``--resolve``; ``host=fail`` makes the name fail to resolve, which is how
+  the tests simulate a DNS failure; ``*`` is every other name: the same hook as
+  ``prefetch doctor``'s), and
+* must receive the whole response head (status line and headers) within the read
+  timeout: the read timeout alone is per receive, so a server sending its head a
+  byte a second would hold a worker for ever. The deadline shuts the socket down
+  and the read ends in :class:`HeadTimeout`.
+
+Imported by ``prefetch.net.http`` when a session opens (requests and urllib3 load lazily).
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class HeadTimeout(TimeoutError):
+    """The response head did not arrive whole within the deadline."""
+
+
+def resolve_overrides(env=None) -> dict[str, str | None]:
+    """``PREFETCH_RESOLVE``: ``host=address`` pairs (comma- or space-separated); ``fail`` (or
+    nothing) as the address means the name does not resolve, ``*`` stands for every other
+    name (the same hook ``prefetch doctor`` reads). Malformed pairs are ignored."""
+    text = (os.environ if env is None else env).get("PREFETCH_RESOLVE", "")
+    table: dict[str, str | None] = {}
+    for item in text.replace(",", " ").split():
+        host, sep, address = item.partition("=")
+        if sep and host:
+            address = address.strip().strip("[]")
+            table[host.strip().lower().strip("[]")] = None if address.lower() in ("", "fail") else address
+    return table
+
+
+def _lookup(table: dict[str, str | None], host: str) -> tuple[bool, str | None]:
+    """(overridden, address) for ``host``; ``*`` applies to names, never to IP literals."""
+    import ipaddress
+
+    if host in table:
+        return True, table[host]
+    if "*" in table:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return True, table["*"]
+    return False, None
+
+
+def adapter_for(resolve: dict[str, str | None]):
+    """A requests adapter whose connections honour ``resolve`` and the head deadline."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    conn_classes = _connection_classes()
+
+    class _HTTPPool(HTTPConnectionPool):
+        ConnectionCls = conn_classes[0]
+
+        def _new_conn(self):
+            conn = super()._new_conn()
+            conn.resolve_table = resolve
+            return conn
+
+    class _HTTPSPool(HTTPSConnectionPool):
+        ConnectionCls = conn_classes[1]
+
+        def _new_conn(self):
+            conn = super()._new_conn()
+            conn.resolve_table = resolve
+            return conn
+
+    pools = {"http": _HTTPPool, "https": _HTTPSPool}
+
+    class _Adapter(HTTPAdapter):
+        def init_poolmanager(self, *args, **kwargs):
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = pools
+
+        def proxy_manager_for(self, proxy, **kwargs):
+            manager = super().proxy_manager_for(proxy, **kwargs)
+            if hasattr(manager, "pool_classes_by_scheme") and not proxy.lower().startswith("socks"):
+                manager.pool_classes_by_scheme = pools
+            return manager
+
+    return _Adapter()
+
+
+_CLASSES: list = []
+
+
+def _connection_classes():
+    if _CLASSES:
+        return _CLASSES
+    import socket
+    import threading
+
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.exceptions import NameResolutionError
+
+    class _Mixin:
+        resolve_table: dict = {}
+
+        def _new_conn(self):
+            host = (self._dns_host or "").lower().strip("[]")
+            overridden, address = _lookup(self.resolve_table, host)
+            if overridden:
+                if address is None:
+                    lookup = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+                    raise NameResolutionError(self.host, self, lookup) from lookup
+                self._dns_host = address
+            return super()._new_conn()
+
+        def getresponse(self):
+            deadline = self.timeout if isinstance(self.timeout, (int, float)) else None
+            sock = self.sock
+            if not deadline or sock is None:
+                return super().getresponse()
+            expired = threading.Event()
+
+            def expire() -> None:
+                expired.set()
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes the read below
+                except OSError:
+                    pass
+
+            timer = threading.Timer(deadline, expire)
+            timer.daemon = True
+            timer.start()
+            try:
+                response = super().getresponse()
+            except Exception:
+                if expired.is_set():
+                    raise HeadTimeout(f"timed out: no complete response head within {deadline:g}s") from None
+                raise
+            finally:
+                timer.cancel()
+            if expired.is_set():
+                raise HeadTimeout(f"timed out: no complete response head within {deadline:g}s")
+            return response
+
+    class _HTTP(_Mixin, HTTPConnection):
+        pass
+
+    class _HTTPS(_Mixin, HTTPSConnection):
+        pass
+
+    _CLASSES.extend((_HTTP, _HTTPS))
+    return _CLASSES

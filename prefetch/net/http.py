@@ -1,0 +1,422 @@
+"""HTTP for prefetch, on ``requests``: one :class:`Client` (a ``Session``) per worker thread.
+
+requests (imported lazily: ``--help`` and ``status`` never load it) does the
+connection pool and keep-alive, proxies from ``http_proxy`` / ``https_proxy`` /
+``all_proxy`` with ``no_proxy``, proxy authentication, CONNECT tunnels, IDNA
+hosts, URL quoting and separate connect / read timeouts per request. This module
+adds what a downloader needs on top:
+
+* bodies are read with :meth:`Response.readinto` into the caller's reused buffer,
+  one receive at a time (a slow connection reports progress as bytes trickle in),
+  straight from the connection, never as ``bytes`` objects per read;
+* TLS is always verified: the bundle named by ``REQUESTS_CA_BUNDLE`` /
+  ``CURL_CA_BUNDLE``, else OpenSSL's ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, else
+  certifi's (requests' default); an empty variable never turns verification off;
+* redirects are followed here (:func:`follow_redirects`), never https -> http;
+* a reused keep-alive connection that the server closed meanwhile is retried
+  once on a fresh one;
+* the whole response head must arrive within the read timeout, and
+  ``PREFETCH_RESOLVE`` overrides name resolution where connections are made
+  (both in ``prefetch.net.connection``);
+* every failure has a ``kind`` (:class:`Failure`) that the retry policy reads;
+* every failure maps to ours: :class:`TransientHTTPError` (worth retrying) or
+  ``NetworkError`` / ``HTTPStatusError`` (final); requests' exceptions never leave.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+from prefetch.errors import HTTPStatusError, NetworkError
+from prefetch.net.failures import (
+    Failure,
+    TransientHTTPError,
+    _is_remote_disconnected,
+    _root_cause,
+    _ssl_reason,
+    describe_error,
+    failure_kind,
+    parse_retry_after,
+)
+from prefetch.net.urls import host_of
+
+USER_AGENT = "prefetch/0.1 (+resumable dataset downloader)"
+MAX_REDIRECTS = 10
+# Statuses worth retrying; everything else >= 400 is final (404 stays 404).
+TRANSIENT_STATUSES = {408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524}
+_REDIRECTS = (301, 302, 303, 307, 308)
+_PROXY_SCHEMES = ("http", "https")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Connect and read timeouts in seconds; the read timeout also bounds the whole response head."""
+
+    connect: float = 10.0
+    read: float = 15.0
+
+
+class Response:
+    """One response; its body is read with :meth:`readinto` / :meth:`read`.
+
+    ``status``, ``headers`` (case-insensitive) and ``url`` (the URL that answered).
+    The body is read from the ``http.client`` response under requests/urllib3, so
+    no layer copies or decodes it.
+    """
+
+    def __init__(self, resp, url: str, on_done) -> None:
+        self._resp = resp  # requests.Response
+        self._raw = resp.raw._fp  # http.client.HTTPResponse under urllib3's
+        self._on_done = on_done
+        self._closed = False
+        self._pushback = b""  # bytes :meth:`peek` read, served again first
+        self.url = url
+        self.status: int = resp.status_code
+        self.headers = resp.headers
+
+    def peek(self, n: int) -> bytes:
+        """Up to the first ``n`` bytes of the body (fewer when it is shorter), without consuming them."""
+        if len(self._pushback) < n:
+            buffer = bytearray(n)
+            view = memoryview(buffer)
+            have = 0
+            while have < n - len(self._pushback):
+                try:
+                    got = self._readinto(view[have:n - len(self._pushback)])
+                except Exception:  # noqa: BLE001 - the next read meets the same trouble and reports it
+                    break
+                if not got:
+                    break
+                have += got
+            self._pushback += bytes(buffer[:have])
+        return self._pushback[:n]
+
+    def readinto(self, buffer) -> int:
+        """Read what has arrived (at most ``len(buffer)`` bytes) into ``buffer``; 0 at the end.
+
+        Like ``read1``: one receive, not a loop until the buffer is full, so a
+        slow connection still reports progress (and stalls) as bytes trickle in.
+        """
+        if self._pushback:
+            n = min(len(buffer), len(self._pushback))
+            buffer[:n] = self._pushback[:n]
+            self._pushback = self._pushback[n:]
+            return n
+        return self._readinto(buffer)
+
+    def _readinto(self, buffer) -> int:
+        raw = self._raw
+        if raw.fp is None:
+            return 0
+        if raw.chunked:
+            return raw.readinto(buffer)  # http.client decodes the chunks
+        if raw.length is None:  # the body ends when the server closes the connection
+            n = raw.fp.readinto1(buffer)
+            if not n:
+                raw.close()
+            return n
+        if not raw.length:
+            raw.close()
+            return 0
+        if len(buffer) > raw.length:
+            buffer = memoryview(buffer)[: raw.length]
+        n = raw.fp.readinto1(buffer)
+        if not n:
+            import http.client
+
+            missing = raw.length
+            raw.close()
+            raise http.client.IncompleteRead(b"", missing)
+        raw.length -= n
+        if not raw.length:
+            raw.close()  # the whole body is read: the connection can serve the next request
+        return n
+
+    def read(self, amount: int | None = None) -> bytes:
+        head, self._pushback = self._pushback, b""
+        if amount is not None:
+            if len(head) >= amount:
+                head, self._pushback = head[:amount], head[amount:]
+                return head
+            amount -= len(head)
+        return head + self._raw.read(amount)
+
+    def text(self) -> str:
+        """The whole body decoded (the Content-Type charset, else UTF-8)."""
+        charset = self._raw.msg.get_content_charset() or "utf-8"
+        try:
+            return self.read().decode(charset, errors="replace")
+        except LookupError:
+            return self.read().decode("utf-8", errors="replace")
+
+    @property
+    def complete(self) -> bool:
+        """The whole body has been read (the connection can serve another request)."""
+        return self._raw.isclosed()
+
+    def close(self) -> None:
+        """Done with the body. An unread rest closes the connection (it cannot be reused)."""
+        if self._closed:
+            return
+        self._closed = True
+        raw = self._resp.raw
+        complete = self._raw.isclosed()
+        try:
+            if not complete:
+                raw.close()  # closes the socket: the pool opens a fresh one next time
+            raw.release_conn()
+        finally:
+            self._on_done(complete)
+
+    def abort(self) -> None:
+        """Shut the socket down so a thread blocked reading this response wakes up."""
+        import socket
+
+        raw = self._resp.raw
+        conn = getattr(raw, "_connection", None)
+        for sock in (getattr(conn, "sock", None), _response_socket(self._raw)):
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def __enter__(self) -> "Response":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _response_socket(raw):
+    try:
+        return raw.fp.raw._sock  # BufferedReader -> SocketIO -> socket
+    except AttributeError:
+        return None
+
+
+class Client:
+    """A requests ``Session`` and what it knows: which hosts have a warm connection.
+
+    Not thread-safe: give each worker thread its own.
+    """
+
+    def __init__(self, *, timeouts: Timeouts | None = None, resolve: dict[str, str | None] | None = None) -> None:
+        self.timeouts = timeouts or Timeouts()
+        self.resolve = resolve  # PREFETCH_RESOLVE's table; None: read it from os.environ
+        self._session = None
+        self._verify: bool | str | None = None
+        self._warm: set[tuple[str, str]] = set()  # (scheme, netloc) whose last response was read whole
+
+    def _open_session(self):
+        import requests
+
+        session = requests.Session()
+        from prefetch.net.connection import adapter_for, resolve_overrides
+
+        adapter = adapter_for(self.resolve if self.resolve is not None else resolve_overrides())
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        session.headers.update({
+            "User-Agent": USER_AGENT,
+            # Ask for the file's own bytes: a compressed body would not match byte offsets.
+            "Accept-Encoding": "identity",
+        })
+        self._verify = ca_bundle()
+        self._session = session
+        return session
+
+    def request(self, url: str, *, headers: dict[str, str] | None = None, method: str = "GET",
+                timeouts: Timeouts | None = None) -> Response:
+        """Send one request (no redirects followed) and return the response's head.
+
+        Raises:
+            TransientHTTPError: connection trouble worth retrying.
+            NetworkError: TLS verification failed, invalid URL, unsupported proxy.
+        """
+        import requests
+
+        timeouts = timeouts or self.timeouts
+        key = _check_url(url)
+        session = self._session or self._open_session()
+        _check_proxy(url)
+        for attempt in (1, 2):
+            reused = key in self._warm
+            self._warm.discard(key)
+            try:
+                resp = session.request(method, url, headers=headers, stream=True, allow_redirects=False,
+                                       timeout=(timeouts.connect, timeouts.read), verify=self._verify,
+                                       auth=_explicit_auth(headers))
+            except requests.exceptions.SSLError as exc:
+                reason = _ssl_reason(exc)
+                if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
+                    raise NetworkError(f"TLS verification failed for {url}: {reason}") from None
+                raise NetworkError(f"TLS error with {key[1]}: {reason}") from None
+            except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
+                    requests.exceptions.MissingSchema, requests.exceptions.InvalidHeader) as exc:
+                raise NetworkError(f"invalid URL {url}: {describe_error(exc)}") from None
+            except (requests.exceptions.RequestException, OSError) as exc:
+                root = _root_cause(exc)
+                stale = isinstance(root, (ConnectionResetError, BrokenPipeError)) or _is_remote_disconnected(root)
+                if reused and stale and attempt == 1:
+                    continue  # the server closed the idle keep-alive connection: once more, fresh
+                cause = describe_error(exc)
+                kind = failure_kind(exc)
+                raise TransientHTTPError(f"{key[1]}: {cause}", cause=cause, kind=kind,
+                                         timed_out=kind == Failure.TIMEOUT or cause.startswith("timed out")) from None
+            return Response(resp, url, lambda complete, key=key: self._done(key, complete))
+        raise AssertionError("unreachable")
+
+    def _done(self, key: tuple[str, str], complete: bool) -> None:
+        if complete:
+            self._warm.add(key)
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+        self._warm.clear()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_CREDENTIAL_HEADERS = {"authorization", "cookie", "proxy-authorization"}
+
+
+def _keep_headers(request):
+    return request
+
+
+def _explicit_auth(headers: dict[str, str] | None):
+    """requests replaces an Authorization header with ~/.netrc's entry for the host; one given
+    with --header wins instead (as in curl): a no-op auth keeps requests from looking at netrc."""
+    if headers and any(k.lower() == "authorization" for k in headers):
+        return _keep_headers
+    return None  # requests then reads credentials from the URL, else ~/.netrc (or $NETRC)
+
+
+def follow_redirects(client: Client, url: str, *, headers: dict[str, str] | None = None,
+                     timeouts: Timeouts | None = None, method: str = "GET") -> tuple[Response, str]:
+    """Send a request and follow redirects (never https -> http); any final status is returned.
+
+    Returns:
+        (response, final_url). The caller reads the body and closes the response.
+    Raises:
+        TransientHTTPError (connection trouble), NetworkError (refused redirect, TLS, bad URL).
+    """
+    current = url
+    for _ in range(MAX_REDIRECTS + 1):
+        resp = client.request(current, headers=headers, method=method, timeouts=timeouts)
+        if resp.status not in _REDIRECTS:
+            return resp, current
+        location = resp.headers.get("Location")
+        _discard(resp)
+        if not location:
+            raise NetworkError(f"{current} answered {resp.status} without a Location")
+        target = urljoin(current, location)
+        check_redirect(current, target)
+        if headers and host_of(target) != host_of(current):
+            # As requests and curl: credentials given for one host are not sent to another
+            # (requests' own netrc lookup then applies to the new host).
+            headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
+        current = target
+    raise NetworkError(f"too many redirects (more than {MAX_REDIRECTS}) starting at {url}")
+
+
+def open_url(client: Client, url: str, *, headers: dict[str, str] | None = None, timeouts: Timeouts | None = None,
+             method: str = "GET") -> tuple[Response, str]:
+    """:func:`follow_redirects`, with error statuses raised (416 is the caller's to read).
+
+    Raises:
+        TransientHTTPError: worth retrying (connection trouble, 429, 5xx).
+        HTTPStatusError / NetworkError: final.
+    """
+    resp, current = follow_redirects(client, url, headers=headers, timeouts=timeouts, method=method)
+    if resp.status >= 400 and resp.status != 416:
+        status = resp.status
+        retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+        _discard(resp)
+        if status in TRANSIENT_STATUSES:
+            raise TransientHTTPError(f"{host_of(current)} answered HTTP {status}", cause=f"HTTP {status}",
+                                     retry_after=retry_after, status=status)
+        raise HTTPStatusError(f"{current} answered HTTP {status}; check the URL or the mirror", status=status)
+    return resp, current
+
+
+def _discard(resp: Response) -> None:
+    """Close a response we do not want, keeping the connection when its body is short."""
+    length = resp.headers.get("Content-Length")
+    if length and length.isdigit() and int(length) <= 64 << 10:
+        try:
+            resp.read()
+        except Exception:  # noqa: BLE001 - close() below drops the connection instead
+            pass
+    resp.close()
+
+
+def check_redirect(source: str, target: str) -> None:
+    """Refuse redirects to other schemes and from https down to http."""
+    src, dst = urlsplit(source).scheme, urlsplit(target).scheme
+    if dst not in ("http", "https"):
+        raise NetworkError(f"refused redirect from {source} to {target}: only http(s) is followed")
+    if src == "https" and dst == "http":
+        raise NetworkError(f"refused redirect from {source} to {target}: https must not fall back to http")
+
+
+
+# ---------------------------------------------------------------------------
+# what requests leaves to us: URL and proxy checks, the CA bundle, error causes
+
+
+def _check_url(url: str) -> tuple[str, str]:
+    """(scheme, netloc) of a URL we can fetch, else NetworkError (before any connection)."""
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            raise NetworkError(f"invalid URL {url}: only http and https are supported")
+        if not parts.hostname:
+            raise NetworkError(f"invalid URL {url}: no host")
+        if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in parts.hostname):
+            # e.g. a redirect to "http://bad host/": http.client would raise InvalidURL
+            raise NetworkError(f"invalid URL {url}: the host {parts.hostname!r} contains a space or control character")
+        parts.port  # noqa: B018 - raises ValueError when out of range
+    except ValueError as exc:
+        raise NetworkError(f"invalid URL {url}: {exc}") from None
+    return scheme, parts.netloc
+
+
+def _check_proxy(url: str) -> None:
+    """Refuse, in one line, a proxy from the environment that requests cannot use."""
+    if not any(key.lower().endswith("_proxy") for key in os.environ):
+        return  # the usual case
+    from requests.utils import get_environ_proxies, select_proxy
+
+    try:
+        proxy = select_proxy(url, get_environ_proxies(url))
+        parsed = urlsplit(proxy if proxy and "://" in proxy else "http://" + (proxy or "x"))
+        parsed.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:  # e.g. https_proxy='http://[::1': "Invalid IPv6 URL"
+        raise NetworkError(f"a *_proxy variable is not a valid URL ({exc}); fix or unset it") from None
+    if proxy and urlsplit(proxy if "://" in proxy else "http://" + proxy).scheme.lower() not in _PROXY_SCHEMES:
+        raise NetworkError(f"proxy {proxy} is not supported: use an http:// proxy, or unset the *_proxy variables")
+
+
+def ca_bundle() -> bool | str:
+    """``verify`` for requests: the CA bundle the environment names, else True (certifi).
+
+    Raises:
+        NetworkError: a named bundle does not exist.
+    """
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
+        bundle = os.environ.get(name)
+        if bundle:
+            if not os.path.exists(bundle):
+                raise NetworkError(f"cannot use the CA bundle {bundle} named by {name}: no such file or directory")
+            return bundle
+    return True

@@ -1,0 +1,52 @@
+"""URLs as prefetch accepts and shows them: only http(s) with a host; no credentials in messages."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from prefetch.errors import UsageError
+
+
+def check_url(url: str) -> None:
+    """Accept only absolute http(s) URLs with a host.
+
+    Raises:
+        UsageError: anything else.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise UsageError(f"malformed URL {url!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"malformed URL {url!r}: expected http:// or https:// and a host")
+    bad = [c for c in parts.hostname if c.isspace() or ord(c) < 32 or ord(c) == 127 or c in '<>"{}|\\^`%/?#@']
+    if bad:
+        shown = "a space" if bad[0] == " " else f"the character {bad[0]!r}"
+        raise UsageError(f"malformed URL {url!r}: the host {parts.hostname!r} contains {shown}")
+
+
+def is_url(text: str) -> bool:
+    """True when ``text`` looks like a URL rather than a dataset name."""
+    return "://" in text
+
+
+def host_of(url: str) -> str:
+    """``host[:port]`` of a URL, for messages (never the ``user:password@`` part)."""
+    netloc = urlsplit(url).netloc
+    return netloc.rpartition("@")[2] if netloc else url
+
+
+# Query parameters that carry a credential: S3/GCS/Azure presigned URLs, tokens.
+_SECRET_PARAMS = ("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig",
+                  "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "token", "access_token", "se", "sp")
+
+
+def redact_url(url: str) -> str:
+    """``url`` for logs, records and messages: no ``user:password@``, no signature or token in the query."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    query = parts.query
+    if query and any(p.partition("=")[0].lower() in _SECRET_PARAMS for p in query.split("&")):
+        query = "(signed)"
+    return parts._replace(netloc=netloc, query=query).geturl()

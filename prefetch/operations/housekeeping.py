@@ -1,0 +1,288 @@
+"""Cache housekeeping: what the Keras cache holds on disk, ``rm`` of datasets, ``clean`` of leftovers.
+
+Sizes are what the files take on disk (allocated blocks, as ``du`` counts), each inode
+once: the cifar archive under its two names is counted once. Nothing here follows a
+symbolic link: a link is removed as a link, and a directory is walked without entering
+links. A download in progress holds its file's lock; ``remove_datasets`` and
+``clean_cache`` check that lock and leave such files alone.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefetch.errors import LockTimeoutError, UsageError
+from prefetch.model.plans import FilePlan
+from prefetch.cache.plans import plan_files
+from prefetch.cache.layout import datasets_dir, part_path, state_path
+from prefetch.fs.locks import hold_lock, lock_is_held
+from prefetch.cache.registry import Registry
+from prefetch.operations.removal import RemoveResult, disk_bytes, remove_paths
+
+DEFAULT_OLDER_THAN = 7 * 86400.0
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<kind>extract|old)-[0-9a-f]{8}$")
+_TMP_FILE = re.compile(r"^\..+\.(?P<pid>\d+)(?:-[0-9a-f]+)?\.tmp$")  # fsutil.replace_file, aliases
+_AGE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([smhdw]?)\s*$", re.I)
+_AGE_UNITS = {"": 86400.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+@dataclass
+class PartialFile:
+    """An unfinished download (``.part`` and its state)."""
+
+    path: str
+    bytes: int  # on disk
+    age: float  # seconds since it was last written
+    active: bool  # a download holds its lock right now
+
+
+@dataclass
+class DatasetUsage:
+    """What one dataset takes on disk."""
+
+    name: str
+    bytes: int  # files, their other names, extracted folders, partials (each inode once)
+    paths: list[str] = field(default_factory=list)  # what exists of it
+    partials: list[PartialFile] = field(default_factory=list)
+
+
+
+def parse_age(text: str | float) -> float:
+    """Seconds from ``7d``, ``12h``, ``30m``, ``45s``, ``2w`` (a bare number is days).
+
+    Raises:
+        UsageError: anything else.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    match = _AGE.match(str(text))
+    if not match:
+        raise UsageError(f"--older-than {text!r} is not an age; use e.g. 7d, 12h, 30m or 0")
+    return float(match[1]) * _AGE_UNITS[match[2].lower()]
+
+
+
+def dataset_paths(plan: FilePlan, *, markers_dir: Path, scan_archives: bool = True) -> list[tuple[Path, str]]:
+    """Every path that belongs to ``plan`` (existing or not), with its kind.
+
+    Extracted entries: a folder of its own (``cifar-10-batches-py-target``) belongs to
+    the file whole; in a shared folder (``datasets/`` itself) only the top-level entries
+    the extraction recorded, else those the archive lists.
+    """
+    from prefetch.cache.placement import completion_path as _completion_path
+    from prefetch.cache.placement import marker_path as _marker_path
+
+    base = datasets_dir_of(plan)
+    out: list[tuple[Path, str]] = [(plan.final, "file")]
+    # prefetch's record that it placed the file complete (state/placed), beside state/extracted
+    out.append((_completion_path(markers_dir.parent / "placed", plan.final), "marker"))
+    out += [(alias, "alias") for alias in plan.also]
+    out += [(part_path(plan.final), "partial"), (state_path(plan.final), "state")]
+    for into in plan.extract_into:
+        marker = _marker_path(markers_dir, plan.final, into)
+        if os.path.abspath(into) != os.path.abspath(base):
+            out.append((into, "extracted"))
+        else:
+            out += [(into / entry, "extracted") for entry in _entries_of(marker, plan, scan=scan_archives)
+                    if entry not in ("", ".", "..") and "/" not in entry and "\\" not in entry]
+        out.append((marker, "marker"))
+    return out
+
+
+def datasets_dir_of(plan: FilePlan) -> Path:
+    """The datasets dir a plan's relative names hang from."""
+    target = Path(plan.spec.target)
+    return plan.final.parents[len(target.parts) - 1] if not target.is_absolute() else plan.final.parent
+
+
+def _entries_of(marker: Path, plan: FilePlan, *, scan: bool) -> list[str]:
+    try:
+        return [str(e) for e in json.loads(marker.read_text(encoding="utf-8"))["entries"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        if not scan:
+            return []
+    for archive in plan.paths:  # no record: the archive's own top-level names, if it is here
+        if archive.is_file() and not archive.is_symlink():
+            return _archive_top_level(archive)
+    return []
+
+
+def _archive_top_level(archive: Path) -> list[str]:
+    import tarfile
+    import zipfile
+
+    names: list[str] = []
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                names = zf.namelist()
+        else:
+            with tarfile.open(archive) as tar:
+                names = tar.getnames()
+    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError):
+        return []
+    tops = {n.replace("\\", "/").lstrip("./").split("/")[0] for n in names}
+    return sorted(t for t in tops if t and t not in (".", ".."))
+
+
+def cache_usage(registry: Registry, *, root: Path, state: Path) -> list[DatasetUsage]:
+    """Every known dataset with something on disk: its bytes, paths and partial downloads."""
+    out = []
+    locks, markers = state / "locks", state / "extracted"
+    now = time.time()
+    for name, spec in sorted(registry.datasets.items()):
+        seen: set[tuple[int, int]] = set()
+        usage = DatasetUsage(name=name, bytes=0)
+        for plan in plan_files(spec, root=root):
+            for path, kind in dataset_paths(plan, markers_dir=markers, scan_archives=False):
+                if kind == "marker" or not os.path.lexists(path):
+                    continue
+                usage.bytes += disk_bytes(path, seen)
+                usage.paths.append(str(path))
+                if kind == "partial":
+                    usage.partials.append(_partial(path, now=now, active=lock_is_held(locks, plan.final)))
+        if usage.paths:
+            out.append(usage)
+    return out
+
+
+def _partial(path: Path, *, now: float, active: bool) -> PartialFile:
+    times = [os.lstat(p).st_mtime for p in (path, path.with_name(path.name + ".json")) if os.path.lexists(p)]
+    return PartialFile(path=str(path), bytes=disk_bytes(path), age=max(0.0, now - max(times)), active=active)
+
+
+def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: Path,
+                    dry_run: bool = False, hub_root: Path | None = None) -> RemoveResult:
+    """Remove datasets' files, other names, extracted folders, partials and markers.
+
+    A file whose download is running (its lock is held) is left alone, with a line in
+    ``skipped``. Links are removed as links, never followed.
+
+    ``hf://`` names remove Hugging Face repos (or one ``@REVISION``) from ``hub_root``
+    (default: the cache huggingface_hub uses).
+
+    Raises:
+        UnknownDatasetError: a name no registry knows (nothing is removed then).
+    """
+    from prefetch.hf.names import hub_cache_root, is_hub_name, parse_hub_name
+
+    repos = [parse_hub_name(n) for n in names if is_hub_name(n)]  # hf:// repos: prefetch/hf/housekeeping.py
+    specs = [registry.get(n) for n in names if not is_hub_name(n)]  # all names valid before anything goes
+    result = RemoveResult(dry_run=dry_run)
+    locks, markers = state / "locks", state / "extracted"
+    for spec in specs:
+        for plan in plan_files(spec, root=root):
+            paths = dataset_paths(plan, markers_dir=markers)
+            if dry_run:
+                if lock_is_held(locks, plan.final):
+                    result.skipped.append(_busy(plan, locks))
+                    continue
+                remove_paths(paths, result, dry_run=True)
+                continue
+            try:
+                with hold_lock(locks, plan.final, timeout=0):
+                    remove_paths(paths, result, dry_run=False)
+            except LockTimeoutError:
+                result.skipped.append(_busy(plan, locks))
+    if repos:
+        from prefetch.operations.hub import remove_repos
+
+        remove_repos(repos, result, root=hub_root or hub_cache_root(), state=state, dry_run=dry_run)
+    return result
+
+
+def _busy(plan: FilePlan, locks: Path) -> str:
+    from prefetch.fs.locks import lock_path, read_owner
+
+    owner = read_owner(lock_path(locks, plan.final))
+    who = owner.describe() if owner else "another process"
+    return f"{plan.final}: being downloaded by {who}; left alone (`prefetch cancel` it first)"
+
+
+
+def clean_cache(*, root: Path, state: Path, older_than: float = DEFAULT_OLDER_THAN, dry_run: bool = False,
+                now: float | None = None, hub_root: Path | None = None) -> RemoveResult:
+    """Remove stale partial downloads and leftovers from the Keras cache.
+
+    * ``*.part`` (with its ``.part.json``) and ``.part.json`` without data, last written
+      more than ``older_than`` seconds ago, whose download is not running;
+    * temp dirs of killed extractions (``.NAME.extract-*``, ``.NAME.old-*``) and temp
+      files of killed writes (``.NAME.PID.tmp``) whose extraction or download is not
+      running, whatever their age (they are never resumed).
+    """
+    now = time.time() if now is None else now
+    result = RemoveResult(dry_run=dry_run)
+    locks = state / "locks"
+    from prefetch.operations.hub import clean_partials
+    from prefetch.hf.names import hub_cache_root
+
+    clean_partials(result, root=hub_root or hub_cache_root(), state=state, older_than=older_than, now=now,
+                   dry_run=dry_run)  # blobs/<etag>.part of hf:// repos
+    base = datasets_dir(root)
+    if not base.is_dir():
+        return result
+    for dirpath, dirnames, filenames in os.walk(base):
+        here = Path(dirpath)
+        for name in list(dirnames):
+            if _TEMP.match(name):
+                dirnames.remove(name)  # do not descend into what may go
+                _clean_temp(here / name, locks, result, dry_run=dry_run)
+            elif os.path.islink(here / name):
+                dirnames.remove(name)
+        for name in filenames:
+            path = here / name
+            if _TEMP.match(name) or _TMP_FILE.match(name):
+                _clean_temp(path, locks, result, dry_run=dry_run)
+            elif name.endswith(".part") or (name.endswith(".part.json") and not os.path.lexists(path.with_suffix(""))):
+                _clean_partial(path, locks, result, older_than=older_than, now=now, dry_run=dry_run)
+    for entry in glob.glob(os.path.join(glob.escape(str(root)), f".{glob.escape(base.name)}.*-*")):
+        if _TEMP.match(os.path.basename(entry)):  # extraction into datasets/ itself stages beside it
+            _clean_temp(Path(entry), locks, result, dry_run=dry_run)
+    return result
+
+
+def _clean_partial(path: Path, locks: Path, result: RemoveResult, *, older_than: float, now: float,
+                   dry_run: bool) -> None:
+    final = path.with_name(path.name[: -len(".part")] if path.name.endswith(".part") else path.name[: -len(".part.json")])
+    group = [p for p in (part_path(final), state_path(final)) if os.path.lexists(p)]
+    if not group or any(r.path == str(group[0]) for r in result.removed):
+        return  # already handled with its .part
+    newest = max(os.lstat(p).st_mtime for p in group)
+    if now - newest < older_than:
+        return
+    if lock_is_held(locks, final):
+        result.skipped.append(f"{path}: its download is running; left alone")
+        return
+    if dry_run:
+        remove_paths([(p, "partial") for p in group], result, dry_run=True)
+        return
+    try:
+        with hold_lock(locks, final, timeout=0):
+            remove_paths([(p, "partial") for p in group], result, dry_run=False)
+    except LockTimeoutError:
+        result.skipped.append(f"{path}: its download started; left alone")
+
+
+def _clean_temp(path: Path, locks: Path, result: RemoveResult, *, dry_run: bool) -> None:
+    """A temp dir/file of a killed extraction or write; skipped while its owner runs."""
+    match = _TEMP.match(path.name)
+    if match:  # guarded by the extraction lock of the dir it was extracting into
+        key = path.parent / f".{match['name']}.extracting"
+    else:  # .NAME.PID[-HEX].tmp: a write by process PID
+        pid = _TMP_FILE.match(path.name)["pid"]
+        from prefetch.fs.processes import is_process_alive
+
+        if is_process_alive(int(pid)):
+            result.skipped.append(f"{path}: process {pid} is writing it; left alone")
+            return
+        key = None
+    if key is not None and lock_is_held(locks, key):
+        result.skipped.append(f"{path}: an extraction is running; left alone")
+        return
+    remove_paths([(path, "temp")], result, dry_run=dry_run)

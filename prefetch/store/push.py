@@ -1,0 +1,248 @@
+"""``prefetch push``: upload verified files to the team store, resumable.
+
+An object appears only whole: small files are one PUT, bigger ones a multipart upload,
+which S3 assembles atomically at ``complete``. The upload id is recorded under the
+state dir before the first part, so a killed push continues the same upload (parts
+already on the store, checked by their ETag = md5, are not sent again). The object's
+metadata carries the file's sha256 (and md5); an object with the same sha256 is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from prefetch.errors import LocalFileError
+from prefetch.store.s3 import Store, error_code, store_error
+
+DEFAULT_PART_SIZE = 8 * 1024 * 1024  # S3's minimum is 5 MiB (all parts but the last)
+MIN_PART_SIZE = 5 * 1024 * 1024
+
+
+@dataclass
+class PushResult:
+    """What happened to one file."""
+
+    name: str
+    path: str
+    url: str  # s3://bucket/key
+    status: str  # uploaded | resumed | skipped
+    size: int
+    sha256: str
+    parts_reused: int = 0
+
+
+def part_size_from_env(env) -> int:
+    """``PREFETCH_S3_PART_SIZE`` (bytes, at least 5 MiB), else 8 MiB."""
+    try:
+        value = int(env.get("PREFETCH_S3_PART_SIZE", DEFAULT_PART_SIZE))
+    except ValueError:
+        value = DEFAULT_PART_SIZE
+    return max(MIN_PART_SIZE, value)
+
+
+def file_digests(path: Path) -> tuple[str, str, int]:
+    """(sha256, md5, size) of ``path`` in one read."""
+    sha, md5, size = hashlib.sha256(), hashlib.md5(), 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                sha.update(chunk)
+                md5.update(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        raise LocalFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return sha.hexdigest(), md5.hexdigest(), size
+
+
+def push_file(
+    store: Store,
+    path: Path,
+    name: str,
+    *,
+    state_dir: Path,
+    part_size: int = DEFAULT_PART_SIZE,
+    digests: tuple[str, str, int] | None = None,
+    on_part: Callable[[int, int], None] | None = None,
+) -> PushResult:
+    """Upload ``path`` as object ``name`` of ``store`` unless an object with its sha256 is there.
+
+    Raises:
+        StoreError: the store refused. LocalFileError: the file cannot be read.
+    """
+    sha256, md5, size = digests or file_digests(path)
+    url = store.location.url_for(name)
+    head = store.head(name)
+    if head is not None and head["metadata"].get("sha256") == sha256 and head["size"] == size:
+        return PushResult(name, str(path), url, "skipped", size, sha256)
+    metadata = {"sha256": sha256, "md5": md5}
+    bucket, key = store.location.bucket, store.location.key_for(name)
+    if size <= part_size:
+        try:
+            with open(path, "rb") as f:
+                store.client.put_object(Bucket=bucket, Key=key, Body=f.read(), Metadata=metadata,
+                                        ContentMD5=_b64(md5))
+        except OSError as exc:
+            raise LocalFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except Exception as exc:  # noqa: BLE001 - botocore
+            raise store_error(exc, f"PUT {url}") from None
+        return PushResult(name, str(path), url, "uploaded", size, sha256)
+    return _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part)
+
+
+def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part) -> PushResult:
+    bucket, key = store.location.bucket, store.location.key_for(name)
+    record_path = _record_path(state_dir, store, key)
+    record = _load_record(record_path)
+    done: dict[int, str] = {}
+    if record and record.get("sha256") == metadata["sha256"] and record.get("part_size") == part_size:
+        done = _uploaded_parts(store, bucket, key, record["upload_id"])
+        if done is None:
+            record = None  # the upload is gone (aborted or expired): start a new one
+    else:
+        record = None
+    if record is None:
+        try:
+            answer = store.client.create_multipart_upload(Bucket=bucket, Key=key, Metadata=metadata)
+        except Exception as exc:  # noqa: BLE001
+            raise store_error(exc, f"start upload of {url}") from None
+        record = {"upload_id": answer["UploadId"], "sha256": metadata["sha256"], "part_size": part_size}
+        _save_record(record_path, record)
+        done = {}
+    upload_id = record["upload_id"]
+    count = (size + part_size - 1) // part_size
+    parts, reused = [], 0
+    try:
+        with open(path, "rb") as f:
+            for number in range(1, count + 1):
+                f.seek((number - 1) * part_size)
+                chunk = f.read(part_size)
+                md5 = hashlib.md5(chunk).hexdigest()
+                etag = done.get(number)
+                if etag is not None and etag.strip('"') == md5:
+                    reused += 1
+                else:
+                    try:
+                        answer = store.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
+                                                          PartNumber=number, Body=chunk, ContentMD5=_b64(md5))
+                    except Exception as exc:  # noqa: BLE001
+                        raise store_error(exc, f"upload part {number}/{count} of {url}") from None
+                    etag = answer["ETag"]
+                parts.append({"PartNumber": number, "ETag": etag})
+                if on_part is not None:
+                    on_part(number, count)
+    except OSError as exc:
+        raise LocalFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        store.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                               MultipartUpload={"Parts": parts})
+    except Exception as exc:  # noqa: BLE001
+        raise store_error(exc, f"complete upload of {url}") from None
+    try:
+        record_path.unlink()
+    except OSError:
+        pass
+    return PushResult(name, str(path), url, "resumed" if reused else "uploaded", size, metadata["sha256"], reused)
+
+
+def _uploaded_parts(store, bucket, key, upload_id) -> dict[int, str] | None:
+    """Part number -> ETag of an upload in progress, or None when it no longer exists."""
+    parts: dict[int, str] = {}
+    marker = 0
+    while True:
+        try:
+            answer = store.client.list_parts(Bucket=bucket, Key=key, UploadId=upload_id, PartNumberMarker=marker)
+        except Exception as exc:  # noqa: BLE001
+            if error_code(exc) in ("NoSuchUpload", "404"):
+                return None
+            raise store_error(exc, f"list parts of s3://{bucket}/{key}") from None
+        for part in answer.get("Parts", []):
+            parts[int(part["PartNumber"])] = part["ETag"]
+        if not answer.get("IsTruncated"):
+            return parts
+        marker = int(answer.get("NextPartNumberMarker", 0))
+
+
+def _b64(md5_hex: str) -> str:
+    import base64
+
+    return base64.b64encode(bytes.fromhex(md5_hex)).decode()
+
+
+def _record_path(state_dir: Path, store: Store, key: str) -> Path:
+    ident = f"{store.endpoint or 'aws'}\0{store.location.bucket}\0{key}"
+    return Path(state_dir) / "push" / (hashlib.sha1(ident.encode()).hexdigest()[:24] + ".json")
+
+
+def _load_record(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("upload_id"), str) else None
+
+
+def _save_record(path: Path, record: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise LocalFileError(f"cannot record the upload in {path}: {exc.strerror or exc}") from None
+
+
+def local_files(targets: list[str], *, registry, root: Path) -> list[tuple[Path, str, object]]:
+    """(path, object name, expected hash or None) for dataset names and file paths.
+
+    Raises:
+        NotDownloadedError: a dataset file is not in the cache. UsageError: unknown name.
+    """
+    from prefetch.errors import NotDownloadedError
+    from prefetch.cache.plans import plan_files
+
+    found: list[tuple[Path, str, object]] = []
+    for target in targets:
+        path = Path(target).expanduser()
+        if os.sep in target or path.is_file():
+            if not path.is_file():
+                raise LocalFileError(f"{path} is not a file")
+            found.append((path, path.name, None))
+            continue
+        for plan in plan_files(registry.get(target), root=root):
+            if not plan.final.is_file():
+                raise NotDownloadedError(f"{plan.final} is not in the cache; `prefetch get {target}` first")
+            found.append((plan.final, plan.spec.name, plan.spec.expected))
+    return found
+
+
+def push_targets(targets: list[str], dest: str, *, registry, root: Path, state_dir: Path, env,
+                 on_result: Callable[[PushResult], None] | None = None) -> list[PushResult]:
+    """Verify and upload each target (dataset names, file paths) to the store ``dest``.
+
+    Raises:
+        HashMismatchError: a cached file no longer matches its hash (nothing uploaded for it).
+        StoreError, LocalFileError, MissingExtraError, UsageError.
+    """
+    from prefetch.errors import HashMismatchError
+    from prefetch.store.s3 import open_store
+
+    files = local_files(targets, registry=registry, root=root)
+    store = open_store(dest, env=env)
+    results = []
+    for path, name, expected in files:
+        digests = file_digests(path)
+        if expected is not None:
+            got = digests[0] if expected.algorithm == "sha256" else digests[1]
+            if got != expected.hexdigest:
+                raise HashMismatchError(f"{path}: {expected.algorithm} {got} is not the expected "
+                                        f"{expected.hexdigest}; not uploaded (`prefetch get` replaces it)")
+        result = push_file(store, path, name, state_dir=state_dir, part_size=part_size_from_env(env), digests=digests)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results

@@ -1,0 +1,238 @@
+"""The team store as a source of ``get`` (``--mirror s3://...``) and its seeding (``--seed``).
+
+Before a file is downloaded, its ``s3://`` source URLs are turned into URLs the transfer
+engine can GET: a presigned (or, anonymously, plain) URL for each object the store has
+with the right hash; objects it lacks are left out. With ``--seed`` the first machine to
+miss an object claims it (a small claim object written with ``If-None-Match: *``),
+fetches the file from the other sources and uploads it; the others wait for the object
+to appear and read it from the store, so the outside world serves each file about once.
+The claimer renews its claim while it works; a claim not renewed for the lease (a seeder
+that died) is taken over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from prefetch.errors import StoreError
+from prefetch.model.events import Event, EventKind, EventSink
+from prefetch.store.s3 import Store, error_code, is_s3_url, open_store, rebind_state, split_object_url, store_error
+
+CLAIMS = ".prefetch-claims/"
+DEFAULT_LEASE = 120.0  # seconds a claim holds without renewal; its holder renews it every lease/4
+
+
+@dataclass
+class StoreSources:
+    """The ``FetchOptions.sources`` hook for ``s3://`` sources; seeds when ``seed`` is set."""
+
+    seed: str | None = None  # s3://BUCKET/PREFIX to seed, or None
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    state_dir: Path | None = None
+    lease: float = DEFAULT_LEASE
+    poll: float = 1.0
+    _stores: dict[str, Store] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _claimed: set[str] = field(default_factory=set)  # object URLs this process claimed
+    _lacking: set[str] = field(default_factory=set)  # object URLs the store lacked
+    _fallback: dict[str, list[str]] = field(default_factory=dict)  # final path -> other sources
+    _labels: dict[str, str] = field(default_factory=dict)  # presigned URL -> s3:// object URL
+    _renewer: threading.Thread | None = None
+
+    def store_for(self, url: str) -> Store:
+        location, _ = split_object_url(url)
+        with self._lock:
+            if location.url not in self._stores:
+                self._stores[location.url] = open_store(location, env=self.env)
+            return self._stores[location.url]
+
+    # -- before a download ---------------------------------------------------
+    def resolve(self, plan, urls: list[str], *, state: Path, on_event: EventSink,
+                stop: threading.Event | None = None) -> list[str]:
+        """``urls`` with each ``s3://`` object replaced by an HTTP URL, or left out when absent.
+
+        Raises:
+            StoreError, MissingExtraError.
+        """
+        resolved: list[str] = []
+        from_seed: str | None = None
+        for url in urls:
+            if not is_s3_url(url):
+                resolved.append(url)
+                continue
+            seeding = self.seed is not None and url.startswith(self._seed_base())
+            try:
+                http = self._object_source(plan, url, seeding=seeding, on_event=on_event, stop=stop)
+            except StoreError as exc:
+                if not any(not is_s3_url(u) for u in urls):
+                    raise
+                # The store is a shortcut: when it fails, the file's other sources still work.
+                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; using the other sources"))
+                http = None
+            if http is not None:
+                resolved.append(http)
+                with self._lock:
+                    self._labels[http] = url
+                from_seed = http if seeding else from_seed
+        if from_seed is not None:
+            # The team store has it: read it from there alone, so the outside world serves
+            # each file once per team; the other sources are the fallback if the store fails.
+            with self._lock:
+                self._fallback[str(plan.final)] = [u for u in resolved if u != from_seed]
+            resolved = [from_seed]
+        rebind_state(state, resolved)
+        return resolved
+
+    def label(self, url: str) -> str:
+        """The ``s3://`` name of a presigned URL this hook made (other URLs unchanged)."""
+        with self._lock:
+            return self._labels.get(url, url)
+
+    def fallback(self, plan) -> list[str]:
+        """The other sources of a file read from the seed store alone (once; then empty)."""
+        with self._lock:
+            return self._fallback.pop(str(plan.final), [])
+
+    def _seed_base(self) -> str:
+        from prefetch.store.s3 import parse_store_url
+
+        return parse_store_url(self.seed).url
+
+    def _object_source(self, plan, url: str, *, seeding: bool, on_event: EventSink, stop) -> str | None:
+        store = self.store_for(url)
+        _, name = split_object_url(url)
+        announced = False
+        while True:
+            if self._has(store, name, plan):
+                if announced:
+                    on_event(Event(EventKind.NOTE, plan.label, message=f"{url} is in the store now; reading it from there"))
+                return store.http_url(name)
+            if not seeding:
+                on_event(Event(EventKind.NOTE, plan.label, message=f"the store has no {url} (with the expected hash)"))
+                return None
+            holder = self._claim(store, name)
+            if holder is None and self._has(store, name, plan):
+                # A seeder uploaded it and released its claim between our HEAD and our claim.
+                self._release(store, name)
+                continue
+            if holder is None:
+                with self._lock:
+                    self._claimed.add(url)
+                    self._lacking.add(url)
+                    if self._renewer is None:
+                        self._renewer = threading.Thread(target=self._renew_claims, name="prefetch-claims",
+                                                         daemon=True)
+                        self._renewer.start()
+                on_event(Event(EventKind.NOTE, plan.label,
+                               message=f"the store lacks {url}: fetching it from the other sources to seed it"))
+                return None
+            if not announced:
+                on_event(Event(EventKind.NOTE, plan.label,
+                               message=f"waiting for {holder}, which is seeding {url} to the store"))
+                announced = True
+            if stop is not None and stop.wait(self.poll):
+                from prefetch.errors import InterruptedTransferError
+
+                raise InterruptedTransferError(f"{plan.label}: stopped while waiting for the store")
+            if stop is None:
+                time.sleep(self.poll)
+
+    def _has(self, store: Store, name: str, plan) -> bool:
+        head = store.head(name)
+        if head is None:
+            return False
+        meta = head["metadata"]
+        expected = plan.spec.expected
+        if plan.spec.size is not None and head["size"] != plan.spec.size:
+            return False
+        if expected is not None and expected.algorithm in meta:
+            return meta[expected.algorithm] == expected.hexdigest
+        return True  # put there by other means: the hash is checked after the download
+
+    def _claim(self, store: Store, name: str) -> str | None:
+        """Claim seeding ``name``: None when it is ours now, else who holds it."""
+        bucket, key = store.location.bucket, store.location.key_for(CLAIMS + name)
+        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
+        for _ in range(3):
+            try:
+                store.client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+                return None
+            except Exception as exc:  # noqa: BLE001
+                if error_code(exc) not in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                    raise store_error(exc, f"claim s3://{bucket}/{key}") from None
+            try:
+                answer = store.client.get_object(Bucket=bucket, Key=key)
+                holder = json.loads(answer["Body"].read())
+                age = time.time() - float(holder.get("time", 0))
+            except Exception:  # noqa: BLE001 - gone meanwhile, or unreadable: try again
+                continue
+            if age <= self.lease:
+                return f"{holder.get('host', '?')} (pid {holder.get('pid', '?')})"
+            try:  # a seeder that died: take over its claim
+                store.client.delete_object(Bucket=bucket, Key=key)
+            except Exception:  # noqa: BLE001
+                pass
+        return "another seeder"
+
+    def _renew_claims(self) -> None:
+        """Rewrite our claims every lease/4 so that waiting seeders know we are alive."""
+        while True:
+            time.sleep(max(0.5, self.lease / 4))
+            with self._lock:
+                claimed = list(self._claimed)
+            for url in claimed:
+                store = self.store_for(url)
+                _, name = split_object_url(url)
+                body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
+                try:
+                    store.client.put_object(Bucket=store.location.bucket,
+                                            Key=store.location.key_for(CLAIMS + name), Body=body)
+                except Exception:  # noqa: BLE001 - a missed renewal only shortens the lease
+                    pass
+
+    def _release(self, store: Store, name: str) -> None:
+        try:
+            store.client.delete_object(Bucket=store.location.bucket, Key=store.location.key_for(CLAIMS + name))
+        except Exception:  # noqa: BLE001 - the lease ends it anyway
+            pass
+
+    # -- after a file ----------------------------------------------------------
+    def finish(self, plan, result, *, on_event: EventSink) -> None:
+        """Upload a verified file the seed store lacks; release our claim either way."""
+        if self.seed is None:
+            return
+        from prefetch.store.s3 import parse_store_url
+
+        url = parse_store_url(self.seed).url_for(plan.spec.name)
+        store = self.store_for(url)
+        with self._lock:
+            claimed = url in self._claimed
+            lacking = url in self._lacking
+            self._claimed.discard(url)
+        try:
+            ok = result.status in ("downloaded", "cached") and (result.verified or plan.spec.expected is None)
+            if not ok:
+                return
+            if not lacking and self._has(store, plan.spec.name, plan):
+                return
+            from prefetch.store.push import part_size_from_env, push_file
+
+            state_dir = self.state_dir or Path(".")
+            pushed = push_file(store, plan.final, plan.spec.name, state_dir=state_dir,
+                               part_size=part_size_from_env(self.env))
+            on_event(Event(EventKind.NOTE, plan.label, message=f"seeded the store: {pushed.status} {pushed.url}"))
+        except Exception as exc:  # noqa: BLE001 - seeding is a service to others: the file itself is fine
+            from prefetch.errors import PrefetchError
+
+            text = str(exc) if isinstance(exc, PrefetchError) else repr(exc)
+            on_event(Event(EventKind.NOTE, plan.label, message=f"could not seed the store: {text}"))
+        finally:
+            if claimed:
+                self._release(store, plan.spec.name)
