@@ -1,4 +1,4 @@
-"""prefetch: background, resumable, verified dataset downloads into the Keras cache.
+"""prefetch: background, resumable, verified downloads into the caches ML libraries read.
 
 Public API: ``ensure()``, ``wait()``, ``status()``, ``watch()`` (see ``prefetch.api``),
 ``get_file()`` (a drop-in for ``keras.utils.get_file``) and ``fetch()`` (in
@@ -6,6 +6,28 @@ Public API: ``ensure()``, ``wait()``, ``status()``, ``watch()`` (see ``prefetch.
 ``cache_usage()``, ``remove()`` and ``clean()`` (see ``prefetch.api``) and
 the error classes in ``prefetch.errors``. Importing ``prefetch`` stays light: these
 modules import their machinery when a function is first called.
+
+Layers, lowest first; a module imports only from its own layer or lower ones, in
+any form (``tests/test_layers.py`` holds the rule):
+
+    errors      PrefetchError, its subclasses and the exit codes
+    model/      plain records: specs, plans, results, events
+    fs/         the local filesystem, safely; locks, hashing, prefetch's own dirs
+    net/        requests underneath: deadlines, failures, URL checks
+    ui/         where output lands: styles, tables, event lines, progress bars
+    cache/      cache layouts, the dataset registry, placing files
+    archive/    safe extraction
+    engine/     one download into a ``.part``, resumable, from several sources
+    store/      the S3 team store and static exports
+    mirrors/    the mirror catalog, its bench, the pip/uv/conda/HF configs
+    hf/         Hugging Face repos in huggingface_hub's cache
+    flow/       a get request: names -> plans -> lock -> transfer -> verify -> place
+    operations/ list, verify, rm, clean over what is on disk
+    jobs/       background jobs and their worker
+    doctor/     what is configured and why downloads fail
+    demo/       the offline demo and its origin
+    api, dropins  the Python API
+    commands/, cli  the command line
 """
 
 from prefetch.api import cache_usage, clean, ensure, remove, status, wait, watch

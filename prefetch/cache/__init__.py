@@ -1,1 +1,10 @@
-"""TODO"""
+"""The caches prefetch fills: their layouts, the dataset registry, and placing files.
+
+Owns:
+    layout.py     the Keras root (``KERAS_HOME``), ``datasets/``, ``.part`` and state names
+    registry.py   built-in ``datasets.toml`` plus user registry files -> ``DatasetSpec``
+    plans.py      ``plan_files``: a dataset's ``FilePlan`` s under a Keras root
+    placement.py  what is already good at a final path; renames, aliases, extraction markers
+
+May import: ``errors``, ``model``, ``fs``, ``net`` (URL checks).
+"""

@@ -1,1 +1,4 @@
-"""One module per CLI command: options in, one library call, render out."""
+"""The CLI: one module per command. Options in, one library call, render out.
+
+May import anything below it. Nothing below ``commands`` prints to the user's terminal.
+"""

@@ -1,1 +1,8 @@
-"""TODO"""
+"""``prefetch doctor``: what is configured, and why downloads may fail, per source.
+
+Owns:
+    checks.py   the report: dirs, free space, Keras, mirrors, proxies, package configs
+    sources.py  each configured source tried for real (DNS, connect, TLS, a ranged read)
+
+May import every layer below ``jobs``.
+"""

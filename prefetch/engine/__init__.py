@@ -1,1 +1,17 @@
-"""TODO"""
+"""One download: a file from one or more sources into ``<final>.part``, resumably.
+
+Owns:
+    transfer.py       ``download_to_part``: generations of workers until the file is whole
+    options.py        ``TransferOptions``/``TransferResult`` (connections, deadlines, headers)
+    schedule.py       which byte ranges go to which connection; the ramp; the route judge
+    sources.py        several URLs for one file: health, demotion, restarts
+    fetcher.py        one ranged request on one connection
+    response_check.py is this answer the bytes asked for (status, Content-Range, validators)
+    stream.py         a body into the file, hashing the contiguous prefix
+    resume_state.py   the state file beside the ``.part`` (validators, done ranges)
+    part_file.py      the ``.part`` itself; ranges.py: byte range sets
+    retry.py          back off, step back or give up; ratelimit.py: ``--limit-rate``
+
+May import: ``errors``, ``model``, ``fs``, ``net``. Knows nothing of datasets,
+caches or jobs: it is given URLs and paths.
+"""

@@ -1,1 +1,12 @@
-"""TODO"""
+"""A ``get`` request: names -> file plans -> lock -> transfer -> verify -> extract -> place.
+
+Owns:
+    request.py  ``GetRequest`` (what a job record stores), ``plan_request``, ``run_request``
+    urls.py     plain URLs and ``-i`` lists (``URL#sha256=HEX``, ``out=``, ``dir=``)
+    files.py    ``fetch_files``/``fetch_file``: the stages for each file, on a bounded pool
+    options.py  ``FetchOptions``
+
+The CLI, the background worker and the Python API are three drivers of this flow.
+May import every layer below it: ``errors``, ``model``, ``fs``, ``net``, ``ui``,
+``cache``, ``archive``, ``engine``, ``store``, ``mirrors``, ``hf``.
+"""

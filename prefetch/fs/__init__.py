@@ -1,1 +1,12 @@
-"""TODO"""
+"""The local filesystem, safely: no write through a link prefetch did not make.
+
+Owns:
+    safefs.py     ``O_NOFOLLOW`` opens, ownership checks, atomic rename, tree removal
+    files.py      atomic ``replace_file``, free space, ``OSError`` -> ``LocalFileError``
+    paths.py      prefetch's own state and config dirs (``PREFETCH_HOME``, platformdirs)
+    locks.py      per-file locks that name their owner (pid, host, start), stale-lock breaking
+    processes.py  is a pid alive, and still the same process
+    hashing.py    md5/sha256 of files and byte ranges, hash checks
+
+May import: ``errors``, ``model``.
+"""

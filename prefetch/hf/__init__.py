@@ -6,6 +6,9 @@
 * ``api``: the two Hub API calls a download needs (revision -> commit, file tree);
 * ``cache_layout``: ``models--ORG--NAME/{blobs,snapshots,refs}`` as huggingface_hub
   writes it;
-* ``fetch``: one repo: reuse blobs, transfer the rest with prefetch's engine, verify,
+* ``download``: one repo: reuse blobs, transfer the rest with prefetch's engine, verify,
   link, write the ref.
+
+May import: ``errors``, ``model``, ``fs``, ``net``, ``ui``, ``cache``, ``engine``,
+``store``, ``mirrors`` (the endpoint's catalog name and the HF config).
 """

@@ -9,6 +9,12 @@ One module per concern (nothing here prints; all return dataclasses or raise
     wait.py          block until jobs/datasets end; their outcome
     housekeeping.py  forget finished jobs; read and follow logs
     views.py         table rows, short repr, HTML (status, notebooks, watch)
+    watch.py         ``prefetch.watch()``: the table updated in place
+    worker.py        the detached process: ``python -m prefetch.jobs.worker JOB``
+
+Inside: views <- records <- liveness <- wait/launch/housekeeping <- worker.
+May import every layer below it (``flow`` and what ``flow`` may import, and
+``operations``); never ``doctor``, ``demo``, the API or the CLI.
 """
 
 from prefetch.jobs.housekeeping import CleanResult, clean_jobs, iter_log

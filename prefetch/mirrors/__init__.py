@@ -1,1 +1,9 @@
-"""TODO"""
+"""Mirrors: the catalog, measuring them, and the pip/uv/conda/HF configs that use them.
+
+Owns:
+    catalog.py  built-in ``mirrors.toml`` plus the user's; dataset mirror names
+    bench.py    throughput of each mirror on a real package file, in parallel, with a deadline
+    configs/    one writer per tool (pip, uv, conda, hf), backups, ``use``/``restore``
+
+May import: ``errors``, ``model``, ``fs``, ``net``, ``ui``, ``cache``, ``store``.
+"""

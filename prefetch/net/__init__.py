@@ -1,1 +1,12 @@
-"""TODO"""
+"""The wire: requests underneath, deadlines, and failures named in one line.
+
+Owns:
+    http.py        ``Client`` (one requests session per transfer, bounded reads,
+                   redirects, proxies), ``open_url``, ``Timeouts``
+    connection.py  urllib3 adapters with connect/read deadlines, address overrides
+    failures.py    ``Failure`` kinds and ``TransientHTTPError``: what went wrong, retryable or not
+    urls.py        which URLs are accepted (``check_url``, ``is_url``), ``redact_url`` for messages
+    sniff.py       what a body is (a web page where data was promised)
+
+May import: ``errors``, ``model``. requests is imported lazily (start-up time).
+"""

@@ -1,1 +1,10 @@
-"""TODO"""
+"""The team store on S3-compatible object storage, and static mirror exports.
+
+Owns:
+    s3.py      ``s3://BUCKET/PREFIX`` parsing, boto3 (lazily, an extra), presigned URLs
+    seed.py    ``StoreSources``: read from the store first, upload what it lacked (``--seed``)
+    push.py    ``prefetch push``: verified cached files into the store
+    export.py  ``prefetch export``: the flat mirror layout plus ``SHA256SUMS``
+
+May import: ``errors``, ``model``, ``fs``, ``net``, ``cache``, ``engine``.
+"""
