@@ -96,7 +96,7 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
 
     from prefetch.ui.interrupt import stop_on_interrupt
     from prefetch.ui.progress import ProgressBar, progress_wanted
-    from prefetch.flow.request import plan_request, run_request
+    from prefetch.flow.planning import plan_request, run_request
 
     plan_request(request)
     bar = ProgressBar() if (progress if progress is not None else progress_wanted()) else None

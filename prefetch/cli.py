@@ -2,7 +2,7 @@
 
 Each sub-command lives in its own module and is imported only when it runs, so
 ``prefetch --help`` and ``prefetch status`` start almost as fast as Python
-itself (requests, rich and tqdm are never imported for them).
+itself (requests and tqdm are never imported for them).
 """
 
 from __future__ import annotations

@@ -224,7 +224,8 @@ def _download(entries: list[dict], *, force: bool, mirror, connections, limit_ra
     from prefetch.errors import ExitCode
     from prefetch.model.plans import overall_exit_code
     from prefetch.ui.render import make_renderer
-    from prefetch.flow.request import GetRequest, run_request
+    from prefetch.flow.request import GetRequest
+    from prefetch.flow.planning import run_request
 
     if isinstance(headers, Mapping):
         header_lines = [f"{k}: {v}" for k, v in headers.items()]

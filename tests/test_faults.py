@@ -26,7 +26,8 @@ import pytest
 
 from prefetch.errors import ExitCode
 from prefetch.model.plans import FileResult
-from prefetch.flow.request import GetRequest, run_request
+from prefetch.flow.request import GetRequest
+from prefetch.flow.planning import run_request
 from prefetch.engine.resume_state import load_state
 from tests.origin import (
     ChangeContent,

@@ -24,7 +24,8 @@ import pytest
 
 from prefetch.errors import ExitCode
 from prefetch.model.events import EventKind
-from prefetch.flow.request import GetRequest, plan_request, run_request
+from prefetch.flow.request import GetRequest
+from prefetch.flow.planning import plan_request, run_request
 from prefetch.engine.options import TransferOptions
 from prefetch.engine.transfer import download_to_part
 from prefetch.engine.resume_state import load_state

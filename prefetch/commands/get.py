@@ -104,7 +104,7 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
     from prefetch.model.plans import overall_exit_code
     from prefetch.ui.interrupt import stop_on_interrupt
     from prefetch.ui.render import make_renderer
-    from prefetch.flow.request import plan_request, run_request
+    from prefetch.flow.planning import plan_request, run_request
 
     plan_request(request)  # usage errors before any output
     stop = threading.Event()
@@ -158,7 +158,7 @@ def _exit_now() -> None:
 def read_input_file(path: str) -> list[dict]:
     """The URL entries of an input file (``-`` = stdin), read now: a background job gets them in its record."""
     from prefetch.errors import UsageError
-    from prefetch.flow.urls import parse_input_file
+    from prefetch.flow.planners.urls import parse_input_file
 
     if path == "-":
         text, source = sys.stdin.read(), "<stdin>"

@@ -33,7 +33,7 @@ def push(targets, cache_dir, registries, as_json):
     from prefetch.fs.paths import config_dir, state_dir
     from prefetch.store.push import push_targets
     from prefetch.cache.registry import load_registry
-    from prefetch.flow.request import resolve_mirror
+    from prefetch.flow.planning import resolve_mirror
 
     if len(targets) < 2:
         raise UsageError("give what to push and where: `prefetch push NAME... s3://BUCKET/PREFIX`")

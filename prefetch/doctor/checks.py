@@ -114,7 +114,8 @@ def _check_dataset_sources(env, config_dir: Path, catalog, checks: list[Check], 
     from prefetch.doctor.sources import check_sources, collect_sources
     from prefetch.errors import MirrorCatalogError, PrefetchError
     from prefetch.cache.registry import load_registry
-    from prefetch.flow.request import GetRequest, requested_mirrors, resolve_mirror
+    from prefetch.flow.request import GetRequest
+    from prefetch.flow.planning import requested_mirrors, resolve_mirror
 
     try:
         registry = load_registry(extra_files=list(registries), config_dir=config_dir)

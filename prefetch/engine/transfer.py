@@ -26,20 +26,15 @@ from prefetch.errors import InterruptedTransferError, RemoteChangedError
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.engine.fetcher import Fetcher
 from prefetch.fs.files import local_error, mib
-from prefetch.net.urls import host_of, redact_url
 from prefetch.engine.ranges import RangeSet
 from prefetch.engine.part_file import PartFile
-from prefetch.engine.resume_state import (
-    TransferState,
-    StateSaver,
-    check_state,
-    usable_state,
-)
+from prefetch.engine.resume_state import TransferState, StateSaver, check_state, usable_state
 from prefetch.engine.retry import RetryPolicy
 from prefetch.engine.schedule import Ramp, RateMeter, RouteJudge, Schedule, Segment
 from prefetch.engine.sources import Restart, Source, Sources
 from prefetch.engine.stream import PrefixHasher
 from prefetch.engine.options import TransferOptions, TransferResult  # noqa: F401 - importable from here
+from prefetch.engine.demotion import SourceHandling
 
 _STOP_GRACE = 0.8  # seconds a stop waits for workers before returning (they cannot write after)
 _RATE_STEP = 0.05  # seconds between looks at the sources' rates (cheap: a few sources)
@@ -92,7 +87,7 @@ def download_to_part(
         ) from None
 
 
-class _Transfer:
+class _Transfer(SourceHandling):
     """Shared state of one running transfer; workers are threads, ``lock`` guards it all."""
 
     def __init__(self, *, urls, part, state_file, algorithm, options, on_event, stop, client_factory, name):
@@ -412,49 +407,6 @@ class _Transfer:
             if self.fatal is None:
                 self.fatal = exc
             self.wake.notify_all()
-
-    def drop_source(self, src: Source, reason: str, *, distrust: bool) -> bool:
-        """Drop ``src`` if another source remains; un-mark what it served when ``distrust``."""
-        with self.lock:
-            if not self.sources.drop(src, reason):
-                return False
-            if distrust:
-                # It disagreed with the others: bytes it already gave us are suspect.
-                for lo, hi in src.served.as_list():
-                    self.done.remove(lo, hi)
-                    if lo < self.hash.hashed:
-                        self.hash.reset()
-                    self.schedule.add(lo, hi)
-                    self.schedule.prune()
-            self.dirty = True
-        self.note(f"dropped source {redact_url(src.url)}: {reason}")
-        return True
-
-    def _demote_slow_source(self, now: float) -> None:
-        """Stop asking a source that delivers far slower per connection than the fastest.
-
-        Its connections end (what they received is kept) and take the faster sources;
-        the file then finishes at the fastest source's speed, not waiting for the
-        slow one's last pieces. Judged over ``demote_window`` seconds of delivery.
-        """
-        with self.lock:
-            connections: dict[int, int] = {}
-            for worker in self.answered:
-                src = self.worker_source.get(worker)
-                if src is not None:
-                    connections[id(src)] = connections.get(id(src), 0) + 1
-            rates = self.sources.rates(now, connections, self.opt.demote_window)
-            pair = self.sources.to_demote(rates, self.opt.demote_ratio)
-            if pair is None:
-                return
-            slow, fast = pair
-            slow.demoted = "slow"
-            responses = [r for w, r in self.responses.items() if self.worker_source.get(w) is slow]
-            self.wake.notify_all()
-        for resp in responses:
-            resp.abort()  # its readers see ``quitting`` and hand their pieces back
-        self.note(f"demoted source {redact_url(slow.url)}: {rates[id(slow)] / 1024:.0f} KiB/s per connection against "
-                  f"{rates[id(fast)] / 1024:.0f} KiB/s from {host_of(fast.url)}; its pieces go to faster sources")
 
     # -- the file, its hash and its state ----------------------------------
     def _truncate(self) -> None:

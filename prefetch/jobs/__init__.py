@@ -19,7 +19,16 @@ May import every layer below it (``flow`` and what ``flow`` may import, and
 
 from prefetch.jobs.housekeeping import CleanResult, clean_jobs, iter_log
 from prefetch.jobs.launch import cancel_job, describe_request, pin_request, resume_job, start_job
-from prefetch.jobs.liveness import get_job, hold_run_lock, latest_job, list_jobs, refresh_state, run_lock_held, run_lock_path, worker_identity_proven
+from prefetch.jobs.liveness import (
+    get_job,
+    hold_run_lock,
+    latest_job,
+    list_jobs,
+    refresh_state,
+    run_lock_held,
+    run_lock_path,
+    worker_identity_proven,
+)
 from prefetch.fs.processes import is_process_alive, process_start_time
 from prefetch.jobs.records import (
     ACTIVE_STATES,

@@ -56,7 +56,7 @@ def describe_request(request) -> str:
         parts += ["--exclude", pattern]
     if request.fail_fast:
         parts.append("--fail-fast")
-    from prefetch.flow.request import describe_url_options
+    from prefetch.flow.planners.urls import describe_url_options
 
     parts += describe_url_options(request)
     return shlex.join(parts) + " -b"
@@ -66,42 +66,38 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     """Make a request independent of the current directory and environment.
 
     A job may be resumed from another directory or a fresh shell: relative paths
-    become absolute, the Keras root and the default dataset mirror are fixed now.
+    become absolute, the Keras root and the default dataset mirror are fixed now,
+    and each kind of name fixes what it reads from the environment (its planner's ``pin``).
     """
     from dataclasses import replace
 
     from prefetch.cache.layout import keras_root
-    from prefetch.flow.request import pin_url_paths
+    from prefetch.flow.planners import PLANNERS
 
     env = os.environ if env is None else env
-    return pin_url_paths(replace(
+    mirrors = _pin_mirrors(request, env)
+    request = replace(
         request,
         cache_dir=str(keras_root(cache_dir=request.cache_dir, env=env).absolute()),
-        mirrors=_pin_mirrors(request, env),
+        mirrors=mirrors,
         output=_absolute_keeping_slash(request.output) if request.output else None,
         registries=[str(expand_path(r, "--registry").absolute()) for r in request.registries],
-        mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(_pin_mirrors(request, env))),
-        hub_cache=_pin_hub_cache(request, env),
-    ))
+        mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(mirrors)),
+    )
+    for planner in PLANNERS:
+        request = planner.pin(request, env)
+    return request
 
 
 def _pin_mirrors(request, env: Mapping[str, str]) -> list[str]:
-    """``--mirror``, else ``PREFETCH_DATASET_MIRROR``: a dataset mirror, never taken for an hf:// endpoint."""
-    from prefetch.hf.names import is_hub_name
-    from prefetch.flow.request import requested_mirrors
+    """``--mirror``, else ``PREFETCH_DATASET_MIRROR``: a dataset mirror, never taken for a hub endpoint."""
+    from prefetch.flow.planners import group_names
+    from prefetch.flow.planning import requested_mirrors
 
-    if request.names and all(is_hub_name(n) for n in request.names):
+    kinds = group_names(request.names)
+    if kinds and not request.urls and not any(p.flat_mirrors for p in kinds):
         return list(request.mirrors)
     return requested_mirrors(request, env)
-
-
-def _pin_hub_cache(request, env: Mapping[str, str]) -> str | None:
-    """The Hugging Face cache root, fixed now for a request with hf:// names (HF_HUB_CACHE, HF_HOME...)."""
-    from prefetch.hf.names import hub_cache_root, is_hub_name
-
-    if request.hub_cache or not any(is_hub_name(n) for n in request.names):
-        return request.hub_cache
-    return str(hub_cache_root(env).absolute())
 
 
 def _absolute_keeping_slash(path: str) -> str:
@@ -125,7 +121,7 @@ def start_job(
         UsageError (and subclasses): the request is wrong (nothing was started).
         LocalFileError: the state dir cannot be written.
     """
-    from prefetch.flow.request import plan_request
+    from prefetch.flow.planning import plan_request
 
     env = dict(os.environ if env is None else env)
     request = pin_request(request, env)
@@ -254,7 +250,8 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
     Raises:
         JobNotFoundError, UsageError: unknown id, corrupt record, or still running.
     """
-    from prefetch.flow.request import GetRequest, plan_request
+    from prefetch.flow.request import GetRequest
+    from prefetch.flow.planning import plan_request
 
     env = dict(os.environ if env is None else env)
     record = get_job(job_id, env)

@@ -178,7 +178,8 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
     Raises:
         UnknownDatasetError: no registry knows ``name``.
     """
-    from prefetch.flow.request import GetRequest, plan_request
+    from prefetch.flow.request import GetRequest
+    from prefetch.flow.planning import plan_request
 
     base = jobs[-1].request if jobs else {}
     request = GetRequest.from_dict(  # type-checked: a damaged record is a one-line error

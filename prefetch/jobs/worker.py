@@ -113,7 +113,8 @@ def _open_log(record, env: Mapping[str, str]) -> TextIO:
 def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: list[int], env) -> int:
     from prefetch.errors import PrefetchError
     from prefetch.model.plans import FileResult
-    from prefetch.flow.request import GetRequest, plan_request, run_request
+    from prefetch.flow.request import GetRequest
+    from prefetch.flow.planning import plan_request, run_request
 
     request = GetRequest.from_dict(record.request)
     request.job = record.id

@@ -12,7 +12,7 @@ terminal; otherwise colour only on a terminal. ``PREFETCH_PLAIN=1`` (or the
 ``--plain`` flag, which sets it) means plain log lines: no colour, no ``\\r``,
 no bars, as in a log file.
 
-Nothing here imports rich or tqdm.
+Nothing here imports tqdm; tables are drawn here (never cut or wrapped to a terminal width).
 """
 
 from __future__ import annotations

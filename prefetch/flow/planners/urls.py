@@ -21,13 +21,17 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
+from prefetch.cache.plans import plan_files
 from prefetch.errors import BadHashError, UsageError
-from prefetch.model.specs import DatasetSpec, FileSpec
+from prefetch.flow.planners.base import PlanContext, Planner
+from prefetch.flow.request import GetRequest
+from prefetch.fs.paths import expand_path
+from prefetch.model.plans import FilePlan
+from prefetch.model.specs import DatasetSpec, ExpectedHash, FileSpec, parse_hash
 from prefetch.net.urls import check_url, is_url
-from prefetch.model.specs import ExpectedHash, parse_hash
 
 _OPTIONS = ("sha256", "md5", "checksum", "out", "dir")
 
@@ -198,3 +202,116 @@ def plan_url_specs(
             )
         )
     return specs
+
+
+def output_file(output: str | None, url: str) -> Path | None:
+    """The file ``-o`` names: inside it when it is a directory or ends in ``/`` (as with cp)."""
+    if not output:
+        return None
+    path = expand_path(output, "-o").absolute()
+    if output.endswith(("/", os.sep)) or os.path.isdir(path):  # never raises (a name too long is checked later)
+        name = PurePosixPath(urlsplit(url).path).name  # as plan_url_specs names it
+        if name in ("", ".", ".."):
+            raise UsageError(f"cannot tell a file name from {url!r}; give -o with a file name")
+        return path / name
+    return path
+
+
+def url_entries(names: Sequence[str], request: GetRequest) -> list[UrlEntry]:
+    """The plain URLs in order: ``names`` (the URLs among the request's names), then ``urls`` (-i entries).
+
+    ``--sha256``/``--md5``/``-o`` belong to the single URL (``UrlPlanner.check`` checks that).
+    """
+    entries = []
+    for name in names:
+        out = output_file(request.output, split_fragment(name)[0])
+        entries.append(UrlEntry(url=name, sha256=request.sha256, md5=request.md5, out=str(out) if out else None))
+    for data in request.urls:
+        entry = UrlEntry.from_dict(data)
+        if request.output:
+            entry.out = str(output_file(request.output, split_fragment(entry.url)[0]))
+        entry.sha256 = entry.sha256 or request.sha256
+        entry.md5 = entry.md5 or request.md5
+        entries.append(entry)
+    return entries
+
+
+def pin_url_paths(request: GetRequest) -> GetRequest:
+    """URL downloads of a background job land where they would in the foreground.
+
+    The worker runs in the jobs directory: ``-P``, ``--extract-to`` and input-file
+    ``dir=`` become absolute, and without ``-P`` the current directory is fixed now.
+    """
+    import dataclasses
+
+    if not request.urls and not any(PLANNER.claims(n) for n in request.names):
+        return request
+
+    def absolute(path: str) -> str:
+        return str(Path(path).expanduser().absolute())
+
+    urls = [dict(e, dir=absolute(e["dir"])) if isinstance(e, dict) and e.get("dir") else e for e in request.urls]
+    return dataclasses.replace(
+        request,
+        urls=urls,
+        output_dir=absolute(request.output_dir or os.getcwd()),
+        extract_to=absolute(request.extract_to) if request.extract_to else None,
+    )
+
+
+def describe_url_options(request: GetRequest) -> list[str]:
+    """Command-line words for the URL options of ``request``; header values never appear."""
+    parts: list[str] = []
+    for data in request.urls:
+        entry = UrlEntry.from_dict(data)
+        url, _ = split_fragment(entry.url)
+        if entry.sha256 or entry.md5:
+            url += f"#sha256={entry.sha256}" if entry.sha256 else f"#md5={entry.md5}"
+        parts.append(url if not entry.out else f"{url} (out={entry.out})")
+    if request.output_dir:
+        parts += ["-P", request.output_dir]
+    if request.extract:
+        parts.append("--extract")
+    if request.extract_to:
+        parts += ["--extract-to", request.extract_to]
+    if request.limit_rate not in (None, ""):
+        parts += ["--limit-rate", str(request.limit_rate)]
+    for header in request.headers:
+        parts += ["--header", f"{header.partition(':')[0].strip()}: ***"]
+    return parts
+
+
+class UrlPlanner(Planner):
+    """``http(s)://`` URLs from the command line and ``-i`` lists, saved where the user says."""
+
+    kind = "url"
+
+    def claims(self, name: str) -> bool:
+        return is_url(name)
+
+    def check(self, names: Sequence[str], ctx: PlanContext) -> None:
+        request = ctx.request
+        single = len(request.names) + len(request.urls) == 1 and bool(names or request.urls)
+        if (request.sha256 or request.md5 or request.output) and not single:
+            raise UsageError("--sha256, --md5 and -o apply to a single URL: `prefetch get URL -o PATH --sha256 HEX`; "
+                             "for several, use URL#sha256=HEX, or -i FILE with sha256= and out= per line")
+        if (request.extract or request.extract_to) and not (names or request.urls):
+            raise UsageError("--extract applies to URL downloads; datasets are extracted where Keras expects them")
+        if request.sha256 and request.md5:
+            raise UsageError("give either --sha256 or --md5, not both")
+        if request.sha256:
+            parse_hash(request.sha256, algorithm="sha256")  # a bad --sha256 is named as such
+        elif request.md5:
+            parse_hash(request.md5, algorithm="md5")
+
+    def plan(self, names: Sequence[str], ctx: PlanContext) -> list[FilePlan]:
+        request = ctx.request
+        specs = plan_url_specs(url_entries(names, request), output_dir=request.output_dir,
+                               extract_to=request.extract_to, extract=request.extract)
+        return [plan for spec in specs for plan in plan_files(spec, root=ctx.root)]
+
+    def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
+        return pin_url_paths(request)
+
+
+PLANNER = UrlPlanner()

@@ -1,0 +1,60 @@
+"""Registry datasets (``cifar10``, ``mnist``, a user registry's names) into the Keras cache."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from prefetch.cache.layout import datasets_dir, detect_keras, keras_root
+from prefetch.cache.plans import plan_files
+from prefetch.cache.registry import load_registry
+from prefetch.flow.planners.base import PlanContext, Planner
+from prefetch.fs.paths import expand_path
+from prefetch.model.plans import FilePlan
+
+
+def add_tf_keras_names(plan: FilePlan, *, env: Mapping[str, str], root: Path) -> FilePlan:
+    """Also place ``plan`` where tf-keras looks, when tf-keras is installed and not reading ``root``.
+
+    tf-keras (Keras 2) ignores KERAS_HOME and always uses ~/.keras; with KERAS_HOME
+    set, its legacy names (the target, and extraction into datasets/ itself) are
+    added there as hard links (or copies) and a second extraction.
+    """
+    if os.path.isabs(plan.spec.target):
+        return plan
+    tf_root = keras_root(env={k: v for k, v in env.items() if k != "KERAS_HOME"})
+    if tf_root.absolute() == root.absolute() or not detect_keras().tf_keras:
+        return plan
+    base = datasets_dir(tf_root)
+    legacy_dirs = tuple(base / d for d in plan.spec.extract if d in (".", ""))
+    return dataclasses.replace(
+        plan,
+        also=(*plan.also, base / plan.spec.target),
+        extract_into=(*plan.extract_into, *legacy_dirs),
+    )
+
+
+class DatasetPlanner(Planner):
+    """Any name that no other kind claims is a dataset name, looked up in the registries."""
+
+    kind = "dataset"
+
+    def claims(self, name: str) -> bool:
+        return True  # the fallback: registered last
+
+    def plan(self, names: Sequence[str], ctx: PlanContext) -> list[FilePlan]:
+        if not names:
+            return []
+        request = ctx.request
+        registry = load_registry(extra_files=[Path(r) for r in request.registries], config_dir=ctx.config)
+        plans = [plan for name in names for plan in plan_files(registry.get(name), root=ctx.root)]
+        env = ctx.env
+        if env.get("KERAS_HOME") and ctx.root.absolute() == expand_path(env["KERAS_HOME"], "KERAS_HOME").absolute():
+            # The root came from KERAS_HOME (directly, or fixed into a background job).
+            plans = [add_tf_keras_names(plan, env=env, root=ctx.root) for plan in plans]
+        return plans
+
+
+PLANNER = DatasetPlanner()

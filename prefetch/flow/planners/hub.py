@@ -1,0 +1,54 @@
+"""``hf://ORG/NAME[@REV]`` repos into the Hugging Face cache (the work is in ``prefetch.hf``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from prefetch.errors import UsageError
+from prefetch.flow.planners.base import PlanContext, Planner, RunContext
+from prefetch.flow.request import GetRequest
+from prefetch.hf.download import run_hub_plans
+from prefetch.hf.names import hub_cache_root, is_hub_name
+from prefetch.hf.plan import HubPlan, plan_hub
+from prefetch.model.plans import FileResult
+
+
+class HubPlanner(Planner):
+    """A repo is planned without the network; its file list is read from the Hub when it runs."""
+
+    kind = "hf"
+    flat_mirrors = False  # --mirror names the Hub endpoint (hf-mirror, or a URL)
+
+    def claims(self, name: str) -> bool:
+        return is_hub_name(name)
+
+    def check(self, names: Sequence[str], ctx: PlanContext) -> None:
+        request = ctx.request
+        if (request.include or request.exclude) and not names:
+            raise UsageError("--include and --exclude select files of hf:// repos: "
+                             "`prefetch get hf://ORG/NAME --include '*.json'`")
+        if names and len(request.mirrors) > 1:
+            raise UsageError("with hf:// names, --mirror names one Hugging Face endpoint (hf-mirror, or a URL)")
+
+    def plan(self, names: Sequence[str], ctx: PlanContext) -> list[HubPlan]:
+        if not names:
+            return []
+        request = ctx.request
+        return plan_hub(names, include=request.include, exclude=request.exclude,
+                        endpoint=request.mirrors[0] if request.mirrors else None,
+                        cache=request.hub_cache, env=ctx.env, config=ctx.config)
+
+    def run(self, plans: Sequence[HubPlan], ctx: RunContext) -> list[FileResult]:
+        options = ctx.options
+        return run_hub_plans(plans, transfer=options.transfer, state=ctx.state, env=ctx.env, on_event=ctx.on_event,
+                             stop=ctx.stop, job=options.job, force=options.force)
+
+    def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
+        """The Hugging Face cache root, fixed now (HF_HUB_CACHE, HF_HOME...)."""
+        if request.hub_cache or not any(self.claims(n) for n in request.names):
+            return request
+        return dataclasses.replace(request, hub_cache=str(hub_cache_root(env).absolute()))
+
+
+PLANNER = HubPlanner()

@@ -1,0 +1,214 @@
+"""Planning and running a ``get`` request: each name to its kind's planner, then the plans to the flow.
+
+The foreground CLI, the background worker and the Python API all build a
+``GetRequest`` and call ``run_request``; ``plan_request`` alone checks a request
+(a background job's usage errors are reported before it detaches).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Mapping
+
+from prefetch.cache.layout import keras_root
+from prefetch.errors import UsageError
+from prefetch.flow.options import FetchOptions
+from prefetch.flow.files import fetch_files
+from prefetch.flow.planners import PLANNERS, group_names, urls
+from prefetch.flow.planners.base import PlanContext, Planner, RunContext
+from prefetch.flow.request import GetRequest, parse_headers
+from prefetch.fs.paths import config_dir, state_dir
+from prefetch.model.events import EventSink, ignore_event
+from prefetch.model.plans import FilePlan, FileResult
+from prefetch.net.urls import check_url, is_url
+
+
+def plan_request(request: GetRequest, *, env: Mapping[str, str] | None = None) -> tuple[list, FetchOptions]:
+    """Resolve names and URLs to plans (``FilePlan`` s, and a kind's own plans) and the fetch options.
+
+    Raises:
+        UsageError (and subclasses): unknown dataset, bad URL or hash, bad flags.
+    """
+    groups, options = _plan_groups(request, env=os.environ if env is None else env)
+    return [plan for _, plans in groups for plan in plans], options
+
+
+def _plan_groups(request: GetRequest, *, env: Mapping[str, str]) -> tuple[list[tuple[Planner, list]], FetchOptions]:
+    """(planner, its plans) per kind of name, in order of first appearance, and the fetch options."""
+    if not request.names and not request.urls:
+        raise UsageError("nothing to get: give dataset names or URLs (`prefetch list` shows datasets)")
+    if request.connections is not None and request.connections < 1:
+        raise UsageError(f"--connections must be 1 or more, got {request.connections}")
+    by_kind = group_names(request.names)
+    if request.urls:  # -i entries are plain URLs, after the command line's names
+        by_kind.setdefault(urls.PLANNER, [])
+    own_mirrors = [p for p in by_kind if not p.flat_mirrors]
+    if own_mirrors and request.mirrors and len(by_kind) > 1:
+        raise UsageError(f"with {own_mirrors[0].kind} names, --mirror is read by that kind alone: "
+                         f"get {own_mirrors[0].kind} names and others in separate commands")
+    ctx = PlanContext(request=request, env=env, config=config_dir(env),
+                      root=keras_root(cache_dir=request.cache_dir, env=env))
+    for planner in PLANNERS:  # every kind checks its flags, even with none of its names (--include alone)
+        planner.check(by_kind.get(planner, []), ctx)
+    groups: list[tuple[Planner, list]] = []
+    seen: set[Path] = set()
+    for planner, names in by_kind.items():
+        plans = []
+        for plan in planner.plan(names, ctx):
+            if isinstance(plan, FilePlan):
+                for path in plan.paths:
+                    check_name_length(path)
+            if plan.final in seen:
+                continue
+            seen.add(plan.final)
+            plans.append(plan)
+        groups.append((planner, plans))
+    check_proxy_env(env)
+    flat = any(p.flat_mirrors for p in by_kind)
+    bases = tuple(resolve_mirror(m, config=ctx.config) for m in requested_mirrors(request, env)) if flat else ()
+    seed = resolve_mirror(request.seed, config=ctx.config) if request.seed else None
+    if seed is not None and not seed.startswith("s3://"):
+        raise UsageError(f"--seed needs a team store, s3://BUCKET/PREFIX, got {request.seed!r}")
+    return groups, _fetch_options(request, env, bases, seed)
+
+
+def _fetch_options(request: GetRequest, env: Mapping[str, str], bases: tuple[str, ...],
+                   seed: str | None) -> FetchOptions:
+    from prefetch.engine.options import TransferOptions
+
+    limiter = None
+    tuning: dict = {}
+    if request.limit_rate is not None and request.limit_rate != "":
+        from prefetch.engine.ratelimit import RateLimiter, parse_rate
+
+        rate = parse_rate(request.limit_rate)
+        limiter = RateLimiter(rate)
+        # Slowed on purpose, a connection is not stalled: the stall floor follows the limit.
+        tuning["stall_min_rate"] = min(TransferOptions.stall_min_rate, rate / 64)
+    return FetchOptions(
+        transfer=TransferOptions.from_env(env, connections=request.connections, limiter=limiter,
+                                          headers=parse_headers(request.headers), max_attempts=request.retries,
+                                          timeout=request.timeout, **tuning),
+        force=request.force,
+        # The seed store is read first; the other sources fetch what it lacks.
+        mirrors=tuple(dict.fromkeys(((seed,) if seed else ()) + bases)),
+        use_origin=request.also_origin or not bases,
+        fail_fast=request.fail_fast,
+        job=request.job,
+        url_mirrors=bool(request.mirrors) and not request.mirrors_from_env,
+        sources=_store_sources(bases, seed, env),
+    )
+
+
+# prefetch adds up to this many bytes to a file name for its in-flight files:
+# ".<name>.part.json.<pid>-<8 hex>.tmp" (the state file's temp name).
+IN_FLIGHT_EXTRA = len("..part.json.") + 10 + len("-12345678.tmp")
+
+
+def check_name_length(path: Path) -> None:
+    """Refuse a file name the filesystem cannot hold together with prefetch's suffixes.
+
+    Raises:
+        UsageError: the name is longer than NAME_MAX (usually 255 bytes) minus what
+            prefetch appends for its partial, state and temp files.
+    """
+    name_max = 255
+    for parent in (path.parent, *path.parent.parents):
+        try:
+            name_max = os.pathconf(parent, "PC_NAME_MAX")
+            break
+        except (OSError, ValueError):
+            continue
+    size = len(os.fsencode(path.name))
+    if size + IN_FLIGHT_EXTRA > name_max:
+        raise UsageError(
+            f"file name too long: {path.name[:40]}... is {size} bytes; this filesystem allows {name_max} "
+            f"and prefetch needs {IN_FLIGHT_EXTRA} more for its partial and state files, so at most "
+            f"{name_max - IN_FLIGHT_EXTRA}: give -o PATH with a shorter name"
+        )
+
+
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+
+
+def check_proxy_env(env: Mapping[str, str]) -> None:
+    """Refuse a malformed proxy variable now, with its name, rather than in the middle of a download.
+
+    Raises:
+        UsageError: e.g. ``https_proxy='http://[::1'``.
+    """
+    from urllib.parse import urlsplit
+
+    for var in PROXY_VARIABLES:
+        value = env.get(var)
+        if not value:
+            continue
+        try:
+            parts = urlsplit(value if "://" in value else "http://" + value)
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+            host = parts.hostname
+        except ValueError as exc:
+            raise UsageError(f"{var}={value!r} is not a valid proxy URL ({exc}); fix it or unset it") from None
+        if not host:
+            raise UsageError(f"{var}={value!r} is not a valid proxy URL (no host); fix it or unset it")
+
+
+def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, str]):
+    """The hook that reads (and seeds) ``s3://`` stores, when any is involved; boto3 is needed then."""
+    if seed is None and not any(b.startswith("s3://") for b in bases):
+        return None
+    from prefetch.store.s3 import require_boto3
+    from prefetch.store.seed import StoreSources
+
+    require_boto3()  # one line saying what to install, before any download starts
+    lease = env.get("PREFETCH_SEED_LEASE")
+    return StoreSources(seed=seed, env=dict(env), state_dir=state_dir(env),
+                        **({"lease": float(lease)} if lease else {}))
+
+
+def requested_mirrors(request: GetRequest, env: Mapping[str, str]) -> list[str]:
+    """``--mirror`` values, else the comma-separated ``PREFETCH_DATASET_MIRROR``."""
+    if request.mirrors:
+        return list(request.mirrors)
+    return [m.strip() for m in env.get("PREFETCH_DATASET_MIRROR", "").split(",") if m.strip()]
+
+
+def resolve_mirror(value: str, *, config: Path) -> str:
+    """A dataset mirror base URL from a URL or a name in mirrors.toml."""
+    if value.strip().lower().startswith("s3://"):
+        from prefetch.store.s3 import parse_store_url
+
+        return parse_store_url(value.strip()).url
+    if is_url(value):
+        check_url(value)
+        return value if value.endswith("/") else value + "/"
+    from prefetch.mirrors.catalog import resolve_dataset_mirror
+
+    return resolve_dataset_mirror(value, config_dir=config)
+
+
+def run_request(
+    request: GetRequest,
+    *,
+    on_event: EventSink = ignore_event,
+    stop: threading.Event | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[FileResult]:
+    """Plan and fetch everything in ``request``; per-file results (failures included).
+
+    Every ``FilePlan``, whatever kind of name it came from, goes through one
+    ``fetch_files``; a kind's own plans (hub repos) are run by its planner after them.
+    """
+    env = os.environ if env is None else env
+    groups, options = _plan_groups(request, env=env)
+    stop = stop or threading.Event()
+    ctx = RunContext(options=options, state=state_dir(env), env=env, on_event=on_event, stop=stop)
+    files = [p for _, plans in groups for p in plans if isinstance(p, FilePlan)]
+    results = fetch_files(files, options=options, state=ctx.state, on_event=on_event, stop=stop) if files else []
+    for planner, plans in groups:
+        own = [p for p in plans if not isinstance(p, FilePlan)]
+        if own:
+            results += planner.run(own, ctx)
+    return results
