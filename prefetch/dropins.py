@@ -3,7 +3,7 @@
 ``prefetch.get_file`` takes Keras 3's arguments and returns what Keras returns (same
 paths, same files on disk, Keras >= 3.6 naming of extracted folders), but downloads
 with resume, parallel connections, dataset mirrors and verification, and never leaves
-a partial or unverified file at the final path. ``prefetch.flow.files`` is the short form,
+a partial or unverified file at the final path. ``prefetch.fetch`` is the short form,
 in ``pooch.retrieve``'s spirit: a URL and a hash in, a ``Path`` out.
 
 Nothing heavy is imported until a function is called (``import prefetch`` stays light).

@@ -92,9 +92,9 @@ def silent_origin():
 
 @pytest.fixture
 def nginx_origin(tmp_path):
-    """A real nginx serving ``nginx_origin.root``. nginx is required: .ci/run installs it."""
+    """A real nginx serving ``nginx_origin.root``. nginx is required: tests/run.sh installs it."""
     if nginx_binary() is None:
-        raise RuntimeError("nginx is not installed: apt-get install nginx (.ci/run does this)")
+        raise RuntimeError("nginx is not installed: apt-get install nginx (bash tests/run.sh does this)")
     root = tmp_path / "nginx-root"
     root.mkdir()
     with NginxServer(root) as server:

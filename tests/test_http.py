@@ -1,4 +1,4 @@
-"""prefetch/http.py: keep-alive reuse, stale connections, partial reads, proxies.
+"""prefetch/net/http.py: keep-alive reuse, stale connections, partial reads, proxies.
 
 Real sockets on 127.0.0.1 throughout: the local origin, a one-shot server that
 closes idle connections, and a small forward proxy (plain GET and CONNECT).

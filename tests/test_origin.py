@@ -516,7 +516,7 @@ def test_stop_is_prompt_with_open_keep_alive_and_stalled_connections(session):
 
 @pytest.fixture
 def nginx_root(tmp_path):
-    # No skip: nginx is a required test dependency (.ci/run installs it).
+    # No skip: nginx is a required test dependency (tests/run.sh installs it).
     assert nginx_binary() is not None, "nginx is not installed: apt-get install nginx"
     root = tmp_path / "www"
     root.mkdir()
