@@ -150,7 +150,7 @@ def fetch(
     """Download ``url`` once, verified; return its local ``Path`` (pooch.retrieve's spirit).
 
     Args:
-        url: http(s) URL (a ``#sha256=HEX`` fragment works too).
+        url: http(s) URL, ``file://`` URL or local path (a ``#sha256=HEX`` fragment works too).
         sha256, md5: the expected hash; or ``known_hash`` as pooch writes it
             (``"sha256:HEX"``, ``"md5:HEX"`` or bare hex, sha256 when 64 digits).
         fname: file name (default: the URL's); path: directory (default: the Keras

@@ -6,6 +6,7 @@ Owns:
     connection.py  urllib3 adapters with connect/read deadlines, address overrides
     failures.py    ``Failure`` kinds and ``TransientHTTPError``: what went wrong, retryable or not
     urls.py        which URLs are accepted (``check_url``, ``is_url``), ``redact_url`` for messages
+    local.py       ``file://`` origins: a local file answered like a Range server (ETag, If-Range)
     sniff.py       what a body is (a web page where data was promised)
 
 May import: ``errors``, ``model``. requests is imported lazily (start-up time).

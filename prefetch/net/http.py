@@ -40,6 +40,7 @@ from prefetch.net.failures import (
     failure_kind,
     parse_retry_after,
 )
+from prefetch.net.local import is_file_url, open_local
 from prefetch.net.urls import host_of
 
 USER_AGENT = "prefetch/0.1 (+resumable dataset downloader)"
@@ -236,6 +237,8 @@ class Client:
             TransientHTTPError: connection trouble worth retrying.
             NetworkError: TLS verification failed, invalid URL, unsupported proxy.
         """
+        if is_file_url(url):  # a local origin: answered like a Range server (net/local.py)
+            return open_local(url, headers=headers, method=method)
         import requests
 
         timeouts = timeouts or self.timeouts

@@ -1,4 +1,4 @@
-"""URLs as prefetch accepts and shows them: only http(s) with a host; no credentials in messages."""
+"""URLs as prefetch accepts and shows them: http(s) with a host, or a local file; no credentials in messages."""
 
 from __future__ import annotations
 
@@ -8,11 +8,20 @@ from prefetch.errors import UsageError
 
 
 def check_url(url: str) -> None:
-    """Accept only absolute http(s) URLs with a host.
+    """Accept only absolute http(s) URLs with a host, and ``file:///absolute/path``.
 
     Raises:
         UsageError: anything else.
     """
+    if url[:5].lower() == "file:":
+        from prefetch.errors import NetworkError
+        from prefetch.net.local import file_url_path
+
+        try:
+            file_url_path(url)
+        except NetworkError as exc:
+            raise UsageError(str(exc).replace("invalid URL", "malformed URL", 1)) from None
+        return
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
@@ -27,8 +36,30 @@ def check_url(url: str) -> None:
 
 
 def is_url(text: str) -> bool:
-    """True when ``text`` looks like a URL rather than a dataset name."""
-    return "://" in text
+    """True when ``text`` looks like a URL rather than a dataset name (``file:`` included)."""
+    return "://" in text or text[:5].lower() == "file:"
+
+
+def is_local_path(text: str) -> bool:
+    """True when ``text`` names a local file rather than a dataset or a URL: ``/x``, ``./x``, ``~/x``, ``dir/x``.
+
+    Names of other kinds (``hf://``, ``torchvision:X``, ``nltk:X``) never match: a URL has
+    ``://``, and a ``kind:`` prefix before the first ``/`` is not a path.
+    """
+    if not text or is_url(text):
+        return False
+    if text.startswith(("/", "./", "../", "~")):
+        return True
+    head = text.partition("/")[0]
+    return "/" in text and ":" not in head
+
+
+def file_url(path: str) -> str:
+    """``file://`` URL of a local path (``~`` expanded; relative to the current directory)."""
+    import os
+    from pathlib import Path
+
+    return Path(os.path.abspath(os.path.expanduser(path))).as_uri()
 
 
 def host_of(url: str) -> str:

@@ -14,6 +14,11 @@ under it, as ``key=value``: ``sha256=HEX``, ``md5=HEX``, ``checksum=sha-256=HEX`
 ``checksum=md5=HEX``, ``out=NAME`` (a file name or relative path, under ``dir`` or
 ``-P DIR``; absolute is kept) and ``dir=DIR``. A URL may carry pip's ``#sha256=HEX`` /
 ``#md5=HEX`` fragment instead (fragments are never sent to the server).
+
+A local origin works wherever a URL does: ``file:///mnt/data/x.tar.gz``, or a path
+(``/mnt/data/x.tar.gz``, ``./x``, ``~/x``, ``dir/x`` on the command line; in an input
+file a path starts with ``/``, ``./``, ``../`` or ``~/``). It becomes a ``file://`` URL
+(absolute) when planned, and is copied by the engine like any origin (``net/local.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from prefetch.flow.request import GetRequest
 from prefetch.fs.paths import expand_path
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import DatasetSpec, ExpectedHash, FileSpec, parse_hash
-from prefetch.net.urls import check_url, is_url
+from prefetch.net.urls import check_url, file_url, is_local_path, is_url
 
 _OPTIONS = ("sha256", "md5", "checksum", "out", "dir")
 
@@ -58,6 +63,29 @@ class UrlEntry:
         if unknown or "url" not in data:
             raise UsageError(f"a URL entry needs 'url' and only {', '.join(sorted(known))}; got {dict(data)!r}")
         return cls(**{k: (str(v) if v is not None else None) for k, v in data.items()})
+
+
+def url_file_name(url: str) -> str:
+    """The file name a URL is saved under: its path's last segment (unquoted for a ``file://`` URL)."""
+    name = PurePosixPath(urlsplit(url).path).name
+    if url[:5].lower() == "file:":
+        from urllib.parse import unquote
+
+        name = unquote(name)
+    return "" if name in (".", "..") else name
+
+
+def local_to_url(name: str) -> str:
+    """A local path typed where a URL goes -> its ``file://`` URL (a ``#sha256=`` fragment kept); URLs unchanged."""
+    base, sep, fragment = name.partition("#")
+    if not is_local_path(base):
+        return name
+    return file_url(base) + (sep + fragment if split_fragment(name)[1] else "")
+
+
+def _is_entry_url(token: str) -> bool:
+    """The first word of an input-file line is a URL or an explicit local path (``/x``, ``./x``, ``~/x``)."""
+    return is_url(token) or token.startswith(("/", "./", "../", "~/"))
 
 
 def split_fragment(url: str) -> tuple[str, dict[str, str]]:
@@ -87,21 +115,21 @@ def parse_input_file(text: str, *, source: str) -> list[UrlEntry]:
             continue
         tokens = stripped.split()
         indented = raw[:1].isspace()
-        if indented and not is_url(tokens[0]):
+        if indented and not _is_entry_url(tokens[0]):
             if not entries:
                 raise UsageError(f"{where}: an option line before any URL: {stripped!r}")
             for token in tokens:
                 _apply_option(entries[-1], token, where)
             continue
-        if not is_url(tokens[0]):
+        if not _is_entry_url(tokens[0]):
             raise UsageError(
-                f"{where}: expected a URL (or an indented option line), got {tokens[0]!r}"
+                f"{where}: expected a URL or a local path (or an indented option line), got {tokens[0]!r}"
             )
-        entry = UrlEntry(url=tokens[0])
+        entry = UrlEntry(url=local_to_url(tokens[0]))
         for token in tokens[1:]:
             if token.startswith("#"):
                 break  # a trailing comment
-            if is_url(token):
+            if _is_entry_url(token):
                 raise UsageError(f"{where}: one URL per line (several sources for one file are not supported here)")
             _apply_option(entry, token, where)
         entries.append(entry)
@@ -171,12 +199,12 @@ def plan_url_specs(
     taken: dict[Path, str] = {}
     for entry in entries:
         url, expected = entry_hash(entry, where=entry.url)
+        url = local_to_url(url)
         check_url(url)
+        _check_local_origin(url)
         base = Path(entry.dir or output_dir or cwd).expanduser()
         base = base if base.is_absolute() else cwd / base
-        name = PurePosixPath(urlsplit(url).path).name
-        if name in (".", ".."):
-            name = ""
+        name = url_file_name(url)
         if entry.out:
             target = Path(entry.out).expanduser()
             target = target if target.is_absolute() else base / target
@@ -204,14 +232,27 @@ def plan_url_specs(
     return specs
 
 
+def _check_local_origin(url: str) -> None:
+    """A local origin that is not there (or not a file) is bad input, named before anything starts."""
+    if url[:5].lower() != "file:":
+        return
+    from prefetch.net.local import file_url_path
+
+    path = file_url_path(url)
+    if not path.exists():
+        raise UsageError(f"{path}: no such file")
+    if not path.is_file():
+        raise UsageError(f"{path} is not a regular file; give the path of a file")
+
+
 def output_file(output: str | None, url: str) -> Path | None:
     """The file ``-o`` names: inside it when it is a directory or ends in ``/`` (as with cp)."""
     if not output:
         return None
     path = expand_path(output, "-o").absolute()
     if output.endswith(("/", os.sep)) or os.path.isdir(path):  # never raises (a name too long is checked later)
-        name = PurePosixPath(urlsplit(url).path).name  # as plan_url_specs names it
-        if name in ("", ".", ".."):
+        name = url_file_name(url)  # as plan_url_specs names it
+        if not name:
             raise UsageError(f"cannot tell a file name from {url!r}; give -o with a file name")
         return path / name
     return path
@@ -224,6 +265,7 @@ def url_entries(names: Sequence[str], request: GetRequest) -> list[UrlEntry]:
     """
     entries = []
     for name in names:
+        name = local_to_url(name)
         out = output_file(request.output, split_fragment(name)[0])
         entries.append(UrlEntry(url=name, sha256=request.sha256, md5=request.md5, out=str(out) if out else None))
     for data in request.urls:
@@ -253,6 +295,7 @@ def pin_url_paths(request: GetRequest) -> GetRequest:
     urls = [dict(e, dir=absolute(e["dir"])) if isinstance(e, dict) and e.get("dir") else e for e in request.urls]
     return dataclasses.replace(
         request,
+        names=[local_to_url(n) if is_local_path(n.partition("#")[0]) else n for n in request.names],
         urls=urls,
         output_dir=absolute(request.output_dir or os.getcwd()),
         extract_to=absolute(request.extract_to) if request.extract_to else None,
@@ -282,12 +325,12 @@ def describe_url_options(request: GetRequest) -> list[str]:
 
 
 class UrlPlanner(Planner):
-    """``http(s)://`` URLs from the command line and ``-i`` lists, saved where the user says."""
+    """``http(s)://`` and ``file://`` URLs and local paths from the command line and ``-i`` lists."""
 
     kind = "url"
 
     def claims(self, name: str) -> bool:
-        return is_url(name)
+        return is_url(name) or is_local_path(name)
 
     def check(self, names: Sequence[str], ctx: PlanContext) -> None:
         request = ctx.request
