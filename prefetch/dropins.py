@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from prefetch.errors import BadHashError, HashMismatchError
+from prefetch.errors import BadHashError, HashMismatchError, NetworkError, UsageError
 
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".tbz2", ".tbz", ".txz", ".tar", ".zip")
 
@@ -26,6 +26,10 @@ class FileHashMismatchError(HashMismatchError, ValueError):
 
 class InvalidHashError(BadHashError, ValueError):
     """``file_hash``/``known_hash`` is not a valid hex digest (a ``ValueError`` too)."""
+
+
+class CacheSubdirError(UsageError, ValueError):
+    """A relative ``cache_subdir`` that leads out of ``cache_dir`` (a ``ValueError`` too)."""
 
 
 def get_file(
@@ -87,6 +91,7 @@ def get_file(
 
         datadir_base = os.path.join("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir(), ".keras")
     datadir = os.path.join(datadir_base, cache_subdir)
+    _check_subdir(datadir_base, cache_subdir)
     os.makedirs(datadir, exist_ok=True)
 
     provided_fname = fname
@@ -119,8 +124,18 @@ def get_file(
     entry = {"url": origin, "out": os.path.abspath(download_target)}
     if file_hash is not None:
         entry[_keras_algorithm(hash_algorithm, str(file_hash))] = str(file_hash)
-    _download([entry], force=force_download, mirror=mirror, connections=connections, limit_rate=limit_rate,
-              headers=headers, progress=progress)
+    # As Keras: a file already at the target is used as it is when no hash is given
+    # (with a hash, the flow checks it and downloads again on a mismatch).
+    if force_download or file_hash is not None or not os.path.exists(download_target):
+        try:
+            _download([entry], force=force_download, mirror=mirror, connections=connections,
+                      limit_rate=limit_rate, headers=headers, progress=progress)
+        except FileHashMismatchError as exc:
+            raise FileHashMismatchError(
+                f"Incomplete or corrupted file detected. The {hash_algorithm} file hash does not match the "
+                f"provided value of {file_hash}. ({exc}; nothing was left at {download_target})") from None
+        except NetworkError as exc:
+            raise _with_message(exc, f"URL fetch failure on {_shown(origin)}: {exc}") from None
 
     if extraction_dir is None:
         return download_target
@@ -198,6 +213,33 @@ def fetch(
     _download([entry], force=force, mirror=mirror, connections=connections, limit_rate=limit_rate,
               headers=headers, progress=progress, extract_to=into)
     return into if into is not None else target
+
+
+def _check_subdir(base: str, cache_subdir) -> None:
+    """A relative ``cache_subdir`` stays inside ``cache_dir`` (an absolute one is taken as it is, as in Keras)."""
+    sub = os.fspath(cache_subdir)
+    if os.path.isabs(sub):
+        return
+    root = os.path.normpath(os.path.abspath(base))
+    inside = os.path.normpath(os.path.join(root, sub))
+    if inside != root and not inside.startswith(root.rstrip(os.sep) + os.sep):
+        raise CacheSubdirError(
+            f"cache_subdir {sub!r} leads out of cache_dir {base!r} (to {inside}); give a subdirectory of "
+            f"cache_dir, or an absolute path")
+
+
+def _shown(url: str) -> str:
+    from prefetch.net.urls import redact_url
+
+    return redact_url(url)
+
+
+def _with_message(exc: Exception, message: str) -> Exception:
+    """The same error class with another message (its status kept)."""
+    new = type(exc).__new__(type(exc))
+    Exception.__init__(new, message)
+    new.__dict__.update(exc.__dict__)
+    return new
 
 
 def _archive_stem(name: str) -> str:

@@ -41,22 +41,40 @@ RUNNER = textwrap.dedent(
                 found[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
         return found
 
-    def run(fn, kwargs, cache):
+    def run(fn, kwargs, cache, shown):
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 path = fn(cache_dir=cache, **kwargs)
-            return {"return": os.path.relpath(path, cache), "warned": [str(w.message) for w in caught
+            return {"return": shown(path), "warned": [str(w.message) for w in caught
                     if "extract" in str(w.message)]}
         except Exception as exc:
-            return {"raised": type(exc).__name__, "value_error": isinstance(exc, ValueError)}
+            return {"raised": type(exc).__name__, "value_error": isinstance(exc, ValueError),
+                    "message": str(exc)}
 
     for case in cases:
         row = {}
         for label, fn in (("keras", keras.utils.get_file), ("prefetch", prefetch.get_file)):
+            call = dict(case)
             cache = tempfile.mkdtemp(prefix=label + "-")
-            row[label] = run(fn, case, cache)
+            # "_plant": files already in the cache before the call ({relative path: text}).
+            for rel, text in call.pop("_plant", {}).items():
+                os.makedirs(os.path.dirname(os.path.join(cache, rel)), exist_ok=True)
+                open(os.path.join(cache, rel), "w").write(text)
+            # "ABS:name" as cache_subdir: an absolute folder of this side's own, shown as "ABS/...".
+            elsewhere = None
+            if str(call.get("cache_subdir", "")).startswith("ABS:"):
+                elsewhere = tempfile.mkdtemp(prefix=label + "-abs-")
+                call["cache_subdir"] = os.path.join(elsewhere, call["cache_subdir"][4:])
+            def shown(path, cache=cache, elsewhere=elsewhere):
+                if elsewhere and path.startswith(elsewhere):
+                    return "ABS/" + os.path.relpath(path, elsewhere)
+                return os.path.relpath(path, cache)
+            for _ in range(call.pop("_calls", 1)):
+                row[label] = run(fn, call, cache, shown)
             row[label]["tree"] = tree(cache)
+            if elsewhere:
+                row[label]["tree"].update({"ABS/" + k: v for k, v in tree(elsewhere).items()})
         out.append(row)
     open(sys.argv[2], "w").write(json.dumps(out))
     """
@@ -186,3 +204,71 @@ def test_import_prefetch_stays_light():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def keras_cases(url, data: bytes, tgz: bytes) -> list[dict]:
+    """The same calls for an http:// and a file:// origin: every argument, cache hits and misses."""
+    md5 = hashlib.md5(data).hexdigest()
+    return [
+        {"origin": url("plain.bin")},
+        {"fname": "p.bin", "origin": url("plain.bin"), "file_hash": sha(data), "hash_algorithm": "sha256"},
+        {"fname": "p.bin", "origin": url("plain.bin"), "md5_hash": md5},
+        {"fname": "p.bin", "origin": url("plain.bin"), "file_hash": md5, "hash_algorithm": "md5",
+         "cache_subdir": "models/deep"},
+        {"fname": "p.bin", "origin": url("plain.bin"), "cache_subdir": "ABS:elsewhere"},
+        {"fname": "pack", "origin": url("pack.tar.gz"), "untar": True, "file_hash": sha(tgz)},
+        {"fname": "pack.tar.gz", "origin": url("pack.tar.gz"), "extract": True},
+        {"origin": url("pack.tar.gz"), "extract": True, "archive_format": "tar"},
+        # A cached file without a hash is reused as it is, even a stale one (Keras checks nothing).
+        {"fname": "p.bin", "origin": url("plain.bin"), "_plant": {"datasets/p.bin": "stale"}},
+        # ... with a hash that it does not match, it is downloaded again; with force_download, always.
+        {"fname": "p.bin", "origin": url("plain.bin"), "file_hash": sha(data), "_plant": {"datasets/p.bin": "stale"}},
+        {"fname": "p.bin", "origin": url("plain.bin"), "force_download": True, "_plant": {"datasets/p.bin": "old"}},
+        # A second call is a cache hit (same return, same tree).
+        {"fname": "p.bin", "origin": url("plain.bin"), "file_hash": sha(data), "_calls": 2},
+        # Errors: a bad hash, an fname with path segments.
+        {"fname": "bad.bin", "origin": url("plain.bin"), "file_hash": "0" * 64},
+        {"fname": "sub/p.bin", "origin": url("plain.bin")},
+    ]
+
+
+def test_get_file_is_a_drop_in_for_http_and_file_origins(origin, home, tmp_path):
+    data = os.urandom(200_000)
+    tgz = tar_bytes({"pack/a.txt": b"alpha", "top.txt": b"top"})
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    for name, body in (("plain.bin", data), ("pack.tar.gz", tgz)):
+        origin.put(name, body)
+        (mount / name).write_bytes(body)
+    cases = keras_cases(origin.url_for, data, tgz) + keras_cases(lambda n: (mount / n).as_uri(), data, tgz)
+
+    rows = run_both(cases, tmp_path)
+
+    for case, row in zip(cases, rows):
+        keras_side, ours = row["keras"], row["prefetch"]
+        if "raised" in keras_side:
+            assert ours.get("raised") and ours["value_error"] and keras_side["value_error"], (case, row)
+            start = keras_side["message"].split(". ")[0]
+            assert ours["message"].startswith(start), (case, row)
+            assert not any(k.endswith("bad.bin") for k in ours["tree"]), ours["tree"]  # nothing left, no .part
+            continue
+        assert ours.get("return") == keras_side["return"], (case, row)
+        assert ours["tree"] == keras_side["tree"], (case, row)
+    stale = [r for c, r in zip(cases, rows) if c.get("_plant") == {"datasets/p.bin": "stale"} and "file_hash" not in c]
+    assert len(stale) == 2 and all(r["prefetch"]["tree"]["datasets/p.bin"] == sha(b"stale") for r in stale)
+
+
+def test_get_file_keeps_a_relative_cache_subdir_inside_cache_dir(origin, home, tmp_path):
+    """Keras 3.15 writes wherever ``cache_dir/../x`` leads; prefetch refuses with a ValueError (and writes nothing)."""
+    origin.put("p.bin", b"data")
+    cache = tmp_path / "cache"
+    cache.mkdir()  # (an unwritable or missing cache_dir falls back to /tmp/.keras, as in Keras)
+    for subdir in ("../outside", "a/../../outside", "b/../../x"):
+        with pytest.raises(ValueError, match="leads out of cache_dir"):
+            prefetch.get_file("p.bin", origin.url_for("p.bin"), cache_dir=str(cache), cache_subdir=subdir,
+                              progress=False)
+    assert not (tmp_path / "outside").exists() and not (tmp_path / "x").exists()
+    assert origin.data_requests("p.bin") == []
+    inside = prefetch.get_file("p.bin", origin.url_for("p.bin"), cache_dir=str(cache), cache_subdir="a/../b",
+                               progress=False)
+    assert inside == os.path.join(str(cache), "a/../b", "p.bin") and open(inside, "rb").read() == b"data"
