@@ -81,6 +81,14 @@ http {{
     uwsgi_temp_path {_nginx_string(str(p / 'tmp' / 'uwsgi'))};
     scgi_temp_path {_nginx_string(str(p / 'tmp' / 'scgi'))};
     default_type application/octet-stream;
+    # The types a stock nginx (mime.types) sends for the names tests use.
+    types {{
+        application/x-tar tar;
+        application/gzip gz tgz;
+        application/zip zip npz;
+        text/html html htm;
+        application/json json;
+    }}
     sendfile on;
     keepalive_timeout 30s;
 {zone}

@@ -4,9 +4,9 @@ A 206 is accepted only when its ``Content-Range`` starts where we asked and name
 the size we know; a 200 to a resumed request means the server ignored Range or
 the file changed (start over); a validator (ETag / Last-Modified) that differs
 from the one we hold means the file changed: with other sources left, the source
-that changed is dropped instead. A web page (a captive portal, a block page) or
-a body of another type than the name promises (``sniff``) is a failing source,
-checked before anything else, so it never restarts the file nor costs the
+that changed is dropped instead. A web page (a captive portal, a block page: an
+HTML document, or a text body where the name promises binary data; ``sniff``) is
+a failing source, checked before anything else, so it never restarts the file nor costs the
 partial. A 206 that honestly starts before the asked offset has its leading
 bytes skipped; one that starts after it leaves the gap to the schedule. Nothing
 here touches the transfer: the caller applies the :class:`Answer`.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from prefetch.net.failures import Failure, TransientHTTPError
 from prefetch.net.urls import host_of
-from prefetch.net.sniff import SNIFF_BYTES, wrong_body
+from prefetch.net.sniff import SNIFF_BYTES, html_content_type, is_html_name, unexpected_type, wrong_body
 from prefetch.engine.sources import Restart, Source, SourceBad
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.I)
@@ -53,18 +53,25 @@ class WebPageError(TransientHTTPError):
             cause=f"returned {what}", kind=Failure.WEB_PAGE)
 
 
-def check_body(resp, *, name: str, host: str, at_start: bool, hashed: bool = False) -> None:
-    """Raise :class:`WebPageError` when ``resp``'s body is not the file ``name``.
+def check_body(resp, *, name: str, host: str, at_start: bool, hashed: bool = False) -> str | None:
+    """Raise :class:`WebPageError` when ``resp``'s body is a web page rather than the file ``name``.
 
-    ``at_start``: the body starts at the file's first byte (its magic can be checked).
-    ``hashed``: the file's hash is known (then only a web page is refused; the hash judges the rest).
+    ``at_start``: the body starts at the file's first byte (its bytes are judged, not its
+    Content-Type). ``hashed``: the file's hash is known (then only an HTML page is refused).
+    Returns a warning when the body is binary but not of the type its name promises (it
+    is kept: real data from the server, such as a ``.tar`` that is gzip-compressed).
     """
     content_type = resp.headers.get("Content-Type")
-    what = wrong_body(name, content_type, None, hashed=hashed)
-    if what is None and at_start:
-        what = wrong_body(name, content_type, resp.peek(SNIFF_BYTES), hashed=hashed)
+    # From the middle of a file, the bytes are read only when the Content-Type says HTML.
+    head = resp.peek(SNIFF_BYTES) if at_start or html_content_type(content_type) else None
+    what = wrong_body(name, content_type, head, hashed=hashed, at_start=at_start)
     if what is not None:
         raise WebPageError(host, what)
+    if at_start and not hashed:
+        odd = unexpected_type(name, head)
+        if odd:
+            return f"{name} from {host}: {odd}; kept (no hash to check it: give --sha256 to be sure)"
+    return None
 
 
 def check_response(resp, *, start: int, known_size: int | None, src: Source, ranged: bool,
@@ -79,7 +86,8 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
         end: where the asked range ends (exclusive; None: the end of the file).
         hashed: the file's hash is known (a body of another type than its name is then left to it).
     Raises:
-        WebPageError: a web page or a body of another type (a TransientHTTPError).
+        WebPageError: a web page (a TransientHTTPError). A binary body of another type than
+            the name promises is accepted, with a warning in the Answer's ``note``.
         TransientHTTPError: a wrong answer worth asking again (bad Content-Range, encoded body).
         Restart: the file changed or Range is ignored: start over (``ranges=False``: on one connection).
         SourceBad: this source disagrees with the others.
@@ -87,10 +95,14 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
     host = host_of(src.url)
     status = resp.status
     encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+    warning = None
     if status in (200, 206):  # before any other check: a portal's page must not restart the file
         match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", "")) if status == 206 else None
         at_start = status == 200 or bool(match and int(match.group(1)) == 0)
-        check_body(resp, name=name, host=host, at_start=at_start and encoding in ("identity", ""), hashed=hashed)
+        if encoding in ("identity", ""):
+            warning = check_body(resp, name=name, host=host, at_start=at_start, hashed=hashed)
+        elif html_content_type(resp.headers.get("Content-Type")) and not is_html_name(name):
+            raise WebPageError(host, f"a web page (Content-Type {resp.headers['Content-Type'].split(';')[0]})")
     etag = resp.headers.get("ETag")
     last_modified = resp.headers.get("Last-Modified")
     if status == 416:
@@ -136,6 +148,7 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
                 raise SourceBad(f"{host} has a different size ({total} bytes, expected {known_size})")
             raise Restart(f"{host}: file size changed from {known_size} to {total}; restarting from 0")
         _check_validator(src, etag, last_modified, others=others, have_bytes=have_bytes)
+        note = "; ".join(n for n in (warning, note) if n) or None
         return Answer(first, last + 1, total, etag, last_modified, skip=skip, note=note)
     if status == 200:
         length = resp.headers.get("Content-Length")
@@ -154,7 +167,7 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
         if changed:
             raise Restart(f"{host}: the remote file changed; restarting from 0")
         _check_validator(src, etag, last_modified, others=others, have_bytes=have_bytes)
-        return Answer(0, total, total, etag, last_modified, whole_body=ranged)
+        return Answer(0, total, total, etag, last_modified, whole_body=ranged, note=warning)
     raise TransientHTTPError(f"{host} answered HTTP {status}")
 
 

@@ -1,11 +1,12 @@
 """Is this body the file we asked for, or a web page? Content-Type and magic bytes.
 
 Captive portals and block pages answer any URL with ``200 text/html``. A body is
-judged by what it is, not by its status: ``Content-Type: text/html`` for a name
-that is not an HTML file, a body that starts like an HTML document, or first
-bytes that do not match the magic of the type the name promises (zip/npz, gzip,
-bz2, xz, zstd, tar, npy, HDF5, JSON). Names of no known type are judged by the
-HTML sniff alone.
+judged by what it is, not by its status or its Content-Type: a web page is an HTML
+document where the name does not promise one, or a text body (XML, JSON, plain
+text) where the name promises binary data. A binary body whose magic bytes differ
+from the type the name promises (zip/npz, gzip, bz2, xz, zstd, tar, npy, HDF5) is
+the server's real data (a ``.tar`` that is gzip-compressed, a shard of raw bytes):
+it is kept, with a warning (:func:`unexpected_type`).
 """
 
 from __future__ import annotations
@@ -50,38 +51,106 @@ def looks_like_html(head: bytes) -> bool:
     return False
 
 
-def wrong_body(name: str, content_type: str | None, head: bytes | None, *, hashed: bool = False) -> str | None:
-    """Why a body for ``name`` is not the file (None when it may well be).
+# Names that promise binary data: the magic table's, and common binary formats without one we check.
+_BINARY_NAMES = tuple(sfx for suffixes, _, _ in _MAGIC for sfx in suffixes) + (
+    ".tar", ".bin", ".pt", ".pth", ".ckpt", ".safetensors", ".pkl", ".pickle", ".parquet", ".arrow",
+    ".onnx", ".tflite", ".pb", ".msgpack", ".7z", ".rar", ".lz4", ".jpg", ".jpeg", ".png", ".gif", ".webp",
+    ".mp3", ".mp4", ".wav", ".flac", ".ogg", ".ubyte", ".idx", ".tfrecord", ".gguf", ".ggml",
+)
+_CONTROL_OK = b"\t\n\r\f\x1b"
+
+
+def promises_binary(name: str) -> bool:
+    """The name's suffix promises binary data (an archive, an array, weights, media)."""
+    lower = name.lower()
+    return lower.endswith(_BINARY_NAMES) or ".ubyte" in lower or lower.endswith("-ubyte")
+
+
+def looks_like_text(head: bytes) -> bool:
+    """The first bytes are text (UTF-8, no NUL, hardly any control characters): HTML, XML, JSON, plain text."""
+    import codecs
+
+    if not head or b"\0" in head:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # a cut last character is fine
+    except UnicodeDecodeError:
+        return False
+    control = sum(1 for b in head if b < 32 and b not in _CONTROL_OK)
+    return control * 100 <= len(head)
+
+
+def _text_kind(head: bytes) -> str:
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if text.startswith(b"<?xml") or text.startswith(b"<"):
+        return "XML"
+    if text[:1] in (b"{", b"["):
+        return "JSON"
+    return "plain text"
+
+
+def _promised_kind(name: str) -> str:
+    lower = name.lower()
+    for suffixes, _, kind in _MAGIC:
+        if lower.endswith(suffixes):
+            return kind
+    return lower.rsplit(".", 1)[-1] if "." in lower else "binary"
+
+
+def wrong_body(name: str, content_type: str | None, head: bytes | None, *, hashed: bool = False,
+               at_start: bool = True) -> str | None:
+    """Why a body for ``name`` is a web page rather than the file (None when it may well be the file).
+
+    Only a text body (HTML, XML, JSON, plain text) standing where the name promises binary
+    data, or an HTML document where the name does not promise one, counts as a web page.
+    A binary body whose magic bytes differ from the name's type is real data from the
+    server: see :func:`unexpected_type` (a warning, never a failure).
 
     Args:
         content_type: the answer's Content-Type header.
-        head: the body's first bytes when they are the file's first bytes (offset 0),
-            else None (a body from the middle of a file can only be judged by its type).
-        hashed: the file's hash is known, so its bytes are judged by the hash; only a web
-            page is refused here (a registry may well map a name to bytes of another type).
+        head: the body's first bytes (None: not read).
+        hashed: the file's hash is known: only an HTML document is refused here.
+        at_start: ``head`` is the file's first bytes; else it is from the middle of the file
+            and only an HTML document is refused.
     """
     if is_html_name(name):
         return None
-    if html_content_type(content_type):
-        return f"a web page (Content-Type {content_type.split(';', 1)[0].strip()})"
-    if head is None or not head:
+    if not head:
+        if html_content_type(content_type):
+            return f"a web page (Content-Type {content_type.split(';', 1)[0].strip()})"
         return None
     if looks_like_html(head):
         return "a web page (its first bytes are HTML)"
-    if hashed:
+    if hashed or not at_start or not looks_like_text(head):
+        return None  # binary bytes (whatever their Content-Type) are the server's data
+    if promises_binary(name):
+        kind = _promised_kind(name)
+        return (f"a web page ({_text_kind(head)} where a {kind} file was promised: not a {kind} file; "
+                f"first bytes {head[:16]!r})")
+    if html_content_type(content_type):
+        return f"a web page (Content-Type {content_type.split(';', 1)[0].strip()}, text)"
+    return None
+
+
+def unexpected_type(name: str, head: bytes | None) -> str | None:
+    """A binary body whose first bytes are not those the name promises (a warning: the bytes are kept)."""
+    if not head:
         return None
     lower = name.lower()
-    for suffixes, magics, kind in _MAGIC:
-        if lower.endswith(suffixes):
-            if not any(head.startswith(m) or len(head) < len(m) and m.startswith(head) for m in magics):
-                return f"not a {kind} file (first bytes {head[:8]!r})"
-            return None
-    if lower.endswith(".tar") and len(head) >= 512 and head[257:262] != b"ustar" and not _tar_checksum_ok(head):
-        return f"not a tar file (no tar header; first bytes {head[:8]!r})"
     if lower.endswith(".json"):
         first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
         if first and first not in b'{["-0123456789tfn':
-            return f"not a JSON file (first bytes {head[:8]!r})"
+            return f"not a JSON file as its name says (first bytes {head[:8]!r})"
+        return None
+    if looks_like_text(head) and not promises_binary(name):
+        return None
+    for suffixes, magics, kind in _MAGIC:
+        if lower.endswith(suffixes):
+            if not any(head.startswith(m) or len(head) < len(m) and m.startswith(head) for m in magics):
+                return f"not a {kind} file as its name says (first bytes {head[:8]!r})"
+            return None
+    if lower.endswith(".tar") and len(head) >= 512 and head[257:262] != b"ustar" and not _tar_checksum_ok(head):
+        return f"not a tar file as its name says (no tar header; first bytes {head[:8]!r})"
     return None
 
 
