@@ -73,7 +73,7 @@ def test_wrong_copy_costs_a_verification_never_a_wrong_file(home, tmp_path, cli,
 def test_registry_size_rejects_a_copy_of_another_size(home, tmp_path, cli, keras_datasets):
     """Without a hash, the registry's size alone refuses a file of another length (exit 4)."""
     with OriginServer() as server:
-        server.put(NAME, b"x" * 1000)
+        server.put(NAME, bytes(range(256)) * 4)  # binary (text where a .bin is promised is a web page)
         registry = write_registry(tmp_path / "r.toml", url=server.url_for(NAME), urls=[], size=999)
 
         proc = cli("get", "toy", "--registry", registry)

@@ -10,6 +10,7 @@ Owns:
     response_check.py is this answer the bytes asked for (status, Content-Range, validators)
     stream.py         a body into the file, hashing the contiguous prefix
     resume_state.py   the state file beside the ``.part`` (validators, done ranges)
+    resume_check.py   without a hash, kept bytes sampled against the origin before a resume
     part_file.py      the ``.part`` itself; ranges.py: byte range sets
     retry.py          back off, step back or give up; ratelimit.py: ``--limit-rate``
 

@@ -122,6 +122,14 @@ def fetch_file(
         except PrefetchError as exc:
             if exc.exit_code == ExitCode.UNSAFE_ARCHIVE:
                 placement.discard(part, state)
+            elif exc.exit_code == ExitCode.INTEGRITY and expected is None:
+                # A corrupt or truncated archive that no hash vouches for: its bytes are not
+                # kept as "complete", so the same command downloads it again (the origin may
+                # have been fixed) instead of failing on the same bytes forever.
+                placement.discard(part, state)
+                message = str(exc).replace("delete it and download it again.", "").rstrip()
+                raise type(exc)(f"{message} The download was not kept (no expected hash to vouch for it): the "
+                                f"same command downloads it again") from None
             raise
         placement.rename(part, plan.final)
         placement.discard(state)
