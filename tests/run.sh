@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 # command -> Debian package, for every real program the suite starts.
 declare -A PROGRAMS=(
     [nginx]=nginx             # a second, real Range server (tests/nginx.py)
+    [tinyproxy]=tinyproxy     # a real forward proxy: http, CONNECT, Basic auth (tests/proxies.py)
 )
 
 missing=()

@@ -85,6 +85,7 @@ def run_doctor(
     _check_pip(effective, checks, urls, env)
     _check_other_tools(effective, checks, urls)
     _check_env(effective.env_overrides, checks)
+    _check_proxies(env, checks, deadline=deadline)
     _check_dataset_mirror(env, config_dir, checks, urls if not sources else {})
     _check_keras(env, checks)
     verdicts: tuple = ()
@@ -240,6 +241,41 @@ def _check_env(overrides: dict[str, str], checks: list[Check]) -> None:
         return
     for name, value in overrides.items():
         checks.append(Check("env", Level.INFO, f"{name}={value}"))
+
+
+def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: float) -> None:
+    """Each proxy variable (password hidden), and whether its proxy accepts a connection."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from prefetch.net.proxies import shown_proxy
+
+    seen: dict[tuple[str, int], str] = {}
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        value = env.get(name, "").strip()
+        if not value:
+            continue
+        checks.append(Check("proxy", Level.INFO, f"{name}={shown_proxy(value)}"))
+        try:
+            parts = urlsplit(value if "://" in value else "http://" + value)
+            address = (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+        except ValueError:
+            checks.append(Check("proxy", Level.FAIL, f"{name} is not a valid proxy URL", "fix it or unset it"))
+            continue
+        seen.setdefault(address, name)
+    no_proxy = env.get("no_proxy") or env.get("NO_PROXY")
+    if seen and no_proxy:
+        checks.append(Check("proxy", Level.INFO, f"no_proxy={no_proxy} (these hosts are reached directly)"))
+    for (host, port), name in seen.items():
+        try:
+            socket.create_connection((host, port), timeout=deadline).close()
+        except OSError as exc:
+            checks.append(Check("proxy", Level.FAIL,
+                                f"the proxy {host}:{port} ({name}) does not accept connections: {exc.strerror or exc}",
+                                "every download through it will fail: start the proxy, fix the variable, or unset "
+                                "it (or list hosts to reach directly in no_proxy)"))
+        else:
+            checks.append(Check("proxy", Level.OK, f"the proxy {host}:{port} ({name}) accepts connections"))
 
 
 def _check_dataset_mirror(env: Mapping[str, str], config_dir: Path, checks: list[Check], urls: dict[str, str]) -> None:

@@ -195,7 +195,9 @@ def _probe(verdict: SourceVerdict, url: str, *, deadline: float, env: Mapping[st
         port = parts.port or (443 if https else 80)
         proxy = _proxy_for(url, env)
         if proxy:
-            verdict.detail = f"via proxy {proxy}; "
+            from prefetch.net.proxies import shown_proxy
+
+            verdict.detail = f"via proxy {shown_proxy(proxy)}; "
             _probe_via_requests(verdict, url, proxy=proxy, deadline=deadline, window=window)
             return
         verdict.step = "dns"
@@ -302,10 +304,21 @@ def _get(verdict: SourceVerdict, sock, parts, *, deadline: float, window: float)
 def _probe_via_requests(verdict: SourceVerdict, url: str, *, proxy: str, deadline: float, window: float) -> None:
     import requests
 
+    from prefetch.net.proxies import proxy_page, shown_proxy
+
+    shown = shown_proxy(proxy)
     verdict.step = "http"
     try:
         with requests.get(url, headers={"Range": "bytes=0-", "Accept-Encoding": "identity"},
                           proxies={"http": proxy, "https": proxy}, stream=True, timeout=(deadline, deadline)) as r:
+            if r.status_code == 407:
+                _blocked(verdict, "proxy", verdict.detail + "the proxy asks for a user name and password (HTTP 407)")
+                return
+            if r.status_code >= 400:
+                own = proxy_page(_Answer(r), shown, url)
+                if own is not None:
+                    _blocked(verdict, "proxy", verdict.detail + str(own).split(";")[0])
+                    return
             if r.status_code in (404, 410):
                 verdict.verdict, verdict.detail = "missing", verdict.detail + f"HTTP {r.status_code}"
                 return
@@ -325,8 +338,25 @@ def _probe_via_requests(verdict: SourceVerdict, url: str, *, proxy: str, deadlin
             verdict.detail += f"HTTP {r.status_code}, {_human(verdict.rate)}/s"
             if verdict.rate < SLOW and time.monotonic() - start > window:
                 verdict.verdict = "throttled"
+    except requests.exceptions.ProxyError as exc:
+        from prefetch.net.failures import describe_error
+
+        cause = describe_error(exc)
+        what = ("the proxy asks for a user name and password (HTTP 407)" if "407" in cause
+                else f"the proxy failed: {cause}")
+        _blocked(verdict, "proxy", verdict.detail + what)
     except requests.RequestException as exc:
         _blocked(verdict, "http", verdict.detail + f"{type(exc).__name__}: {exc}")
+
+
+class _Answer:
+    """A requests response seen as ``prefetch.net.proxies`` reads one (status, headers, peek)."""
+
+    def __init__(self, r) -> None:
+        self.status, self.headers, self._r = r.status_code, r.headers, r
+
+    def peek(self, n: int) -> bytes:
+        return self._r.raw.read(n)
 
 
 def _human(rate: float) -> str:
@@ -344,6 +374,9 @@ def _add_hint(verdict: SourceVerdict) -> None:
             "tls": "the TLS handshake fails: an intercepting proxy (set REQUESTS_CA_BUNDLE to its CA) "
                    f"or a wrong clock; or {other}",
             "http": f"the server answers but not with the file; {other}",
+            "proxy": "the proxy is what fails, not the source: check that it runs at that address, its user "
+                     "name and password (http://USER:PASSWORD@HOST:PORT in the proxy variable), or skip it for "
+                     "this host with no_proxy",
             "setup": "install the s3 extra (pip install 'prefetch-datasets[s3]') and check AWS_* settings",
         }.get(verdict.step or "", other)
     elif verdict.verdict == "portal":

@@ -141,6 +141,8 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
     """
     from urllib.parse import urlsplit
 
+    from prefetch.net.proxies import shown_proxy
+
     for var in PROXY_VARIABLES:
         value = env.get(var)
         if not value:
@@ -150,9 +152,9 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
             parts.port  # noqa: B018 - raises ValueError on a bad port
             host = parts.hostname
         except ValueError as exc:
-            raise UsageError(f"{var}={value!r} is not a valid proxy URL ({exc}); fix it or unset it") from None
+            raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({exc}); fix it or unset it") from None
         if not host:
-            raise UsageError(f"{var}={value!r} is not a valid proxy URL (no host); fix it or unset it")
+            raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL (no host); fix it or unset it")
 
 
 def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, str]):

@@ -7,6 +7,7 @@ Owns:
     failures.py    ``Failure`` kinds and ``TransientHTTPError``: what went wrong, retryable or not
     urls.py        which URLs are accepted (``check_url``, ``is_url``), ``redact_url`` for messages
     local.py       ``file://`` origins: a local file answered like a Range server (ETag, If-Range)
+    proxies.py     the proxy a URL goes through (no password shown); a failing proxy named
     sniff.py       what a body is (a web page where data was promised)
 
 May import: ``errors``, ``model``. requests is imported lazily (start-up time).

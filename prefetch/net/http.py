@@ -40,7 +40,9 @@ from prefetch.net.failures import (
     failure_kind,
     parse_retry_after,
 )
+from prefetch.net import proxies
 from prefetch.net.local import is_file_url, open_local
+from prefetch.net.proxies import proxy_for
 from prefetch.net.urls import host_of
 
 USER_AGENT = "prefetch/0.1 (+resumable dataset downloader)"
@@ -267,9 +269,15 @@ class Client:
                     continue  # the server closed the idle keep-alive connection: once more, fresh
                 cause = describe_error(exc)
                 kind = failure_kind(exc)
+                if isinstance(exc, requests.exceptions.ProxyError) and (proxy := proxy_for(url)):
+                    raise proxies.connection_failed(proxy, url, cause, kind) from None
                 raise TransientHTTPError(f"{key[1]}: {cause}", cause=cause, kind=kind,
                                          timed_out=kind == Failure.TIMEOUT or cause.startswith("timed out")) from None
-            return Response(resp, url, lambda complete, key=key: self._done(key, complete))
+            answer = Response(resp, url, lambda complete, key=key: self._done(key, complete))
+            if answer.status >= 400 and (proxy := proxy_for(url)) and (problem := proxies.proxy_page(answer, proxy, url)):
+                answer.close()
+                raise problem  # the proxy's own answer (407, its error page): the proxy is named
+            return answer
         raise AssertionError("unreachable")
 
     def _done(self, key: tuple[str, str], complete: bool) -> None:
@@ -407,7 +415,8 @@ def _check_proxy(url: str) -> None:
     except ValueError as exc:  # e.g. https_proxy='http://[::1': "Invalid IPv6 URL"
         raise NetworkError(f"a *_proxy variable is not a valid URL ({exc}); fix or unset it") from None
     if proxy and urlsplit(proxy if "://" in proxy else "http://" + proxy).scheme.lower() not in _PROXY_SCHEMES:
-        raise NetworkError(f"proxy {proxy} is not supported: use an http:// proxy, or unset the *_proxy variables")
+        raise NetworkError(f"proxy {proxies.shown_proxy(proxy)} is not supported: use an http:// proxy, "
+                           f"or unset the *_proxy variables")
 
 
 def ca_bundle() -> bool | str:

@@ -1,0 +1,106 @@
+"""Proxies as users have them (``https_proxy=http://127.0.0.1:7890``, a campus proxy with a password).
+
+requests picks the proxy from ``http_proxy`` / ``https_proxy`` / ``all_proxy`` and
+``no_proxy``; this module names it when it is what fails, so a message says "the proxy
+refused the credentials" rather than "the server answered 407", and never shows the
+password: :func:`proxy_for` returns the proxy without its ``user:password@``.
+
+* a proxy that cannot be reached, or refuses a CONNECT tunnel, is named;
+* ``407 Proxy Authentication Required`` is final (retrying does not add credentials);
+* a proxy's own error page (tinyproxy's, squid's ``X-Squid-Error``, a 502/503/504
+  from a local proxy client) is a failing source with the proxy and the page's title named.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from prefetch.errors import NetworkError
+from prefetch.net.failures import Failure, TransientHTTPError
+from prefetch.net.urls import host_of, redact_url
+
+_PROXY_PAGE_STATUSES = {502, 503, 504}
+_PROXY_SERVERS = ("proxy", "squid", "tinyproxy", "privoxy", "clash", "v2ray", "polipo", "ccproxy")
+_TITLE = re.compile(rb"<title[^>]*>([^<]{1,120})</title>", re.I)
+
+
+def proxy_for(url: str, env=None) -> str | None:
+    """The proxy requests will use for ``url`` (credentials removed), or None (direct)."""
+    env = os.environ if env is None else env
+    if not any(key.lower().endswith("_proxy") and value for key, value in env.items()):
+        return None
+    from requests.utils import get_environ_proxies, select_proxy
+
+    try:
+        proxy = select_proxy(url, get_environ_proxies(url))
+    except ValueError:
+        return None
+    if not proxy:
+        return None
+    return redact_url(proxy if "://" in proxy else "http://" + proxy).rstrip("/")
+
+
+def shown_proxy(value: str) -> str:
+    """A proxy variable's value for messages: ``user:password@`` becomes ``***@`` (even in a malformed URL)."""
+    return re.sub(r"^([^/]*//)?[^/@]*@", lambda m: (m.group(1) or "") + "***@", value)
+
+
+def _credentials_given(url: str) -> bool:
+    from requests.utils import get_environ_proxies, select_proxy
+
+    proxy = select_proxy(url, get_environ_proxies(url)) or ""
+    return "@" in proxy.partition("://")[2].partition("/")[0]
+
+
+def auth_required(proxy: str, url: str) -> NetworkError:
+    """The error for a 407 from ``proxy`` (final: asking again does not add credentials)."""
+    if _credentials_given(url):
+        what = f"the proxy {proxy} refused the user name and password in the proxy variable"
+    else:
+        what = (f"the proxy {proxy} asks for a user name and password (HTTP 407): give them in the proxy variable, "
+                f"e.g. {url.partition(':')[0].lower()}_proxy=http://USER:PASSWORD@{host_of(proxy)}")
+    return NetworkError(f"{what}; fetching {host_of(url)}")
+
+
+def connection_failed(proxy: str, url: str, cause: str, kind: str) -> BaseException:
+    """A failure to reach ``url`` through ``proxy`` (requests' ProxyError): the proxy is named."""
+    if re.search(r"\b40[17]\b", cause):
+        return auth_required(proxy, url)
+    tunnel = re.search(r"Tunnel connection failed:\s*(.*)", cause)
+    if tunnel:
+        message = f"the proxy {proxy} did not open a tunnel to {host_of(url)} ({tunnel.group(1).strip()})"
+        return TransientHTTPError(message, cause=message, kind=Failure.UNREACHABLE)
+    message = f"cannot reach {host_of(url)} through the proxy {proxy}: {cause}"
+    return TransientHTTPError(message, cause=message, kind=kind, timed_out=kind == Failure.TIMEOUT)
+
+
+def proxy_page(resp, proxy: str, url: str) -> BaseException | None:
+    """The error for an answer that is the proxy's own (407, an error page), else None."""
+    status = resp.status
+    if status == 407:
+        return auth_required(proxy, url)
+    if status < 400:
+        return None
+    headers = resp.headers
+    server = (headers.get("Server") or "").lower()
+    own = bool(headers.get("X-Squid-Error") or headers.get("Proxy-Agent")
+               or any(name in server for name in _PROXY_SERVERS))
+    if not own and status not in _PROXY_PAGE_STATUSES:
+        return None
+    if status == 401:  # tinyproxy's answer to wrong credentials
+        return auth_required(proxy, url)
+    detail = headers.get("X-Squid-Error") or _title(resp)
+    page = f"its own error page ({detail})" if detail else "its own error page"
+    message = (f"the proxy {proxy} answered HTTP {status} with {page} instead of {host_of(url)}'s file; "
+               f"check that the proxy can reach {host_of(url)}, or use another proxy or --mirror")
+    return TransientHTTPError(message, cause=f"proxy answered HTTP {status}", status=status)
+
+
+def _title(resp) -> str:
+    try:
+        head = resp.peek(2048)
+    except Exception:  # noqa: BLE001 - the title is a courtesy
+        return ""
+    match = _TITLE.search(head)
+    return match.group(1).decode("utf-8", "replace").strip() if match else ""
