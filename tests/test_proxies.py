@@ -161,3 +161,25 @@ def test_doctor_says_when_the_proxy_is_what_fails(home, origin, proxy, tmp_path,
     assert "http_proxy=http://***@127.0.0.1" in proc.stdout
     assert PASSWORD not in proc.stdout + proc.stderr
     assert "blocked at proxy" in proc.stdout
+
+
+def test_url_credentials_travel_to_a_job_but_are_never_stored(home, origin, tmp_path):
+    """``https://user:password@host/`` is handled as ``--header`` values are (issue 21, item 6)."""
+    origin.put("private.bin", DATA)
+    url = origin.url_for("private.bin").replace("http://", f"http://alice:{PASSWORD}@")
+
+    bg = run_cli("get", url, "--sha256", SHA, "-P", str(tmp_path), "-b")
+    assert bg.returncode == 0, bg.stderr
+    job = job_id_from(bg.stdout + bg.stderr)
+    waited = run_cli("wait", job, "--timeout", "60")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (tmp_path / "private.bin").read_bytes() == DATA
+    assert any(r.headers.get("Authorization", "").startswith("Basic ") for r in origin.data_requests("private.bin"))
+    status = run_cli("status", job, "--json").stdout
+    assert "alice:***@" in status
+    for text in (bg.stdout, bg.stderr, waited.stdout, status, run_cli("log", job).stdout, everything_written(home)):
+        assert PASSWORD not in text
+
+    # A resumed job cannot send a password it never stored: refused in one line, as for --header.
+    resumed = run_cli("resume", job)
+    assert resumed.returncode == 2 and "password is never stored" in resumed.stderr, resumed.stderr

@@ -22,6 +22,7 @@ from prefetch.model.events import Event, EventKind, EventSink
 from prefetch.fs.files import local_error
 from prefetch.cache.layout import part_path, state_path
 from prefetch.fs.hashing import hash_file
+from prefetch.net.urls import redact_url
 
 if TYPE_CHECKING:
     from prefetch.model.plans import FilePlan
@@ -104,7 +105,7 @@ def write_completion(records_dir: Path, plan: FilePlan, transfer) -> None:
             "dev": st.st_dev,
             "ino": st.st_ino,
             "mtime_ns": st.st_mtime_ns,
-            "urls": list(plan.spec.urls),
+            "urls": [redact_url(u) for u in plan.spec.urls],  # never a password
             "digest": transfer.digest,
             "algorithm": plan.spec.expected.algorithm if plan.spec.expected else None,
             "placed": time.time(),

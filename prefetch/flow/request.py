@@ -14,6 +14,8 @@ from typing import Mapping
 from prefetch.errors import UsageError
 
 HEADERS_ENV = "PREFETCH_JOB_HEADERS"  # how a background worker gets --header values (never stored)
+URLS_ENV = "PREFETCH_JOB_URLS"  # ... and the passwords of https://user:password@host/ URLs
+HIDDEN_PASSWORD = "***"
 
 
 @dataclass
@@ -53,6 +55,9 @@ class GetRequest:
         """The request as stored in a job record: header values (credentials) left out."""
         data = asdict(self)
         data["headers"] = [h.partition(":")[0].strip() for h in self.headers]
+        data["names"] = [hide_url_password(n) for n in self.names]
+        data["urls"] = [dict(e, url=hide_url_password(e["url"])) if isinstance(e, dict) and "url" in e else e
+                        for e in self.urls]
         return data
 
     @classmethod
@@ -129,7 +134,47 @@ def job_environment(request: GetRequest, env: Mapping[str, str] | None = None) -
     out = dict(os.environ if env is None else env)
     if request.headers:
         out[HEADERS_ENV] = json.dumps(list(request.headers))
+    if url_passwords(request):
+        out[URLS_ENV] = json.dumps(url_passwords(request))
     return out
+
+
+def hide_url_password(url: str) -> str:
+    """``https://user:password@host/x`` -> ``https://user:***@host/x``: what a job record stores."""
+    from urllib.parse import urlsplit
+
+    if "@" not in url or "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+        userinfo, at, host = parts.netloc.rpartition("@")
+    except ValueError:
+        return url
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.partition(":")[0]
+    return parts._replace(netloc=f"{user}:{HIDDEN_PASSWORD}@{host}").geturl()
+
+
+def url_passwords(request: GetRequest) -> dict[str, str]:
+    """{stored URL: URL with its password} for every URL of ``request`` that carries one."""
+    urls = list(request.names) + [e["url"] for e in request.urls if isinstance(e, dict) and "url" in e]
+    return {hide_url_password(u): u for u in urls if hide_url_password(u) != u}
+
+
+def restore_url_passwords(request: GetRequest, env: Mapping[str, str]) -> None:
+    """Put back, in a worker's request, the URL passwords its launcher passed in ``URLS_ENV``."""
+    import json
+
+    try:
+        passed = json.loads(env.get(URLS_ENV) or "{}")
+    except ValueError:
+        passed = {}
+    if not isinstance(passed, dict) or not passed:
+        return
+    request.names = [passed.get(n, n) for n in request.names]
+    request.urls = [dict(e, url=passed.get(e["url"], e["url"])) if isinstance(e, dict) and "url" in e else e
+                    for e in request.urls]
 
 
 def restore_headers(names: list[str], env: Mapping[str, str]) -> list[str]:

@@ -33,7 +33,9 @@ def describe_request(request) -> str:
     """The ``prefetch get`` command line equivalent to ``request``."""
     import shlex  # only when starting a job: `prefetch status` starts faster without it
 
-    parts = ["prefetch", "get", *request.names]
+    from prefetch.flow.request import hide_url_password
+
+    parts = ["prefetch", "get", *(hide_url_password(n) for n in request.names)]
     if request.cache_dir:
         parts += ["--cache-dir", request.cache_dir]
     for m in request.mirrors:

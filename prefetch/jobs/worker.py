@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from prefetch.flow.request import HEADERS_ENV
 
     headers = os.environ.pop(HEADERS_ENV, None)
+    url_passwords = os.environ.pop("PREFETCH_JOB_URLS", None)  # flow.request.URLS_ENV, the same way
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m prefetch.jobs.worker JOB_ID", file=sys.stderr)
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ)
         if headers:
             env[HEADERS_ENV] = headers
+        if url_passwords:
+            env["PREFETCH_JOB_URLS"] = url_passwords
         return run_job(args[0], stop=stop, signalled=signalled, env=env)
     except (PrefetchError, ValueError) as exc:  # no such job, or its record is corrupt
         print(f"prefetch worker: {exc}", file=sys.stderr)
@@ -122,6 +125,9 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
         from prefetch.flow.request import restore_headers
 
         request.headers = restore_headers(request.headers, env)
+    from prefetch.flow.request import restore_url_passwords
+
+    restore_url_passwords(request, env)  # URL passwords too
     try:
         plan_request(request, env=env)  # a registry that changed since: fail the job, not the worker
         results: list[FileResult] = run_request(request, on_event=progress, stop=stop, env=env)

@@ -201,6 +201,9 @@ def plan_url_specs(
         url, expected = entry_hash(entry, where=entry.url)
         url = local_to_url(url)
         check_url(url)
+        if ":***@" in urlsplit(url).netloc:  # flow.request.hide_url_password's mark: a record's URL
+            raise UsageError(f"{url}: the URL's password is never stored in job records, so a resumed job cannot "
+                             f"send it; run the same `prefetch get URL ...` again (it resumes from the bytes on disk)")
         _check_local_origin(url)
         base = Path(entry.dir or output_dir or cwd).expanduser()
         base = base if base.is_absolute() else cwd / base
@@ -308,6 +311,9 @@ def describe_url_options(request: GetRequest) -> list[str]:
     for data in request.urls:
         entry = UrlEntry.from_dict(data)
         url, _ = split_fragment(entry.url)
+        from prefetch.flow.request import hide_url_password
+
+        url = hide_url_password(url)
         if entry.sha256 or entry.md5:
             url += f"#sha256={entry.sha256}" if entry.sha256 else f"#md5={entry.md5}"
         parts.append(url if not entry.out else f"{url} (out={entry.out})")
