@@ -225,9 +225,11 @@ def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run
         UnknownDatasetError: a name no registry knows (nothing is removed).
     """
     registry_, root, state = _housekeeping_context(cache_dir, registry)
+    import os
+
     from prefetch.operations.housekeeping import remove_datasets
 
-    return remove_datasets(_names(names), registry_, root=root, state=state, dry_run=dry_run)
+    return remove_datasets(_names(names), registry_, root=root, state=state, dry_run=dry_run, env=os.environ)
 
 
 def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = False):

@@ -63,3 +63,28 @@ def test_without_tf_keras_nothing_goes_to_home(home, origin, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (home / "kh" / "datasets" / "toy-batches.tar.gz").exists()
     assert not (home / ".keras").exists()
+
+
+def test_rm_also_removes_the_tf_keras_copies_that_keras_home_added(home, origin, tmp_path):
+    """Issue 21, item 6: `prefetch rm` with KERAS_HOME set removes what `get` put in ~/.keras for tf-keras."""
+    import hashlib
+
+    archive = tar_gz({"a.bin": b"x" * 1000}, folder="toy-batches")
+    origin.put("toy.tar.gz", archive)
+    registry = tmp_path / "reg.toml"
+    write_registry(registry, origin.url_for("toy.tar.gz"), hashlib.sha256(archive).hexdigest())
+    site = tmp_path / "site"
+    fake_installed(site, "tf_keras", "2.17.0")
+    env = dict(os.environ, PYTHONPATH=str(site) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               KERAS_HOME=str(home / "kh"))
+    assert run_cli("get", "toy", "--registry", str(registry), env=env).returncode == 0
+    tf = home / ".keras" / "datasets"
+    assert (tf / "toy-batches.tar.gz").exists() and (tf / "toy-batches" / "a.bin").exists()
+    (tf / "unrelated.npz").write_bytes(b"keep me")
+
+    proc = run_cli("rm", "toy", "--registry", str(registry), env=env)
+
+    assert proc.returncode == 0, proc.stderr
+    assert not (home / "kh" / "datasets" / "toy-batches.tar.gz").exists()
+    assert not (tf / "toy-batches.tar.gz").exists() and not (tf / "toy-batches").exists()
+    assert (tf / "unrelated.npz").read_bytes() == b"keep me"

@@ -78,7 +78,9 @@ def rm(names, cache_dir, registries, dry_run, as_json):
     from prefetch.operations.housekeeping import remove_datasets
 
     registry, root, state = _context(cache_dir, registries)
-    result = remove_datasets(list(names), registry, root=root, state=state, dry_run=dry_run)
+    import os
+
+    result = remove_datasets(list(names), registry, root=root, state=state, dry_run=dry_run, env=os.environ)
     echo_result(result, as_json=as_json, verb="rm")
     if result.skipped:
         click.echo("prefetch: error: some files are being downloaded and were left alone; "

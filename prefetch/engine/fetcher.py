@@ -174,6 +174,10 @@ class Fetcher:
         Returns True when it pinned the transfer to one stream from ``src``.
         """
         with self.t.lock:
+            if self.t.algorithm is None and not (src.etag or src.last_modified):
+                clash = self.t.sources.validator_clash(src, answer.etag, answer.last_modified)
+                if clash:
+                    raise SourceBad(clash)
             if answer.whole_body and self.t.size is None:
                 self.t.ranges_ok = False  # a Range probe answered with the whole body: no range support
                 self.t.dirty = True

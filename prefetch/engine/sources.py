@@ -151,6 +151,29 @@ class Sources:
         src.failures += 1
         return bool(self.others(src)) and src.failures >= limit
 
+    def validator_clash(self, src: Source, etag: str | None, last_modified: str | None) -> str | None:
+        """Why ``src``'s answer cannot be mixed with another source's bytes when no hash is known, or None.
+
+        Sizes alone do not make two files the same: without a hash, bytes are taken from
+        several sources only when their validators agree (the same ETag, else the same
+        Last-Modified); the first source whose validators were learnt keeps the file.
+        """
+        for other in self.all:
+            if other is src or other.dropped or not (other.etag or other.last_modified):
+                continue
+            if etag and other.etag:
+                same = etag == other.etag
+            elif last_modified and other.last_modified:
+                same = last_modified == other.last_modified
+            else:
+                same = False
+            if not same:
+                mine = etag or last_modified or "no validator"
+                theirs = other.etag or other.last_modified
+                return (f"{_host(src.url)} sends {mine} where {_host(other.url)} sends {theirs}: without an expected "
+                        f"hash, bytes of two files that may differ are not mixed; using {_host(other.url)} only")
+        return None
+
     def restore(self, validators: dict[str, dict[str, str]]) -> None:
         for src in self.all:
             vals = validators.get(src.url, {})
@@ -160,3 +183,9 @@ class Sources:
         self.pinned = None
         for src in self.all:
             src.forget()
+
+
+def _host(url: str) -> str:
+    from prefetch.net.urls import host_of
+
+    return host_of(url)

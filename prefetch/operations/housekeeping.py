@@ -84,9 +84,12 @@ def dataset_paths(plan: FilePlan, *, markers_dir: Path, scan_archives: bool = Tr
     out.append((_completion_path(markers_dir.parent / "placed", plan.final), "marker"))
     out += [(alias, "alias") for alias in plan.also]
     out += [(part_path(plan.final), "partial"), (state_path(plan.final), "state")]
+    # A folder the files themselves live in (datasets/, or ~/.keras/datasets/ for tf-keras's
+    # copies) is shared: only the entries this file's extraction made belong to it.
+    shared = {os.path.abspath(p) for p in (base, plan.final.parent, *(a.parent for a in plan.also))}
     for into in plan.extract_into:
         marker = _marker_path(markers_dir, plan.final, into)
-        if os.path.abspath(into) != os.path.abspath(base):
+        if os.path.abspath(into) not in shared:
             out.append((into, "extracted"))
         else:
             out += [(into / entry, "extracted") for entry in _entries_of(marker, plan, scan=scan_archives)
@@ -158,11 +161,14 @@ def _partial(path: Path, *, now: float, active: bool) -> PartialFile:
 
 
 def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: Path,
-                    dry_run: bool = False, hub_root: Path | None = None) -> RemoveResult:
+                    dry_run: bool = False, hub_root: Path | None = None, env=None) -> RemoveResult:
     """Remove datasets' files, other names, extracted folders, partials and markers.
 
     A file whose download is running (its lock is held) is left alone, with a line in
     ``skipped``. Links are removed as links, never followed.
+
+    ``env``: with ``KERAS_HOME`` naming ``root``, the copies ``get`` added where tf-keras
+    looks (``~/.keras``) go too.
 
     ``hf://`` names remove Hugging Face repos (or one ``@REVISION``) from ``hub_root``
     (default: the cache huggingface_hub uses).
@@ -176,8 +182,10 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
     specs = [registry.get(n) for n in names if not is_hub_name(n)]  # all names valid before anything goes
     result = RemoveResult(dry_run=dry_run)
     locks, markers = state / "locks", state / "extracted"
+    from prefetch.flow.planners.datasets import tf_keras_plans
+
     for spec in specs:
-        for plan in plan_files(spec, root=root):
+        for plan in tf_keras_plans(plan_files(spec, root=root), env=env or {}, root=root):
             paths = dataset_paths(plan, markers_dir=markers)
             if dry_run:
                 if lock_is_held(locks, plan.final):

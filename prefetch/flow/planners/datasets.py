@@ -36,6 +36,14 @@ def add_tf_keras_names(plan: FilePlan, *, env: Mapping[str, str], root: Path) ->
     )
 
 
+def tf_keras_plans(plans: list[FilePlan], *, env: Mapping[str, str], root: Path) -> list[FilePlan]:
+    """``plans`` with tf-keras's names added when the root came from KERAS_HOME (``get`` and ``rm`` alike)."""
+    if env.get("KERAS_HOME") and root.absolute() == expand_path(env["KERAS_HOME"], "KERAS_HOME").absolute():
+        # The root came from KERAS_HOME (directly, or fixed into a background job).
+        return [add_tf_keras_names(plan, env=env, root=root) for plan in plans]
+    return plans
+
+
 class DatasetPlanner(Planner):
     """Any name that no other kind claims is a dataset name, looked up in the registries."""
 
@@ -50,11 +58,7 @@ class DatasetPlanner(Planner):
         request = ctx.request
         registry = load_registry(extra_files=[Path(r) for r in request.registries], config_dir=ctx.config)
         plans = [plan for name in names for plan in plan_files(registry.get(name), root=ctx.root)]
-        env = ctx.env
-        if env.get("KERAS_HOME") and ctx.root.absolute() == expand_path(env["KERAS_HOME"], "KERAS_HOME").absolute():
-            # The root came from KERAS_HOME (directly, or fixed into a background job).
-            plans = [add_tf_keras_names(plan, env=env, root=ctx.root) for plan in plans]
-        return plans
+        return tf_keras_plans(plans, env=ctx.env, root=ctx.root)
 
 
 PLANNER = DatasetPlanner()
