@@ -80,6 +80,8 @@ class Fetcher:
                 if exc.kind == Failure.WEB_PAGE:
                     src.effective_url = None  # a redirect to a portal's login page must not stick
                 if self._dead(src, exc) and self.t.drop_source(src, exc.cause, distrust=False):
+                    if exc.kind == Failure.UNREACHABLE:  # DNS, refused: worth another try later in a long run
+                        src.revive_at = time.monotonic() + self.t.opt.revive_after
                     continue  # another source remains: no time lost on this one
                 self._retry_later(src, str(exc), exc.retry_after, exc.kind)
             except NetworkError as exc:

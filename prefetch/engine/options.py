@@ -31,6 +31,7 @@ class TransferOptions:
     retry_after_cap: float = 120.0
     demote_window: float = 2.0  # a source's rate per connection is judged over this long ...
     demote_ratio: float = 4.0  # ... and it is demoted when the fastest does this many times better
+    revive_after: float = 60.0  # a source dropped as unreachable (DNS, refused) is tried again after this long
     max_restarts: int = 3  # remote changed this often => IntegrityError
     long_route: float = 0.04  # a first answer slower than this (seconds) means a long route: ...
     long_route_connections: int = 32  # ... open this many connections together, ...
@@ -102,6 +103,7 @@ _ENV_KNOBS = [
     ("retry_after_cap", "PREFETCH_RETRY_AFTER_CAP", float),
     ("min_split", "PREFETCH_MIN_SPLIT", int),
     ("demote_window", "PREFETCH_DEMOTE_WINDOW", float),
+    ("revive_after", "PREFETCH_REVIVE_AFTER", float),
     ("max_connections", "PREFETCH_MAX_CONNECTIONS", int),
     ("sync_data", "PREFETCH_SYNC", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),  # never raises
     ("long_route", "PREFETCH_LONG_ROUTE", float),

@@ -43,6 +43,7 @@ class Source:
     conn_seconds: float = 0.0  # seconds x connections it has had, for its rate per connection
     rate: float | None = None  # bytes/s per connection, lately
     dropped: str | None = None  # reason, once dropped
+    revive_at: float | None = None  # monotonic time a source dropped as unreachable is tried again
     served: RangeSet = field(default_factory=RangeSet)  # bytes it gave us (to distrust on a drop)
 
     def validator_headers(self) -> dict[str, str]:
@@ -92,8 +93,19 @@ class Sources:
         """Live sources besides ``src``."""
         return [s for s in self.all if s is not src and not s.dropped]
 
+    def revive(self, now: float) -> list[Source]:
+        """Sources dropped as unreachable whose time has come: live again (a name that failed to
+        resolve, a refused connection, may well work minutes later in a long run)."""
+        back = [s for s in self.all if s.dropped and s.revive_at is not None and now >= s.revive_at]
+        for src in back:
+            src.dropped, src.revive_at, src.failures = None, None, 0
+        return back
+
     def choose(self, worker: int) -> Source | None:
         """Workers take the live sources in turn (those not demoted, while any is left)."""
+        import time
+
+        self.revive(time.monotonic())
         live = self.live()
         if self.pinned is not None and not self.pinned.dropped:
             return self.pinned
