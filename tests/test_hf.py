@@ -477,3 +477,24 @@ def test_huggingface_hub_after_a_killed_get_then_get_again(hf_env, hub, home):
     assert done.returncode == 0, done.stderr
     assert len(hub.cdn.requests) == first_new
     assert not part_state(home).exists() and not part_state(home).with_suffix("").exists()
+
+
+def test_cache_dir_and_force_apply_to_hf_names(hf_env, hub, home, cli, tmp_path):
+    """Issue 21, item 6: --cache-dir is the hub cache for hf:// names (as huggingface_hub's cache_dir=),
+    and --force downloads a complete repo again."""
+    custom = tmp_path / "my-hub"
+    done = cli("get", "hf://acme/tiny", "--cache-dir", str(custom))
+    assert done.returncode == 0, done.stderr
+    commit = hub.repos[("model", "acme/tiny")].commit
+    for name, data in MODEL_FILES.items():
+        assert (custom / "models--acme--tiny" / "snapshots" / commit / name).read_bytes() == data
+    assert not (cache(home) / "models--acme--tiny").exists()
+
+    before = len(hub.file_requests())
+    again = cli("get", "hf://acme/tiny", "--cache-dir", str(custom))
+    assert again.returncode == 0 and len(hub.file_requests()) == before  # complete: nothing asked again
+    forced = cli("get", "hf://acme/tiny", "--cache-dir", str(custom), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert len(hub.file_requests()) > before
+    for name, data in MODEL_FILES.items():
+        assert (custom / "models--acme--tiny" / "snapshots" / commit / name).read_bytes() == data

@@ -32,10 +32,12 @@ import click
 @click.option("--retries", type=click.IntRange(min=0), metavar="N", help="Retries in a row without progress before giving up (default 8, $PREFETCH_RETRIES).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S", help="Give up on a source after S seconds without a byte; a third of it for DNS failures, refused connections and web pages (default 30, $PREFETCH_TIMEOUT).")
 @click.option("--fail-fast", is_flag=True, help="Stop every file at the first fatal error.")
+@click.option("--force", is_flag=True, help="Download again even when a verified file (or hf:// repo) is in place.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors, seed,
-        also_origin, connections, sha256, md5, output, registries, include, exclude, retries, timeout, fail_fast, as_json, quiet):
+        also_origin, connections, sha256, md5, output, registries, include, exclude, retries, timeout, fail_fast, as_json, quiet,
+        force=False):
     """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
     Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache.
 
@@ -78,6 +80,7 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         exclude=list(exclude),
         retries=retries,
         timeout=timeout,
+        force=force,
     )
     if background:
         from prefetch.jobs import start_job
