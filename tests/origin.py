@@ -32,10 +32,8 @@ from __future__ import annotations
 import base64
 import gzip
 import shutil
-import socket
 import ssl
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -44,42 +42,11 @@ from urllib.parse import urlsplit
 
 from prefetch.demo import origin as demo
 from prefetch.demo.origin import Exchange, Fault, Reply, StoredFile, http_date, normalize_name
-from tests.origin_faults import (
-    PORTAL_PAGE,
-    ChangeContent,
-    CloseAfter,
-    Delay,
-    Gzip,
-    IgnoreRange,
-    LongContentLength,
-    Redirect,
-    StallAfter,
-    Status,
-    WebPage,
-    WrongBytes,
-    WrongContentRange,
-)
+from tests import origin_faults as faults
+from tests.origin_faults import *  # noqa: F401,F403 - the faults belong to this module's API
+from tests.origin_silent import SilentServer
 
-__all__ = [
-    "ChangeContent",
-    "CloseAfter",
-    "Delay",
-    "Fault",
-    "Gzip",
-    "IgnoreRange",
-    "PORTAL_PAGE",
-    "WebPage",
-    "LongContentLength",
-    "OriginServer",
-    "Redirect",
-    "RequestRecord",
-    "SilentServer",
-    "StallAfter",
-    "Status",
-    "WrongBytes",
-    "WrongContentRange",
-    "http_date",
-]
+__all__ = [*faults.__all__, "OriginServer", "RequestRecord", "SilentServer", "http_date"]
 
 
 class Headers(Mapping):
@@ -269,14 +236,14 @@ class OriginServer(demo.OriginServer):
         fault = self._take_fault(method=method, name=name, ranged=ex.range is not None)
         if fault is not None:
             ex.fault = type(fault).__name__
-        if isinstance(fault, WebPage):
+        if isinstance(fault, faults.WebPage):
             self._send_page(h, ex, fault.body, fault.content_type)
             return
-        if isinstance(fault, Delay):
+        if isinstance(fault, faults.Delay):
             self._sleep(fault.seconds)
-        if isinstance(fault, ChangeContent):
+        if isinstance(fault, faults.ChangeContent):
             self.put(name, fault.data)
-        if isinstance(fault, Status):
+        if isinstance(fault, faults.Status):
             extra = dict(fault.headers or {})
             if fault.retry_after is not None:
                 extra.setdefault("Retry-After", str(fault.retry_after))
@@ -285,7 +252,7 @@ class OriginServer(demo.OriginServer):
                 extra.setdefault("Content-Range", f"bytes */{len(current.data)}")
             self._send_simple(h, ex, fault.code, extra=extra)
             return
-        if isinstance(fault, Redirect):
+        if isinstance(fault, faults.Redirect):
             self._send_simple(h, ex, fault.code, extra={"Location": fault.location})
             return
         with self._lock:
@@ -314,32 +281,32 @@ class OriginServer(demo.OriginServer):
         return headers
 
     def _honours_range(self, fault: Fault | None) -> bool:
-        return self.accept_ranges and not self.ignore_range and not isinstance(fault, IgnoreRange)
+        return self.accept_ranges and not self.ignore_range and not isinstance(fault, faults.IgnoreRange)
 
     def _shape(self, reply: Reply, current: StoredFile, fault: Fault | None) -> None:
-        if isinstance(fault, WrongContentRange):
+        if isinstance(fault, faults.WrongContentRange):
             start = reply.start + fault.shift
             if start >= reply.size or start < 0:
                 start = max(0, reply.start - fault.shift)
             end = min(reply.size - 1, start + reply.end - reply.start)
             reply.status, reply.start, reply.end = 206, start, end
             reply.body = current.data[start:end + 1]
-        elif isinstance(fault, WrongBytes) and reply.body:
+        elif isinstance(fault, faults.WrongBytes) and reply.body:
             corrupted = bytearray(reply.body)
             corrupted[len(corrupted) // 2] ^= 0xFF
             reply.body = bytes(corrupted)
-        elif isinstance(fault, Gzip):
+        elif isinstance(fault, faults.Gzip):
             reply.body = gzip.compress(reply.body)
             reply.headers["Content-Encoding"] = "gzip"
-        elif isinstance(fault, LongContentLength):
-            reply.length = len(reply.body) + fault.extra
+        elif isinstance(fault, faults.LongContentLength):
+            reply.headers["Content-Length"] = str(len(reply.body) + fault.extra)
 
     def _write_reply(self, h, ex: RequestRecord, body: bytes, fault: Fault | None) -> None:
-        if isinstance(fault, StallAfter):
+        if isinstance(fault, faults.StallAfter):
             self._write_body(h, ex, body[:fault.n])
             self._sleep(fault.seconds)
             self._drop(h)
-        elif isinstance(fault, LongContentLength):
+        elif isinstance(fault, faults.LongContentLength):
             self._write_body(h, ex, body)
             self._drop(h)
         else:
@@ -391,68 +358,3 @@ class OriginServer(demo.OriginServer):
         headers = {} if content_type is None else {"Content-Type": content_type}
         headers.update({"Content-Length": str(len(body)), "Cache-Control": "no-store"})
         self._send(h, ex, 200, headers, body)
-
-
-class SilentServer:
-    """Accepts TCP connections on 127.0.0.1 and never sends a byte (nor reads one).
-    For connect/read-timeout tests: ``url``, ``connections`` (how many were accepted)."""
-
-    def __init__(self) -> None:
-        self.url = ""
-        self.port = 0
-        self._sock: socket.socket | None = None
-        self._accepted: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    @property
-    def connections(self) -> int:
-        with self._lock:
-            return len(self._accepted)
-
-    def start(self) -> SilentServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        self._sock = sock
-        self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/"
-        self._thread = threading.Thread(target=self._accept_loop, daemon=True,
-                                        name=f"silent-{self.port}")
-        self._thread.start()
-        return self
-
-    def url_for(self, name: str) -> str:
-        return demo.url_under(self.url, name)
-
-    def _accept_loop(self) -> None:
-        sock = self._sock
-        while True:
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                return
-            with self._lock:
-                self._accepted.append(conn)
-
-    def stop(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is None:
-            return
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        sock.close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        with self._lock:
-            accepted, self._accepted = self._accepted, []
-        for conn in accepted:
-            conn.close()
-
-    def __enter__(self) -> SilentServer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -1,20 +1,13 @@
 """The small HTTP origin ``prefetch demo`` downloads from.
 
-``OriginServer`` is a threaded HTTP/1.1 server (keep-alive, one thread per connection) on
-127.0.0.1, port 0, serving in-memory files (``put``) to GET and HEAD. ``Range``
-(``a-b``, ``a-``, ``-n``) gives 206; ``b`` past the end is clipped, a suffix longer than
-the file is the whole file; an unsatisfiable range (``a >= SIZE``, ``b < a``, ``-0``, any
-range of an empty file) gives 416 with ``Content-Range: bytes */SIZE``, as nginx does;
-several ranges, another unit or bad syntax are ignored (200, as RFC 9110 allows).
-``If-Range`` counts only with ``Range`` and matches a strong ETag equal to the current
-one or an HTTP-date equal to the current Last-Modified (never a validator the server
-does not send); no match means 200 with the whole file. HEAD gets GET's status and
-headers; ``Content-Length`` is always sent; unknown names get 404; paths are
-percent-decoded and a query string is ignored. ``rate`` throttles each response to that
-many bytes/s, as nginx's ``limit_rate`` does.
+``OriginServer`` serves in-memory files (``put``) over HTTP/1.1 on 127.0.0.1, port 0,
+one thread per connection: GET and HEAD, one ``Range`` (``parse_range``: 206, or 416
+with ``bytes */SIZE`` as nginx does), ``If-Range`` (``if_range_matches``), ``ETag`` and
+``Last-Modified``, 404 for unknown names; paths are percent-decoded, a query string is
+ignored. ``rate`` throttles each response to that many bytes/s, like nginx's
+``limit_rate``, and the demo's one fault shows a resume: ``add_fault(CloseAfter(n,
+path=name))`` makes the next GET of ``name`` stop after ``n`` body bytes.
 
-The demo's one fault shows a resume: ``add_fault(CloseAfter(n, path=name))`` makes the
-next GET of ``name`` send its headers and ``n`` body bytes, then drop the connection.
 The test suite's origin (``tests/origin.py``) adds its fault switches through the hooks.
 """
 
@@ -29,6 +22,7 @@ import socketserver
 import struct
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
@@ -72,8 +66,10 @@ def default_etag(data: bytes) -> str:
 
 
 def parse_range(header: str, size: int) -> tuple[int, int] | str | None:
-    """(start, end) inclusive, "unsatisfiable", or None (ignore the header: invalid
-    syntax, another unit, or several ranges)."""
+    """(start, end) inclusive, "unsatisfiable", or None. ``a-b``, ``a-`` and ``-n``: an
+    end past the file is clipped, a suffix longer than the file is all of it. No byte
+    (``a >= size``, ``b < a``, ``-0``, an empty file) is unsatisfiable. Several ranges,
+    another unit or bad syntax give None: the header is ignored, as RFC 9110 allows."""
     match = _RANGE.fullmatch(header)
     if match is None or not any(match.groups()):
         return None
@@ -90,7 +86,8 @@ def parse_range(header: str, size: int) -> tuple[int, int] | str | None:
 
 def if_range_matches(value: str, headers: dict[str, str]) -> bool:
     """Does ``If-Range: value`` name the representation sent with ``headers``? Strong
-    ETag equality, or an HTTP-date equal to Last-Modified; weak tags never match."""
+    ETag equality, or an HTTP-date equal to Last-Modified; weak tags never match, nor
+    does a validator that is not sent. (No match: the whole file, 200.)"""
     value = value.strip()
     if value.startswith('"') or value.startswith("W/"):
         etag = headers.get("ETag")
@@ -152,7 +149,7 @@ class Exchange:
 @dataclass
 class Reply:
     """A file response in the making: bytes ``start``..``end`` (inclusive) of a file of
-    ``size`` bytes; ``length`` is the Content-Length to announce (None: ``len(body)``)."""
+    ``size`` bytes. Content-Length is ``len(body)`` unless ``headers`` has one."""
 
     status: int
     start: int
@@ -160,7 +157,6 @@ class Reply:
     size: int
     headers: dict[str, str]
     body: bytes
-    length: int | None = None
 
 
 class _Stop(Exception):
@@ -172,8 +168,6 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 128
     allow_reuse_address = True
 
-    origin: OriginServer
-
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup: skip it.
         socketserver.TCPServer.server_bind(self)
@@ -181,10 +175,8 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def finish_request(self, request, client_address) -> None:
         # Runs in the connection's own thread, so a slow handshake never blocks accepts.
-        try:  # headers and body go out in separate writes: avoid Nagle/delayed-ACK stalls
+        with suppress(OSError):  # headers and body go out in separate writes: no Nagle stalls
             request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
         origin = self.origin
         sock = origin._wrap(request)
         if sock is None:
@@ -197,18 +189,14 @@ class _HTTPServer(ThreadingHTTPServer):
         finally:
             origin._track(sock, add=False)
             if sock is not request:
-                try:
+                with suppress(OSError):
                     sock.close()
-                except OSError:
-                    pass
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server_version = "origin-test/1"
+    server_version = "prefetch-demo-origin/1"
     timeout = 60  # idle keep-alive connections end by themselves
-
-    server: _HTTPServer
 
     def log_message(self, format, *args) -> None:  # noqa: A002 - stdlib signature
         pass
@@ -262,10 +250,8 @@ class OriginServer:
         with self._lock:
             connections = list(self._connections)
         for sock in connections:  # wake keep-alive readers and stalled writers
-            try:
+            with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if self._thread is not None:
             self._thread.join(timeout=5)
         with self._closed:  # handler threads end promptly once their sockets are shut
@@ -315,15 +301,6 @@ class OriginServer:
         """The socket to speak HTTP on (None: drop the connection)."""
         return sock
 
-    def _track(self, sock, *, add: bool) -> None:
-        with self._lock:
-            if add:
-                self._connections.add(sock)
-                self._peak_connections = max(self._peak_connections, len(self._connections))
-            else:
-                self._connections.discard(sock)
-                self._closed.notify_all()
-
     def _exchange(self, h: _Handler, name: str) -> Exchange:
         return Exchange(method=h.command, name=name)
 
@@ -365,6 +342,15 @@ class OriginServer:
 
     # -- serving ------------------------------------------------------------------
 
+    def _track(self, sock, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(sock)
+                self._peak_connections = max(self._peak_connections, len(self._connections))
+            else:
+                self._connections.discard(sock)
+                self._closed.notify_all()
+
     def _handle(self, h: _Handler) -> None:
         ex = self._exchange(h, normalize_name(unquote(urlsplit(h.path).path, errors="replace")))
         with self._lock:
@@ -395,7 +381,7 @@ class OriginServer:
         self._shape(reply, current, fault)
         if reply.status == 206:
             headers["Content-Range"] = f"bytes {reply.start}-{reply.end}/{size}"
-        headers["Content-Length"] = str(len(reply.body) if reply.length is None else reply.length)
+        headers.setdefault("Content-Length", str(len(reply.body)))
         self._send(h, ex, reply.status, headers, reply.body, fault)
 
     def _send_simple(self, h: _Handler, ex: Exchange, code: int, *,
@@ -445,11 +431,9 @@ class OriginServer:
     def _drop(h: _Handler, *, reset: bool = False) -> None:
         h.close_connection = True
         sock = h.connection
-        try:
+        with suppress(OSError):
             if reset:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 sock.close()
             else:
                 sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
