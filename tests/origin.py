@@ -45,6 +45,7 @@ from prefetch.demo.origin import Exchange, Fault, Reply, StoredFile, http_date, 
 from tests import origin_faults as faults
 from tests.origin_faults import *  # noqa: F401,F403 - the faults belong to this module's API
 from tests.origin_silent import SilentServer
+from tests.origin_tls import make_certificates
 
 __all__ = [*faults.__all__, "OriginServer", "RequestRecord", "SilentServer", "http_date"]
 
@@ -127,15 +128,12 @@ class OriginServer(demo.OriginServer):
 
     def start(self) -> OriginServer:
         if self.tls and self._server is None:
-            from tests.origin_tls import make_certificates
-
             self._tmpdir = Path(tempfile.mkdtemp(prefix="origin-tls-"))
             self.ca_path, cert_path, key_path = make_certificates(self._tmpdir)
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(cert_path, key_path)
             self._ssl_context = context
-        super().start()
-        return self
+        return super().start()
 
     def stop(self) -> None:
         super().stop()
