@@ -260,7 +260,7 @@ def test_get_file_is_a_drop_in_for_http_and_file_origins(origin, home, tmp_path)
 
 def test_get_file_keeps_a_relative_cache_subdir_inside_cache_dir(origin, home, tmp_path):
     """Keras 3.15 writes wherever ``cache_dir/../x`` leads; prefetch refuses with a ValueError (and writes nothing)."""
-    origin.put("p.bin", b"data")
+    origin.put("p.bin", bytes(range(256)))
     cache = tmp_path / "cache"
     cache.mkdir()  # (an unwritable or missing cache_dir falls back to /tmp/.keras, as in Keras)
     for subdir in ("../outside", "a/../../outside", "b/../../x"):
@@ -271,4 +271,4 @@ def test_get_file_keeps_a_relative_cache_subdir_inside_cache_dir(origin, home, t
     assert origin.data_requests("p.bin") == []
     inside = prefetch.get_file("p.bin", origin.url_for("p.bin"), cache_dir=str(cache), cache_subdir="a/../b",
                                progress=False)
-    assert inside == os.path.join(str(cache), "a/../b", "p.bin") and open(inside, "rb").read() == b"data"
+    assert inside == os.path.join(str(cache), "a/../b", "p.bin") and open(inside, "rb").read() == bytes(range(256))

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import sigkill_when, start_cli
+from tests.conftest import run_cli
+from tests.faults_net_helpers import closed_port
 from tests.hub_origin import HubServer
 
 WEIGHTS = hashlib.sha256(b"seed").digest() * (3 << 15)  # 3 MiB, not compressible by accident
@@ -498,3 +500,34 @@ def test_cache_dir_and_force_apply_to_hf_names(hf_env, hub, home, cli, tmp_path)
     assert len(hub.file_requests()) > before
     for name, data in MODEL_FILES.items():
         assert (custom / "models--acme--tiny" / "snapshots" / commit / name).read_bytes() == data
+
+
+def test_an_unreachable_hub_is_no_failure_when_the_repo_is_complete_locally(hf_env, hub, home, cli):
+    """Issue 21, item 6: a repo prefetch completed (and still in place) is cached while the Hub is away."""
+    assert cli("get", "hf://acme/tiny").returncode == 0
+    away = dict(hf_env, HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}", PREFETCH_RETRIES="0", PREFETCH_TIMEOUT="3")
+
+    done = run_cli("get", "hf://acme/tiny", env=away)
+    assert done.returncode == 0, done.stderr
+    assert "could not be reached" in done.stderr and "in place" in done.stderr
+
+    # A file missing since: the Hub's absence is a failure again (exit 3), nothing claimed.
+    repo = cache(home) / "models--acme--tiny"
+    blob = repo / "blobs" / blob_name(MODEL_FILES["model.safetensors"], lfs=True)
+    blob.unlink()
+    done = run_cli("get", "hf://acme/tiny", env=away)
+    assert done.returncode == 3, done.stderr
+
+
+def test_wait_on_a_commit_needs_the_repo_complete_not_its_snapshot_folder(hf_env, hub, home, cli):
+    commit = hub.repos[("model", "acme/tiny")].commit
+    name = f"hf://acme/tiny@{commit}"
+    snapshot = cache(home) / "models--acme--tiny" / "snapshots" / commit
+    snapshot.mkdir(parents=True)  # a half-filled snapshot (another tool, an interrupted run)
+    (snapshot / "config.json").write_bytes(MODEL_FILES["config.json"])
+
+    assert cli("wait", name, "--timeout", "5").returncode != 0
+
+    assert cli("get", name).returncode == 0
+    waited = cli("wait", name, "--timeout", "5")
+    assert waited.returncode == 0, waited.stdout + waited.stderr

@@ -81,6 +81,9 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         retries=retries,
         timeout=timeout,
         force=force,
+        # For hf:// names --cache-dir is the hub cache, as huggingface_hub's cache_dir= (a job
+        # pins cache_dir to the Keras root, so the hub's gets its own field).
+        hub_cache=cache_dir if cache_dir and any(n[:5].lower() == "hf://" for n in names) else None,
     )
     if background:
         from prefetch.jobs import start_job

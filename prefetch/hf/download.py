@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from prefetch.errors import ExitCode, HashMismatchError, InterruptedTransferError, PrefetchError, UsageError
+from prefetch.errors import (ExitCode, HashMismatchError, HTTPStatusError, InterruptedTransferError, NetworkError,
+                             PrefetchError, UsageError)
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.model.plans import FileResult
 from prefetch.fs.files import local_error
-from prefetch.hf import api, cache_layout
+from prefetch.hf import api, cache_layout, complete
 from prefetch.hf.names import hub_token
 from prefetch.hf.plan import HubPlan, select_files
 from prefetch.fs.locks import hold_lock
@@ -71,10 +72,19 @@ def fetch_repo(
     token = hub_token(env)
     factory = api.client_factory(plan.endpoint, token)
     client = factory(timeouts=transfer.timeouts)
+    manifest = plan.manifest or complete.manifest_path(state, plan.repo_dir, plan.repo.revision, plan.include,
+                                                       plan.exclude)
     try:
         backoff = (transfer.backoff_base, min(transfer.backoff_cap, 8.0))  # PREFETCH_BACKOFF tunes the API too
         commit = api.repo_commit(client, plan.endpoint, plan.repo, token=bool(token), backoff=backoff)
         files = api.list_files(client, plan.endpoint, plan.repo, commit, token=bool(token), backoff=backoff)
+    except NetworkError as exc:
+        # Only when the Hub cannot be reached: a refusal or a 404 is the Hub's answer, not its absence.
+        local = None if force or isinstance(exc, (api.HubAccessError, HTTPStatusError)) else (
+            complete.complete_locally(manifest, plan.repo_dir))
+        if local is None:
+            raise
+        return complete.offline_results(plan, local, exc, on_event, started)
     finally:
         client.close()
     for f in files:
@@ -144,6 +154,7 @@ def fetch_repo(
         summary.error = f"{plan.label}: {len(failed)} of {len(results)} file(s) not in place; first: {first.error}"
         return [*results, summary]
     cache_layout.write_ref(repo_dir, plan.repo.revision, commit)
+    complete.record_complete(manifest, commit=commit, files=[f for group in by_blob.values() for f in group])
     summary.status = "downloaded" if any(r.status == "downloaded" for r in results) else "cached"
     kind = EventKind.DONE if summary.status == "downloaded" else EventKind.CACHED
     rate = summary.downloaded / summary.elapsed if summary.elapsed > 0 else 0.0

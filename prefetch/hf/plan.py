@@ -25,6 +25,7 @@ class HubPlan:
     endpoint: str
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    manifest: Path | None = None  # prefetch's record that this selection is complete (``hf/complete.py``)
 
     @property
     def label(self) -> str:
@@ -40,8 +41,11 @@ class HubPlan:
 
     @property
     def final(self) -> Path:
-        """What exists once the repo is complete: its ref (written last), or for a commit its snapshot."""
+        """What exists once the repo is complete: its ref (written last), or for a commit prefetch's
+        manifest (a snapshot folder may exist half-filled), else the snapshot."""
         if self.repo.is_commit:
+            if self.manifest is not None:
+                return self.manifest
             return cache_layout.snapshot_dir(self.repo_dir, self.repo.revision)
         return cache_layout.ref_path(self.repo_dir, self.repo.revision)
 
@@ -79,6 +83,16 @@ def plan_hub(names: Sequence[str], *, include: Sequence[str], exclude: Sequence[
 
     base = hub_endpoint(endpoint, env=env, config=config)
     root = Path(cache).expanduser() if cache else hub_cache_root(env)
-    return [HubPlan(repo=parse_hub_name(n), root=root.absolute(), endpoint=base, include=tuple(include),
-                    exclude=tuple(exclude)) for n in names]
+    from prefetch.fs.paths import state_dir
+    from prefetch.hf.complete import manifest_path
+
+    state = state_dir(env)
+    plans = []
+    for name in names:
+        repo = parse_hub_name(name)
+        plans.append(HubPlan(repo=repo, root=root.absolute(), endpoint=base, include=tuple(include),
+                             exclude=tuple(exclude),
+                             manifest=manifest_path(state, root.absolute() / repo.folder, repo.revision,
+                                                    include, exclude)))
+    return plans
 

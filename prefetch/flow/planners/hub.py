@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from prefetch.errors import UsageError
 from prefetch.flow.planners.base import PlanContext, Planner, RunContext
@@ -38,7 +37,7 @@ class HubPlanner(Planner):
         request = ctx.request
         return plan_hub(names, include=request.include, exclude=request.exclude,
                         endpoint=request.mirrors[0] if request.mirrors else None,
-                        cache=request.hub_cache or request.cache_dir, env=ctx.env, config=ctx.config)
+                        cache=request.hub_cache, env=ctx.env, config=ctx.config)
 
     def run(self, plans: Sequence[HubPlan], ctx: RunContext) -> list[FileResult]:
         options = ctx.options
@@ -46,11 +45,9 @@ class HubPlanner(Planner):
                              stop=ctx.stop, job=options.job, force=options.force)
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
-        """The Hugging Face cache root, fixed now (--cache-dir, else HF_HUB_CACHE, HF_HOME...)."""
+        """The Hugging Face cache root, fixed now (HF_HUB_CACHE, HF_HOME...)."""
         if request.hub_cache or not any(self.claims(n) for n in request.names):
             return request
-        if request.cache_dir:  # as huggingface_hub's cache_dir=: models--ORG--NAME right under it
-            return dataclasses.replace(request, hub_cache=str(Path(request.cache_dir).expanduser().absolute()))
         return dataclasses.replace(request, hub_cache=str(hub_cache_root(env).absolute()))
 
 
