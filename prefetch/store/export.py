@@ -8,10 +8,13 @@ in ``sha256sum -c`` format. Serve DIR and point ``--mirror`` at it.
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefetch.errors import HashMismatchError, LocalFileError, NotDownloadedError
+from prefetch.fs import safefs
 from prefetch.fs.files import local_error
 
 
@@ -36,6 +39,7 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
     from prefetch.store.push import file_digests
 
     directory = Path(directory).expanduser().absolute()
+    safefs.check_link_ok(directory)  # a directory link another user planted is never followed
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -65,46 +69,80 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
 
 
 def _place(source: Path, target: Path, sha256: str, listed: str | None) -> str:
-    if target.is_file() and not target.is_symlink() and listed == sha256:
+    """``source`` at ``target``: kept, hard-linked or copied; never through a link another user planted.
+
+    DIR may be shared (a team's static mirror): a link or another user's file at a name
+    prefetch writes is refused (``UnsafePathError``, exit 5), and temp files are created
+    with ``O_EXCL | O_NOFOLLOW`` under unpredictable names.
+    """
+    st = safefs.check_replaceable(target)  # a planted link or another user's file: refused
+    if st is not None and listed == sha256:
         try:
-            if os.path.samefile(source, target) or target.stat().st_size == source.stat().st_size:
+            if os.path.samefile(source, target) or (st.st_size == source.stat().st_size
+                                                    and file_sha256(target) == sha256):
                 return "kept"
         except OSError:
             pass
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
-        tmp.unlink(missing_ok=True)
         try:
-            os.link(source, tmp)
+            os.link(source, tmp)  # creates the name: never follows anything at it
             how = "linked"
         except OSError:
-            import shutil
-
-            shutil.copyfile(source, tmp)
+            fd = safefs.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
             how = "copied"
-        os.replace(tmp, target)  # replaces a link or file at the name, never writes through it
+        safefs.replace(tmp, target)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        _drop_tmp(tmp)
         raise LocalFileError(f"cannot write {target}: {exc.strerror or exc}") from None
+    except BaseException:
+        _drop_tmp(tmp)
+        raise
     return how
+
+
+def _drop_tmp(tmp: Path) -> None:
+    try:
+        if safefs.lstat_or_none(tmp) is not None:
+            safefs.remove_own(tmp)
+    except OSError:
+        pass
+
+
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    fd = safefs.open_file(path, own=False)
+    with os.fdopen(fd, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _read_sums(path: Path) -> dict[str, str]:
     sums = {}
     try:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            digest, _, name = line.partition("  ")
-            if len(digest) == 64 and name:
-                sums[name] = digest
-    except OSError:
-        pass
+        data = safefs.read_bytes(path, own=False)  # never a FIFO, never through a planted link
+    except (OSError, LocalFileError):
+        data = None
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        digest, _, name = line.partition("  ")
+        if len(digest) == 64 and name:
+            sums[name] = digest
     return sums
 
 
 def _write_sums(path: Path, sums: dict[str, str]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
-        tmp.write_text("".join(f"{d}  {n}\n" for n, d in sorted(sums.items())), encoding="utf-8")
-        os.replace(tmp, path)
+        safefs.write_new(tmp, "".join(f"{d}  {n}\n" for n, d in sorted(sums.items())).encode())
+        safefs.replace(tmp, path)  # a planted link or another user's SHA256SUMS: refused, never written through
     except OSError as exc:
+        _drop_tmp(tmp)
         raise local_error(exc, path) from None
+    except BaseException:
+        _drop_tmp(tmp)
+        raise
