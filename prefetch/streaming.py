@@ -26,7 +26,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from prefetch.errors import ExitCode, PrefetchError, UsageError, error_for_exit_code
+from prefetch.errors import ExitCode, UsageError, error_for_exit_code
 
 ORDERS = ("given", "any")
 
@@ -75,10 +75,12 @@ def as_completed(names=None, *, job: str | None = None, order: str = "given", ma
         record = get_job(job)  # JobNotFoundError now, not on the first next()
         feed = _Feed(order=order, max_ahead=None, keep_going=keep_going, total=len(record.files))
         return PathStream(feed, _job_runner(job, feed, interval), what=f"job {record.id}")
+    if names is None and not options.get("urls"):
+        raise UsageError("as_completed needs names (dataset names or URLs), urls=[...], or job=JOB_ID")
     from prefetch.api import make_request
     from prefetch.flow.planning import plan_request
 
-    request = make_request(names, **options)
+    request = make_request([] if names is None else names, **options)
     plans, _ = plan_request(request)  # usage errors now, before a thread starts
     feed = _Feed(order=order, max_ahead=max_ahead, keep_going=keep_going, total=len(plans))
     return PathStream(feed, _request_runner(request, feed, on_event, progress),
@@ -314,7 +316,7 @@ def _request_runner(request, feed: _Feed, on_event, progress):
             results = run_request(request, on_event=sink, stop=feed.stop, before_start=feed.before_start,
                                   on_file_done=done)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            feed.end(crash=exc if isinstance(exc, PrefetchError) else exc)
+            feed.end(crash=exc)
             return
         finally:
             if bar is not None:
