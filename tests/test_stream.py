@@ -62,7 +62,7 @@ def no_stream_threads() -> bool:
 
 
 def test_first_path_arrives_before_the_last_file_starts_and_order_given_holds(origin, home, tmp_path):
-    entries, names, blobs = put_shards(origin, [128 * KiB] * 6)
+    entries, names, blobs = put_shards(origin, [256 * KiB] * 6)
     origin.total_rate = 512 * KiB
     out = tmp_path / "out"
     got, first_at = [], None
@@ -91,18 +91,21 @@ def test_max_ahead_bounds_what_is_on_disk_ahead_of_the_consumer(origin, home, tm
     entries, names, _ = put_shards(origin, [size] * 6)
     origin.total_rate = 1024 * KiB
     out = tmp_path / "out"
-    taken_at = []
-    for k, path in enumerate(stream(entries, out, max_ahead=2)):
-        taken_at.append(time.monotonic())
+    paths = stream(entries, out, max_ahead=2)
+    asked_at = []
+    for k in range(6):
+        asked_at.append(time.monotonic())
+        path = next(paths)
+        assert path == out / names[k]
         ahead = [n for n in names[k + 1:] if (out / n).exists() or part_path(out / n).exists()]
         on_disk = sum(((out / n).stat().st_size if (out / n).exists() else part_path(out / n).stat().st_size)
                       for n in ahead)
         assert len(ahead) <= 2 and on_disk <= 2 * size, (k, ahead)
         time.sleep(0.3)  # training on it: the downloads would run far ahead without the bound
-    assert len(taken_at) == 6
-    # From the server's log: file j's first request came after the consumer took file j-3.
-    for j in range(3, 6):
-        assert first_get(origin, names[j]) > taken_at[j - 3]
+    assert list(paths) == []
+    # From the server's log: file j's first request came only after the consumer asked for file j-2.
+    for j in range(2, 6):
+        assert first_get(origin, names[j]) > asked_at[j - 2]
 
 
 def test_a_failure_in_file_3_of_6_raises_at_the_consumer_and_stops_the_rest(origin, home, tmp_path):
@@ -205,3 +208,30 @@ def test_following_a_background_job(origin, home, tmp_path):
     assert prefetch.status(job.id).state == "done"
     with pytest.raises(prefetch.JobNotFoundError):
         prefetch.as_completed(job="j0000-nope")
+
+
+def test_fetch_files_hooks_contract(origin, home, tmp_path):
+    """before_start in index order, False = not started (interrupted); on_file_done once per file."""
+    from prefetch.api import make_request
+    from prefetch.flow.planning import run_request
+
+    entries, names, _ = put_shards(origin, [32 * KiB] * 5, missing=(1,))
+    request = make_request([], urls=entries, output_dir=str(tmp_path / "out"), connections=1)
+    asked, done = [], []
+    lock = threading.Lock()
+
+    def before_start(index: int) -> bool:
+        with lock:
+            asked.append(index)
+        return index != 3
+
+    def on_file_done(index: int, result) -> None:
+        with lock:
+            done.append((index, result.status, result.exit_code))
+
+    results = run_request(request, before_start=before_start, on_file_done=on_file_done)
+    assert sorted(asked) == [0, 1, 2, 3, 4] and asked[:2] == [0, 1]  # started in index order (2 at a time)
+    assert sorted(done) == [(0, "downloaded", 0), (1, "failed", 3), (2, "downloaded", 0), (3, "interrupted", 7),
+                            (4, "downloaded", 0)]
+    assert not origin.data_requests(names[3])  # refused: never started
+    assert [r.status for r in results] == ["downloaded", "failed", "downloaded", "interrupted", "downloaded"]

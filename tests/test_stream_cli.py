@@ -21,7 +21,7 @@ def input_file(tmp_path, entries) -> str:
 
 
 def test_print_paths_prints_each_path_as_it_lands(origin, home, tmp_path):
-    entries, names, blobs = put_shards(origin, [128 * KiB] * 6)
+    entries, names, blobs = put_shards(origin, [256 * KiB] * 6)
     origin.total_rate = 512 * KiB
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "prefetch", "get", "-i", input_file(tmp_path, entries),

@@ -384,7 +384,7 @@ def fetch_files(
 
     Files start in index order. ``before_start(index)`` is called before file
     ``index`` starts and may block (back-pressure); False means "do not start it"
-    (it reports interrupted, not started). ``on_file_done(index, result)`` is called
+    (it reports interrupted, not started; the others go on). ``on_file_done(index, result)`` is called
     exactly once per file, from any thread, as soon as its result is final.
     """
     stop = stop or threading.Event()
@@ -392,12 +392,14 @@ def fetch_files(
 
     def run(index: int) -> None:
         plan = plans[index]
+        refused = False  # before_start said no: this file alone is not started
         try:
             try:
                 if stop.is_set() or (before_start is not None and not before_start(index)):
+                    refused = not stop.is_set()
                     from prefetch.errors import InterruptedTransferError
 
-                    raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
+                    raise InterruptedTransferError(f"{plan.label}: not started{'' if refused else ' (stopped)'}")
                 results[index] = fetch_file(
                     plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted",
                     records_dir=state / "placed", on_event=on_event, stop=stop,
@@ -405,7 +407,7 @@ def fetch_files(
             except PrefetchError as exc:
                 results[index] = _failed(plan, exc)
                 on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
-                if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
+                if not refused and (options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED):
                     stop.set()
             if options.sources is not None and results[index] is not None:
                 options.sources.finish(plan, results[index], on_event=on_event)  # seeds the team store
