@@ -205,9 +205,11 @@ class PathStream:
                 if error is None and not self._closed:
                     try:
                         feed.cond.wait(0.2)
-                    except KeyboardInterrupt:
+                    except KeyboardInterrupt:  # waiting here: as ensure, the resumable-stop error
+                        feed.interrupted = True
                         feed.stop.set()
-                        error = KeyboardInterrupt()
+                        error = error_for_exit_code(ExitCode.INTERRUPTED, "interrupted: the downloads stopped; "
+                                                    "what is on disk resumes on the next call")
                     if error is None:
                         continue
             self.close()

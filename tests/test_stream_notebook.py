@@ -14,6 +14,21 @@ from tests.test_stream import on_disk
 MiB = 1 << 20
 
 
+def interrupt_and_check(kernel, cell, origin, out, names, *, error: str) -> None:
+    """Interrupt the running cell; it ends with ``error``, nothing downloads any more, and no
+    request starts after the interrupt plus a grace second (the origin's log)."""
+    assert cell.ended is None, cell.rendered
+    kernel.interrupt()
+    interrupted = time.monotonic()
+    poll(lambda: kernel.poll(cell), what="the cell to end", timeout=20)
+    assert cell.error is not None and cell.error["ename"] == error, cell.rendered
+    time.sleep(1.0)
+    kept = on_disk(out, names)
+    time.sleep(1.0)
+    assert on_disk(out, names) == kept  # nothing downloads any more
+    assert not [r for r in origin.requests if r.started > interrupted + 1.0]
+
+
 def test_kernel_interrupt_in_the_training_loop_stops_the_downloads(kernel, origin, tmp_path):
     names = [f"shard-{i}.bin" for i in range(5)]
     blobs = {n: os.urandom(MiB if i else 64 << 10) for i, n in enumerate(names)}
@@ -33,16 +48,7 @@ def test_kernel_interrupt_in_the_training_loop_stops_the_downloads(kernel, origi
     poll(lambda: kernel.poll(cell) or "got shard-0.bin" in cell.rendered, what="the first path", timeout=60)
     poll(lambda: part_path(out / names[1]).exists() and state_path(out / names[1]).exists(),
          what="shard-1 in flight", timeout=30)
-    assert cell.ended is None, cell.rendered
-    kernel.interrupt()
-    interrupted = time.monotonic()
-    poll(lambda: kernel.poll(cell), what="the cell to end", timeout=20)
-    assert cell.error is not None and cell.error["ename"] in ("KeyboardInterrupt", "InterruptedTransferError")
-    time.sleep(1.0)
-    kept = on_disk(out, names)
-    time.sleep(1.0)
-    assert on_disk(out, names) == kept  # nothing downloads any more
-    assert not [r for r in origin.requests if r.started > interrupted + 1.0]  # no request after stop + grace
+    interrupt_and_check(kernel, cell, origin, out, names, error="KeyboardInterrupt")  # raised in the user's code
     for name in names[1:]:  # nothing half-placed; what was in flight resumable
         assert not (out / name).exists()
         assert part_path(out / name).exists() == state_path(out / name).exists()
@@ -69,16 +75,7 @@ def test_kernel_interrupt_while_waiting_for_the_next_file(kernel, origin, tmp_pa
     )
     cell = kernel.start(code)
     poll(lambda: kernel.poll(cell) or on_disk(out, ["slow.bin"]) >= 256 << 10, what="bytes on disk")
-    assert cell.ended is None, cell.rendered
-    kernel.interrupt()
-    interrupted = time.monotonic()
-    poll(lambda: kernel.poll(cell), what="the cell to end", timeout=20)
-    assert cell.error is not None and cell.error["ename"] in ("KeyboardInterrupt", "InterruptedTransferError")
-    time.sleep(1.0)
-    kept = on_disk(out, ["slow.bin"])
-    time.sleep(1.0)
-    assert on_disk(out, ["slow.bin"]) == kept
-    assert not [r for r in origin.requests if r.started > interrupted + 1.0]
+    interrupt_and_check(kernel, cell, origin, out, ["slow.bin"], error="InterruptedTransferError")  # as ensure
     assert not (out / "slow.bin").exists() and state_path(out / "slow.bin").exists()
     # The stream is still referenced by `paths`: it ended cleanly, and closing it is harmless.
     again = kernel.run("paths.close(); paths.close(); print(repr(paths))")
