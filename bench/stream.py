@@ -5,7 +5,7 @@
     python bench/stream.py --shard-mib 2 --rate-mib 4 --step 0.25   # a smaller, quicker run
 
 Both ways run in the same process, one after the other, each into a fresh cache, against
-the same throttled route: prefetch's local origin (``prefetch.demo.origin``) on 127.0.0.1
+the same throttled route: the test suite's origin (``tests/origin.py``) on 127.0.0.1
 with ``total_rate`` (one shared link that more connections cannot widen). Each shard is a
 WebDataset-style tar; "training" on a shard reads every sample
 (``prefetch.adapters.iter_tar_samples``) and then spends ``--step`` seconds per shard, the
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import prefetch  # noqa: E402
 from prefetch.adapters import iter_tar_samples  # noqa: E402
-from prefetch.demo.origin import OriginServer  # noqa: E402
+from tests.origin import OriginServer  # noqa: E402 - the test origin, with its shared-link throttle
 
 MiB = 1 << 20
 
