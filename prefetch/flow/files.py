@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 from urllib.parse import quote
 
 from prefetch.errors import ExitCode, LocalFileError, PrefetchError
@@ -379,6 +379,8 @@ def fetch_files(
     state: Path,
     on_event: EventSink = ignore_event,
     stop: threading.Event | None = None,
+    before_start: Callable[[int], bool] | None = None,
+    on_file_done: Callable[[int, FileResult], None] | None = None,
 ) -> list[FileResult]:
     """Fetch several files on a bounded pool; one failure does not harm the others.
 
@@ -387,28 +389,42 @@ def fetch_files(
 
     With ``options.fail_fast`` the first failure asks every other file to stop
     cleanly (their state is saved and they report "interrupted").
+
+    Files start in index order. ``before_start(index)`` is called before file
+    ``index`` starts and may block (back-pressure); False means "do not start it"
+    (it reports interrupted, not started; the others go on). ``on_file_done(index, result)`` is called
+    exactly once per file, from any thread, as soon as its result is final.
     """
     stop = stop or threading.Event()
     results: list[FileResult | None] = [None] * len(plans)
 
     def run(index: int) -> None:
         plan = plans[index]
+        refused = False  # before_start said no: this file alone is not started
         try:
-            if stop.is_set():
-                from prefetch.errors import InterruptedTransferError
+            try:
+                if stop.is_set() or (before_start is not None and not before_start(index)):
+                    refused = not stop.is_set()
+                    from prefetch.errors import InterruptedTransferError
 
-                raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
-            results[index] = fetch_file(
-                plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted",
-                records_dir=state / "placed", on_event=on_event, stop=stop,
-            )
-        except PrefetchError as exc:
-            results[index] = _failed(plan, exc)
-            on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
-            if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
-                stop.set()
-        if options.sources is not None and results[index] is not None:
-            options.sources.finish(plan, results[index], on_event=on_event)  # seeds the team store
+                    raise InterruptedTransferError(f"{plan.label}: not started{'' if refused else ' (stopped)'}")
+                results[index] = fetch_file(
+                    plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted",
+                    records_dir=state / "placed", on_event=on_event, stop=stop,
+                )
+            except PrefetchError as exc:
+                results[index] = _failed(plan, exc)
+                on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
+                if not refused and (options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED):
+                    stop.set()
+            if options.sources is not None and results[index] is not None:
+                options.sources.finish(plan, results[index], on_event=on_event)  # seeds the team store
+        finally:
+            if on_file_done is not None:
+                done = results[index]
+                if done is None:  # a bug escaped fetch_file: the file still gets its one final result
+                    done = _failed(plan, PrefetchError(f"{plan.label}: internal error (see the traceback)"))
+                on_file_done(index, done)
 
     workers = max(1, min(options.max_parallel_files, len(plans)))
     if workers == 1:
