@@ -14,13 +14,12 @@ OUT`` (and the real CLI for the archive) against the local origin.
 
 from __future__ import annotations
 
-import io
 import json
 import random
-import tarfile
 from pathlib import Path
 
 from prefetch.errors import ExitCode
+from tests.archives import tar_gz
 from tests.conftest import run_cli
 from tests.origin import CloseAfter
 from tests.test_faults import assert_success, fault_env, get_file
@@ -111,18 +110,8 @@ def test_the_origin_unreachable_for_the_sample_keeps_the_partial(home, origin, t
     assert not out.exists() and part_of(out).read_bytes() == kept
 
 
-def tgz(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def test_a_truncated_archive_is_downloaded_again_once_the_origin_is_fixed(home, origin, tmp_path):
-    archive = tgz({"set/a.bin": random.Random(1).randbytes(300_000), "set/b.txt": b"b" * 1000})
+    archive = tar_gz({"a.bin": random.Random(1).randbytes(300_000), "b.txt": b"b" * 1000}, folder="set")
     # The broken upload keeps the fixed one's validators: only the bytes can tell.
     origin.put("set.tar.gz", archive[: len(archive) // 2], etag='"same"', last_modified=STAMP)
     args = ("get", origin.url_for("set.tar.gz"), "--extract", "-P", str(tmp_path / "out"))

@@ -24,7 +24,8 @@ def write_registry(path, url, sha):
     )
 
 
-def test_tf_keras_installed_gets_its_names_under_home(home, origin, tmp_path):
+def toy_with_tf_keras(origin, tmp_path):
+    """The toy archive on the origin, its registry, and an environment where tf-keras looks installed."""
     import hashlib
 
     archive = tar_gz({"a.bin": b"x" * 1000}, folder="toy-batches")
@@ -34,6 +35,11 @@ def test_tf_keras_installed_gets_its_names_under_home(home, origin, tmp_path):
     site = tmp_path / "site"
     fake_installed(site, "tf_keras", "2.17.0")
     env = dict(os.environ, PYTHONPATH=str(site) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return archive, registry, env
+
+
+def test_tf_keras_installed_gets_its_names_under_home(home, origin, tmp_path):
+    archive, registry, env = toy_with_tf_keras(origin, tmp_path)
     keras_home = home / "kh"
     env["KERAS_HOME"] = str(keras_home)
 
@@ -67,16 +73,8 @@ def test_without_tf_keras_nothing_goes_to_home(home, origin, tmp_path):
 
 def test_rm_also_removes_the_tf_keras_copies_that_keras_home_added(home, origin, tmp_path):
     """Issue 21, item 6: `prefetch rm` with KERAS_HOME set removes what `get` put in ~/.keras for tf-keras."""
-    import hashlib
-
-    archive = tar_gz({"a.bin": b"x" * 1000}, folder="toy-batches")
-    origin.put("toy.tar.gz", archive)
-    registry = tmp_path / "reg.toml"
-    write_registry(registry, origin.url_for("toy.tar.gz"), hashlib.sha256(archive).hexdigest())
-    site = tmp_path / "site"
-    fake_installed(site, "tf_keras", "2.17.0")
-    env = dict(os.environ, PYTHONPATH=str(site) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               KERAS_HOME=str(home / "kh"))
+    archive, registry, env = toy_with_tf_keras(origin, tmp_path)
+    env["KERAS_HOME"] = str(home / "kh")
     assert run_cli("get", "toy", "--registry", str(registry), env=env).returncode == 0
     tf = home / ".keras" / "datasets"
     assert (tf / "toy-batches.tar.gz").exists() and (tf / "toy-batches" / "a.bin").exists()

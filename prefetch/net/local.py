@@ -62,9 +62,9 @@ class LocalResponse:
         self._fd = fd
         self._pos = start
         self._left = length
-        self._pushback = b""
 
-    def _readinto(self, buffer) -> int:
+    def readinto(self, buffer) -> int:
+        """Read the next bytes of the body into ``buffer``; 0 at its end."""
         if self._fd is None or self._left <= 0:
             self.close()
             return 0
@@ -77,22 +77,11 @@ class LocalResponse:
         self._left -= n
         return n
 
-    def readinto(self, buffer) -> int:
-        if self._pushback:
-            n = min(len(buffer), len(self._pushback))
-            buffer[:n] = self._pushback[:n]
-            self._pushback = self._pushback[n:]
-            return n
-        return self._readinto(buffer)
-
     def peek(self, n: int) -> bytes:
-        while len(self._pushback) < n:
-            buffer = bytearray(n - len(self._pushback))
-            got = self._readinto(buffer)
-            if not got:
-                break
-            self._pushback += bytes(buffer[:got])
-        return self._pushback[:n]
+        """Up to the next ``n`` bytes of the body, without consuming them (a ``pread``)."""
+        if self._fd is None:
+            return b""
+        return os.pread(self._fd, min(n, self._left), self._pos)
 
     def read(self, amount: int | None = None) -> bytes:
         out = bytearray()
@@ -109,7 +98,7 @@ class LocalResponse:
 
     @property
     def complete(self) -> bool:
-        return self._left <= 0 and not self._pushback
+        return self._left <= 0
 
     def close(self) -> None:
         fd, self._fd = self._fd, None
