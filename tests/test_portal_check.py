@@ -66,9 +66,10 @@ def test_binary_bytes_labelled_text_html_are_the_file(home, origin, tmp_path):
     ("train.tar.gz", b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code></Error>',
      "application/xml"),
     ("weights.npz", b'{"error": "quota exceeded", "code": 403}', "application/json"),
-    ("shard.bin", b"Please log in to the campus network to continue.\n" * 5, "text/plain"),
+    ("shard.npy", b"Please log in to the campus network to continue.\n" * 5, "text/plain"),
     (SHARD, b"<html><body>blocked</body></html>", "application/x-tar"),
-], ids=["xml-error", "json-error", "plain-text", "html-as-tar"])
+    ("shard.bin", b'{"error": "login required", "portal": "http://10.0.0.1/"}', "text/plain"),
+], ids=["xml-error", "json-error", "plain-text", "html-as-tar", "json-as-bin"])
 def test_a_text_body_where_binary_is_promised_is_a_web_page(home, origin, tmp_path, name, body, content_type):
     origin.put(name, random.Random(6).randbytes(100_000))
     for _ in range(40):

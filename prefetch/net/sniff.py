@@ -57,6 +57,8 @@ _BINARY_NAMES = tuple(sfx for suffixes, _, _ in _MAGIC for sfx in suffixes) + (
     ".onnx", ".tflite", ".pb", ".msgpack", ".7z", ".rar", ".lz4", ".jpg", ".jpeg", ".png", ".gif", ".webp",
     ".mp3", ".mp4", ".wav", ".flac", ".ogg", ".ubyte", ".idx", ".tfrecord", ".gguf", ".ggml",
 )
+# Generic binary names (no format behind them): plain text there may be real data.
+_LOOSE_NAMES = (".bin",)
 _CONTROL_OK = b"\t\n\r\f\x1b"
 
 
@@ -124,6 +126,8 @@ def wrong_body(name: str, content_type: str | None, head: bytes | None, *, hashe
     if hashed or not at_start or not looks_like_text(head):
         return None  # binary bytes (whatever their Content-Type) are the server's data
     if promises_binary(name):
+        if _text_kind(head) == "plain text" and name.lower().endswith(_LOOSE_NAMES):
+            return None  # a generic name: plain text may be its data (only markup or JSON is a page)
         kind = _promised_kind(name)
         return (f"a web page ({_text_kind(head)} where a {kind} file was promised: not a {kind} file; "
                 f"first bytes {head[:16]!r})")
