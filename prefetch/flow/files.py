@@ -9,10 +9,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 from urllib.parse import quote
 
 from prefetch.errors import ExitCode, LocalFileError, PrefetchError
@@ -371,17 +370,35 @@ def fetch_files(
     state: Path,
     on_event: EventSink = ignore_event,
     stop: threading.Event | None = None,
+    before_start: Callable[[int], bool] | None = None,
+    on_file_done: Callable[[int, FileResult], None] | None = None,
 ) -> list[FileResult]:
-    """Fetch several files on a bounded pool; one failure does not harm the others.
+    """Fetch several files at once; one failure does not harm the others.
 
     ``state`` is prefetch's state dir: file locks go to ``state/locks``, records of
     past extractions to ``state/extracted``.
 
+    Files start in the order of ``plans`` (they may finish in any order), as many at
+    once as ``options.max_parallel_files`` says (default: a host's connection budget);
+    they share one connection budget, the warm connections and the route judgement per
+    host (``engine/hosts.py``). ``before_start(i)`` is called before file ``i`` starts
+    (it may block); False leaves it "interrupted" (not started). ``on_file_done(i,
+    result)`` is called once per file as soon as its result is final, from any thread.
+
     With ``options.fail_fast`` the first failure asks every other file to stop
     cleanly (their state is saved and they report "interrupted").
     """
+    from prefetch.engine.many import files_in_flight, run_in_order, shared_hosts
+
     stop = stop or threading.Event()
     results: list[FileResult | None] = [None] * len(plans)
+    transfer, own_hosts = shared_hosts(options.transfer, on_event)
+    options = replace(options, transfer=transfer)
+
+    def finish(index: int, result: FileResult) -> None:
+        results[index] = result
+        if on_file_done is not None:
+            on_file_done(index, result)
 
     def run(index: int) -> None:
         plan = plans[index]
@@ -390,40 +407,34 @@ def fetch_files(
                 from prefetch.errors import InterruptedTransferError
 
                 raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
-            results[index] = fetch_file(
+            result = fetch_file(
                 plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted",
                 records_dir=state / "placed", on_event=on_event, stop=stop,
             )
         except PrefetchError as exc:
-            results[index] = _failed(plan, exc)
+            result = _failed(plan, exc)
             on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
             if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
                 stop.set()
-        if options.sources is not None and results[index] is not None:
-            options.sources.finish(plan, results[index], on_event=on_event)  # seeds the team store
+        except Exception as exc:  # noqa: BLE001 - a bug: this file fails, the others go on
+            result = _failed(plan, PrefetchError(f"{plan.label}: internal error: {exc!r}"))
+            on_event(Event(EventKind.FAILED, plan.label, message=result.error, exit_code=result.exit_code))
+        if options.sources is not None:
+            options.sources.finish(plan, result, on_event=on_event)  # seeds the team store
+        finish(index, result)
 
-    workers = max(1, min(options.max_parallel_files, len(plans)))
-    if workers == 1:
-        for i in range(len(plans)):
-            run(i)
-    else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prefetch-file") as pool:
-            futures = [pool.submit(run, i) for i in range(len(plans))]
-            try:
-                for fut in futures:
-                    while not fut.done():
-                        try:
-                            fut.result(timeout=0.2)
-                        except FutureTimeout:
-                            continue
-                    fut.result()
-            except KeyboardInterrupt:
-                stop.set()
-                for fut in futures:
-                    try:
-                        fut.result()
-                    except Exception:  # noqa: BLE001 - already recorded per file
-                        pass
+    def not_started(index: int) -> None:
+        from prefetch.errors import InterruptedTransferError
+
+        finish(index, _failed(plans[index], InterruptedTransferError(f"{plans[index].label}: not started")))
+
+    workers = files_in_flight(len(plans), limit=options.max_parallel_files,
+                              host_connections=options.transfer.host_connections)
+    try:
+        run_in_order(len(plans), run, workers=workers, stop=stop, before_start=before_start, not_started=not_started)
+    finally:
+        if own_hosts is not None:
+            own_hosts.close()
     return [r for r in results if r is not None]
 
 
