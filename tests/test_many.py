@@ -72,3 +72,123 @@ def test_hundreds_of_files_share_a_connection_budget_and_keep_alive(home, tmp_pa
     assert len(connections) <= budget, f"{len(connections)} TCP connections for a budget of {budget}"
     assert max(r[1] for r in log) > 10, "connections carried many requests (keep-alive across files)"
     assert _max_overlap([(r[2], r[3]) for r in log]) <= budget
+
+
+def test_a_503_storm_lowers_the_per_host_cap(home, tmp_path, cli):
+    """nginx serves 3 connections at once and answers 503 beyond: starting with 12, the
+    host's cap comes down (said in the output) and holds, so the storm is the first
+    excess only, not a storm per file or per retry; every file arrives."""
+    root = tmp_path / "www"
+    root.mkdir()
+    # 12 KiB at 8 KiB/s: nginx sends the first second's worth at once, then each response
+    # lasts about half a second, so requests overlap on the server's side.
+    files = _files(root, 30, 12 << 10)
+    with NginxServer(root, limit_conn=3, limit_rate="8k") as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        out = tmp_path / "out"
+        proc = cli("get", "-i", str(listing), "-P", str(out), "--host-connections", "12")
+        assert proc.returncode == 0, proc.stderr
+        _check_placed(out, files)
+        log = server.requests()
+    output = proc.stdout + proc.stderr
+    lowered = [int(n) for n in re.findall(r"at most (\d+) connections? to it from now on", output)]
+    assert lowered and min(lowered) <= 3, output[-3000:]
+    refused = [r for r in log if r[4] == 503]
+    assert refused, "the storm happened"
+    assert len(refused) <= 12, f"{len(refused)} refusals for {len(files)} files: the lowered cap did not hold"
+    served = [r for r in log if r[4] != 503]
+    assert _max_overlap([(r[2], r[3]) for r in served[len(served) // 2:]]) <= 3
+
+
+def _progress(out: Path) -> dict[str, int]:
+    from prefetch.engine.resume_state import read_progress
+
+    done = {}
+    for state in out.glob("*.part.json"):
+        name = state.name.removesuffix(".part.json")
+        got = read_progress(out / f"{name}.part", state)
+        if got:
+            done[name] = got[0]
+    return done
+
+
+def test_a_kill_mid_list_then_resume_resends_only_bounded_bytes_per_file(home, tmp_path, cli):
+    """SIGKILL in the middle of a list; the same command again finishes it: every file is
+    right, and no file was sent much more than once (its partial bytes were kept)."""
+    from tests.helpers import sigkill_when
+
+    root = tmp_path / "www"
+    root.mkdir()
+    size = 1 << 20
+    files = _files(root, 8, size)
+    with NginxServer(root, limit_rate="256k") as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        out = tmp_path / "out"
+        out.mkdir()
+        proc = start_cli("get", "-i", str(listing), "-P", str(out), "--host-connections", "4", "-q")
+        sigkill_when(proc, lambda: sum(n >= size // 2 for n in _progress(out).values()) >= 3,
+                     what="three files half done", details=lambda: str(_progress(out)))
+        kept = _progress(out)
+        again = cli("get", "-i", str(listing), "-P", str(out), "--host-connections", "4", "-q")
+        assert again.returncode == 0, again.stderr
+        _check_placed(out, files)
+        log = server.requests()
+    sent: dict[str, int] = {}
+    for r in log:
+        name = r[6].split()[1].lstrip("/")
+        sent[name] = sent.get(name, 0) + r[5]
+    # What a connection receives between two state saves (0.5 s), and nginx's first-second burst:
+    # less than the half file a lost resume would send again.
+    bound = 384 << 10
+    for name in files:
+        assert sent[name] <= size + bound, (name, sent[name], kept.get(name))
+    assert sum(n >= size // 2 for n in kept.values()) >= 3
+
+
+def test_fail_fast_stops_every_file(home, tmp_path, cli):
+    import subprocess
+
+    """With --fail-fast a missing file among slow ones ends the whole list at once: exit 3,
+    every other file interrupted with its partial kept for a resume."""
+    root = tmp_path / "www"
+    root.mkdir()
+    files = _files(root, 8, 4 << 20)
+    with NginxServer(root, limit_rate="64k") as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        with listing.open("a") as f:
+            f.write(server.url_for("missing.bin") + "\n")
+        out = tmp_path / "out"
+        proc = start_cli("get", "-i", str(listing), "-P", str(out), "--fail-fast", "--json",
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout, stderr = proc.communicate(timeout=30)  # the files alone would take a minute
+    assert proc.returncode == 3, stderr
+    import json
+
+    results = {Path(r["path"]).name: r for r in json.loads(stdout)}
+    assert results["missing.bin"]["status"] == "failed"
+    assert {results[n]["status"] for n in files} == {"interrupted"}
+    assert not [n for n in files if (out / n).exists()]
+
+
+def test_an_interrupt_stops_every_file_and_a_resume_finishes(home, tmp_path, cli):
+    """Ctrl-C (SIGINT) in the middle of a list: exit 7 at once, partials kept; then the same command finishes."""
+    import subprocess
+
+    root = tmp_path / "www"
+    root.mkdir()
+    files = _files(root, 10, 1 << 20)
+    with NginxServer(root, limit_rate="128k") as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        out = tmp_path / "out"
+        out.mkdir()
+        proc = start_cli("get", "-i", str(listing), "-P", str(out), "-q", stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while sum(n > 0 for n in _progress(out).values()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)  # the files alone would take 8 s more at least
+        assert proc.returncode == 7, stderr
+        assert _progress(out), "partials kept"
+        again = cli("get", "-i", str(listing), "-P", str(out), "-q")
+        assert again.returncode == 0, again.stderr
+        _check_placed(out, files)

@@ -5,9 +5,11 @@ transfers one :class:`Hosts`. Per host (``scheme://host:port`` of a transfer's f
 a :class:`Host` keeps:
 
 * **a connection budget** (``host_connections``, 32 by default: what one file may open
-  on its own, so one big file loses nothing): a transfer starts a worker only when :meth:`Host.try_lease` grants a slot, so
-  the files in flight together never hold more connections than that; a 429 or 503 from
-  the host lowers the cap for the rest of the run (:meth:`Host.refused`);
+  on its own, so one big file loses nothing): a transfer starts a worker only when
+  :meth:`Host.try_lease` grants a slot, and a worker's client sends only when
+  :meth:`Host.admit` finds room, so the files in flight together never hold more
+  connections than that; a 429 or 503 from the host lowers the cap for the rest of the
+  run (:meth:`Host.refused`), and the refused request waits for its turn to try again;
 * **a fair share** of it per transfer (:meth:`Host.share`): many small files get one
   connection each, a lone big file gets all of them;
 * **warm connections**: a worker's HTTP client goes back to the host's idle list when the
@@ -67,16 +69,24 @@ class PooledClient:
         self._client = client
         self._key = key
         self._closed = False
+        self._admitted = False  # this client counts as one of the host's open connections
 
     def request(self, url: str, **kwargs):
+        if not self._admitted:
+            self._host.admit()  # waits while the host's cap is in use (a lowered cap holds here)
+            self._admitted = True
         resp = self._client.request(url, **kwargs)
         if resp.status in _CROWDED:
-            self._host.refused(resp.status)
+            self._admitted = False
+            self._host.refused(resp.status)  # ... and this worker's retry waits its turn
         return resp
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._admitted:
+                self._admitted = False
+                self._host.dismiss()
             self._host.give_back(self._client, self._key)
 
     def __getattr__(self, name):
@@ -93,7 +103,7 @@ class Host:
     """One host's shared state (see the module docstring); every method is thread-safe."""
 
     def __init__(self, key: str, *, budget: int, long_route: float, client_factory=None,
-                 on_event: EventSink = ignore_event) -> None:
+                 on_event: EventSink = ignore_event, stop: threading.Event | None = None) -> None:
         self.key = key
         self.budget = max(1, budget)
         self.cap = self.budget  # the budget, or less once the host refused connections
@@ -101,6 +111,9 @@ class Host:
         self._factory = client_factory
         self._emit = on_event
         self._lock = threading.Lock()
+        self._turn = threading.Condition(self._lock)
+        self._stop = stop if stop is not None else threading.Event()
+        self.admitted = 0  # connections in use (a request sent, the client not yet given back)
         self.leased = 0  # connections (workers) running now
         self.peak = 0  # most connections at once, over the run
         self.opened = 0  # HTTP clients created: each opens its own connection
@@ -138,18 +151,34 @@ class Host:
         with self._lock:
             self.leased = max(0, self.leased - 1)
 
+    def admit(self) -> None:
+        """Wait until one more connection fits the cap (a worker that outlived a lowered cap
+        waits here before its next request); the run's stop lets it through at once."""
+        with self._turn:
+            while self.admitted >= self.cap and not self._stop.is_set():
+                self._turn.wait(0.1)
+            self.admitted += 1
+
+    def dismiss(self) -> None:
+        """A connection admitted by :meth:`admit` is no longer in use."""
+        with self._turn:
+            self.admitted = max(0, self.admitted - 1)
+            self._turn.notify()
+
     def refused(self, status: int) -> None:
-        """The host answered 429/503: keep fewer connections from now on (one less than now)."""
-        with self._lock:
+        """The host answered 429/503: at most the connections it was serving besides that one, from now on."""
+        with self._turn:
             self.refusals += 1
-            lower = max(1, min(self.cap, self.leased - 1))
+            self.admitted = max(0, self.admitted - 1)  # the refused request gives its place up
+            lower = max(1, min(self.cap, self.admitted))
             lowered = lower < self.cap
             if lowered:
                 self.cap = lower
                 # Warm connections beyond the new cap are closed as they come back (give_back).
+            self._turn.notify()
         if lowered:
-            self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key} answered HTTP {status} with {lower + 1} "
-                             f"connections open; at most {lower} to it from now on"))
+            self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key} answered HTTP {status}; at most {lower} "
+                             f"connection{'s' if lower != 1 else ''} to it from now on"))
 
     # -- warm clients ----------------------------------------------------------------
     def lender(self, factory=None):
@@ -203,7 +232,8 @@ class Hosts:
     """Every :class:`Host` of one run, made on first use."""
 
     def __init__(self, *, budget: int = DEFAULT_HOST_CONNECTIONS, long_route: float = 0.04,
-                 client_factory=None, on_event: EventSink = ignore_event) -> None:
+                 client_factory=None, on_event: EventSink = ignore_event, stop: threading.Event | None = None) -> None:
+        self.stop = stop
         self.budget = budget
         self.long_route = long_route
         self.client_factory = client_factory
@@ -217,7 +247,8 @@ class Hosts:
             host = self._hosts.get(key)
             if host is None:
                 host = self._hosts[key] = Host(key, budget=self.budget, long_route=self.long_route,
-                                               client_factory=self.client_factory, on_event=self.on_event)
+                                               client_factory=self.client_factory, on_event=self.on_event,
+                                               stop=self.stop)
             return host
 
     def all(self) -> list[Host]:

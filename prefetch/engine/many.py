@@ -90,11 +90,11 @@ def _wait(future) -> None:
         pass
 
 
-def shared_hosts(options, on_event) -> tuple[object, Hosts | None]:
+def shared_hosts(options, on_event, stop: threading.Event | None = None) -> tuple[object, Hosts | None]:
     """``options`` (TransferOptions) with a :class:`Hosts` for this run, and that Hosts when new (to close)."""
     from dataclasses import replace
 
     if options.hosts is not None:
         return options, None
-    hosts = Hosts(budget=options.host_connections, long_route=options.long_route, on_event=on_event)
+    hosts = Hosts(budget=options.host_connections, long_route=options.long_route, on_event=on_event, stop=stop)
     return replace(options, hosts=hosts), hosts

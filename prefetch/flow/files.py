@@ -392,7 +392,7 @@ def fetch_files(
 
     stop = stop or threading.Event()
     results: list[FileResult | None] = [None] * len(plans)
-    transfer, own_hosts = shared_hosts(options.transfer, on_event)
+    transfer, own_hosts = shared_hosts(options.transfer, on_event, stop)
     options = replace(options, transfer=transfer)
 
     def finish(index: int, result: FileResult) -> None:

@@ -213,7 +213,7 @@ def run_request(
     env = os.environ if env is None else env
     groups, options = _plan_groups(request, env=env)
     stop = stop or threading.Event()
-    transfer, hosts = shared_hosts(options.transfer, on_event)
+    transfer, hosts = shared_hosts(options.transfer, on_event, stop)
     options = replace(options, transfer=transfer)
     ctx = RunContext(options=options, state=state_dir(env), env=env, on_event=on_event, stop=stop)
     files = [p for _, plans in groups for p in plans if isinstance(p, FilePlan)]

@@ -68,7 +68,7 @@ def fetch_repo(
     if transfer.hosts is None:  # one repo on its own: its files still share connections
         from prefetch.engine.many import shared_hosts
 
-        transfer, hosts = shared_hosts(transfer, on_event)
+        transfer, hosts = shared_hosts(transfer, on_event, stop)
         try:
             return fetch_repo(plan, transfer=transfer, state=state, env=env, on_event=on_event, stop=stop, job=job,
                               max_parallel_files=max_parallel_files, lock_timeout=lock_timeout, force=force)
