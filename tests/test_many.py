@@ -192,3 +192,59 @@ def test_an_interrupt_stops_every_file_and_a_resume_finishes(home, tmp_path, cli
         again = cli("get", "-i", str(listing), "-P", str(out), "-q")
         assert again.returncode == 0, again.stderr
         _check_placed(out, files)
+
+
+def test_a_background_list_is_summarized_in_status_and_logs_one_line_per_file(home, tmp_path, cli):
+    """`status` shows one row for a job of many files (files done/total), `status --files` a row
+    per file; the job's log has one line per finished file and no per-file start/verify/progress lines."""
+    import json
+
+    root = tmp_path / "www"
+    root.mkdir()
+    files = _files(root, 30, 64 << 10)
+    with NginxServer(root) as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        out = tmp_path / "out"
+        started = cli("get", "-i", str(listing), "-P", str(out), "-b", "--json")
+        assert started.returncode == 0, started.stderr
+        job = json.loads(started.stdout)["job"]
+        waited = cli("wait", job, "--timeout", "120")
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        _check_placed(out, files)
+    summary = cli("status", job)
+    rows = [line for line in summary.stdout.splitlines() if line.startswith(job)]
+    assert len(rows) == 1 and "30/30 files" in rows[0], summary.stdout
+    per_file = cli("status", job, "--files")
+    assert len([line for line in per_file.stdout.splitlines() if line.startswith(job)]) == 30, per_file.stdout
+    log = cli("log", job).stdout.splitlines()
+    for name in files:
+        mine = [line for line in log if line.split(" ")[1:2] == [name]]
+        assert len(mine) == 1 and " done " in mine[0], mine
+
+
+def test_the_notebook_line_summarizes_many_files():
+    """In a notebook cell, hundreds of files make one status line (counts, bytes, files in flight),
+    not a line per file; failures still get their own line."""
+    import io
+
+    from prefetch.model.events import Event, EventKind
+    from prefetch.ui.render import LiveLineRenderer
+
+    stream = io.StringIO()
+    render = LiveLineRenderer(stream, interval=0.0)
+    render(Event(EventKind.NOTE, "prefetch", files=200, message="200 files, up to 32 at once"))
+    for i in range(200):
+        name = f"f{i:03d}.bin"
+        render(Event(EventKind.START, name, total=1000))
+        render(Event(EventKind.PROGRESS, name, done=500, total=1000, rate=100.0))
+        if i == 7:
+            render(Event(EventKind.FAILED, name, message="gone", exit_code=3))
+            continue
+        render(Event(EventKind.VERIFY, name, done=1000, total=1000, message="sha256 ok"))
+        render(Event(EventKind.DONE, name, done=1000, total=1000, message="ok"))
+    render.close()
+    lines = stream.getvalue().split("\n")
+    permanent = [line.split("\r")[-1].strip() for line in lines if line.strip()]
+    assert any("f007.bin" in line and "gone" in line for line in permanent)
+    assert permanent[-1].startswith("199/200 files, 1 failed"), permanent[-3:]
+    assert len(permanent) <= 4, permanent

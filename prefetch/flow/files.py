@@ -430,6 +430,9 @@ def fetch_files(
 
     workers = files_in_flight(len(plans), limit=options.max_parallel_files,
                               host_connections=options.transfer.host_connections)
+    if len(plans) > 1:  # renderers summarize a run of many files (Event.files)
+        on_event(Event(EventKind.NOTE, "prefetch", files=len(plans),
+                       message=f"{len(plans)} files, up to {workers} at once"))
     try:
         run_in_order(len(plans), run, workers=workers, stop=stop, before_start=before_start, not_started=not_started)
     finally:
