@@ -248,3 +248,39 @@ def test_the_notebook_line_summarizes_many_files():
     assert any("f007.bin" in line and "gone" in line for line in permanent)
     assert permanent[-1].startswith("199/200 files, 1 failed"), permanent[-3:]
     assert len(permanent) <= 4, permanent
+
+
+def test_files_start_in_order_and_the_hooks_see_each_file_once(home, tmp_path):
+    """fetch_files' contract with as_completed: before_start(i) before file i starts, in index
+    order; False leaves that file interrupted (not started); on_file_done(i, result) exactly
+    once per file, as soon as its result is final."""
+    import threading
+
+    from prefetch.flow.planning import run_request
+    from prefetch.flow.request import GetRequest
+
+    root = tmp_path / "www"
+    root.mkdir()
+    files = _files(root, 20, 32 << 10)
+    asked: list[int] = []
+    done: dict[int, str] = {}
+    lock = threading.Lock()
+
+    def before_start(index: int) -> bool:
+        asked.append(index)
+        return index != 5
+
+    def on_file_done(index: int, result) -> None:
+        with lock:
+            assert index not in done, f"file {index} reported twice"
+            done[index] = result.status
+
+    with NginxServer(root) as server:
+        request = GetRequest(names=[], urls=[{"url": server.url_for(n)} for n in files],
+                             output_dir=str(tmp_path / "out"))
+        results = run_request(request, before_start=before_start, on_file_done=on_file_done)
+    assert asked == list(range(20))
+    assert sorted(done) == list(range(20))
+    assert done[5] == "interrupted" and not (tmp_path / "out" / "f0005.bin").exists()
+    assert {s for i, s in done.items() if i != 5} == {"downloaded"}
+    assert len(results) == 20
