@@ -166,19 +166,23 @@ class Host:
             self._turn.notify()
 
     def refused(self, status: int) -> None:
-        """The host answered 429/503: at most the connections it was serving besides that one, from now on."""
+        """The host answered 429/503 while serving other connections of ours: at most those, from now on.
+
+        A refusal with nothing else open is the server's load, not a connection cap: the
+        transfer's own retry (and Retry-After) deals with it and the cap stays.
+        """
         with self._turn:
             self.refusals += 1
             self.admitted = max(0, self.admitted - 1)  # the refused request gives its place up
-            lower = max(1, min(self.cap, self.admitted))
-            lowered = lower < self.cap
+            lower = min(self.cap, self.admitted)
+            lowered = 0 < lower < self.cap
             if lowered:
                 self.cap = lower
                 # Warm connections beyond the new cap are closed as they come back (give_back).
             self._turn.notify()
         if lowered:
-            self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key} answered HTTP {status}; at most {lower} "
-                             f"connection{'s' if lower != 1 else ''} to it from now on"))
+            self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key} refused a connection (HTTP {status}); "
+                             f"at most {lower} connection{'s' if lower != 1 else ''} to it from now on"))
 
     # -- warm clients ----------------------------------------------------------------
     def lender(self, factory=None):
