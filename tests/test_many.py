@@ -249,6 +249,17 @@ def test_the_notebook_line_summarizes_many_files():
     assert permanent[-1].startswith("199/200 files, 1 failed"), permanent[-3:]
     assert len(permanent) <= 4, permanent
 
+    # At its real interval the line is redrawn a few times, not once per event (a cell's
+    # message stream would flood).
+    stream = io.StringIO()
+    render = LiveLineRenderer(stream)
+    render(Event(EventKind.NOTE, "prefetch", files=200, message="200 files, up to 32 at once"))
+    for i in range(200):
+        for kind in (EventKind.START, EventKind.PROGRESS, EventKind.VERIFY, EventKind.DONE):
+            render(Event(kind, f"f{i:03d}.bin", done=1000, total=1000, rate=100.0))
+    render.close()
+    assert stream.getvalue().count("\r") <= 6, stream.getvalue().count("\r")
+
 
 def test_files_start_in_order_and_the_hooks_see_each_file_once(home, tmp_path):
     """fetch_files' contract with as_completed: before_start(i) before file i starts, in index

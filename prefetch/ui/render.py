@@ -183,7 +183,7 @@ class LiveLineRenderer:
         if self.many.many and event.kind not in (EventKind.FAILED, EventKind.NOTE, EventKind.EXTRACT):
             # Hundreds of files: the status line counts them; failures and notes stay on screen.
             self.active.pop(event.file, None)
-            if now - self.drawn_at >= self.interval or event.kind is not EventKind.PROGRESS:
+            if now - self.drawn_at >= self.interval:  # at most twice a second, whatever the file count
                 self._draw(self.many.summary())
                 self.drawn_at = now
             return
@@ -254,7 +254,11 @@ class BarRenderer:
             tqdm.write(_plain_message(event), file=self.stream)
         if getattr(self, "_bar_all", None) is None:
             self._bar_all = tqdm(desc="files", bar_format="{desc}", file=self.stream, leave=True)
-        self._bar_all.set_description_str(self.many.summary(), refresh=True)
+            self._bar_at = 0.0
+        now = time.monotonic()
+        if now - self._bar_at >= 0.5 or event.kind is EventKind.FAILED:  # a few redraws a second at most
+            self._bar_at = now
+            self._bar_all.set_description_str(self.many.summary(), refresh=True)
 
     def _bar(self, event: Event):
         from tqdm import tqdm
@@ -304,6 +308,7 @@ class BarRenderer:
                 bar.close()
             self.bars.clear()
             if getattr(self, "_bar_all", None) is not None:
+                self._bar_all.set_description_str(self.many.summary(), refresh=True)  # the final count
                 self._bar_all.close()
 
 
