@@ -16,6 +16,7 @@ import click
 @click.option("--seed", metavar="s3://BUCKET/PREFIX|NAME", help="Team store: read what it has, fetch the rest elsewhere, upload what it lacked.")
 @click.option("--also-origin", is_flag=True, help="With --mirror: use the origin too, in parallel.")
 @click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, 8 doubling up to 32 while it pays).")
+@click.option("--host-connections", "host_connections", type=click.IntRange(min=1), metavar="N", help="Connections to one host from all files together (default 32, $PREFETCH_HOST_CONNECTIONS); a 429/503 lowers it.")
 @click.option("--sha256", metavar="HEX", help="Expected sha256 of a URL download.")
 @click.option("--md5", metavar="HEX", help="Expected md5 of a URL download.")
 @click.option("-o", "--output", type=click.Path(), help="Where to save a URL download (a directory, or ending in /: inside it).")
@@ -38,8 +39,8 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors, seed,
-        also_origin, connections, sha256, md5, output, registries, include, exclude, retries, timeout, fail_fast, print_paths,
-        null, as_json, quiet):
+        also_origin, connections, host_connections, sha256, md5, output, registries, include, exclude, retries, timeout,
+        fail_fast, print_paths, null, as_json, quiet):
     """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
     Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache.
 
@@ -79,6 +80,7 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         mirrors=list(mirrors),
         also_origin=also_origin,
         connections=connections,
+        host_connections=host_connections,
         sha256=sha256,
         md5=md5,
         output=output,
