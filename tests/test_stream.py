@@ -197,7 +197,8 @@ def test_following_a_background_job(origin, home, tmp_path):
     entries, names, blobs = put_shards(origin, [256 * KiB] * 8)  # the record is rewritten about once a second
     origin.total_rate = 512 * KiB
     out = tmp_path / "out"
-    job = prefetch.ensure([], background=True, urls=entries, output_dir=str(out), connections=1)
+    # Two files at a time (a host budget of 2), so the last starts only after the first landed.
+    job = prefetch.ensure([], background=True, urls=entries, output_dir=str(out), connections=1, host_connections=2)
     with pytest.raises(prefetch.UsageError, match="max_ahead"):
         prefetch.as_completed(job=job.id, max_ahead=2)
     got, first_at = [], None
