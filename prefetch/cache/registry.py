@@ -88,7 +88,8 @@ def parse_registry_file(path: Path) -> list[DatasetSpec]:
     except tomllib.TOMLDecodeError as exc:
         raise RegistryError(f"{path}: not valid TOML: {exc}") from None
     label = "built-in" if Path(path) == BUILTIN else str(path)
-    return [_parse_dataset(path, name, body, label) for name, body in data.items()]
+    # [torchvision.NAME] tables are torchvision: names (prefetch/cache/torchvision.py reads them).
+    return [_parse_dataset(path, name, body, label) for name, body in data.items() if name != "torchvision"]
 
 
 def _parse_dataset(path: Path, name: str, body: object, label: str) -> DatasetSpec:
