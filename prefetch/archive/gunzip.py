@@ -40,9 +40,10 @@ def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0) -> 
             limit = max(1 << 20, int(os.fstat(raw.fileno()).st_size * max_ratio))
             limit = min(limit, free_space(target.parent))
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            opener = lzma.LZMAFile if raw.read(6) == b"\xfd7zXZ\x00" else gzip.GzipFile
+            xz = raw.read(6) == b"\xfd7zXZ\x00"
             raw.seek(0)
-            with os.fdopen(out, "wb") as dst, opener(raw, mode="rb") as src:
+            src = lzma.LZMAFile(raw, mode="rb") if xz else gzip.GzipFile(fileobj=raw, mode="rb")
+            with os.fdopen(out, "wb") as dst, src:
                 while chunk := src.read(_CHUNK):
                     written += len(chunk)
                     if written > limit:
