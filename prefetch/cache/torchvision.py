@@ -108,10 +108,11 @@ class TorchvisionTables:
             raise UnknownDatasetError(f"torchvision:{cls} is not covered: {why}")
         import difflib
 
-        close = difflib.get_close_matches(name, [*self.datasets, *self.weights], n=3, cutoff=0.6)
+        known = {k.lower(): k for k in [*self.datasets, *self.weights]}
+        close = [known[c] for c in difflib.get_close_matches(name.lower(), list(known), n=3, cutoff=0.6)]
         hint = f"; did you mean {', '.join('torchvision:' + c for c in close)}?" if close else ""
-        raise UnknownDatasetError(f"unknown torchvision dataset or model {name!r}{hint} "
-                                  f"(`prefetch list --torchvision` shows them)")
+        raise UnknownDatasetError(f"unknown torchvision dataset class or model {name!r}{hint} "
+                                  f"(the PyTorch page of the docs lists them)")
 
     def weights_for(self, model: str, entry: str | None) -> Weights:
         """A model's weights entry (``None``/``DEFAULT``: the default one).
