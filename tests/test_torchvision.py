@@ -86,6 +86,14 @@ def test_datasets_load_with_download_false_and_true_without_network(served, home
     assert {r["status"] for r in json.loads(again.stdout)} == {"cached"}
     assert len(_requests(nginx)) == before
 
+    # verify re-hashes what a torchvision: name placed (md5 from the table); a changed byte is exit 4.
+    ok = run_cli("verify", "torchvision:MNIST", "--root", str(root), "--registry", str(registry))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.count("md5 ok") == 4 and ok.stdout.count("unchecked") == 4, ok.stdout
+    (root / "MNIST" / "raw" / "t10k-labels-idx1-ubyte.gz").write_bytes(b"changed")
+    bad = run_cli("verify", "torchvision:MNIST", "--root", str(root), "--registry", str(registry))
+    assert bad.returncode == 4 and "mismatch" in bad.stdout, bad.stdout
+
 
 def test_a_wrong_hash_exits_4_and_places_nothing(nginx_origin, home, tmp_path):
     # The real CIFAR10 entry (torchvision's md5) and the real resnet18 checkpoint name, served wrong bytes.
