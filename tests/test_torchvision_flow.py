@@ -44,7 +44,6 @@ def test_sigkill_mid_download_then_resume_resends_few_bytes(home, tmp_path, cli)
         poll(lambda: record(job_id).state == "interrupted", what="the job to show as interrupted")
         part = root / "Big" / "big.bin.part"
         assert part.exists() and not (root / "Big" / "big.bin").exists()
-        sent_before = sum(t[3] for t in nginx.timings()) if nginx.timing_log.exists() else 0
         on_disk = record(job_id).files[0].bytes
 
         resumed = cli("resume", job_id)
@@ -52,11 +51,11 @@ def test_sigkill_mid_download_then_resume_resends_few_bytes(home, tmp_path, cli)
         assert cli("wait", job_id, timeout=120).returncode == 0
         assert (root / "Big" / "big.bin").read_bytes() == data
         sent = [t for t in nginx.timings()]
-    # The resumed run asked only for what was missing; what the killed run had received but
-    # not yet recorded is re-sent, and that is bounded (a few buffers per connection).
+    # nginx logs each request when it ends (the killed ones too). Every body byte beyond the
+    # file's size was sent twice: what the killed run had received but not yet recorded.
+    # Bounded, and less than what was on disk: starting over would re-send all of that.
     resent = sum(t[3] for t in sent) - len(data)
-    assert sum(t[3] for t in sent) - sent_before < len(data) - on_disk + 512 * 1024, (sent_before, on_disk)
-    assert resent < 1024 * 1024, resent
+    assert 0 <= resent < min(1024 * 1024, on_disk), (resent, on_disk)
     assert not leftovers(root)
 
 
@@ -157,7 +156,15 @@ def test_weights_names_plan_into_torch_hub_without_importing_torch(home, monkeyp
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     (plan,) = _plan(["torchvision:vit_b_16"])
     assert plan.final.parent == tmp_path / "xdg" / "torch" / "hub" / "checkpoints"
-    assert "torch" not in sys.modules and "torchvision" not in sys.modules
+    # Planning (and a get's whole flow) never imports torch: checked in a fresh process, as this
+    # one may have imported it for another test.
+    code = ("import sys\nfrom prefetch.flow.planning import plan_request\nfrom prefetch.flow.request import GetRequest\n"
+            "plan_request(GetRequest(names=['torchvision:resnet50', 'torchvision:CIFAR10']))\n"
+            "print(sorted(m for m in ('torch', 'torchvision') if m in sys.modules))")
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
 def test_unknown_and_not_covered_names_are_usage_errors(home, cli):
