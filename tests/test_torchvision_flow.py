@@ -189,3 +189,19 @@ def test_splits_and_the_default_root(home, tmp_path, monkeypatch):
                                         tmp_path / "data/QMNIST/raw/xnist-images-idx3-ubyte.xz",
                                         tmp_path / "data/QMNIST/raw/xnist-labels-idx2-int.xz"]
     assert plans[1].decompress_to == (tmp_path / "data/QMNIST/raw/xnist-images-idx3-ubyte",)
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[[torchvision.X.files]]\nurls = ["http://127.0.0.1:9/x.bin"]\ncolour = "red"\n', "unknown key(s) colour"),
+    ('[[torchvision.X.files]]\nurls = ["http://127.0.0.1:9/x.bin"]\ndecompress = true\n', "for .gz and .xz files"),
+    ('[[torchvision.X.files]]\nurls = ["http://127.0.0.1:9/x.bin"]\ndir = "../up"\n', "inside root"),
+    ('[[torchvision.X.files]]\nurls = ["http://127.0.0.1:9/x.bin"]\nmd5 = "abc"\n', "md5"),
+    ('[[torchvision.X.files]]\nurls = []\n', "non-empty list"),
+])
+def test_a_bad_user_entry_is_refused_before_anything_starts(home, tmp_path, cli, body, message):
+    registry = tmp_path / "bad.toml"
+    registry.write_text("[torchvision.X]\n" + body)
+    got = cli("get", "torchvision:X", "--root", str(tmp_path / "data"), "--registry", str(registry), "-b")
+    assert got.returncode == 2 and message in got.stderr, got.stderr
+    assert "started job" not in got.stdout
+    assert not (tmp_path / "data").exists()

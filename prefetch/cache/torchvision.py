@@ -20,9 +20,10 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from prefetch.errors import BadHashError, RegistryError, UnknownDatasetError, UsageError
+from prefetch.cache.registry import check_entry, entry_hash
+from prefetch.errors import RegistryError, UnknownDatasetError, UsageError
 from prefetch.fs.paths import expand_path
-from prefetch.model.specs import ExpectedHash, parse_hash
+from prefetch.model.specs import ExpectedHash
 from prefetch.net.urls import check_url
 
 if sys.version_info >= (3, 11):
@@ -208,11 +209,7 @@ def _parse_dataset(path: Path, name: str, body: object, label: str) -> TvDataset
 
 
 def _parse_file(where: str, entry: object) -> TvFile:
-    if not isinstance(entry, dict):
-        raise RegistryError(f"{where}: expected a table")
-    unknown = set(entry) - _FILE_KEYS
-    if unknown:
-        raise RegistryError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_FILE_KEYS))}")
+    entry = check_entry(where, entry, _FILE_KEYS)
     urls = entry.get("urls")
     if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
         raise RegistryError(f"{where}: urls must be a non-empty list of URLs")
@@ -224,15 +221,7 @@ def _parse_file(where: str, entry: object) -> TvFile:
     name = entry.get("name") or PurePosixPath(urlsplit(urls[0]).path).name
     if not isinstance(name, str) or not name or "/" in name:
         raise RegistryError(f"{where}: name must be a plain file name")
-    expected = None
-    hashes = [k for k in ("sha256", "md5") if k in entry]
-    if len(hashes) > 1:
-        raise RegistryError(f"{where}: give md5 or sha256, not both")
-    if hashes:
-        try:
-            expected = parse_hash(str(entry[hashes[0]]), algorithm=hashes[0])
-        except BadHashError as exc:
-            raise RegistryError(f"{where}: {exc}") from None
+    expected = entry_hash(where, entry)
     size = entry.get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
         raise RegistryError(f"{where}: size must be a whole number of bytes")
