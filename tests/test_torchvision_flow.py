@@ -49,6 +49,8 @@ def test_sigkill_mid_download_then_resume_resends_few_bytes(home, tmp_path, cli)
         resumed = cli("resume", job_id)
         assert resumed.returncode == 0, resumed.stderr
         assert cli("wait", job_id, timeout=120).returncode == 0
+        waited = cli("wait", "torchvision:Big", timeout=60)  # by name: the job's --root is used
+        assert waited.returncode == 0, waited.stdout + waited.stderr
         assert (root / "Big" / "big.bin").read_bytes() == data
         sent = [t for t in nginx.timings()]
     # nginx logs each request when it ends (the killed ones too). Every body byte beyond the
