@@ -194,7 +194,7 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
         for path in plan.extract_into:
             if not os.path.isdir(path):
                 return str(path)
-        for path in plan.decompress_to:
+        for path in getattr(plan, "decompress_to", ()):  # FilePlans; a hub repo has none
             if not os.path.isfile(path):
                 return str(path)
     return None
