@@ -51,6 +51,7 @@ class GetRequest:
     # torchvision: names and --torch-hub (prefetch/flow/planners/torchvision.py)
     root: str | None = None  # torchvision datasets' root (default ./data, as in torchvision's examples)
     torch_hub: bool = False  # URL downloads go to torch.hub's checkpoints dir, checked by the name's sha256 prefix
+    host_connections: int | None = None  # connections to one host, all files together (default 32)
 
     def to_dict(self) -> dict:
         """The request as stored in a job record: header values (credentials) left out."""
@@ -92,6 +93,7 @@ _REQUEST_TYPES = {
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
     "include": list, "exclude": list, "hub_cache": str, "retries": int, "timeout": (int, float),
     "root": str, "torch_hub": bool,
+    "host_connections": int,
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 
