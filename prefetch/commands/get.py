@@ -30,6 +30,8 @@ import click
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML (repeatable).")
 @click.option("--include", multiple=True, metavar="GLOB", help="hf:// repos: only files matching (repeatable), e.g. '*.safetensors'.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="hf:// repos: leave out files matching (repeatable).")
+@click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> datasets: the root you pass to torchvision (default ./data).")
+@click.option("--torch-hub", "torch_hub", is_flag=True, help="URLs: save into torch.hub's checkpoints ($TORCH_HOME/hub/checkpoints), checked by the name's sha256 prefix.")
 @click.option("--retries", type=click.IntRange(min=0), metavar="N", help="Retries in a row without progress before giving up (default 8, $PREFETCH_RETRIES).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S", help="Give up on a source after S seconds without a byte; a third of it for DNS failures, refused connections and web pages (default 30, $PREFETCH_TIMEOUT).")
 @click.option("--fail-fast", is_flag=True, help="Stop every file at the first fatal error.")
@@ -39,10 +41,12 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors, seed,
-        also_origin, connections, host_connections, sha256, md5, output, registries, include, exclude, retries, timeout,
-        fail_fast, print_paths, null, as_json, quiet):
+        also_origin, connections, host_connections, sha256, md5, output, registries, include, exclude, root,
+        torch_hub, retries, timeout, fail_fast, print_paths, null, as_json, quiet):
     """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
-    Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache.
+    Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache,
+    torchvision datasets (torchvision:CIFAR10) under --root and weights (torchvision:resnet50)
+    into torch.hub's cache.
 
     \b
     Examples (in a notebook cell):
@@ -55,6 +59,8 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
       !prefetch get -i urls.txt -P data/ --limit-rate 2M
       !prefetch get https://example.org/a.tar.gz#sha256=HEX --extract -P data/
       !prefetch get hf://Qwen/Qwen2.5-0.5B -b --mirror hf-mirror
+      !prefetch get torchvision:CIFAR10 --root ./data -b   # then CIFAR10("./data", download=True)
+      !prefetch get torchvision:resnet50                  # then resnet50(weights="DEFAULT")
       prefetch get -i shards.txt -P shards/ --print-paths | xargs -n1 python train_on.py
     """
     from prefetch.flow.request import GetRequest
@@ -89,6 +95,8 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         seed=seed,
         include=list(include),
         exclude=list(exclude),
+        root=root,
+        torch_hub=torch_hub,
         retries=retries,
         timeout=timeout,
     )

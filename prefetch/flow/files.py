@@ -86,7 +86,8 @@ def fetch_file(
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
         _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         expected = plan.spec.expected
-        if not options.force and placement.existing_is_good(plan, records_dir, on_event):
+        if not options.force and (placement.existing_is_good(plan, records_dir, on_event)
+                                  or placement.adopt_copy(plan, on_event)):
             _place_extras(plan, plan.final, markers_dir, on_event, result,
                           locks_dir=locks_dir, lock_timeout=options.lock_timeout)
             result.status = "cached"
@@ -202,7 +203,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         result.sources = served
         result.source = max(served, key=served.get) if served else None
         size_ok = plan.spec.size is None or transfer.size == plan.spec.size
-        if size_ok and (expected is None or transfer.digest == expected.hexdigest):
+        if size_ok and (expected is None or expected.matches(transfer.digest)):
             _check_size(part, state, transfer.size, plan.label)
             return transfer
         placement.discard(part, state)
@@ -327,7 +328,7 @@ def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -
 
     state = state_path(plan.final)
     remove([(state.parent, (f".{state.name}.",), ".tmp")])  # replace_file's temp names
-    for alias in plan.also:
+    for alias in (*plan.also, *plan.decompress_to):
         remove([(alias.parent, (f".{alias.name}.",), ".tmp")])
     for into in plan.extract_into:
         into = Path(os.path.abspath(into))
@@ -361,10 +362,25 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
             extracted = extract_archive(data, into, protect=placement.own_paths(plan), verified=plan.spec.expected is not None)
         placement.write_marker(marker, into, extracted.entries)
         result.extracted.extend(str(into / e) for e in extracted.entries)
+    for target in plan.decompress_to:
+        _decompress(plan, data, target, markers_dir, on_event, result)
     for alias in plan.also:
         if data == plan.final and placement.same_file(alias, plan.final):
             continue
         placement.link_or_copy(data, alias)
+
+
+def _decompress(plan: FilePlan, data: Path, target: Path, markers_dir: Path, on_event: EventSink,
+                result: FileResult) -> None:
+    """``data`` (a gzip file) decompressed to ``target``, unless an earlier run already placed it."""
+    marker = placement.marker_path(markers_dir, plan.final, target)
+    if not (data == plan.final and placement.extracted_entries(marker, target.parent) == [target.name]):
+        from prefetch.archive.gunzip import decompress_gzip
+
+        on_event(Event(EventKind.EXTRACT, plan.label, message=f"decompressing into {target}"))
+        decompress_gzip(data, target)
+        placement.write_marker(marker, target.parent, [target.name])
+    result.extracted.append(str(target))
 
 
 def fetch_files(

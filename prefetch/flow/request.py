@@ -48,6 +48,9 @@ class GetRequest:
     hub_cache: str | None = None
     retries: int | None = None  # retries in a row without progress (default 8, $PREFETCH_RETRIES)
     timeout: float | None = None  # seconds without a byte before giving up (default 30, $PREFETCH_TIMEOUT)
+    # torchvision: names and --torch-hub (prefetch/flow/planners/torchvision.py)
+    root: str | None = None  # torchvision datasets' root (default ./data, as in torchvision's examples)
+    torch_hub: bool = False  # URL downloads go to torch.hub's checkpoints dir, checked by the name's sha256 prefix
     host_connections: int | None = None  # connections to one host, all files together (default 32)
 
     def to_dict(self) -> dict:
@@ -75,7 +78,7 @@ class GetRequest:
                 ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
             else:
                 ok = value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)))
-            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force") and value is None:
+            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force", "torch_hub") and value is None:
                 ok = False
             if not ok:
                 raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
@@ -89,6 +92,7 @@ _REQUEST_TYPES = {
     "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
     "include": list, "exclude": list, "hub_cache": str, "retries": int, "timeout": (int, float),
+    "root": str, "torch_hub": bool,
     "host_connections": int,
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"

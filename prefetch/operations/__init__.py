@@ -4,6 +4,7 @@ Owns:
     listing.py       each dataset's local state; re-verification of cached files
     housekeeping.py  usage on disk, ``rm`` of datasets, ``clean`` of stale partials and temp files
     hub.py           the same for the Hugging Face cache
+    torchvision.py   ``verify torchvision:NAME``: what a torchvision: name placed, re-hashed
     removal.py       removing paths (never through a link, never another user's) and counting them
 
 They sit above what they inspect. May import: ``errors``, ``model``, ``fs``,
