@@ -133,3 +133,15 @@ def test_the_data_dir_follows_nltk(home, tmp_path):
     real = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                      env={**os.environ, "NLTK_DATA": str(tmp_path / "a")}).stdout)
     assert [str(p) for p in nltk_data.nltk_search_path({**os.environ, "NLTK_DATA": str(tmp_path / "a")})] == real
+
+
+def test_a_background_job_installs_into_the_data_dir_of_the_launching_shell(cli, home, nginx_origin, monkeypatch):
+    write_gh_pages(nginx_origin.root)
+    data = home / "job_nltk"
+    monkeypatch.setenv("NLTK_DATA", str(data))
+    started = cli("get", "nltk:stopwords", "--mirror", nginx_origin.url_for(""), "-b", "--json")
+    assert started.returncode == 0, started.stderr
+    job = json.loads(started.stdout)["job"]
+    waited = cli("wait", job, "--timeout", "120")
+    assert waited.returncode == 0, waited.stderr + cli("log", job).stdout
+    assert (data / "corpora" / "stopwords" / "english").read_text().split() == STOPWORDS

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prefetch.flow.planners import datasets, hub, nltk, urls
+from prefetch.flow.planners import datasets, hub, modelscope, nltk, urls
 from prefetch.flow.planners.base import Planner
 
 PLANNERS: tuple[Planner, ...] = (
     hub.PLANNER,
+    modelscope.PLANNER,
     nltk.PLANNER,
     urls.PLANNER,
     datasets.PLANNER,  # the fallback: registered last

@@ -15,12 +15,14 @@ Where the index comes from (``prefetch.cache.nltk_data`` has the layout):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from prefetch.cache import nltk_data
 from prefetch.errors import NetworkError, UsageError
 from prefetch.flow.planners.base import PlanContext, Planner
+from prefetch.flow.request import GetRequest
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import ExpectedHash, FileSpec
 
@@ -41,17 +43,14 @@ class NltkPlanner(Planner):
             raise UsageError("with nltk: names, --mirror names one NLTK data mirror (BASE with BASE/index.xml)")
         if names and (ctx.request.sha256 or ctx.request.md5 or ctx.request.output):
             raise UsageError("nltk: packages are checked by the index's md5 and go to NLTK's data dir; "
-                             "--sha256/--md5/-o do not apply (--cache-dir DIR installs into DIR)")
+                             "--sha256/--md5/-o do not apply (NLTK_DATA=DIR installs into DIR)")
 
     def plan(self, names: Sequence[str], ctx: PlanContext) -> list[FilePlan]:
         if not names:
             return []
         ids = [nltk_data.parse_nltk_name(n) for n in names]
         request = ctx.request
-        if request.cache_dir:
-            data_dir = Path(request.cache_dir).expanduser().absolute()
-        else:
-            data_dir = nltk_data.nltk_data_dir(ctx.env).absolute()
+        data_dir = Path(request.nltk_data) if request.nltk_data else nltk_data.nltk_data_dir(ctx.env).absolute()
         if request.mirrors:
             base = _mirror_base(request.mirrors[0], ctx)
             index = _read_index(base, ctx)
@@ -60,6 +59,13 @@ class NltkPlanner(Planner):
             if index.missing(ids):
                 index = _read_index(base, ctx, missing=index.missing(ids))
         return [_plan_package(pkg, base=base, data_dir=data_dir) for pkg in index.expand(ids)]
+
+
+    def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
+        """NLTK's data dir, fixed now (NLTK_DATA, or the first writable entry of nltk.data.path)."""
+        if request.nltk_data or not any(self.claims(n) for n in request.names):
+            return request
+        return dataclasses.replace(request, nltk_data=str(nltk_data.nltk_data_dir(env).absolute()))
 
 
 def _plan_package(pkg: nltk_data.NltkPackage, *, base: str, data_dir: Path) -> FilePlan:
