@@ -9,7 +9,7 @@ Every JSON answer is wrapped as ModelScope wraps it: ``{"Code": 200, "Data": ...
   the same entries, ``PageSize`` a page (a short page is the last);
 * ``GET /api/v1/{models,datasets}/O/N/repo?Revision=&FilePath=``: the bytes, ``Range`` and
   ``If-Range`` honoured; files of ``big`` bytes or more answer 302 to a separate content
-  server (``cdn``, a ``prefetch.demo.origin.OriginServer``), as ModelScope sends large files
+  server (``cdn``, a ``tests.origin.OriginServer``), as ModelScope sends large files
   to object storage;
 * ``GET /api/v1/{models,datasets}/O/N/revisions``: ``Data.RevisionMap.Branches``;
 * a ``private`` repo answers 401 unless ``Authorization: Bearer TOKEN`` (or the
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from prefetch.demo.origin import OriginServer
+from tests.origin import OriginServer
 from tests.hub_origin import _parse_range
 
 

@@ -213,3 +213,13 @@ def test_names_endpoint_and_cache_follow_modelscope(tmp_path):
     for bad in ("ms://acme", "ms://acme/../x", "ms://a/b/c/d", "ms://acme/x@../../etc"):
         with pytest.raises(UsageError):
             parse_ms_name(bad)
+
+
+@pytest.mark.parametrize("path", ["../escape.txt", "/etc/passwd", "a/../../b", "a//b"])
+def test_a_hostile_listing_writes_nothing_outside_the_snapshot(ms_env, ms, home, cli, path):
+    repo = ms.add_repo("acme/hostile", {"config.json": b"{}\n", "x": b"x"})
+    repo.files[path] = repo.files.pop("x")
+    proc = cli("get", "ms://acme/hostile")
+    assert proc.returncode == 3 and "unsafe file path" in proc.stderr, proc.stderr
+    written = [p for p in (home / "ms").rglob("*") if p.is_file()]
+    assert written == [], written
