@@ -12,23 +12,19 @@ redirect to object storage (the token stays on the endpoint's origin).
 
 from __future__ import annotations
 
-import http.client
-import json
 import re
-import time
 from dataclasses import dataclass
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 from prefetch.errors import NetworkError
 from prefetch.hf.api import HubAccessError, _origin
 from prefetch.ms.names import MsRepo
-from prefetch.net.failures import TransientHTTPError
-from prefetch.net.http import Client, follow_redirects
+from prefetch.net.http import Client
+from prefetch.net.jsonapi import get_json
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 PAGE_SIZE = 200
 TRUNCATION_LIMIT = 3000  # repo/files answers at most this many entries
-ATTEMPTS = 4
 
 
 @dataclass(frozen=True)
@@ -123,36 +119,10 @@ def _files(client: Client, url: str, repo: MsRepo, token: bool, backoff: tuple[f
 
 
 def _get_json(client: Client, url: str, repo: MsRepo, token: bool, backoff: tuple[float, float]):
-    last = ""
-    for attempt in range(ATTEMPTS):
-        if attempt:
-            time.sleep(min(backoff[1], backoff[0] * 2 ** attempt))
-        try:
-            resp, final = follow_redirects(client, url, headers={"Accept": "application/json"})
-        except TransientHTTPError as exc:
-            last = str(exc)
-            continue
-        try:
-            status = resp.status
-            if status in (401, 403, 404):
-                raise _access_error(repo, status, urlsplit(final).netloc, token=token)
-            if status >= 500 or status in (408, 429):
-                last = f"{urlsplit(final).netloc} answered HTTP {status}"
-                continue
-            if status != 200:
-                raise NetworkError(f"{repo.label}: {final} answered HTTP {status}")
-            body = resp.read()
-        except (TransientHTTPError, OSError, http.client.HTTPException) as exc:
-            last = str(exc) or type(exc).__name__
-            continue
-        finally:
-            resp.close()
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise NetworkError(f"{repo.label}: {final} did not answer JSON (a captive portal, "
-                               "or not a ModelScope endpoint?)") from None
-    raise NetworkError(f"{repo.label}: the ModelScope API gave up after {ATTEMPTS} attempts: {last}")
+    def refuse(status: int, final: str, headers) -> HubAccessError | None:
+        return _access_error(repo, status, urlsplit(final).netloc, token=token) if status in (401, 403, 404) else None
+
+    return get_json(client, url, label=repo.label, api="ModelScope", refuse=refuse, backoff=backoff)[0]
 
 
 def _access_error(repo: MsRepo, status: int, host: str, *, token: bool) -> HubAccessError:
