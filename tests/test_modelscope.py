@@ -187,6 +187,8 @@ def test_private_repo_token_goes_to_the_endpoint_only_and_a_background_job(ms_en
     waited = cli("wait", job, "--timeout", "120")
     assert waited.returncode == 0, waited.stderr + cli("log", job).stdout
     client_reads(os.environ.copy(), "acme/secret", {"config.json": b"{}\n", "big.bin": WEIGHTS}, offline=True)
+    assert cli("wait", "ms://acme/secret").returncode == 0  # by name: complete
+    assert cli("wait", "ms://acme/tiny").returncode != 0  # never fetched
     # The token reached the hub, never the object store the large file redirected to.
     assert any(ms.token in str(r.headers) for r in ms.requests)
     assert not any(ms.token in str(r.headers) for r in ms.cdn.requests)
@@ -195,6 +197,18 @@ def test_private_repo_token_goes_to_the_endpoint_only_and_a_background_job(ms_en
     assert not leaked
     log = cli("log", job).stdout
     assert ms.token not in log
+
+
+def test_a_mirrors_toml_entry_names_the_endpoint(ms_env, ms, home, cli, monkeypatch):
+    monkeypatch.setenv("MODELSCOPE_ENDPOINT", closed_port())  # --mirror wins over the variable
+    config = home / ".prefetch" / "config"
+    config.mkdir(parents=True)
+    (config / "mirrors.toml").write_text(f'[mirrors.lab]\ntitle = "our ModelScope"\nms = "{ms.url}"\n')
+    proc = cli("get", "ms://acme/tiny", "--mirror", "lab", "--include", "config.json")
+    assert proc.returncode == 0, proc.stderr
+    assert (home / "ms" / "models" / "acme--tiny" / "snapshots" / "master" / "config.json").is_file()
+    listed = cli("mirror", "list")
+    assert listed.returncode == 0 and "lab" in listed.stdout, listed.stderr
 
 
 def test_names_endpoint_and_cache_follow_modelscope(tmp_path):

@@ -9,6 +9,7 @@ path as cached when its size and sha256 match, so nothing is downloaded twice.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Sequence
@@ -29,6 +30,9 @@ class MsPlan:
     endpoint: str
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    # Written once every selected file is in place (prefetch's state dir, never the cache):
+    # what `wait NAME` and job records look at, as a ref is for hf://.
+    marker: Path | None = None
     also: tuple[Path, ...] = ()
     extract_into: tuple[Path, ...] = ()
 
@@ -41,8 +45,12 @@ class MsPlan:
         return self.repo.label
 
     @property
-    def final(self) -> Path:
+    def snapshot(self) -> Path:
         return snapshot_dir(self.root, self.repo)
+
+    @property
+    def final(self) -> Path:
+        return self.marker or self.snapshot
 
     @property
     def paths(self) -> list[Path]:
@@ -56,10 +64,19 @@ def plan_ms(names: Sequence[str], *, include: Sequence[str], exclude: Sequence[s
     Raises:
         UsageError: a bad name, or a ``--mirror`` that is no ModelScope endpoint.
     """
+    from prefetch.fs.paths import state_dir
+
     base = ms_endpoint(endpoint, env=env, config=config)
-    root = Path(cache).expanduser() if cache else ms_cache_root(env)
-    return [MsPlan(repo=parse_ms_name(n), root=root.absolute(), endpoint=base, include=tuple(include),
-                   exclude=tuple(exclude)) for n in names]
+    root = (Path(cache).expanduser() if cache else ms_cache_root(env)).absolute()
+    plans = []
+    for name in names:
+        repo = parse_ms_name(name)
+        folder = f"{repo.segment}--{repo.repo_id.replace('/', '--')}--{repo.revision}"
+        digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]  # one marker per cache root
+        marker = state_dir(env) / "modelscope" / digest / f"{folder}.complete"
+        plans.append(MsPlan(repo=repo, root=root, endpoint=base, include=tuple(include), exclude=tuple(exclude),
+                            marker=marker))
+    return plans
 
 
 def check_path(path: str, *, label: str) -> None:
@@ -75,7 +92,7 @@ def check_path(path: str, *, label: str) -> None:
 
 def file_plans(plan: MsPlan, files: Sequence[MsFile]) -> list[FilePlan]:
     """One ``FilePlan`` per listed file, under the repo's snapshot folder."""
-    snap = plan.final
+    snap = plan.snapshot
     out = []
     for f in files:
         check_path(f.path, label=plan.label)

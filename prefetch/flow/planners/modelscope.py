@@ -61,8 +61,8 @@ class ModelScopePlanner(Planner):
                     results += fetch_repo(plan, ctx)
             except PrefetchError as exc:
                 ctx.on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
-                results.append(FileResult(dataset=plan.label, name=plan.label, path=str(plan.final),
-                                          paths=[str(plan.final)], error=str(exc), exit_code=int(exc.exit_code),
+                results.append(FileResult(dataset=plan.label, name=plan.label, path=str(plan.snapshot),
+                                          paths=[str(plan.snapshot)], error=str(exc), exit_code=int(exc.exit_code),
                                           status="interrupted" if exc.exit_code == ExitCode.INTERRUPTED else "failed"))
         return results
 
@@ -94,11 +94,13 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
     if not chosen:
         patterns = " ".join([*(f"--include {p}" for p in plan.include), *(f"--exclude {p}" for p in plan.exclude)])
         raise UsageError(f"{plan.label}: no file of its {len(files)} matches {patterns or 'the selection'}")
+    if plan.marker is not None:
+        plan.marker.unlink(missing_ok=True)  # complete again only once this run has placed every file
     options = dataclasses.replace(ctx.options, client_factory=factory)
     results = fetch_files(file_plans(plan, chosen), options=options, state=ctx.state, on_event=ctx.on_event,
                           stop=ctx.stop)
     failed = [r for r in results if r.status in ("failed", "interrupted")]
-    summary = FileResult(dataset=plan.label, name=plan.label, path=str(plan.final), paths=[str(plan.final)],
+    summary = FileResult(dataset=plan.label, name=plan.label, path=str(plan.snapshot), paths=[str(plan.snapshot)],
                          size=sum(f.size for f in chosen), elapsed=time.monotonic() - started,
                          downloaded=sum(r.downloaded for r in results), reused=sum(r.reused for r in results),
                          algorithm="sha256", verified=not failed and all(f.sha256 for f in chosen))
@@ -107,11 +109,26 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
         summary.status, summary.exit_code = first.status, first.exit_code
         summary.error = f"{plan.label}: {len(failed)} of {len(results)} file(s) not in place; first: {first.error}"
     else:
+        _write_marker(plan, len(results))
         summary.status = "downloaded" if any(r.status == "downloaded" for r in results) else "cached"
         ctx.on_event(Event(EventKind.DONE if summary.status == "downloaded" else EventKind.CACHED, plan.label,
                            done=summary.size, total=summary.size, elapsed=summary.elapsed,
-                           message=f"{len(results)} file(s) verified -> {plan.final}"))
+                           message=f"{len(results)} file(s) verified -> {plan.snapshot}"))
     return [*results, summary]
+
+
+def _write_marker(plan: MsPlan, files: int) -> None:
+    """The repo's completion record in prefetch's state dir (atomically)."""
+    if plan.marker is None:
+        return
+    import json
+
+    from prefetch.fs.files import replace_file
+
+    record = {"name": plan.label, "snapshot": str(plan.snapshot), "files": files, "endpoint": plan.endpoint,
+              "include": list(plan.include), "exclude": list(plan.exclude), "time": time.time()}
+    plan.marker.parent.mkdir(parents=True, exist_ok=True)
+    replace_file(plan.marker, json.dumps(record).encode())
 
 
 PLANNER = ModelScopePlanner()
