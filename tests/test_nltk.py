@@ -145,3 +145,33 @@ def test_a_background_job_installs_into_the_data_dir_of_the_launching_shell(cli,
     waited = cli("wait", job, "--timeout", "120")
     assert waited.returncode == 0, waited.stderr + cli("log", job).stdout
     assert (data / "corpora" / "stopwords" / "english").read_text().split() == STOPWORDS
+
+
+def test_an_id_the_snapshot_lacks_goes_to_the_origin_index_and_says_mirror_when_blocked(home, monkeypatch):
+    import socket
+
+    import pytest
+
+    from prefetch.errors import NetworkError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setattr(nltk_data, "ORIGIN", closed)  # raw.githubusercontent.com, unreachable
+    monkeypatch.setenv("NLTK_DATA", str(home / "nd"))
+    assert "punkt_tab" not in nltk_data.load_snapshot().packages
+    with pytest.raises(NetworkError) as info:
+        plan_request(GetRequest(names=["nltk:punkt_tab"]))
+    assert "lacks punkt_tab" in str(info.value) and "--mirror" in str(info.value)
+
+
+def test_a_flat_dataset_mirror_is_not_taken_for_nltk_packages(home, monkeypatch):
+    from prefetch.flow.files import source_urls
+
+    monkeypatch.setenv("NLTK_DATA", str(home / "nd"))
+    env = {**os.environ, "PREFETCH_DATASET_MIRROR": "http://10.0.0.5/keras-datasets/"}
+    plans, options = plan_request(GetRequest(names=["nltk:stopwords", "mnist"]), env=env)
+    assert options.mirrors  # the datasets use it
+    nltk_plan = next(p for p in plans if p.dataset == "nltk:stopwords")
+    assert source_urls(nltk_plan.spec, options, explicit_url=nltk_plan.explicit_url) == [
+        "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/corpora/stopwords.zip"]

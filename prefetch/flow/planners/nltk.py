@@ -72,8 +72,10 @@ def _plan_package(pkg: nltk_data.NltkPackage, *, base: str, data_dir: Path) -> F
     final = data_dir.joinpath(*pkg.path.split("/"))
     spec = FileSpec(name=f"{pkg.id}.zip", url=nltk_data.package_url(base, pkg), target=str(final),
                     expected=ExpectedHash("md5", pkg.md5), size=pkg.size)
+    # explicit_url: a flat dataset mirror (PREFETCH_DATASET_MIRROR, with datasets in the same
+    # command) does not hold NLTK packages; they come from their own URL only.
     return FilePlan(dataset=f"nltk:{pkg.id}", spec=spec, final=final, also=(),
-                    extract_into=(final.parent,) if pkg.unzip else ())
+                    extract_into=(final.parent,) if pkg.unzip else (), explicit_url=True)
 
 
 def _mirror_base(value: str, ctx: PlanContext) -> str:
