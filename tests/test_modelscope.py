@@ -211,6 +211,22 @@ def test_a_mirrors_toml_entry_names_the_endpoint(ms_env, ms, home, cli, monkeypa
     assert listed.returncode == 0 and "lab" in listed.stdout, listed.stderr
 
 
+def test_verify_rehashes_and_rm_removes_a_repo(ms_env, ms, home, cli):
+    assert cli("get", "ms://acme/tiny").returncode == 0
+    ok = cli("verify", "ms://acme/tiny")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    snap = home / "ms" / "models" / "acme--tiny" / "snapshots" / "master"
+    (snap / "config.json").write_bytes(b'{"model_type": "TINY", "hidden_size": 8}\n')  # same size, other bytes
+    bad = cli("verify", "ms://acme/tiny")
+    assert bad.returncode == 4 and "config.json" in bad.stdout + bad.stderr
+    gone = cli("rm", "ms://acme/tiny@master")
+    assert gone.returncode == 0, gone.stderr
+    assert not snap.exists() and (home / "ms" / "models" / "acme--tiny").is_dir()
+    assert cli("wait", "ms://acme/tiny").returncode != 0  # its record went with it
+    assert cli("rm", "ms://acme/tiny").returncode == 0
+    assert not (home / "ms" / "models" / "acme--tiny").exists()
+
+
 def test_names_endpoint_and_cache_follow_modelscope(tmp_path):
     from prefetch.ms.names import ms_cache_root, ms_endpoint, parse_ms_name
     from prefetch.errors import UsageError

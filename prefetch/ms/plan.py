@@ -9,7 +9,6 @@ path as cached when its size and sha256 match, so nothing is downloaded twice.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Sequence
@@ -65,18 +64,13 @@ def plan_ms(names: Sequence[str], *, include: Sequence[str], exclude: Sequence[s
         UsageError: a bad name, or a ``--mirror`` that is no ModelScope endpoint.
     """
     from prefetch.fs.paths import state_dir
+    from prefetch.ms.records import record_path
 
     base = ms_endpoint(endpoint, env=env, config=config)
     root = (Path(cache).expanduser() if cache else ms_cache_root(env)).absolute()
-    plans = []
-    for name in names:
-        repo = parse_ms_name(name)
-        folder = f"{repo.segment}--{repo.repo_id.replace('/', '--')}--{repo.revision}"
-        digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]  # one marker per cache root
-        marker = state_dir(env) / "modelscope" / digest / f"{folder}.complete"
-        plans.append(MsPlan(repo=repo, root=root, endpoint=base, include=tuple(include), exclude=tuple(exclude),
-                            marker=marker))
-    return plans
+    state = state_dir(env)
+    return [MsPlan(repo=repo, root=root, endpoint=base, include=tuple(include), exclude=tuple(exclude),
+                   marker=record_path(state, root, repo)) for repo in map(parse_ms_name, names)]
 
 
 def check_path(path: str, *, label: str) -> None:

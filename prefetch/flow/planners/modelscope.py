@@ -24,6 +24,7 @@ from prefetch.model.plans import FileResult
 from prefetch.ms import api
 from prefetch.ms.names import is_ms_name, ms_cache_root, ms_token, repo_dir
 from prefetch.ms.plan import MsPlan, file_plans, plan_ms
+from prefetch.ms.records import write_record
 
 
 class ModelScopePlanner(Planner):
@@ -109,26 +110,14 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
         summary.status, summary.exit_code = first.status, first.exit_code
         summary.error = f"{plan.label}: {len(failed)} of {len(results)} file(s) not in place; first: {first.error}"
     else:
-        _write_marker(plan, len(results))
+        if plan.marker is not None:
+            write_record(plan.marker, label=plan.label, snapshot=plan.snapshot, endpoint=plan.endpoint,
+                         sha256={f.path: f.sha256 for f in chosen})
         summary.status = "downloaded" if any(r.status == "downloaded" for r in results) else "cached"
         ctx.on_event(Event(EventKind.DONE if summary.status == "downloaded" else EventKind.CACHED, plan.label,
                            done=summary.size, total=summary.size, elapsed=summary.elapsed,
                            message=f"{len(results)} file(s) verified -> {plan.snapshot}"))
     return [*results, summary]
-
-
-def _write_marker(plan: MsPlan, files: int) -> None:
-    """The repo's completion record in prefetch's state dir (atomically)."""
-    if plan.marker is None:
-        return
-    import json
-
-    from prefetch.fs.files import replace_file
-
-    record = {"name": plan.label, "snapshot": str(plan.snapshot), "files": files, "endpoint": plan.endpoint,
-              "include": list(plan.include), "exclude": list(plan.exclude), "time": time.time()}
-    plan.marker.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(plan.marker, json.dumps(record).encode())
 
 
 PLANNER = ModelScopePlanner()
