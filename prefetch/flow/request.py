@@ -50,6 +50,7 @@ class GetRequest:
     nltk_data: str | None = None  # nltk: names: NLTK's data dir, fixed for a background job
     retries: int | None = None  # retries in a row without progress (default 8, $PREFETCH_RETRIES)
     timeout: float | None = None  # seconds without a byte before giving up (default 30, $PREFETCH_TIMEOUT)
+    host_connections: int | None = None  # connections to one host, all files together (default 32)
 
     def to_dict(self) -> dict:
         """The request as stored in a job record: header values (credentials) left out."""
@@ -89,7 +90,8 @@ _REQUEST_TYPES = {
     "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
     "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
-    "include": list, "exclude": list, "hub_cache": str, "ms_cache": str, "nltk_data": str, "retries": int, "timeout": (int, float),
+    "include": list, "exclude": list, "hub_cache": str, "ms_cache": str, "nltk_data": str, "retries": int,
+    "timeout": (int, float), "host_connections": int,
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 
