@@ -12,7 +12,7 @@ import click
 @click.argument("names", nargs=-1, metavar="NAME|URL...")
 @click.option("-b", "--background", is_flag=True, help="Detach and return at once; follow with status/log/wait.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to fill (default $KERAS_HOME or ~/.keras).")
-@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. For hf:// names: the Hub endpoint (hf-mirror, or a URL).")
+@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. For hf:// names: the Hub endpoint (hf-mirror, or a URL); for ms:// the ModelScope endpoint; for nltk: an NLTK data mirror (BASE/index.xml).")
 @click.option("--seed", metavar="s3://BUCKET/PREFIX|NAME", help="Team store: read what it has, fetch the rest elsewhere, upload what it lacked.")
 @click.option("--also-origin", is_flag=True, help="With --mirror: use the origin too, in parallel.")
 @click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, 8 doubling up to 32 while it pays).")
@@ -28,8 +28,8 @@ import click
 @click.option("--limit-rate", "limit_rate", metavar="RATE", help="Total bandwidth of all connections, e.g. 2M or 500k (bytes/s, 1024-based).")
 @click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra request header (repeatable); never logged or stored.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML (repeatable).")
-@click.option("--include", multiple=True, metavar="GLOB", help="hf:// repos: only files matching (repeatable), e.g. '*.safetensors'.")
-@click.option("--exclude", multiple=True, metavar="GLOB", help="hf:// repos: leave out files matching (repeatable).")
+@click.option("--include", multiple=True, metavar="GLOB", help="hf:// and ms:// repos: only files matching (repeatable), e.g. '*.safetensors'.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="hf:// and ms:// repos: leave out files matching (repeatable).")
 @click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> datasets: the root you pass to torchvision (default ./data).")
 @click.option("--torch-hub", "torch_hub", is_flag=True, help="URLs: save into torch.hub's checkpoints ($TORCH_HOME/hub/checkpoints), checked by the name's sha256 prefix.")
 @click.option("--retries", type=click.IntRange(min=0), metavar="N", help="Retries in a row without progress before giving up (default 8, $PREFETCH_RETRIES).")
@@ -44,9 +44,11 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         also_origin, connections, host_connections, sha256, md5, output, registries, include, exclude, root,
         torch_hub, retries, timeout, fail_fast, print_paths, null, as_json, quiet):
     """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
-    Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache,
+    Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache;
     torchvision datasets (torchvision:CIFAR10) under --root and weights (torchvision:resnet50)
-    into torch.hub's cache.
+    into torch.hub's cache; ModelScope repos (ms://ORG/NAME, ms://datasets/ORG/NAME) into
+    ModelScope's cache; NLTK packages and collections (nltk:punkt_tab, nltk:popular) into
+    NLTK's data dir.
 
     \b
     Examples (in a notebook cell):

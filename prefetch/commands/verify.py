@@ -74,4 +74,14 @@ def _verify_one(target: str, registry, root, *, tv_root=None, registries=()):
         from prefetch.hf.names import hub_cache_root, parse_hub_name
 
         return verify_repo(hub_cache_root(), parse_hub_name(target))
+    from prefetch.ms.names import is_ms_name
+
+    if is_ms_name(target):
+        import os
+
+        from prefetch.fs.paths import state_dir
+        from prefetch.ms.names import ms_cache_root, parse_ms_name
+        from prefetch.ms.records import verify_repo as verify_ms_repo
+
+        return verify_ms_repo(ms_cache_root(os.environ).absolute(), state_dir(), parse_ms_name(target))
     return cache.verify_cached(target, registry, root=root)

@@ -178,6 +178,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 on_event=on_event,
                 stop=stop,
                 name=plan.label,
+                client_factory=options.client_factory,
             )
         except PrefetchError as exc:
             _drop_empty_partial(part, state)

@@ -21,3 +21,5 @@ class FetchOptions:
     url_mirrors: bool = False  # mirrors apply to plain URL downloads too (only when --mirror was given)
     sources: object | None = None  # prefetch.store.seed.StoreSources: s3:// sources and seeding
     force: bool = False  # download again even when a good file is in place
+    # factory(timeouts=...) -> net.http.Client: a hub's client that keeps its token on its own origin
+    client_factory: object | None = None

@@ -46,6 +46,8 @@ class GetRequest:
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     hub_cache: str | None = None
+    ms_cache: str | None = None  # ms:// names: the ModelScope cache root, fixed for a background job
+    nltk_data: str | None = None  # nltk: names: NLTK's data dir, fixed for a background job
     retries: int | None = None  # retries in a row without progress (default 8, $PREFETCH_RETRIES)
     timeout: float | None = None  # seconds without a byte before giving up (default 30, $PREFETCH_TIMEOUT)
     # torchvision: names and --torch-hub (prefetch/flow/planners/torchvision.py)
@@ -91,9 +93,8 @@ _REQUEST_TYPES = {
     "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
     "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
-    "include": list, "exclude": list, "hub_cache": str, "retries": int, "timeout": (int, float),
-    "root": str, "torch_hub": bool,
-    "host_connections": int,
+    "include": list, "exclude": list, "hub_cache": str, "ms_cache": str, "nltk_data": str, "retries": int,
+    "timeout": (int, float), "host_connections": int, "root": str, "torch_hub": bool,
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 
