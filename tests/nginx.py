@@ -75,6 +75,11 @@ http {{
     # for tests that compute a transfer rate from the server's side.
     log_format timing '$msec $request_time $bytes_sent $body_bytes_sent $status "$request"';
     access_log {_nginx_string(str(p / 'timing.log'))} timing;
+    # Which TCP connection served each request ($connection, a serial number), its request
+    # count on it, and when the response began and ended: connections and concurrency, counted
+    # on the server's side.
+    log_format conns '$connection $connection_requests $msec $request_time $status $body_bytes_sent "$request"';
+    access_log {_nginx_string(str(p / 'connections.log'))} conns;
     client_body_temp_path {_nginx_string(str(p / 'tmp' / 'client_body'))};
     proxy_temp_path {_nginx_string(str(p / 'tmp' / 'proxy'))};
     fastcgi_temp_path {_nginx_string(str(p / 'tmp' / 'fastcgi'))};
@@ -125,6 +130,11 @@ class NginxServer:
         return self.prefix / "error.log"
 
     @property
+    def connections_log(self) -> Path:
+        """One line per request: connection serial, request number on it, end time, duration, status, bytes, request."""
+        return self.prefix / "connections.log"
+
+    @property
     def access_log(self) -> Path:
         return self.prefix / "access.log"
 
@@ -139,6 +149,17 @@ class NginxServer:
         for line in self.timing_log.read_text().splitlines():
             msec, duration, sent, body, status, request = line.split(" ", 5)
             out.append((float(msec), float(duration), int(sent), int(body), int(status), request.strip('"')))
+        return out
+
+    def requests(self) -> list[tuple[int, int, float, float, int, int, str]]:
+        """The parsed connections log: (connection, request number on it, start epoch, end epoch,
+        status, body bytes, request line), one per request."""
+        out = []
+        for line in self.connections_log.read_text().splitlines():
+            conn, number, msec, duration, status, body, request = line.split(" ", 6)
+            end = float(msec)
+            out.append((int(conn), int(number), end - float(duration), end, int(status), int(body),
+                        request.strip('"')))
         return out
 
     def url_for(self, name: str) -> str:

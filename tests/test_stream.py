@@ -66,12 +66,14 @@ def test_first_path_arrives_before_the_last_file_starts_and_order_given_holds(or
     origin.total_rate = 512 * KiB
     out = tmp_path / "out"
     got, first_at = [], None
-    for path in stream(entries, out):
+    # max_ahead=3: the scheduler would start all six at once on one host; the consumer's
+    # back-pressure is what keeps shard 5 waiting here.
+    for path in stream(entries, out, max_ahead=3):
         first_at = first_at or time.monotonic()
         assert path.read_bytes() == blobs[path.name]  # complete and verified when handed over
         got.append(path)
     assert got == [out / n for n in names]
-    # The training loop had shard 0 before shard 5's download even began (2 files at a time).
+    # The training loop had shard 0 before shard 5's download even began.
     assert first_at < first_get(origin, names[-1])
     assert no_stream_threads()
 
@@ -195,7 +197,8 @@ def test_following_a_background_job(origin, home, tmp_path):
     entries, names, blobs = put_shards(origin, [256 * KiB] * 8)  # the record is rewritten about once a second
     origin.total_rate = 512 * KiB
     out = tmp_path / "out"
-    job = prefetch.ensure([], background=True, urls=entries, output_dir=str(out), connections=1)
+    # Two files at a time (a host budget of 2), so the last starts only after the first landed.
+    job = prefetch.ensure([], background=True, urls=entries, output_dir=str(out), connections=1, host_connections=2)
     with pytest.raises(prefetch.UsageError, match="max_ahead"):
         prefetch.as_completed(job=job.id, max_ahead=2)
     got, first_at = [], None

@@ -25,7 +25,7 @@ def test_print_paths_prints_each_path_as_it_lands(origin, home, tmp_path):
     origin.total_rate = 512 * KiB
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "prefetch", "get", "-i", input_file(tmp_path, entries),
-                             "-P", str(out), "--connections", "1", "--print-paths"],
+                             "-P", str(out), "--connections", "1", "--host-connections", "2", "--print-paths"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     first = proc.stdout.readline()
     first_at = time.monotonic()
