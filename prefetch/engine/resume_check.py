@@ -46,6 +46,14 @@ def sample_windows(done: list[tuple[int, int]], *, width: int = WINDOW) -> list[
     return unique
 
 
+def check_kept_bytes(transfer) -> None:
+    """Start ``transfer`` over from byte 0 (with a log line) when its kept bytes differ from the origin's."""
+    reason = kept_bytes_differ(transfer)
+    if reason:
+        transfer.note(f"{reason}; restarting from 0 (no expected hash would catch a stitched file)")
+        transfer._truncate()
+
+
 def kept_bytes_differ(transfer) -> str | None:
     """:func:`check_resumed_bytes` for a transfer (``engine.transfer._Transfer``) that just loaded its state."""
     client = transfer.client_factory(timeouts=transfer.opt.timeouts, resolve=transfer.opt.resolve)
