@@ -32,10 +32,11 @@ import click
 @click.option("--retries", type=click.IntRange(min=0), metavar="N", help="Retries in a row without progress before giving up (default 8, $PREFETCH_RETRIES).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S", help="Give up on a source after S seconds without a byte; a third of it for DNS failures, refused connections and web pages (default 30, $PREFETCH_TIMEOUT).")
 @click.option("--fail-fast", is_flag=True, help="Stop every file at the first fatal error.")
+@click.option("--nice/--no-nice", "nice", default=None, help="With -b: run the job at low CPU and I/O priority (default; $PREFETCH_NICE=0 turns it off).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors, seed,
-        also_origin, connections, sha256, md5, output, registries, include, exclude, retries, timeout, fail_fast, as_json, quiet):
+        also_origin, connections, sha256, md5, output, registries, include, exclude, retries, timeout, fail_fast, nice, as_json, quiet):
     """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
     Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache.
 
@@ -78,6 +79,7 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         exclude=list(exclude),
         retries=retries,
         timeout=timeout,
+        nice=nice,
     )
     if background:
         from prefetch.jobs import start_job

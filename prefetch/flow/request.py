@@ -48,6 +48,7 @@ class GetRequest:
     hub_cache: str | None = None
     retries: int | None = None  # retries in a row without progress (default 8, $PREFETCH_RETRIES)
     timeout: float | None = None  # seconds without a byte before giving up (default 30, $PREFETCH_TIMEOUT)
+    nice: bool | None = None  # a -b worker at low CPU and I/O priority (None: $PREFETCH_NICE, default yes)
 
     def to_dict(self) -> dict:
         """The request as stored in a job record: header values (credentials) left out."""
@@ -88,6 +89,7 @@ _REQUEST_TYPES = {
     "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
     "include": list, "exclude": list, "hub_cache": str, "retries": int, "timeout": (int, float),
+    "nice": bool,
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 
