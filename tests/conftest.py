@@ -69,7 +69,7 @@ from tests.origin import OriginServer, SilentServer  # noqa: E402
 
 @pytest.fixture
 def origin():
-    """A fresh in-process HTTP/1.1 origin (prefetch.demo.origin); put() files into it."""
+    """A fresh in-process HTTP/1.1 origin (tests/origin.py); put() files into it."""
     with OriginServer() as server:
         yield server
 

@@ -8,7 +8,7 @@
 * ``HEAD``/``GET /[datasets/|spaces/]ORG/NAME/resolve/REV/PATH`` with ``X-Repo-Commit``:
   regular files are served here (``ETag`` = the git blob sha1, ``Range`` and ``If-Range``
   honoured); LFS files answer 302 to a separate content server (``cdn``, a
-  ``prefetch.demo.origin.OriginServer``: Range, If-Range, throttles, its own request log)
+  ``tests.origin.OriginServer``: Range, If-Range, throttles, its own request log)
   with ``X-Linked-Etag`` (the sha256) and ``X-Linked-Size``;
 * gated repos answer 401 (``X-Error-Code: GatedRepo``) without ``Authorization: Bearer
   <token>``, and 403 with a wrong token, on the API and on ``resolve`` (never on the CDN,
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from prefetch.demo.origin import OriginServer
+from tests.origin import OriginServer
 
 _TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 

@@ -339,7 +339,7 @@ def test_a_fifo_given_as_a_registry_or_catalog_does_not_block(home, cli, tmp_pat
 def test_a_running_worker_holds_its_run_lock_and_cancel_uses_it(home, cli, origin, tmp_path):
     """The proof of identity exists for real workers: the lock is held while it runs, free after."""
     from prefetch.jobs import run_lock_held
-    from prefetch.demo.origin import StallAfter
+    from tests.origin import StallAfter
 
     origin.put("slow.bin", DATA)
     origin.add_fault(StallAfter(1000, 30, path="slow.bin"))
@@ -364,7 +364,7 @@ def test_a_running_worker_holds_its_run_lock_and_cancel_uses_it(home, cli, origi
 
 
 def test_a_redirect_to_a_host_with_a_space_is_one_line(cli, origin, tmp_path):
-    from prefetch.demo.origin import Redirect
+    from tests.origin import Redirect
 
     origin.add_fault(Redirect("http://bad host/x.bin", path="d.bin"))
     proc = cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "-q", timeout=60)

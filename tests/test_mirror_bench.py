@@ -80,7 +80,7 @@ def test_explicit_probe_and_missing_probe(mirrors):
 
 def test_a_captive_portal_is_never_the_fastest_mirror(mirrors):
     """A portal answers the probe at once with its page: that is an error, not a fast mirror."""
-    from prefetch.demo.origin import PORTAL_PAGE, OriginServer
+    from tests.origin import PORTAL_PAGE, OriginServer
 
     fast, _, _ = mirrors
     with OriginServer() as portal:
