@@ -432,7 +432,7 @@ def bench_downloads(*, servers: dict[str, tuple[Scenario, str, int, str, Path]],
                     ok, note = False, f"output has {out.stat().st_size if out.exists() else 'no'} bytes"
                 elif sha256_of(out) != sha256:
                     ok, note = False, "output differs from the served file"
-                run = Run(name, tool, r + 1, seconds, code, rss, cpu, requests, ok, note, served)
+                run = Run(name, tool, r + 1, seconds, code, rss, cpu, requests, ok, served=served, note=note)
                 runs.append(run)
                 progress(f"  {name:11} round {r + 1}/{rounds} {tool:16} {seconds:7.2f}s "
                          f"{size / seconds / 1e6:8.1f} MB/s  cpu {cpu:5.2f}s  rss {rss / 1024:6.1f} MiB  "
