@@ -130,13 +130,14 @@ class Schedule:
 
         A closed range sized to the connection's share of what is left (``remaining``
         over twice the ``workers``) and to ``paced`` bytes (what the connection reads in
-        a short while: no split needs to cut into it), between ``least`` (and a few
-        ``smallest`` pieces) and ``most``; the owner asks for the next one on the same
+        a short while: no split needs to cut into it), between ``least`` (and two
+        ``smallest`` pieces: the rest of a segment stays splittable for a new connection)
+        and ``most``; the owner asks for the next one on the same
         connection when it is read. A split cuts into it only at the tail, from a slow
         owner (``split_point``, ``patience``).
         """
         share = remaining // (2 * max(1, workers))  # (workers: the most this transfer may run)
-        window = max(least, 4 * smallest, min(most, share, paced or most))
+        window = max(least, 2 * smallest, min(most, share, paced or most))
         if seg.end - (start + window) < smallest:
             return seg.end  # never leave a runt for one more request
         return start + window
