@@ -1,6 +1,8 @@
 """prefetch: background, resumable, verified downloads into the caches ML libraries read.
 
 Public API: ``ensure()``, ``wait()``, ``status()``, ``watch()`` (see ``prefetch.api``),
+``as_completed()`` (each verified path as its file lands; see ``prefetch.streaming``) with
+its adapters ``torch_dataset()`` and ``tf_generator()`` (``prefetch.adapters``),
 ``get_file()`` (a drop-in for ``keras.utils.get_file``) and ``fetch()`` (in
 ``pooch.retrieve``'s spirit; see ``prefetch.dropins``), the cache housekeeping
 ``cache_usage()``, ``remove()`` and ``clean()`` (see ``prefetch.api``) and
@@ -26,12 +28,15 @@ any form (``tests/test_layers.py`` holds the rule):
     jobs/       background jobs and their worker
     doctor/     what is configured and why downloads fail
     demo/       the offline demo and its origin
-    api, dropins  the Python API
+    api, streaming, adapters, dropins  the Python API (streaming: as_completed;
+                adapters/: torch and tf.data over it)
     commands/, cli  the command line
 """
 
+from prefetch.adapters import tf_generator, torch_dataset
 from prefetch.api import cache_usage, clean, ensure, remove, status, wait, watch
 from prefetch.dropins import fetch, get_file
+from prefetch.streaming import as_completed
 from prefetch.errors import (
     ExitCode,
     HashMismatchError,
@@ -62,6 +67,7 @@ __all__ = [
     "UnsafeArchiveError",
     "UsageError",
     "WaitTimeoutError",
+    "as_completed",
     "cache_usage",
     "clean",
     "ensure",
@@ -69,6 +75,8 @@ __all__ = [
     "get_file",
     "remove",
     "status",
+    "tf_generator",
+    "torch_dataset",
     "wait",
     "watch",
 ]

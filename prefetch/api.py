@@ -48,7 +48,7 @@ def make_request(names: str | Iterable[str], **options):
             options[key] = [options[key]]
         if key in options:
             options[key] = [str(v) for v in options[key] or []]
-    for key in ("cache_dir", "output", "output_dir", "extract_to"):
+    for key in ("cache_dir", "output", "output_dir", "extract_to", "root"):
         if options.get(key) is not None:
             options[key] = str(options[key])
     if isinstance(options.get("headers"), dict):

@@ -67,6 +67,7 @@ class HubRequest:
     headers: dict
     status: int | None = None
     body_bytes: int = 0
+    client: tuple = ()  # the client's (address, port): one per TCP connection
 
 
 @dataclass
@@ -149,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- dispatch ---------------------------------------------------------------
     def _handle(self, *, body: bool) -> None:
         hub: HubServer = self.server.hub
-        record = HubRequest(self.command, self.path, dict(self.headers.items()))
+        record = HubRequest(self.command, self.path, dict(self.headers.items()), client=tuple(self.client_address))
         with hub.lock:
             hub.requests.append(record)
         self.record = record

@@ -78,6 +78,11 @@ http {{
     # What each request asked for and how much of the body went out: wasted bytes show here.
     log_format ranges '$body_bytes_sent $status $connection "$http_range" "$request"';
     access_log {_nginx_string(str(p / 'ranges.log'))} ranges;
+    # Which TCP connection served each request ($connection, a serial number), its request
+    # count on it, and when the response began and ended: connections and concurrency, counted
+    # on the server's side.
+    log_format conns '$connection $connection_requests $msec $request_time $status $body_bytes_sent "$request"';
+    access_log {_nginx_string(str(p / 'connections.log'))} conns;
     client_body_temp_path {_nginx_string(str(p / 'tmp' / 'client_body'))};
     proxy_temp_path {_nginx_string(str(p / 'tmp' / 'proxy'))};
     fastcgi_temp_path {_nginx_string(str(p / 'tmp' / 'fastcgi'))};
@@ -120,6 +125,11 @@ class NginxServer:
         return self.prefix / "error.log"
 
     @property
+    def connections_log(self) -> Path:
+        """One line per request: connection serial, request number on it, end time, duration, status, bytes, request."""
+        return self.prefix / "connections.log"
+
+    @property
     def access_log(self) -> Path:
         return self.prefix / "access.log"
 
@@ -144,6 +154,15 @@ class NginxServer:
             quoted = rest.split('"')  # ['', range, ' ', request, '']
             asked = "" if quoted[1] == "-" else quoted[1]  # nginx logs an empty variable as -
             out.append((int(body), int(status), int(connection), asked, quoted[3]))
+    def requests(self) -> list[tuple[int, int, float, float, int, int, str]]:
+        """The parsed connections log: (connection, request number on it, start epoch, end epoch,
+        status, body bytes, request line), one per request."""
+        out = []
+        for line in self.connections_log.read_text().splitlines():
+            conn, number, msec, duration, status, body, request = line.split(" ", 6)
+            end = float(msec)
+            out.append((int(conn), int(number), end - float(duration), end, int(status), int(body),
+                        request.strip('"')))
         return out
 
     def url_for(self, name: str) -> str:

@@ -477,3 +477,18 @@ def test_huggingface_hub_after_a_killed_get_then_get_again(hf_env, hub, home):
     assert done.returncode == 0, done.stderr
     assert len(hub.cdn.requests) == first_new
     assert not part_state(home).exists() and not part_state(home).with_suffix("").exists()
+
+
+def test_a_repo_of_many_files_shares_connections_across_files(hf_env, hub, home, cli):
+    """A repo of 150 small files and a large one goes through the shared scheduler: every file
+    in place for huggingface_hub, over far fewer TCP connections than files (kept alive)."""
+    files = {f"shards/part-{i:03d}.json": (b'{"i": %d}\n' % i) * 300 for i in range(150)}
+    files["model.safetensors"] = os.urandom(3 << 20)
+    hub.add_repo("acme/many", files, lfs={"model.safetensors"})
+    done = cli("get", "hf://acme/many", "--host-connections", "8")
+    assert done.returncode == 0, done.stderr
+    assert_offline_loads(hf_env, "acme/many", files)
+    downloads = [r for r in hub.requests if "/resolve/" in r.path]
+    assert len({r.path.split("/resolve/")[1] for r in downloads}) == len(files)
+    connections = {r.client for r in downloads}
+    assert len(connections) <= 8, f"{len(connections)} connections for a budget of 8"

@@ -170,3 +170,27 @@ def test_kill_mid_extraction_leaves_nothing_behind_after_resume(datasets, origin
     assert_archive_in_place(home, archive, members)
     assert not temp_dirs()
     assert not leftovers(home)
+
+
+def test_a_record_temp_file_left_by_a_kill_mid_write_is_removed_on_resume(datasets, origin, home, cli):
+    """A SIGKILL between writing the job record's temp file and renaming it leaves
+    ``.ID.json.PID-XXXX.tmp`` in the jobs dir: the resumed worker removes it (a live
+    writer's temp file is left alone)."""
+    registry, data, _, _ = datasets
+    origin.rate = 200_000
+    job_id = job_id_from(cli("get", "synth", "--registry", str(registry), "-b").stdout)
+    poll(lambda: record(job_id).files[0].bytes > 0, what="the download to start")
+    kill_worker(job_id)
+    jobs_dir = home / ".prefetch" / "state" / "jobs"
+    dead = jobs_dir / f".{job_id}.json.999999-0badc0de.tmp"
+    dead.write_text("{half a record", encoding="utf-8")
+    live = jobs_dir / f".{job_id}.json.{os.getpid()}-0badc0de.tmp"  # this test process is alive
+    live.write_text("{being written", encoding="utf-8")
+
+    origin.rate = None
+    resume_and_wait(cli, job_id)
+    assert not dead.exists()
+    assert live.exists()
+    live.unlink()
+    assert sha256_of(home / ".keras" / "datasets" / "synth.bin") == hashlib.sha256(data).hexdigest()
+    assert not leftovers(home)

@@ -14,8 +14,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "prefetch"
 
 # Lowest first. A module may import its own layer and any layer before it.
 LAYERS = [
-    "errors", "model", "fs", "net", "ui", "cache", "archive", "engine", "store", "mirrors", "hf",
-    "flow", "operations", "jobs", "doctor", "demo", "api", "dropins", "commands", "cli", "__main__",
+    "errors", "model", "fs", "net", "ui", "cache", "archive", "engine", "store", "mirrors", "hf", "ms",
+    "flow", "operations", "jobs", "doctor", "demo", "api", "streaming", "adapters", "dropins", "commands", "cli", "__main__",
     "__init__",
 ]
 MAX_TOP_LEVEL = 10

@@ -7,6 +7,7 @@ Owns:
     limits.py   budgets against decompression bombs
     readers.py  tar and zip readers that write through the checks
     place.py    a staging dir beside the target, then rename into place
+    gunzip.py   one .gz/.xz file decompressed beside itself (torchvision's MNIST family)
 
 May import: ``errors``, ``model``, ``fs``.
 """

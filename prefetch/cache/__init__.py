@@ -5,6 +5,7 @@ Owns:
     registry.py   built-in ``datasets.toml`` plus user registry files -> ``DatasetSpec``
     plans.py      ``plan_files``: a dataset's ``FilePlan`` s under a Keras root
     placement.py  what is already good at a final path; renames, aliases, extraction markers
+    torchvision.py  torchvision's datasets and weights as data (torchvision.toml, torch_weights.toml)
 
 May import: ``errors``, ``model``, ``fs``, ``net`` (URL checks).
 """

@@ -74,7 +74,7 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink) -> 
         return False
     expected = plan.spec.expected
     if expected is not None:
-        if hash_file(final, expected.algorithm) == expected.hexdigest:
+        if expected.matches(hash_file(final, expected.algorithm)):
             return True
         why = f"does not match its {expected.algorithm}"
     elif completion_matches(records_dir, final, lst):
@@ -83,6 +83,28 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink) -> 
         why = "has no record of a completed prefetch download (and no hash to check it)"
     safefs.check_replaceable(final)  # about to be replaced: only a regular file of ours
     on_event(Event(EventKind.NOTE, plan.label, message=f"{final} {why}; downloading again"))
+    return False
+
+
+def adopt_copy(plan: FilePlan, on_event: EventSink) -> bool:
+    """Hard-link (or copy) one of ``plan.copies`` to the final path when it matches the expected hash.
+
+    The same bytes in another cache (Keras's ``cifar-10-batches-py.tar.gz`` for
+    torchvision's ``cifar-10-python.tar.gz``) are not downloaded twice. Without an
+    expected hash nothing is adopted.
+    """
+    expected = plan.spec.expected
+    if expected is None:
+        return False
+    for copy in plan.copies:
+        try:
+            if regular_or_none(copy) is None or not expected.matches(hash_file(copy, expected.algorithm)):
+                continue
+        except (OSError, PrefetchError):
+            continue
+        link_or_copy(copy, plan.final)
+        on_event(Event(EventKind.NOTE, plan.label, message=f"linked from {copy} (the same bytes, {expected.algorithm} ok)"))
+        return True
     return False
 
 

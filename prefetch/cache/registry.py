@@ -88,7 +88,8 @@ def parse_registry_file(path: Path) -> list[DatasetSpec]:
     except tomllib.TOMLDecodeError as exc:
         raise RegistryError(f"{path}: not valid TOML: {exc}") from None
     label = "built-in" if Path(path) == BUILTIN else str(path)
-    return [_parse_dataset(path, name, body, label) for name, body in data.items()]
+    # [torchvision.NAME] tables are torchvision: names (prefetch/cache/torchvision.py reads them).
+    return [_parse_dataset(path, name, body, label) for name, body in data.items() if name != "torchvision"]
 
 
 def _parse_dataset(path: Path, name: str, body: object, label: str) -> DatasetSpec:
@@ -108,12 +109,40 @@ def _parse_dataset(path: Path, name: str, body: object, label: str) -> DatasetSp
     return DatasetSpec(name=name, description=description, files=parsed, source=label)
 
 
-def _parse_file(where: str, entry: object) -> FileSpec:
+def check_entry(where: str, entry: object, allowed: set[str]) -> dict:
+    """``entry`` as a table with only ``allowed`` keys.
+
+    Raises:
+        RegistryError: not a table, or an unknown key (named, with the allowed ones).
+    """
     if not isinstance(entry, dict):
         raise RegistryError(f"{where}: expected a table")
-    unknown = set(entry) - _FILE_KEYS
+    unknown = set(entry) - allowed
     if unknown:
-        raise RegistryError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise RegistryError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
+    return entry
+
+
+def entry_hash(where: str, entry: dict):
+    """The ``sha256``/``md5``/``hash`` of a registry entry (at most one), or None.
+
+    Raises:
+        RegistryError: more than one, or not a hex digest of the right length.
+    """
+    hashes = [k for k in ("sha256", "md5", "hash") if k in entry]
+    if len(hashes) > 1:
+        raise RegistryError(f"{where}: give only one of sha256, md5, hash")
+    if not hashes:
+        return None
+    key = hashes[0]
+    try:
+        return parse_hash(_string(where, entry, key), algorithm="auto" if key == "hash" else key)
+    except BadHashError as exc:
+        raise RegistryError(f"{where}: {key}: {exc}") from None
+
+
+def _parse_file(where: str, entry: object) -> FileSpec:
+    entry = check_entry(where, entry, _FILE_KEYS)
     listed = _strings(where, entry, "urls")
     if "url" in entry:
         listed = [_string(where, entry, "url"), *listed]
@@ -136,16 +165,7 @@ def _parse_file(where: str, entry: object) -> FileSpec:
                         ("extract", _strings(where, entry, "extract"))):
         for rel in values:
             _check_relative(rel, f"{where}: {key}")
-    expected = None
-    hashes = [k for k in ("sha256", "md5", "hash") if k in entry]
-    if len(hashes) > 1:
-        raise RegistryError(f"{where}: give only one of sha256, md5, hash")
-    if hashes:
-        key = hashes[0]
-        try:
-            expected = parse_hash(_string(where, entry, key), algorithm="auto" if key == "hash" else key)
-        except BadHashError as exc:
-            raise RegistryError(f"{where}: {key}: {exc}") from None
+    expected = entry_hash(where, entry)
     return FileSpec(
         name=name,
         url=url,

@@ -12,10 +12,11 @@ import click
 @click.argument("names", nargs=-1, metavar="NAME|URL...")
 @click.option("-b", "--background", is_flag=True, help="Detach and return at once; follow with status/log/wait.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to fill (default $KERAS_HOME or ~/.keras).")
-@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. For hf:// names: the Hub endpoint (hf-mirror, or a URL).")
+@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. For hf:// names: the Hub endpoint (hf-mirror, or a URL); for ms:// the ModelScope endpoint; for nltk: an NLTK data mirror (BASE/index.xml).")
 @click.option("--seed", metavar="s3://BUCKET/PREFIX|NAME", help="Team store: read what it has, fetch the rest elsewhere, upload what it lacked.")
 @click.option("--also-origin", is_flag=True, help="With --mirror: use the origin too, in parallel.")
 @click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, 8 doubling up to 32 while it pays).")
+@click.option("--host-connections", "host_connections", type=click.IntRange(min=1), metavar="N", help="Connections to one host from all files together (default 32, $PREFETCH_HOST_CONNECTIONS); a 429/503 lowers it.")
 @click.option("--sha256", metavar="HEX", help="Expected sha256 of a URL download.")
 @click.option("--md5", metavar="HEX", help="Expected md5 of a URL download.")
 @click.option("-o", "--output", type=click.Path(), help="Where to save a URL download (a directory, or ending in /: inside it).")
@@ -27,18 +28,28 @@ import click
 @click.option("--limit-rate", "limit_rate", metavar="RATE", help="Total bandwidth of all connections, e.g. 2M or 500k (bytes/s, 1024-based).")
 @click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra request header (repeatable); never logged or stored.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML (repeatable).")
-@click.option("--include", multiple=True, metavar="GLOB", help="hf:// repos: only files matching (repeatable), e.g. '*.safetensors'.")
-@click.option("--exclude", multiple=True, metavar="GLOB", help="hf:// repos: leave out files matching (repeatable).")
+@click.option("--include", multiple=True, metavar="GLOB", help="hf:// and ms:// repos: only files matching (repeatable), e.g. '*.safetensors'.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="hf:// and ms:// repos: leave out files matching (repeatable).")
+@click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> datasets: the root you pass to torchvision (default ./data).")
+@click.option("--torch-hub", "torch_hub", is_flag=True, help="URLs: save into torch.hub's checkpoints ($TORCH_HOME/hub/checkpoints), checked by the name's sha256 prefix.")
 @click.option("--retries", type=click.IntRange(min=0), metavar="N", help="Retries in a row without progress before giving up (default 8, $PREFETCH_RETRIES).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S", help="Give up on a source after S seconds without a byte; a third of it for DNS failures, refused connections and web pages (default 30, $PREFETCH_TIMEOUT).")
 @click.option("--fail-fast", is_flag=True, help="Stop every file at the first fatal error.")
+@click.option("--print-paths", "print_paths", is_flag=True,
+              help="Print each placed path on its own line as its file lands (for | xargs); progress goes to stderr.")
+@click.option("-0", "--null", "null", is_flag=True, help="With --print-paths (implied): end each path with NUL, not newline (xargs -0).")
 @click.option("--nice/--no-nice", "nice", default=None, help="With -b: run the job at low CPU and I/O priority (default; $PREFETCH_NICE=0 turns it off).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors, seed,
-        also_origin, connections, sha256, md5, output, registries, include, exclude, retries, timeout, fail_fast, nice, as_json, quiet):
+        also_origin, connections, host_connections, sha256, md5, output, registries, include, exclude, root,
+        torch_hub, retries, timeout, fail_fast, nice, print_paths, null, as_json, quiet):
     """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
-    Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache.
+    Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache;
+    torchvision datasets (torchvision:CIFAR10) under --root and weights (torchvision:resnet50)
+    into torch.hub's cache; ModelScope repos (ms://ORG/NAME, ms://datasets/ORG/NAME) into
+    ModelScope's cache; NLTK packages and collections (nltk:punkt_tab, nltk:popular) into
+    NLTK's data dir.
 
     \b
     Examples (in a notebook cell):
@@ -51,8 +62,17 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
       !prefetch get -i urls.txt -P data/ --limit-rate 2M
       !prefetch get https://example.org/a.tar.gz#sha256=HEX --extract -P data/
       !prefetch get hf://Qwen/Qwen2.5-0.5B -b --mirror hf-mirror
+      !prefetch get torchvision:CIFAR10 --root ./data -b   # then CIFAR10("./data", download=True)
+      !prefetch get torchvision:resnet50                  # then resnet50(weights="DEFAULT")
+      prefetch get -i shards.txt -P shards/ --print-paths | xargs -n1 python train_on.py
     """
     from prefetch.flow.request import GetRequest
+
+    print_paths = print_paths or null
+    if print_paths and (background or as_json):
+        raise click.UsageError("--print-paths prints paths as files land in this process: not with "
+                               f"{'-b' if background else '--json'} (from Python, prefetch.as_completed(job=...) "
+                               "follows a background job)")
 
     urls = read_input_file(input_file) if input_file else []
     if not names and not input_file:
@@ -69,6 +89,7 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         mirrors=list(mirrors),
         also_origin=also_origin,
         connections=connections,
+        host_connections=host_connections,
         sha256=sha256,
         md5=md5,
         output=output,
@@ -77,6 +98,8 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         seed=seed,
         include=list(include),
         exclude=list(exclude),
+        root=root,
+        torch_hub=torch_hub,
         retries=retries,
         timeout=timeout,
         nice=nice,
@@ -92,11 +115,45 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
             click.echo(f"started job {job.id} (pid {job.pid}); log: {job.log_path}")
             click.echo(f"follow with: prefetch status {job.id} | prefetch log -f {job.id} | prefetch wait {job.id}")
         return 0
-    return run_foreground(request, as_json=as_json, quiet=quiet)
+    paths = PathPrinter(sys.stdout, end="\0" if null else "\n") if print_paths else None
+    return run_foreground(request, as_json=as_json, quiet=quiet, paths=paths)
 
 
-def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
-    """Fetch in this process with progress on stderr; a summary on stdout.
+class PathPrinter:
+    """``--print-paths``: each placed file's path on stdout the moment its result is final.
+
+    Called from the download threads (``on_file_done``). When the reader goes away
+    (``| head -1``), the downloads are stopped, resumable.
+    """
+
+    def __init__(self, stream, *, end: str) -> None:
+        import threading
+
+        self.stream, self.end = stream, end
+        self.lock = threading.Lock()
+        self.stop = None
+        self.broken = False
+        self.seen: set[int] = set()
+
+    def __call__(self, index: int, result) -> None:
+        self.seen.add(id(result))
+        if result.status not in ("downloaded", "cached") or result.exit_code:
+            return
+        with self.lock:
+            if self.broken:
+                return
+            try:
+                self.stream.write(result.path + self.end)
+                self.stream.flush()
+            except (BrokenPipeError, ValueError):
+                self.broken = True
+                if self.stop is not None:
+                    self.stop.set()
+
+
+def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | None = None) -> int:
+    """Fetch in this process with progress on stderr; a summary on stdout (or, with ``paths``,
+    each placed path as it lands, and the summary's errors only).
 
     Ctrl-C (or a notebook's interrupt) stops within about a second with the
     state saved (exit 7); a second Ctrl-C exits at once.
@@ -111,12 +168,23 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
     plan_request(request)  # usage errors before any output
     stop = threading.Event()
     renderer = make_renderer(sys.stderr, quiet=quiet or as_json, skip_failures=True)
+    if paths is not None:
+        paths.stop = stop
     try:
         with stop_on_interrupt(stop, on_first=_say_stopping, on_second=_exit_now, hangup=True, terminate=True,
                                restore=False):
-            results = run_request(request, on_event=renderer, stop=stop)
+            results = run_request(request, on_event=renderer, stop=stop, on_file_done=paths)
     finally:
         renderer.close()
+    if paths is not None:
+        if paths.broken:
+            _quiet_stdout()
+        for error in dict.fromkeys(r.error for r in results if r.status in ("failed", "interrupted")):
+            click.echo(f"prefetch: error: {error}", err=True)
+        for result in results:  # a kind's own plans (hf:// repos) report at the end
+            if id(result) not in paths.seen:
+                paths(-1, result)
+        return overall_exit_code(results)
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in results], indent=2))
     else:
@@ -133,6 +201,17 @@ def run_foreground(request, *, as_json: bool, quiet: bool) -> int:
         for error in dict.fromkeys(errors):
             click.echo(f"prefetch: error: {error}", err=True)
     return overall_exit_code(results)
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: nothing more goes there (not even at exit's flush)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _say_stopping() -> None:

@@ -17,10 +17,10 @@ import click
 RECENT_SECONDS = 3600.0  # `status` without --all: running jobs and those that ended this recently
 
 
-def _rows(records):
+def _rows(records, *, files: bool = False):
     from prefetch.jobs.views import table_rows
 
-    return table_rows(records)
+    return table_rows(records, files=files)
 
 
 def _print_table(rows) -> None:
@@ -57,8 +57,9 @@ def recent(records, *, now: float | None = None) -> tuple[list, int]:
 @click.command()
 @click.argument("job", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Every job on record, not only running and recent ones.")
+@click.option("--files", "per_file", is_flag=True, help="A row per file even for jobs of many files (summarized otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print the job records as JSON (schema below).")
-def status(job, show_all, as_json):
+def status(job, show_all, per_file, as_json):
     """Background jobs: per-file state, bytes, %, speed and ETA.
 
     \b
@@ -66,6 +67,7 @@ def status(job, show_all, as_json):
       !prefetch status
       !prefetch status --all
       !prefetch status j0518-a3f9 --json
+      !prefetch status --files            # a row per file, for a job of many files
 
     \b
     Without --all: running jobs and those that ended in the last hour (--json
@@ -116,7 +118,7 @@ def status(job, show_all, as_json):
     hidden = 0
     if not job and not show_all:
         records, hidden = recent(records)
-    _print_table(_rows(records))
+    _print_table(_rows(records, files=per_file))
     for line in _hints(records):
         click.echo(line)
     if hidden:

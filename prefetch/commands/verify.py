@@ -12,8 +12,9 @@ import click
 @click.argument("targets", nargs=-1, required=True, metavar="NAME|PATH...")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to check.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
+@click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> names: the datasets' root (default ./data).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def verify(targets, cache_dir, registries, as_json):
+def verify(targets, cache_dir, registries, root, as_json):
     """Re-hash cached datasets or files; exit 4 if any differs from its known hash.
 
     \b
@@ -21,6 +22,7 @@ def verify(targets, cache_dir, registries, as_json):
       !prefetch verify cifar10
       !prefetch verify ~/.keras/datasets/mnist.npz
       !prefetch verify hf://ORG/NAME
+      !prefetch verify torchvision:CIFAR10 --root ./data
     """
     from pathlib import Path
 
@@ -30,8 +32,8 @@ def verify(targets, cache_dir, registries, as_json):
     from prefetch.cache.registry import load_registry
 
     registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
-    root = keras_root(cache_dir=cache_dir)
-    results = [r for t in targets for r in _verify_one(t, registry, root)]
+    tv_root, root = root, keras_root(cache_dir=cache_dir)
+    results = [r for t in targets for r in _verify_one(t, registry, root, tv_root=tv_root, registries=registries)]
     if as_json:
         click.echo(json.dumps([asdict(r) for r in results], indent=2))
     else:
@@ -56,14 +58,30 @@ def verify(targets, cache_dir, registries, as_json):
     return 0
 
 
-def _verify_one(target: str, registry, root):
-    """A dataset or file under the Keras root, or an hf:// repo in the Hugging Face cache."""
+def _verify_one(target: str, registry, root, *, tv_root=None, registries=()):
+    """A dataset or file under the Keras root, an hf:// repo in the Hugging Face cache, or a
+    torchvision: name under --root (datasets) or torch.hub's checkpoints (weights)."""
     from prefetch.operations import listing as cache
     from prefetch.hf.names import is_hub_name
+
+    if target[:12].lower() == "torchvision:":
+        from prefetch.operations.torchvision import verify_torchvision
+
+        return verify_torchvision(target, root=tv_root, registries=[str(r) for r in registries])
 
     if is_hub_name(target):
         from prefetch.hf.cache_layout import verify_repo
         from prefetch.hf.names import hub_cache_root, parse_hub_name
 
         return verify_repo(hub_cache_root(), parse_hub_name(target))
+    from prefetch.ms.names import is_ms_name
+
+    if is_ms_name(target):
+        import os
+
+        from prefetch.fs.paths import state_dir
+        from prefetch.ms.names import ms_cache_root, parse_ms_name
+        from prefetch.ms.records import verify_repo as verify_ms_repo
+
+        return verify_ms_repo(ms_cache_root(os.environ).absolute(), state_dir(), parse_ms_name(target))
     return cache.verify_cached(target, registry, root=root)

@@ -12,6 +12,8 @@ Owns:
     resume_state.py   the state file beside the ``.part`` (validators, done ranges)
     part_file.py      the ``.part`` itself; ranges.py: byte range sets
     retry.py          back off, step back or give up; ratelimit.py: ``--limit-rate``
+    hosts.py          what the transfers to one host share: connection budget, warm connections, route
+    many.py           many files at once: started in order on a bounded pool (files and hf:// repos)
 
 May import: ``errors``, ``model``, ``fs``, ``net``. Knows nothing of datasets,
 caches or jobs: it is given URLs and paths.

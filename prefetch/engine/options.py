@@ -47,6 +47,11 @@ class TransferOptions:
     progress_interval: float = 0.25
     preallocate: bool = True
     sync_data: bool = True  # fdatasync the .part before a state save that records new ranges
+    # Connections to one host from all the files of a run together (engine/hosts.py); a 429/503
+    # from the host lowers it. PREFETCH_HOST_CONNECTIONS, --host-connections.
+    host_connections: int = 32  # as many as one file may open (max_connections): one big file loses nothing
+    # prefetch.engine.hosts.Hosts shared by the transfers of one run (None: this transfer on its own).
+    hosts: object | None = field(default=None, repr=False, compare=False)
     # Extra request headers for every request of this transfer (--header); secrets maybe:
     # never logged, never in the state file, never in repr().
     headers: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -116,6 +121,7 @@ _ENV_KNOBS = [
     ("long_route", "PREFETCH_LONG_ROUTE", float),
     ("long_route_connections", "PREFETCH_LONG_ROUTE_CONNECTIONS", int),
     ("piece_size", "PREFETCH_PIECE_SIZE", int),
+    ("host_connections", "PREFETCH_HOST_CONNECTIONS", int),
 ]
 
 

@@ -172,7 +172,8 @@ class PrefixHasher:
         """Catch up whenever ``wake`` is notified (or every 0.2 s) until ``stop``; a thread's loop."""
         while not stop.is_set():
             with wake:
-                wake.wait(0.2)
+                if not stop.is_set():  # checked under the lock: a stop's notify cannot slip in before the wait
+                    wake.wait(0.2)
             try:
                 self.catch_up(prefix_end, wake)
             except OSError:

@@ -37,6 +37,7 @@ from prefetch.engine.options import TransferOptions, TransferResult  # noqa: F40
 from prefetch.engine.demotion import SourceHandling
 
 _STOP_GRACE = 0.8  # seconds a stop waits for workers before returning (they cannot write after)
+_HASH_THREAD_AFTER = 4 << 20  # bytes of contiguous prefix before the hash follows in its own thread
 _RATE_STEP = 0.05  # seconds between looks at the sources' rates (cheap: a few sources)
 _STRAGGLER = 1.0  # seconds: a connection this far from the end of its answer may have it split
 
@@ -67,32 +68,44 @@ def download_to_part(
         NetworkError, RemoteChangedError, LocalFileError, DiskFullError,
         InterruptedTransferError.
     """
-    if client_factory is None:
+    options = options or TransferOptions()
+    host = options.hosts.host_for(urls[0]) if options.hosts is not None and urls else None
+    if host is not None:
+        client_factory = host.lender(client_factory)  # warm connections pass from file to file (engine/hosts.py)
+    elif client_factory is None:
         from prefetch.net.http import Client as client_factory
     transfer = _Transfer(
+        host=host,
         urls=urls,
         part=Path(part),
         state_file=Path(state_file),
         algorithm=algorithm,
-        options=options or TransferOptions(),
+        options=options,
         on_event=on_event,
         stop=stop or threading.Event(),
         client_factory=client_factory,
         name=name or Path(part).name.removesuffix(".part"),
     )
+    if host is not None:
+        host.join()  # the host's share of connections counts this file from now on
     try:
         return transfer.run()
     except KeyboardInterrupt:
         raise InterruptedTransferError(
             f"{transfer.name}: interrupted; run the same command again to resume"
         ) from None
+    finally:
+        if host is not None:
+            host.leave()
 
 
 class _Transfer(SourceHandling):
     """Shared state of one running transfer; workers are threads, ``lock`` guards it all."""
 
-    def __init__(self, *, urls, part, state_file, algorithm, options, on_event, stop, client_factory, name):
+    def __init__(self, *, urls, part, state_file, algorithm, options, on_event, stop, client_factory, name,
+                 host=None):
         self.urls = list(urls)
+        self.host = host  # prefetch.engine.hosts.Host: the connection budget and route shared with other files
         self.part = part
         self.state_file = state_file
         self.algorithm = algorithm
@@ -127,7 +140,7 @@ class _Transfer(SourceHandling):
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
         self.worker_limit: int | None = None  # workers beyond this exit (the server asked for fewer)
         self.latency: float | None = None  # seconds from a request to its answer (moving average)
-        self.route = RouteJudge(options.long_route)
+        self.route = host.route if host is not None else RouteJudge(options.long_route)  # learned once per host
         self.conn_rate = 0.0  # bytes/s per running connection, lately
         self.worker_source: dict[int, Source] = {}  # the source each worker's last request went to
 
@@ -139,8 +152,7 @@ class _Transfer(SourceHandling):
         hasher_stop = threading.Event()
         hasher = threading.Thread(target=self.hash.follow, args=(hasher_stop, self.wake, self._prefix_end),
                                   daemon=True)
-        if self.algorithm:
-            hasher.start()
+        self._hasher = hasher if self.algorithm else None  # started once the prefix is worth a thread
         try:
             while True:
                 self.schedule.plan(self.size, self.done)
@@ -263,6 +275,8 @@ class _Transfer(SourceHandling):
                 else:
                     target = ramp.update(now, self.downloaded, alive=alive, answered=answered,
                                          latency=self.latency or 0.0, route=self.route.route)
+                if self.host is not None:
+                    target = min(target, self.host.share())  # the host's budget, split between its files
                 with self.lock:
                     if self.retries.crowded_at is not None:
                         target = min(target, self.retries.crowded_at)
@@ -274,6 +288,10 @@ class _Transfer(SourceHandling):
                 for _ in range(max(0, target - alive)):
                     if alive and not self._has_work():
                         break
+                    if self.host is not None and not self.host.try_lease():
+                        break  # the host's connections are all in use: look again on the next pass
+                    if self.host is not None and not next_id:
+                        self.retries.progress()  # waiting for a slot is not time without bytes (no worker yet)
                     thread = threading.Thread(target=Fetcher(self).run, args=(next_id,), daemon=True)
                     with self.lock:
                         self.active_workers += 1
@@ -282,6 +300,9 @@ class _Transfer(SourceHandling):
                     next_id += 1
                     threads.append(thread)
                     thread.start()
+                if self._hasher is not None and self.done.prefix_end() >= _HASH_THREAD_AFTER:
+                    self._hasher, started_hasher = None, self._hasher
+                    started_hasher.start()  # a small file is hashed at the end instead (no thread)
                 if now - last_rates >= _RATE_STEP:
                     self._demote_slow_source(now)
                     last_rates = now
@@ -437,6 +458,8 @@ class _Transfer(SourceHandling):
 
     def worker_left(self, worker_id: int) -> None:
         """A worker thread ends (its very last step)."""
+        if self.host is not None:
+            self.host.release()
         with self.lock:
             self.answered.discard(worker_id)
             self.active_workers -= 1

@@ -9,10 +9,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 from urllib.parse import quote
 
 from prefetch.errors import ExitCode, LocalFileError, PrefetchError
@@ -87,7 +86,8 @@ def fetch_file(
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
         _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
         expected = plan.spec.expected
-        if not options.force and placement.existing_is_good(plan, records_dir, on_event):
+        if not options.force and (placement.existing_is_good(plan, records_dir, on_event)
+                                  or placement.adopt_copy(plan, on_event)):
             _place_extras(plan, plan.final, markers_dir, on_event, result,
                           locks_dir=locks_dir, lock_timeout=options.lock_timeout)
             result.status = "cached"
@@ -178,6 +178,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 on_event=on_event,
                 stop=stop,
                 name=plan.label,
+                client_factory=options.client_factory,
             )
         except PrefetchError as exc:
             _drop_empty_partial(part, state)
@@ -203,7 +204,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         result.sources = served
         result.source = max(served, key=served.get) if served else None
         size_ok = plan.spec.size is None or transfer.size == plan.spec.size
-        if size_ok and (expected is None or transfer.digest == expected.hexdigest):
+        if size_ok and (expected is None or expected.matches(transfer.digest)):
             _check_size(part, state, transfer.size, plan.label)
             return transfer
         placement.discard(part, state)
@@ -311,26 +312,30 @@ def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -
     into ``datasets/``), so its temp dirs are only removed under that dir's extraction
     lock: another file's extraction in progress is not a leftover.
     """
-    import glob
-
     from prefetch.fs.safefs import remove_own
 
     def remove(spots) -> None:
-        for where, pattern in spots:
-            if where.is_dir():
-                for path in where.glob(pattern):
-                    remove_own(path)  # another user's entry of that name is left alone
+        # Names by prefix and suffix from one scandir per dir: a glob per file compiles a new
+        # pattern each time, which costs more than a small file's download.
+        for where, prefixes, suffix in spots:
+            try:
+                with os.scandir(where) as entries:
+                    found = [e.name for e in entries if e.name.startswith(prefixes) and e.name.endswith(suffix)
+                             and len(e.name) >= min(map(len, prefixes)) + len(suffix)]
+            except OSError:
+                continue
+            for name in found:
+                remove_own(where / name)  # another user's entry of that name is left alone
 
     state = state_path(plan.final)
-    spots = [(state.parent, f".{glob.escape(state.name)}.*.tmp")]  # replace_file's temp names
-    spots += [(alias.parent, f".{glob.escape(alias.name)}.*.tmp") for alias in plan.also]
-    remove(spots)
+    remove([(state.parent, (f".{state.name}.",), ".tmp")])  # replace_file's temp names
+    for alias in (*plan.also, *plan.decompress_to):
+        remove([(alias.parent, (f".{alias.name}.",), ".tmp")])
     for into in plan.extract_into:
         into = Path(os.path.abspath(into))
         with _extraction_lock(locks_dir, into, timeout=lock_timeout):
-            remove(
-                [(where, f".{glob.escape(into.name)}.{kind}-*") for where in (into.parent, into) for kind in ("extract", "old")]
-            )
+            remove([(where, (f".{into.name}.extract-", f".{into.name}.old-"), "")
+                    for where in (into.parent, into)])
 
 
 def _extraction_lock(locks_dir: Path, into: Path, *, timeout: float):
@@ -358,10 +363,25 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
             extracted = extract_archive(data, into, protect=placement.own_paths(plan), verified=plan.spec.expected is not None)
         placement.write_marker(marker, into, extracted.entries)
         result.extracted.extend(str(into / e) for e in extracted.entries)
+    for target in plan.decompress_to:
+        _decompress(plan, data, target, markers_dir, on_event, result)
     for alias in plan.also:
         if data == plan.final and placement.same_file(alias, plan.final):
             continue
         placement.link_or_copy(data, alias)
+
+
+def _decompress(plan: FilePlan, data: Path, target: Path, markers_dir: Path, on_event: EventSink,
+                result: FileResult) -> None:
+    """``data`` (a gzip file) decompressed to ``target``, unless an earlier run already placed it."""
+    marker = placement.marker_path(markers_dir, plan.final, target)
+    if not (data == plan.final and placement.extracted_entries(marker, target.parent) == [target.name]):
+        from prefetch.archive.gunzip import decompress_gzip
+
+        on_event(Event(EventKind.EXTRACT, plan.label, message=f"decompressing into {target}"))
+        decompress_gzip(data, target)
+        placement.write_marker(marker, target.parent, [target.name])
+    result.extracted.append(str(target))
 
 
 def fetch_files(
@@ -371,17 +391,35 @@ def fetch_files(
     state: Path,
     on_event: EventSink = ignore_event,
     stop: threading.Event | None = None,
+    before_start: Callable[[int], bool] | None = None,
+    on_file_done: Callable[[int, FileResult], None] | None = None,
 ) -> list[FileResult]:
-    """Fetch several files on a bounded pool; one failure does not harm the others.
+    """Fetch several files at once; one failure does not harm the others.
 
     ``state`` is prefetch's state dir: file locks go to ``state/locks``, records of
     past extractions to ``state/extracted``.
 
+    Files start in the order of ``plans`` (they may finish in any order), as many at
+    once as ``options.max_parallel_files`` says (default: a host's connection budget);
+    they share one connection budget, the warm connections and the route judgement per
+    host (``engine/hosts.py``). ``before_start(i)`` is called before file ``i`` starts
+    (it may block); False leaves it "interrupted" (not started). ``on_file_done(i,
+    result)`` is called once per file as soon as its result is final, from any thread.
+
     With ``options.fail_fast`` the first failure asks every other file to stop
     cleanly (their state is saved and they report "interrupted").
     """
+    from prefetch.engine.many import files_in_flight, run_in_order, shared_hosts
+
     stop = stop or threading.Event()
     results: list[FileResult | None] = [None] * len(plans)
+    transfer, own_hosts = shared_hosts(options.transfer, on_event, stop)
+    options = replace(options, transfer=transfer)
+
+    def finish(index: int, result: FileResult) -> None:
+        results[index] = result
+        if on_file_done is not None:
+            on_file_done(index, result)
 
     def run(index: int) -> None:
         plan = plans[index]
@@ -390,40 +428,37 @@ def fetch_files(
                 from prefetch.errors import InterruptedTransferError
 
                 raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
-            results[index] = fetch_file(
+            result = fetch_file(
                 plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted",
                 records_dir=state / "placed", on_event=on_event, stop=stop,
             )
         except PrefetchError as exc:
-            results[index] = _failed(plan, exc)
+            result = _failed(plan, exc)
             on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
             if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
                 stop.set()
-        if options.sources is not None and results[index] is not None:
-            options.sources.finish(plan, results[index], on_event=on_event)  # seeds the team store
+        except Exception as exc:  # noqa: BLE001 - a bug: this file fails, the others go on
+            result = _failed(plan, PrefetchError(f"{plan.label}: internal error: {exc!r}"))
+            on_event(Event(EventKind.FAILED, plan.label, message=result.error, exit_code=result.exit_code))
+        if options.sources is not None:
+            options.sources.finish(plan, result, on_event=on_event)  # seeds the team store
+        finish(index, result)
 
-    workers = max(1, min(options.max_parallel_files, len(plans)))
-    if workers == 1:
-        for i in range(len(plans)):
-            run(i)
-    else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prefetch-file") as pool:
-            futures = [pool.submit(run, i) for i in range(len(plans))]
-            try:
-                for fut in futures:
-                    while not fut.done():
-                        try:
-                            fut.result(timeout=0.2)
-                        except FutureTimeout:
-                            continue
-                    fut.result()
-            except KeyboardInterrupt:
-                stop.set()
-                for fut in futures:
-                    try:
-                        fut.result()
-                    except Exception:  # noqa: BLE001 - already recorded per file
-                        pass
+    def not_started(index: int) -> None:
+        from prefetch.errors import InterruptedTransferError
+
+        finish(index, _failed(plans[index], InterruptedTransferError(f"{plans[index].label}: not started")))
+
+    workers = files_in_flight(len(plans), limit=options.max_parallel_files,
+                              host_connections=options.transfer.host_connections)
+    if len(plans) > 1:  # renderers summarize a run of many files (Event.files)
+        on_event(Event(EventKind.NOTE, "prefetch", files=len(plans),
+                       message=f"{len(plans)} files, up to {workers} at once"))
+    try:
+        run_in_order(len(plans), run, workers=workers, stop=stop, before_start=before_start, not_started=not_started)
+    finally:
+        if own_hosts is not None:
+            own_hosts.close()
     return [r for r in results if r is not None]
 
 

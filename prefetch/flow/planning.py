@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from prefetch.cache.layout import keras_root
 from prefetch.errors import UsageError
@@ -89,6 +89,7 @@ def _fetch_options(request: GetRequest, env: Mapping[str, str], bases: tuple[str
         tuning["stall_min_rate"] = min(TransferOptions.stall_min_rate, rate / 64)
     return FetchOptions(
         transfer=TransferOptions.from_env(env, connections=request.connections, limiter=limiter,
+                                          host_connections=request.host_connections,
                                           headers=parse_headers(request.headers), max_attempts=request.retries,
                                           timeout=request.timeout, **tuning),
         force=request.force,
@@ -195,20 +196,36 @@ def run_request(
     on_event: EventSink = ignore_event,
     stop: threading.Event | None = None,
     env: Mapping[str, str] | None = None,
+    before_start: Callable[[int], bool] | None = None,
+    on_file_done: Callable[[int, FileResult], None] | None = None,
 ) -> list[FileResult]:
     """Plan and fetch everything in ``request``; per-file results (failures included).
 
     Every ``FilePlan``, whatever kind of name it came from, goes through one
-    ``fetch_files``; a kind's own plans (hub repos) are run by its planner after them.
+    ``fetch_files`` (``before_start``/``on_file_done`` are its hooks, for those files:
+    indices count the ``FilePlan`` s in plan order); a kind's own plans (hub repos) are run
+    by its planner after them and do not call the hooks. All of them share one connection
+    budget, the warm connections and the route judgement per host.
     """
+    from dataclasses import replace
+
+    from prefetch.engine.many import shared_hosts
+
     env = os.environ if env is None else env
     groups, options = _plan_groups(request, env=env)
     stop = stop or threading.Event()
+    transfer, hosts = shared_hosts(options.transfer, on_event, stop)
+    options = replace(options, transfer=transfer)
     ctx = RunContext(options=options, state=state_dir(env), env=env, on_event=on_event, stop=stop)
     files = [p for _, plans in groups for p in plans if isinstance(p, FilePlan)]
-    results = fetch_files(files, options=options, state=ctx.state, on_event=on_event, stop=stop) if files else []
-    for planner, plans in groups:
-        own = [p for p in plans if not isinstance(p, FilePlan)]
-        if own:
-            results += planner.run(own, ctx)
+    try:
+        results = fetch_files(files, options=options, state=ctx.state, on_event=on_event, stop=stop,
+                              before_start=before_start, on_file_done=on_file_done) if files else []
+        for planner, plans in groups:
+            own = [p for p in plans if not isinstance(p, FilePlan)]
+            if own:
+                results += planner.run(own, ctx)
+    finally:
+        if hosts is not None:
+            hosts.close()
     return results

@@ -46,8 +46,14 @@ class GetRequest:
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     hub_cache: str | None = None
+    ms_cache: str | None = None  # ms:// names: the ModelScope cache root, fixed for a background job
+    nltk_data: str | None = None  # nltk: names: NLTK's data dir, fixed for a background job
     retries: int | None = None  # retries in a row without progress (default 8, $PREFETCH_RETRIES)
     timeout: float | None = None  # seconds without a byte before giving up (default 30, $PREFETCH_TIMEOUT)
+    # torchvision: names and --torch-hub (prefetch/flow/planners/torchvision.py)
+    root: str | None = None  # torchvision datasets' root (default ./data, as in torchvision's examples)
+    torch_hub: bool = False  # URL downloads go to torch.hub's checkpoints dir, checked by the name's sha256 prefix
+    host_connections: int | None = None  # connections to one host, all files together (default 32)
     nice: bool | None = None  # a -b worker at low CPU and I/O priority (None: $PREFETCH_NICE, default yes)
 
     def to_dict(self) -> dict:
@@ -75,7 +81,7 @@ class GetRequest:
                 ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
             else:
                 ok = value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)))
-            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force") and value is None:
+            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force", "torch_hub") and value is None:
                 ok = False
             if not ok:
                 raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
@@ -88,7 +94,8 @@ _REQUEST_TYPES = {
     "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
     "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
-    "include": list, "exclude": list, "hub_cache": str, "retries": int, "timeout": (int, float),
+    "include": list, "exclude": list, "hub_cache": str, "ms_cache": str, "nltk_data": str, "retries": int,
+    "timeout": (int, float), "host_connections": int, "root": str, "torch_hub": bool,
     "nice": bool,
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"

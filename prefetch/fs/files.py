@@ -48,6 +48,32 @@ def replace_file(path: Path, data: bytes, *, durable: bool = False, mode: int | 
 
 
 
+def remove_dead_temps(path: Path) -> list[Path]:
+    """Remove the temp files ``replace_file`` left beside ``path`` when its writer was killed.
+
+    A temp file is ``.<name>.<pid>-<hex>.tmp``; one whose pid is no longer running (a
+    SIGKILL between write and rename) is removed. Another user's file and a live
+    writer's are left alone. Returns what was removed.
+    """
+    import re
+
+    from prefetch.fs import safefs
+    from prefetch.fs.processes import is_process_alive
+
+    path = Path(path)
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)-[0-9a-f]+\.tmp$")
+    removed = []
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for name in names:
+        match = pattern.match(name)
+        if match and not is_process_alive(int(match[1])) and safefs.remove_own(path.parent / name):
+            removed.append(path.parent / name)
+    return removed
+
+
 def mib(n: int | None) -> str:
     """Bytes as MiB for messages: 3145728 -> '3.0 MiB'."""
     return "? MiB" if n is None else f"{n / (1 << 20):.1f} MiB"

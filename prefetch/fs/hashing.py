@@ -57,7 +57,7 @@ def check_hash(got_hexdigest: str, expected: ExpectedHash, *, what: str) -> None
     Args:
         what: the file, as the user knows it (dataset file name or path).
     """
-    if got_hexdigest.lower() != expected.hexdigest:
+    if not expected.matches(got_hexdigest):
         raise HashMismatchError(
             f"{what}: {expected.algorithm} mismatch: expected {expected.hexdigest}, got "
             f"{got_hexdigest}; the download was discarded. Check the hash, or the mirror, "

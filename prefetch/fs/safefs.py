@@ -231,8 +231,6 @@ def remove_own(path: Path | str) -> bool:
 
     Returns True when something was removed. A symlink is removed itself, never followed.
     """
-    from prefetch.fs.safefs import remove_tree
-
     st = lstat_or_none(path)
     if st is None or is_foreign(st):
         return False

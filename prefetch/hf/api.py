@@ -14,17 +14,14 @@ does: never to the CDN a ``resolve`` redirects LFS content to (a signed URL).
 
 from __future__ import annotations
 
-import http.client
-import json
 import re
-import time
 from dataclasses import dataclass
 from urllib.parse import quote, urljoin, urlsplit
 
 from prefetch.errors import NetworkError
 from prefetch.hf.names import HubRepo
-from prefetch.net.http import Client, follow_redirects
-from prefetch.net.failures import TransientHTTPError
+from prefetch.net.http import Client
+from prefetch.net.jsonapi import get_json
 
 _SHA1 = re.compile(r"[0-9a-f]{40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -125,38 +122,13 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
 
 def _get_json(client: Client, url: str, repo: HubRepo, *, token: bool, backoff: tuple[float, float]):
     """(parsed JSON, Link header) of a GET, retrying connection trouble and 5xx a few times."""
-    last = ""
-    for attempt in range(ATTEMPTS):
-        if attempt:
-            time.sleep(min(backoff[1], backoff[0] * 2 ** attempt))
-        try:
-            resp, final = follow_redirects(client, url, headers={"Accept": "application/json"})
-        except TransientHTTPError as exc:
-            last = str(exc)
-            continue
-        try:
-            status = resp.status
-            if status in (401, 403, 404):
-                raise _access_error(repo, status, resp.headers.get("X-Error-Code"), url=final, token=token)
-            if status >= 500 or status in (408, 429):
-                last = f"{urlsplit(final).netloc} answered HTTP {status}"
-                continue
-            if status != 200:
-                raise NetworkError(f"{repo.label}: {final} answered HTTP {status}")
-            body = resp.read()
-            link = resp.headers.get("Link")
-        except (TransientHTTPError, OSError, http.client.HTTPException) as exc:
-            last = str(exc) or type(exc).__name__
-            continue
-        finally:
-            resp.close()
-        try:
-            return json.loads(body), link
-        except ValueError:
-            raise NetworkError(
-                f"{repo.label}: {final} did not answer JSON (a captive portal or not a Hugging Face endpoint?)"
-            ) from None
-    raise NetworkError(f"{repo.label}: the Hub API gave up after {ATTEMPTS} attempts: {last}")
+    def refuse(status: int, final: str, headers) -> HubAccessError | None:
+        if status not in (401, 403, 404):
+            return None
+        return _access_error(repo, status, headers.get("X-Error-Code"), url=final, token=token)
+
+    return get_json(client, url, label=repo.label, api="Hugging Face", refuse=refuse, backoff=backoff,
+                    attempts=ATTEMPTS)
 
 
 def _access_error(repo: HubRepo, status: int, code: str | None, *, url: str, token: bool) -> HubAccessError:

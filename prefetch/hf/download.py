@@ -17,8 +17,6 @@ import hashlib
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +51,7 @@ def fetch_repo(
     on_event: EventSink = ignore_event,
     stop: threading.Event | None = None,
     job: str | None = None,
-    max_parallel_files: int = 2,
+    max_parallel_files: int | None = None,
     lock_timeout: float = 6 * 3600.0,
     force: bool = False,
 ) -> list[FileResult]:
@@ -67,6 +65,15 @@ def fetch_repo(
     """
     env = os.environ if env is None else env
     stop = stop or threading.Event()
+    if transfer.hosts is None:  # one repo on its own: its files still share connections
+        from prefetch.engine.many import shared_hosts
+
+        transfer, hosts = shared_hosts(transfer, on_event, stop)
+        try:
+            return fetch_repo(plan, transfer=transfer, state=state, env=env, on_event=on_event, stop=stop, job=job,
+                              max_parallel_files=max_parallel_files, lock_timeout=lock_timeout, force=force)
+        finally:
+            hosts.close()
     started = time.monotonic()
     token = hub_token(env)
     factory = api.client_factory(plan.endpoint, token)
@@ -105,23 +112,14 @@ def fetch_repo(
             if exc.exit_code == ExitCode.INTERRUPTED:
                 stop.set()
 
-    # Small files first: the config and tokenizer are in place within seconds.
+    # Small files first: the config and tokenizer are in place within seconds. The files share
+    # the engine's scheduler and one connection budget per host with the run's other files.
+    from prefetch.engine.many import files_in_flight, run_in_order
+
     order = sorted(by_blob, key=lambda e: by_blob[e][0].size)
-    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel_files, len(order))),
-                            thread_name_prefix="prefetch-hub") as pool:
-        futures = [pool.submit(run, etag) for etag in order]
-        try:
-            for future in futures:
-                while True:  # short waits: Ctrl-C reaches this thread, which then stops the transfers
-                    try:
-                        future.result(timeout=0.2)
-                        break
-                    except FutureTimeout:
-                        continue
-        except KeyboardInterrupt:
-            stop.set()
-            for future in futures:
-                future.result()
+    run_in_order(len(order), lambda i: run(order[i]), stop=stop,
+                 workers=files_in_flight(len(order), limit=max_parallel_files,
+                                         host_connections=transfer.host_connections))
     results: list[FileResult] = []
     for etag in order:
         outcome = outcomes[etag]

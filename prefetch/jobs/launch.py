@@ -42,6 +42,8 @@ def describe_request(request) -> str:
         parts.append("--also-origin")
     if request.connections:
         parts += ["--connections", str(request.connections)]
+    if getattr(request, "host_connections", None):
+        parts += ["--host-connections", str(request.host_connections)]
     if request.sha256:
         parts += ["--sha256", request.sha256]
     if request.md5:

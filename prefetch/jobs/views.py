@@ -25,14 +25,22 @@ def shown_state(record) -> str:
     return record.state
 
 
-def table_rows(records) -> list[tuple[str, ...]]:
-    """One row per file: JOB FILE STATE BYTES % SPEED ETA (full names, never cut)."""
+def table_rows(records, *, files: bool = False) -> list[tuple[str, ...]]:
+    """One row per file: JOB FILE STATE BYTES % SPEED ETA (full names, never cut).
+
+    A job of more than ``MANY`` files gets one summary row instead (files done/total,
+    failed, the files in flight), unless ``files`` (``status --files``).
+    """
+    from prefetch.ui.many import MANY
     from prefetch.ui.render import human_bytes, human_seconds
 
     rows = []
     for r in records:
         if not r.files:
             rows.append((r.id, "-", r.state, "", "", "", ""))
+            continue
+        if len(r.files) > MANY and not files:
+            rows.append(summary_row(r))
             continue
         placed = shown_state(r) != r.state
         for f in r.files:
@@ -53,6 +61,29 @@ def table_rows(records) -> list[tuple[str, ...]]:
                 )
             )
     return rows
+
+
+def summary_row(record) -> tuple[str, ...]:
+    """One row for a job of many files: ``120/300 files, 2 failed; now a.bin, b.bin +30``."""
+    from prefetch.ui.render import human_bytes, human_seconds
+
+    fs = record.files
+    placed = shown_state(record) != record.state
+    finished = sum(f.state in ("done", "cached") or placed for f in fs)
+    failed = sum(f.state == "failed" for f in fs) if not placed else 0
+    moving = [f for f in fs if f.state == "downloading"]
+    done = sum((f.total or f.bytes) if (f.state in ("done", "cached") or placed) else f.bytes for f in fs)
+    totals = [f.total for f in fs]
+    total = sum(totals) if all(t is not None for t in totals) else None  # type: ignore[arg-type]
+    rate = sum(f.rate for f in moving)
+    text = f"{finished}/{len(fs)} files" + (f", {failed} failed" if failed else "")
+    if moving:
+        text += "; now " + ", ".join(f.name for f in moving[:2]) + (f" +{len(moving) - 2}" if len(moving) > 2 else "")
+    pct = 100.0 * done / total if total else None
+    eta = (total - done) / rate if total and rate > 0 else None
+    return (record.id, text, shown_state(record), f"{_size(done)}/{_size(total)}",
+            "" if pct is None else f"{pct:.1f}%", f"{human_bytes(rate)}/s" if rate else "",
+            human_seconds(eta) if eta is not None else "")
 
 
 def text_table(records) -> str:

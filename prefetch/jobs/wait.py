@@ -183,7 +183,8 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
 
     base = jobs[-1].request if jobs else {}
     request = GetRequest.from_dict(  # type-checked: a damaged record is a one-line error
-        {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or []}
+        {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or [],
+         "root": base.get("root")}  # torchvision: datasets' --root, as the job had it
     )
     plans, _ = plan_request(request, env=env)
     for plan in plans:
@@ -192,6 +193,9 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
             return str(next(p for p in plan.paths if not os.path.isfile(p)))
         for path in plan.extract_into:
             if not os.path.isdir(path):
+                return str(path)
+        for path in getattr(plan, "decompress_to", ()):  # FilePlans; a hub repo has none
+            if not os.path.isfile(path):
                 return str(path)
     return None
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from prefetch.errors import ExitCode
+from prefetch.fs.files import remove_dead_temps
 
 HEARTBEAT_SECONDS = 20.0  # the record is rewritten at least this often while running
 
@@ -80,6 +81,8 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
     if run_lock is None:
         print(f"prefetch worker: another worker runs job {job_id}", file=sys.stderr)
         return int(ExitCode.USAGE)
+    # A worker killed while it rewrote the record left its temp file: gone before this one writes.
+    remove_dead_temps(jobs.record_path(job_id, env))
     log = _open_log(record, env)
     progress = JobProgress(job_id, record.files, log=log, stop=stop, env=env, signalled=signalled)
     started = time.monotonic()

@@ -22,7 +22,7 @@ USER_FILE_NAME = "mirrors.toml"
 DEFAULT_BENCH_PROJECT = "pip"
 DEFAULT_BENCH_FILE = "pip-24.0-py3-none-any.whl"
 
-_MIRROR_KEYS = {"title", "pypi", "conda", "hf", "probe", "trusted_host"}
+_MIRROR_KEYS = {"title", "pypi", "conda", "hf", "ms", "probe", "trusted_host"}
 _DATASET_KEYS = {"title", "url"}
 _BENCH_KEYS = {"project", "file"}
 _TOP_KEYS = {"mirrors", "datasets", "bench"}
@@ -38,6 +38,7 @@ class Mirror:
     pypi: str | None = None  # PEP 503 simple index URL
     conda: str | None = None  # anaconda base URL
     hf: str | None = None  # HF_ENDPOINT
+    ms: str | None = None  # MODELSCOPE_ENDPOINT (for `get ms://... --mirror NAME`)
     probe: str | None = None  # absolute URL of the bench file, when given
     trusted_host: str | None = None  # host for pip's trusted-host (http:// only)
     source: str = "built-in"
@@ -203,12 +204,12 @@ def _parse_mirror(locator: "_Locator", name: str, body: object, source: str) -> 
     table = f"mirrors.{name}"
     _check_table(locator, table, name, body, _MIRROR_KEYS)
     values = {key: _string(locator, table, body, key) for key in _MIRROR_KEYS if key in body}
-    for key in ("pypi", "conda", "hf"):
+    for key in ("pypi", "conda", "hf", "ms"):
         if key in values:
             values[key] = _url(locator, table, key, values[key])
-    if not any(key in values for key in ("pypi", "conda", "hf")):
+    if not any(key in values for key in ("pypi", "conda", "hf", "ms")):
         raise MirrorCatalogError(
-            f"{locator.at(table)}: [{table}] needs at least one of pypi, conda, hf (a URL)"
+            f"{locator.at(table)}: [{table}] needs at least one of pypi, conda, hf, ms (a URL)"
         )
     probe = values.get("probe")
     if probe is not None:
@@ -236,6 +237,7 @@ def _parse_mirror(locator: "_Locator", name: str, body: object, source: str) -> 
         pypi=pypi,
         conda=values.get("conda"),
         hf=values.get("hf"),
+        ms=values.get("ms"),
         probe=probe,
         trusted_host=trusted,
         source=source,

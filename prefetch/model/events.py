@@ -33,6 +33,7 @@ class Event:
     connections: int = 0
     elapsed: float = 0.0
     exit_code: int = 0  # FAILED: the error's exit code (errors.ExitCode)
+    files: int = 0  # a run-level NOTE: how many files the run has (renderers summarize many)
 
     @property
     def percent(self) -> float | None:

@@ -24,6 +24,11 @@ class FilePlan:
     also: tuple[Path, ...]  # the same bytes under more names
     extract_into: tuple[Path, ...]  # directories to extract the archive into
     explicit_url: bool = False  # a URL the user typed (not a registry dataset)
+    # gzip files decompressed beside the archive (torchvision's MNIST family: ``x.gz`` -> ``x``)
+    decompress_to: tuple[Path, ...] = ()
+    # the same bytes in another cache (Keras's copy of a torchvision file): when one is
+    # there and matches the expected hash, it is hard-linked (or copied) instead of downloaded
+    copies: tuple[Path, ...] = ()
 
     @property
     def label(self) -> str:

@@ -53,9 +53,17 @@ class ExpectedHash:
 
     algorithm: str  # "sha256" | "md5"
     hexdigest: str  # lower-case
+    # Only the first hex digits are known (torch.hub's ``name-<sha256 prefix>.pth``):
+    # a digest that starts with them matches, as torch.hub's ``check_hash`` accepts.
+    prefix: bool = False
 
     def __str__(self) -> str:
-        return f"{self.algorithm}:{self.hexdigest}"
+        return f"{self.algorithm}:{self.hexdigest}{'...' if self.prefix else ''}"
+
+    def matches(self, digest: str | None) -> bool:
+        """True when ``digest`` (a full hex digest) is the expected one (starts with it, for a prefix)."""
+        got = (digest or "").lower()
+        return got.startswith(self.hexdigest) if self.prefix else got == self.hexdigest
 
 
 def parse_hash(text: str, *, algorithm: str = "auto") -> ExpectedHash:

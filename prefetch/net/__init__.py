@@ -4,9 +4,11 @@ Owns:
     http.py        ``Client`` (one requests session per transfer, bounded reads,
                    redirects, proxies), ``open_url``, ``Timeouts``
     connection.py  urllib3 adapters with connect/read deadlines, address overrides
+    deadlines.py   one watchdog thread for every response-head deadline (no timer thread per request)
     failures.py    ``Failure`` kinds and ``TransientHTTPError``: what went wrong, retryable or not
     urls.py        which URLs are accepted (``check_url``, ``is_url``), ``redact_url`` for messages
     sniff.py       what a body is (a web page where data was promised)
+    jsonapi.py     ``get_json``: a hub API's JSON GET with a few attempts (Hugging Face, ModelScope)
 
 May import: ``errors``, ``model``. requests is imported lazily (start-up time).
 """

@@ -99,6 +99,8 @@ def _connection_classes():
     import socket
     import threading
 
+    from prefetch.net.deadlines import call_at
+
     from urllib3.connection import HTTPConnection, HTTPSConnection
     from urllib3.exceptions import NameResolutionError
 
@@ -129,9 +131,7 @@ def _connection_classes():
                 except OSError:
                     pass
 
-            timer = threading.Timer(deadline, expire)
-            timer.daemon = True
-            timer.start()
+            timer = call_at(deadline, expire)  # one shared watchdog thread, not a thread per request
             try:
                 response = super().getresponse()
             except Exception:

@@ -4,8 +4,10 @@ Owns:
     listing.py       each dataset's local state; re-verification of cached files
     housekeeping.py  usage on disk, ``rm`` of datasets, ``clean`` of stale partials and temp files
     hub.py           the same for the Hugging Face cache
+    torchvision.py   ``verify torchvision:NAME``: what a torchvision: name placed, re-hashed
+    modelscope.py    ``rm`` of ModelScope repos (``ms://``)
     removal.py       removing paths (never through a link, never another user's) and counting them
 
 They sit above what they inspect. May import: ``errors``, ``model``, ``fs``,
-``net``, ``ui``, ``cache``, ``archive``, ``engine``, ``store``, ``mirrors``, ``hf``, ``flow``.
+``net``, ``ui``, ``cache``, ``archive``, ``engine``, ``store``, ``mirrors``, ``hf``, ``ms``, ``flow``.
 """

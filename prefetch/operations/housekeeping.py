@@ -172,8 +172,11 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
     """
     from prefetch.hf.names import hub_cache_root, is_hub_name, parse_hub_name
 
+    from prefetch.ms.names import is_ms_name, parse_ms_name
+
     repos = [parse_hub_name(n) for n in names if is_hub_name(n)]  # hf:// repos: prefetch/hf/housekeeping.py
-    specs = [registry.get(n) for n in names if not is_hub_name(n)]  # all names valid before anything goes
+    ms_repos = [(parse_ms_name(n), "@" in n) for n in names if is_ms_name(n)]  # operations/modelscope.py
+    specs = [registry.get(n) for n in names if not is_hub_name(n) and not is_ms_name(n)]  # all valid first
     result = RemoveResult(dry_run=dry_run)
     locks, markers = state / "locks", state / "extracted"
     for spec in specs:
@@ -194,6 +197,11 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
         from prefetch.operations.hub import remove_repos
 
         remove_repos(repos, result, root=hub_root or hub_cache_root(), state=state, dry_run=dry_run)
+    if ms_repos:
+        from prefetch.ms.names import ms_cache_root
+        from prefetch.operations.modelscope import remove_ms_repos
+
+        remove_ms_repos(ms_repos, result, root=ms_cache_root(os.environ).absolute(), state=state, dry_run=dry_run)
     return result
 
 

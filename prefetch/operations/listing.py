@@ -109,7 +109,7 @@ def _verify_one(path: Path, expected) -> VerifyResult:
     if expected is None:
         return VerifyResult(str(path), "unchecked", "sha256", None, hash_file(path, "sha256"))
     got = hash_file(path, expected.algorithm)
-    state = "ok" if got == expected.hexdigest else "mismatch"
+    state = "ok" if expected.matches(got) else "mismatch"
     return VerifyResult(str(path), state, expected.algorithm, expected.hexdigest, got)
 
 

@@ -54,7 +54,7 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
         for plan in plans:
             sha256, md5, size = file_digests(plan.final)
             expected = plan.spec.expected
-            if expected is not None and (sha256 if expected.algorithm == "sha256" else md5) != expected.hexdigest:
+            if expected is not None and not expected.matches(sha256 if expected.algorithm == "sha256" else md5):
                 raise HashMismatchError(f"{plan.final} does not match its {expected.algorithm}; not exported "
                                         f"(`prefetch get {spec.name}` replaces it)")
             how = _place(plan.final, directory / plan.spec.name, sha256, sums.get(plan.spec.name))

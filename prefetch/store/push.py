@@ -238,7 +238,7 @@ def push_targets(targets: list[str], dest: str, *, registry, root: Path, state_d
         digests = file_digests(path)
         if expected is not None:
             got = digests[0] if expected.algorithm == "sha256" else digests[1]
-            if got != expected.hexdigest:
+            if not expected.matches(got):
                 raise HashMismatchError(f"{path}: {expected.algorithm} {got} is not the expected "
                                         f"{expected.hexdigest}; not uploaded (`prefetch get` replaces it)")
         result = push_file(store, path, name, state_dir=state_dir, part_size=part_size_from_env(env), digests=digests)

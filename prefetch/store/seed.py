@@ -153,7 +153,7 @@ class StoreSources:
         if plan.spec.size is not None and head["size"] != plan.spec.size:
             return False
         if expected is not None and expected.algorithm in meta:
-            return meta[expected.algorithm] == expected.hexdigest
+            return expected.matches(meta[expected.algorithm])
         return True  # put there by other means: the hash is checked after the download
 
     def _claim(self, store: Store, name: str) -> str | None:

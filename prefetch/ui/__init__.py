@@ -2,7 +2,9 @@
 
 Owns:
     style.py      colour or not (``NO_COLOR``, ``FORCE_COLOR``), notebook-cell detection, tables
-    render.py     event lines for logs and terminals, the one rewritten line in a cell, units
+    render.py     event lines for logs and terminals, the one rewritten line in a cell
+    many.py       many files summarized: files done/total, bytes, rate, ETA, files in flight
+    units.py      sizes and durations as people read them
     progress.py   tqdm.auto bars for the Python API (``ensure``, ``wait``)
     interrupt.py  Ctrl-C and kernel interrupts turned into a stop event
 

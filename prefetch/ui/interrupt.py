@@ -68,3 +68,39 @@ def stop_on_interrupt(
             if not restore:
                 handler = signal.SIG_IGN
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def chain_interrupt(stop: threading.Event) -> Callable[[], None]:
+    """Until the returned function is called, SIGINT sets ``stop`` and then does what it did before.
+
+    For downloads that run beside the caller's own code (``prefetch.as_completed``
+    feeding a training loop): a kernel interrupt stops them at once, and the
+    caller still gets its ``KeyboardInterrupt`` wherever it was. The returned
+    function puts the previous handler back (only if ours is still the one
+    installed); calling it again does nothing. Outside the main thread it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_interrupt(signum, frame) -> None:
+        stop.set()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    restored = [False]
+
+    def restore() -> None:
+        if restored[0]:
+            return
+        restored[0] = True
+        try:
+            if signal.getsignal(signal.SIGINT) is on_interrupt:
+                signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        except ValueError:  # not the main thread any more (a finaliser): leave it; it only sets an event
+            pass
+
+    return restore

@@ -21,6 +21,8 @@ import threading
 import time
 from typing import TextIO
 
+from prefetch.ui.many import ManyFiles
+from prefetch.ui.units import human_bytes, human_seconds  # noqa: F401 - importable from here
 from prefetch.model.events import Event, EventKind
 
 # A progress line, for tests and tools:
@@ -31,25 +33,6 @@ PROGRESS_LINE = re.compile(
     rf"(?P<done>{_SIZE})/(?P<total>{_SIZE}|\?) (?P<percent>\d+\.\d|\?)% (?P<rate>{_SIZE})/s eta (?P<eta>[\d:]+|\?)$"
 )
 EVENT_LINE = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (?P<file>.+?) (?P<kind>[a-z]+)(?: (?P<rest>.*))?$")
-
-
-def human_bytes(n: float) -> str:
-    """1536 -> '1.5KiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024
-    return f"{n:.1f}GiB"
-
-
-def human_seconds(s: float | None) -> str:
-    """83 -> '1:23'; None -> '?'."""
-    if s is None:
-        return "?"
-    s = int(round(s))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
 def timestamp(now: float | None = None) -> str:
@@ -134,14 +117,24 @@ class LineRenderer:
         self.lock = threading.Lock()
         self.hold = _StartHold()
         self.stopped_word = "interrupted"  # the worker says "cancelled" after `prefetch cancel`
+        self.many = ManyFiles()  # more than MANY files: one summary line per interval, one line per finished file
+        self.summary_at = 0.0
 
     def __call__(self, event: Event) -> None:
         now = time.time()
         with self.lock:
+            self.many.take(event)
             for e in self.hold.feed(event):
                 self._write(e, now)
 
     def _write(self, event: Event, now: float) -> None:
+        if self.many.many and event.kind in (EventKind.START, EventKind.VERIFY, EventKind.PROGRESS):
+            self.summary_at = self.summary_at or now  # the first summary after an interval, when bytes moved
+            if now - self.summary_at >= self.min_interval and self.many.active:
+                self.summary_at = now
+                self.stream.write(f"{timestamp(now)} files summary {self.many.summary()}\n")
+                self.stream.flush()
+            return  # per file: the line when it is finished
         if event.kind is EventKind.PROGRESS:
             last_time, last_pct, last_done = self.last.get(event.file, (0.0, -100.0, -1))
             pct = event.percent if event.percent is not None else 0.0
@@ -177,14 +170,23 @@ class LiveLineRenderer:
         self.active: dict[str, Event] = {}
         self.shown = ""  # the status line now on screen
         self.drawn_at = 0.0
+        self.many = ManyFiles()  # more than MANY files: the status line summarizes them
 
     def __call__(self, event: Event) -> None:
         with self.lock:
+            self.many.take(event)
             for e in self.hold.feed(event):
                 self._take(e)
 
     def _take(self, event: Event) -> None:
         now = time.monotonic()
+        if self.many.many and event.kind not in (EventKind.FAILED, EventKind.NOTE, EventKind.EXTRACT):
+            # Hundreds of files: the status line counts them; failures and notes stay on screen.
+            self.active.pop(event.file, None)
+            if now - self.drawn_at >= self.interval:  # at most twice a second, whatever the file count
+                self._draw(self.many.summary())
+                self.drawn_at = now
+            return
         if event.kind is EventKind.PROGRESS:
             self.active[event.file] = event
             if now - self.drawn_at >= self.interval:
@@ -206,6 +208,8 @@ class LiveLineRenderer:
             self.drawn_at = now
 
     def _status(self) -> str:
+        if self.many.many:
+            return self.many.summary()
         parts = []
         for e in self.active.values():
             pct = f"{e.percent:.0f}%" if e.percent is not None else human_bytes(e.done)
@@ -223,7 +227,9 @@ class LiveLineRenderer:
 
     def close(self) -> None:
         with self.lock:
-            if self.shown:
+            if self.many.many:
+                self._draw(self.many.summary(), permanent=True)  # the last count stays
+            elif self.shown:
                 self.stream.write("\r" + " " * len(self.shown) + "\r")
                 self.shown = ""
                 self.stream.flush()
@@ -236,6 +242,23 @@ class BarRenderer:
         self.stream = stream
         self.bars: dict[str, object] = {}
         self.lock = threading.Lock()
+        self.many = ManyFiles()  # more than MANY files: one bar for them all
+
+    def _summary_bar(self, event: Event) -> None:
+        from tqdm import tqdm
+
+        for bar in self.bars.values():  # the per-file bars of the first files give way to one
+            bar.close()
+        self.bars.clear()
+        if event.kind is EventKind.FAILED or (event.kind is EventKind.NOTE and not event.files):
+            tqdm.write(_plain_message(event), file=self.stream)
+        if getattr(self, "_bar_all", None) is None:
+            self._bar_all = tqdm(desc="files", bar_format="{desc}", file=self.stream, leave=True)
+            self._bar_at = 0.0
+        now = time.monotonic()
+        if now - self._bar_at >= 0.5 or event.kind is EventKind.FAILED:  # a few redraws a second at most
+            self._bar_at = now
+            self._bar_all.set_description_str(self.many.summary(), refresh=True)
 
     def _bar(self, event: Event):
         from tqdm import tqdm
@@ -260,6 +283,10 @@ class BarRenderer:
         from tqdm import tqdm
 
         with self.lock:
+            self.many.take(event)
+            if self.many.many:
+                self._summary_bar(event)
+                return
             if event.kind in (EventKind.START, EventKind.PROGRESS):
                 bar = self._bar(event)
                 if event.total is not None and bar.total != event.total:
@@ -280,6 +307,9 @@ class BarRenderer:
             for bar in self.bars.values():
                 bar.close()
             self.bars.clear()
+            if getattr(self, "_bar_all", None) is not None:
+                self._bar_all.set_description_str(self.many.summary(), refresh=True)  # the final count
+                self._bar_all.close()
 
 
 def _plain_message(event: Event) -> str:

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prefetch.flow.planners import datasets, hub, urls
+from prefetch.flow.planners import datasets, hub, modelscope, nltk, torchvision, urls
 from prefetch.flow.planners.base import Planner
 
 PLANNERS: tuple[Planner, ...] = (
     hub.PLANNER,
+    torchvision.PLANNER,
+    modelscope.PLANNER,
+    nltk.PLANNER,
     urls.PLANNER,
     datasets.PLANNER,  # the fallback: registered last
 )

@@ -25,8 +25,9 @@ class HubPlanner(Planner):
 
     def check(self, names: Sequence[str], ctx: PlanContext) -> None:
         request = ctx.request
-        if (request.include or request.exclude) and not names:
-            raise UsageError("--include and --exclude select files of hf:// repos: "
+        if (request.include or request.exclude) and not names and not any(n.lower().startswith("ms://")
+                                                                          for n in request.names):
+            raise UsageError("--include and --exclude select files of hf:// and ms:// repos: "
                              "`prefetch get hf://ORG/NAME --include '*.json'`")
         if names and len(request.mirrors) > 1:
             raise UsageError("with hf:// names, --mirror names one Hugging Face endpoint (hf-mirror, or a URL)")

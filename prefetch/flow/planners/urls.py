@@ -299,6 +299,10 @@ class UrlPlanner(Planner):
             raise UsageError("--extract applies to URL downloads; datasets are extracted where Keras expects them")
         if request.sha256 and request.md5:
             raise UsageError("give either --sha256 or --md5, not both")
+        if request.torch_hub and (request.output or request.output_dir or request.extract or request.extract_to
+                                  or not (names or request.urls)):
+            raise UsageError("--torch-hub takes checkpoint URLs and saves them where torch.hub looks "
+                             "($TORCH_HOME/hub/checkpoints/<name>); it cannot be combined with -o, -P or --extract")
         if request.sha256:
             parse_hash(request.sha256, algorithm="sha256")  # a bad --sha256 is named as such
         elif request.md5:
@@ -306,6 +310,10 @@ class UrlPlanner(Planner):
 
     def plan(self, names: Sequence[str], ctx: PlanContext) -> list[FilePlan]:
         request = ctx.request
+        if request.torch_hub:  # into torch.hub's checkpoints, checked by the name's sha256 prefix
+            from prefetch.flow.planners.torchvision import plan_hub_urls
+
+            return plan_hub_urls([entry_hash(e, where=e.url) for e in url_entries(names, request)], ctx)
         specs = plan_url_specs(url_entries(names, request), output_dir=request.output_dir,
                                extract_to=request.extract_to, extract=request.extract)
         return [plan for spec in specs for plan in plan_files(spec, root=ctx.root)]

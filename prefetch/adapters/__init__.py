@@ -1,0 +1,65 @@
+"""Thin adapters from ``prefetch.as_completed`` to data pipelines: PyTorch and tf.data.
+
+    torch_data.py  ``StreamDataset``: a ``torch.utils.data.IterableDataset`` of paths, or of
+                   the samples of tar shards (imports torch: only loaded by ``torch_dataset``)
+    samples.py     the samples of a tar shard, WebDataset style (no torch, no TensorFlow)
+
+Neither library is a dependency of prefetch: torch is imported only when
+``torch_dataset`` is called, and ``tf_generator`` needs no TensorFlow at all (it
+returns the callable ``tf.data.Dataset.from_generator`` wants). May import every
+layer below it, up to the API (``prefetch.streaming``); never the CLI.
+"""
+
+from __future__ import annotations
+
+from prefetch.adapters.samples import iter_tar_samples
+
+
+def torch_dataset(names, *, samples: bool = False, transform=None, **options):
+    """A ``torch.utils.data.IterableDataset`` over ``as_completed(names, **options)``.
+
+    Each item is a path (``str``), or with ``samples=True`` each sample of each tar
+    shard: a dict ``{"__key__": ..., "__shard__": path, "<ext>": bytes, ...}``
+    (WebDataset's convention: members ``key.ext`` with the same key form one sample).
+    ``transform`` is applied to each item. Every iteration (epoch) runs its own
+    ``as_completed``: files already in place come at once, missing ones download.
+
+    With ``DataLoader(num_workers=W)`` the names are dealt to the workers round robin
+    (worker ``k`` gets names ``k, k+W, ...``): each file is downloaded once, by the
+    worker that yields it, and each worker downloads while it trains. With fewer
+    names than workers some workers have nothing to do.
+    """
+    from prefetch.adapters.torch_data import StreamDataset
+
+    return StreamDataset(names, samples=samples, transform=transform, options=options)
+
+
+def tf_generator(names, *, samples: bool = False, keys=None, **options):
+    """A callable for ``tf.data.Dataset.from_generator``: each call iterates ``as_completed`` afresh.
+
+    Items are paths (``str``; ``output_signature=tf.TensorSpec((), tf.string)``), or
+    with ``samples=True`` the samples of tar shards: dicts as ``torch_dataset`` gives,
+    or, with ``keys=("jpg", "cls")``, tuples of those members' bytes in that order
+    (``output_signature=(tf.TensorSpec((), tf.string),) * 2``). When TensorFlow stops
+    iterating (or the generator is closed), the downloads stop, resumable.
+    """
+    if isinstance(names, (str, bytes)):
+        names = [names]
+    names = list(names)
+    keys = tuple(keys) if keys is not None else None
+
+    def generate():
+        from prefetch.streaming import as_completed
+
+        with as_completed(names, **options) as paths:
+            for path in paths:
+                if not samples:
+                    yield str(path)
+                    continue
+                for sample in iter_tar_samples(path):
+                    yield sample if keys is None else tuple(sample[k] for k in keys)
+
+    return generate
+
+
+__all__ = ["iter_tar_samples", "tf_generator", "torch_dataset"]

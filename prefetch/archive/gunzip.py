@@ -1,0 +1,63 @@
+"""One gzip- or xz-compressed file (not a tar) decompressed into one file beside it, complete or absent.
+
+torchvision's MNIST family keeps ``train-images-idx3-ubyte.gz`` and the decompressed
+``train-images-idx3-ubyte`` side by side, and checks only that the latter exists: it
+must never be half-written. The bytes go to an exclusive temp name (never through a
+planted link) and are renamed into place once gzip's own CRC and length checks passed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import os
+import zlib
+from pathlib import Path
+
+from prefetch.errors import IntegrityError, UnsafeArchiveError
+from prefetch.fs import safefs
+from prefetch.fs.files import free_space, local_error
+
+_CHUNK = 1 << 20
+
+
+def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0) -> int:
+    """Decompress the gzip (or xz) file ``source`` into ``target``; the number of bytes written.
+
+    Raises:
+        IntegrityError: ``source`` is not gzip, or is corrupt or truncated.
+        UnsafeArchiveError: it expands more than ``max_ratio`` times (a decompression bomb).
+        DiskFullError / LocalFileError / UnsafePathError: ``target`` cannot be written.
+    """
+    source, target = Path(source), Path(target)
+    safefs.check_dir_chain(target.parent)
+    safefs.check_replaceable(target)
+    fd = safefs.open_file(source, os.O_RDONLY, own=False)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    written = 0
+    try:
+        with os.fdopen(fd, "rb") as raw:
+            limit = max(1 << 20, int(os.fstat(raw.fileno()).st_size * max_ratio))
+            limit = min(limit, free_space(target.parent))
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            xz = raw.read(6) == b"\xfd7zXZ\x00"
+            raw.seek(0)
+            src = lzma.LZMAFile(raw, mode="rb") if xz else gzip.GzipFile(fileobj=raw, mode="rb")
+            with os.fdopen(out, "wb") as dst, src:
+                while chunk := src.read(_CHUNK):
+                    written += len(chunk)
+                    if written > limit:
+                        raise UnsafeArchiveError(
+                            f"{source}: decompresses to more than {limit} bytes ({max_ratio:g} times its size, "
+                            f"or the free space); not placed")
+                    dst.write(chunk)
+        safefs.replace(tmp, target)
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        safefs.remove_own(tmp)
+        if isinstance(exc, (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile)):
+            raise IntegrityError(f"{source}: not a complete gzip/xz file ({exc}); {target} not placed") from None
+        raise local_error(exc, target) from None
+    except BaseException:
+        safefs.remove_own(tmp)
+        raise
+    return written

@@ -1,0 +1,196 @@
+"""NLTK data as ``nltk.download`` leaves it: the data dir, the index, and where each package goes.
+
+nltk (``data.py``, ``downloader.py``, 3.10) reads:
+
+* the data dir: ``nltk.download`` installs into the first entry of ``nltk.data.path`` that
+  exists and is writable, else ``~/nltk_data``; ``nltk.data.path`` is the ``NLTK_DATA``
+  entries (``os.pathsep``-separated), ``~/nltk_data``, then ``sys.prefix``'s
+  ``nltk_data``, ``share/nltk_data``, ``lib/nltk_data`` and four system paths. prefetch
+  computes the same list without importing nltk; a ``NLTK_DATA`` entry is used even when
+  it does not exist yet (it is created), since ``nltk.data.find`` searches it first;
+* the index, ``index.xml`` (the ``gh-pages`` branch of nltk_data): ``<package id subdir
+  size unzipped_size checksum(md5) unzip url>`` and ``<collection id><item ref/>``;
+* a package: ``<data dir>/<subdir>/<id>.zip``, unzipped beside it into ``<subdir>/<id>/``
+  when ``unzip="1"``; ``nltk.download`` judges it installed when the zip has the index's
+  size and md5 and the unzipped files add up to ``unzipped_size``.
+
+A mirror has the gh-pages layout: ``BASE/index.xml`` and ``BASE/packages/<subdir>/<id>.zip``
+(packages are fetched from there, whatever the ``url`` attributes of a mirrored index say).
+Without a mirror the built-in snapshot (``nltk_index.json``, generated from a real
+``index.xml``; its commit and date are inside) answers, so raw.githubusercontent.com is
+needed only for ids the snapshot lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Mapping, Sequence
+
+from prefetch.errors import NetworkError, UsageError
+
+SCHEME = "nltk:"
+ORIGIN = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages"
+_ID = re.compile(r"^[A-Za-z0-9][\w.+-]{0,99}$")
+_SUBDIR = re.compile(r"^[A-Za-z0-9_][\w.-]{0,99}(/[A-Za-z0-9_][\w.-]{0,99})*$")
+_MD5 = re.compile(r"^[0-9a-f]{32}$")
+_SYSTEM_PATHS = ("/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data",
+                 "/usr/local/lib/nltk_data")
+
+
+@dataclass(frozen=True)
+class NltkPackage:
+    """One package of the index."""
+
+    id: str
+    subdir: str
+    size: int
+    unzipped_size: int
+    md5: str
+    unzip: bool = True
+
+    @property
+    def path(self) -> str:
+        """Its place in the gh-pages layout and in the data dir: ``<subdir>/<id>.zip``."""
+        return f"{self.subdir}/{self.id}.zip"
+
+
+@dataclass(frozen=True)
+class NltkIndex:
+    """The ids an index knows: packages and collections (of packages or collections)."""
+
+    packages: dict[str, NltkPackage]
+    collections: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    source: str = ""  # where it came from (a URL, or the snapshot's origin and date)
+
+    def expand(self, ids: Sequence[str]) -> list[NltkPackage]:
+        """The packages ``ids`` name, collections expanded (recursively), each once, in order.
+
+        Raises:
+            UsageError: an id the index does not know.
+        """
+        out: dict[str, NltkPackage] = {}
+
+        def visit(ident: str, trail: tuple[str, ...]) -> None:
+            if ident in self.packages:
+                out.setdefault(ident, self.packages[ident])
+            elif ident in self.collections:
+                if ident in trail:
+                    return  # a cycle in a hostile index: each collection once
+                for child in self.collections[ident]:
+                    visit(child, (*trail, ident))
+            else:
+                raise UsageError(f"nltk:{ident} is not in the NLTK index ({self.source}); "
+                                 "`prefetch get nltk:popular` gets the popular packages")
+
+        for ident in ids:
+            visit(ident, ())
+        return list(out.values())
+
+    def missing(self, ids: Sequence[str]) -> list[str]:
+        return [i for i in ids if i not in self.packages and i not in self.collections]
+
+
+def is_nltk_name(text: str) -> bool:
+    return text[: len(SCHEME)].lower() == SCHEME
+
+
+def parse_nltk_name(text: str) -> str:
+    """``nltk:ID`` -> ID.
+
+    Raises:
+        UsageError: an empty or malformed id.
+    """
+    ident = text[len(SCHEME):].strip()
+    if not _ID.match(ident) or ".." in ident:
+        raise UsageError(f"{text!r} is not an NLTK package or collection id; give e.g. nltk:punkt_tab or nltk:popular")
+    return ident
+
+
+def nltk_search_path(env: Mapping[str, str]) -> list[Path]:
+    """``nltk.data.path`` as nltk 3.10 builds it on POSIX (without importing nltk)."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    def expand(p: str) -> Path:
+        return Path(home + p[1:]) if p.startswith("~") else Path(p)
+
+    paths = [expand(p) for p in env.get("NLTK_DATA", "").split(os.pathsep) if p]
+    paths.append(Path(home) / "nltk_data")
+    prefix = Path(sys.prefix)
+    paths += [prefix / "nltk_data", prefix / "share" / "nltk_data", prefix / "lib" / "nltk_data"]
+    paths += [Path(p) for p in _SYSTEM_PATHS]
+    return paths
+
+
+def nltk_data_dir(env: Mapping[str, str]) -> Path:
+    """Where ``nltk.download`` would install: the first ``NLTK_DATA`` entry, else the first
+    existing writable entry of ``nltk.data.path``, else ``~/nltk_data``."""
+    search = nltk_search_path(env)
+    entries = [p for p in env.get("NLTK_DATA", "").split(os.pathsep) if p]
+    if entries:
+        return search[0]
+    for path in search:
+        if path.is_dir() and os.access(path, os.W_OK | os.X_OK):
+            return path
+    return Path(env.get("HOME") or os.path.expanduser("~")) / "nltk_data"
+
+
+def parse_index(data: bytes, *, source: str) -> NltkIndex:
+    """An ``index.xml`` -> ``NltkIndex`` (every package's id, subdir and hash checked).
+
+    Raises:
+        NetworkError: not an NLTK index (a web page, a broken file), or a package entry
+            whose id or subdir could leave the data dir.
+    """
+    import xml.etree.ElementTree as ET
+
+    if b"<!DOCTYPE" in data[:4096] or b"<!ENTITY" in data:
+        raise NetworkError(f"{source} is not an NLTK index (a DOCTYPE or entity declaration)")
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise NetworkError(f"{source} is not an NLTK index.xml ({exc}); a web page or a broken mirror?") from None
+    if root.tag != "nltk_data":
+        raise NetworkError(f"{source} is not an NLTK index.xml (its root is <{root.tag}>, not <nltk_data>)")
+    packages: dict[str, NltkPackage] = {}
+    for elem in root.iter("package"):
+        a = elem.attrib
+        try:
+            pkg = NltkPackage(id=a["id"], subdir=a.get("subdir", ""), size=int(a["size"]),
+                              unzipped_size=int(a.get("unzipped_size", "0")), md5=a["checksum"].lower(),
+                              unzip=a.get("unzip", "1") != "0")
+        except (KeyError, ValueError):
+            raise NetworkError(f"{source}: a malformed package entry {dict(a)!r:.200}") from None
+        _check_package(pkg, source)
+        packages[pkg.id] = pkg
+    collections = {c.attrib.get("id", ""): tuple(i.attrib.get("ref", "") for i in c.iter("item"))
+                   for c in root.iter("collection")}
+    return NltkIndex(packages=packages, collections=collections, source=source)
+
+
+def _check_package(pkg: NltkPackage, source: str) -> None:
+    parts = PurePosixPath(pkg.subdir).parts
+    if not _ID.match(pkg.id) or ".." in pkg.id or not _SUBDIR.match(pkg.subdir) or ".." in parts \
+            or not _MD5.match(pkg.md5) or pkg.size < 0 or pkg.unzipped_size < 0:
+        raise NetworkError(f"{source}: refusing package entry {pkg.id!r} (subdir {pkg.subdir!r}): "
+                           "an unsafe id or subdir, or a malformed md5 or size")
+
+
+def load_snapshot() -> NltkIndex:
+    """The built-in snapshot of the index facts (``nltk_index.json``)."""
+    raw = json.loads((Path(__file__).with_name("nltk_index.json")).read_text(encoding="utf-8"))
+    packages = {ident: NltkPackage(id=ident, subdir=p["subdir"], size=p["size"], unzipped_size=p["unzipped_size"],
+                                   md5=p["md5"], unzip=p["unzip"]) for ident, p in raw["packages"].items()}
+    source = f"prefetch's built-in snapshot of {raw['source']} of {raw['date']}"
+    return NltkIndex(packages=packages, collections={k: tuple(v) for k, v in raw["collections"].items()},
+                     source=source)
+
+
+def package_url(base: str, pkg: NltkPackage) -> str:
+    """``BASE/packages/<subdir>/<id>.zip`` (the gh-pages layout)."""
+    from urllib.parse import quote
+
+    return f"{base.rstrip('/')}/packages/{quote(pkg.path)}"

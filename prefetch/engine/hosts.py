@@ -1,0 +1,264 @@
+"""What every transfer to one host shares: the connection budget, the warm connections, the route.
+
+A run that fetches many files (a URL list, a repo of hundreds of files) gives all its
+transfers one :class:`Hosts`. Per host (``scheme://host:port`` of a transfer's first URL)
+a :class:`Host` keeps:
+
+* **a connection budget** (``host_connections``, 32 by default: what one file may open
+  on its own, so one big file loses nothing): a transfer starts a worker only when
+  :meth:`Host.try_lease` grants a slot, and a worker's client sends only when
+  :meth:`Host.admit` finds room, so the files in flight together never hold more
+  connections than that; a 429 or 503 from the host lowers the cap for the rest of the
+  run (:meth:`Host.refused`), and the refused request waits for its turn to try again;
+* **a fair share** of it per transfer (:meth:`Host.share`): many small files get one
+  connection each, a lone big file gets all of them;
+* **warm connections**: a worker's HTTP client goes back to the host's idle list when the
+  worker ends, and the next worker (of any file) takes it, so its keep-alive connection
+  passes from file to file instead of a new TCP and TLS handshake per file;
+* **the route judgement** (:class:`SharedRouteJudge`): the first answers from the host
+  say whether the route is long; later files start with the verdict.
+
+No lock here is held while waiting on the network. A transfer without a ``Host`` (one
+``download_to_part`` call on its own) behaves as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from urllib.parse import urlsplit
+
+from prefetch.model.events import Event, EventKind, EventSink, ignore_event
+from prefetch.engine.schedule import RouteJudge
+
+DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
+_CROWDED = (429, 503)
+
+
+def host_key(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (the port spelled out), lower-cased."""
+    parts = urlsplit(url)
+    scheme = (parts.scheme or "http").lower()
+    try:
+        port = parts.port or (443 if scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+class SharedRouteJudge(RouteJudge):
+    """A :class:`RouteJudge` that the transfers of one host feed together (thread-safe)."""
+
+    def __init__(self, threshold: float) -> None:
+        super().__init__(threshold)
+        self._lock = threading.Lock()
+
+    def add(self, latency: float) -> str | None:
+        with self._lock:
+            return super().add(latency)
+
+
+class PooledClient:
+    """An HTTP client lent by a :class:`Host`: ``close()`` gives it back, connection and all.
+
+    Answers 429 and 503 are reported to the host (its cap goes down) before the caller
+    sees them; everything else is the lent client's.
+    """
+
+    def __init__(self, host: "Host", client, key=None) -> None:
+        self._host = host
+        self._client = client
+        self._key = key
+        self._closed = False
+        self._admitted = False  # this client counts as one of the host's open connections
+
+    def request(self, url: str, **kwargs):
+        if not self._admitted:
+            self._host.admit()  # waits while the host's cap is in use (a lowered cap holds here)
+            self._admitted = True
+        resp = self._client.request(url, **kwargs)
+        if resp.status in _CROWDED:
+            self._admitted = False
+            self._host.refused(resp.status)  # ... and this worker's retry waits its turn
+        return resp
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._admitted:
+                self._admitted = False
+                self._host.dismiss()
+            self._host.give_back(self._client, self._key)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def __enter__(self) -> "PooledClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Host:
+    """One host's shared state (see the module docstring); every method is thread-safe."""
+
+    def __init__(self, key: str, *, budget: int, long_route: float, client_factory=None,
+                 on_event: EventSink = ignore_event, stop: threading.Event | None = None) -> None:
+        self.key = key
+        self.budget = max(1, budget)
+        self.cap = self.budget  # the budget, or less once the host refused connections
+        self.route = SharedRouteJudge(long_route)
+        self._factory = client_factory
+        self._emit = on_event
+        self._lock = threading.Lock()
+        self._turn = threading.Condition(self._lock)
+        self._stop = stop if stop is not None else threading.Event()
+        self.admitted = 0  # connections in use (a request sent, the client not yet given back)
+        self.leased = 0  # connections (workers) running now
+        self.peak = 0  # most connections at once, over the run
+        self.opened = 0  # HTTP clients created: each opens its own connection
+        self.transfers = 0  # transfers to this host running now
+        self.lent = 0  # clients lent to workers now
+        self.refusals = 0
+        self._idle: dict = {}  # client factory -> warm clients
+
+    # -- transfers and their share --------------------------------------------------
+    def join(self) -> None:
+        with self._lock:
+            self.transfers += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self.transfers = max(0, self.transfers - 1)
+
+    def share(self) -> int:
+        """Connections one transfer may run now: the cap split evenly between the running transfers."""
+        with self._lock:
+            return max(1, self.cap // max(1, self.transfers))
+
+    # -- connection slots ------------------------------------------------------------
+    def try_lease(self) -> bool:
+        """Take a connection slot if the cap allows one more now (never waits)."""
+        with self._lock:
+            if self.leased >= self.cap:
+                return False
+            self.leased += 1
+            self.peak = max(self.peak, self.leased)
+            return True
+
+    def release(self) -> None:
+        """A worker that held a slot has ended."""
+        with self._lock:
+            self.leased = max(0, self.leased - 1)
+
+    def admit(self) -> None:
+        """Wait until one more connection fits the cap (a worker that outlived a lowered cap
+        waits here before its next request); the run's stop lets it through at once."""
+        with self._turn:
+            while self.admitted >= self.cap and not self._stop.is_set():
+                self._turn.wait(0.1)
+            self.admitted += 1
+
+    def dismiss(self) -> None:
+        """A connection admitted by :meth:`admit` is no longer in use."""
+        with self._turn:
+            self.admitted = max(0, self.admitted - 1)
+            self._turn.notify()
+
+    def refused(self, status: int) -> None:
+        """The host answered 429/503 while serving other connections of ours: at most those, from now on.
+
+        A refusal with nothing else open is the server's load, not a connection cap: the
+        transfer's own retry (and Retry-After) deals with it and the cap stays.
+        """
+        with self._turn:
+            self.refusals += 1
+            self.admitted = max(0, self.admitted - 1)  # the refused request gives its place up
+            lower = min(self.cap, self.admitted)
+            lowered = 0 < lower < self.cap
+            if lowered:
+                self.cap = lower
+                # Warm connections beyond the new cap are closed as they come back (give_back).
+            self._turn.notify()
+        if lowered:
+            self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key} refused a connection (HTTP {status}); "
+                             f"at most {lower} connection{'s' if lower != 1 else ''} to it from now on"))
+
+    # -- warm clients ----------------------------------------------------------------
+    def lender(self, factory=None):
+        """A ``client_factory`` for the engine that lends this host's warm clients made by ``factory``.
+
+        Clients of different factories (a Hub client that adds a token) are never mixed.
+        """
+        def lend(*, timeouts=None, resolve=None) -> PooledClient:
+            return self.client(timeouts=timeouts, resolve=resolve, factory=factory)
+        return lend
+
+    def client(self, *, timeouts=None, resolve=None, factory=None) -> PooledClient:
+        """A client for one worker: a warm one (its connection still open) if any, else a new one."""
+        key = factory or self._factory
+        with self._lock:
+            idle = self._idle.get(key)
+            client = idle.pop() if idle else None
+            if client is None:
+                self.opened += 1
+            self.lent += 1
+        if client is None:
+            make = key
+            if make is None:
+                from prefetch.net.http import Client as make
+            client = make(timeouts=timeouts, resolve=resolve)
+        elif timeouts is not None:
+            client.timeouts = timeouts
+        return PooledClient(self, client, key)
+
+    def give_back(self, client, key=None) -> None:
+        """A worker is done with ``client``: keep it warm for the next, within the cap."""
+        with self._lock:
+            # Clients in all (warm + lent, this one included) stay within the cap: each is a connection.
+            keep = sum(map(len, self._idle.values())) + self.lent <= self.cap
+            self.lent -= 1
+            if keep:
+                self._idle.setdefault(key, []).append(client)
+        if not keep:
+            client.close()
+
+    def close(self) -> None:
+        """Close the warm connections (the run is over)."""
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for clients in idle.values():
+            for client in clients:
+                client.close()
+
+
+class Hosts:
+    """Every :class:`Host` of one run, made on first use."""
+
+    def __init__(self, *, budget: int = DEFAULT_HOST_CONNECTIONS, long_route: float = 0.04,
+                 client_factory=None, on_event: EventSink = ignore_event, stop: threading.Event | None = None) -> None:
+        self.stop = stop
+        self.budget = budget
+        self.long_route = long_route
+        self.client_factory = client_factory
+        self.on_event = on_event
+        self._lock = threading.Lock()
+        self._hosts: dict[str, Host] = {}
+
+    def host_for(self, url: str) -> Host:
+        key = host_key(url)
+        with self._lock:
+            host = self._hosts.get(key)
+            if host is None:
+                host = self._hosts[key] = Host(key, budget=self.budget, long_route=self.long_route,
+                                               client_factory=self.client_factory, on_event=self.on_event,
+                                               stop=self.stop)
+            return host
+
+    def all(self) -> list[Host]:
+        with self._lock:
+            return list(self._hosts.values())
+
+    def close(self) -> None:
+        for host in self.all():
+            host.close()

@@ -1,0 +1,100 @@
+"""Many files at once: start them in order on a bounded set of threads, finish them in any order.
+
+:func:`run_in_order` is the scheduler both ``flow/files.py`` (datasets, URLs, ``-i`` lists)
+and ``hf/download.py`` (repos) use. It only decides *when* a file starts; how many
+connections each gets is the host's business (``engine/hosts.py``): the files in flight
+share one budget per host, so starting many of them at once costs no extra connections.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from prefetch.engine.hosts import Hosts
+
+_POLL = 0.2  # seconds: the caller's thread wakes this often, so Ctrl-C reaches it
+
+
+def files_in_flight(count: int, *, limit: int | None, host_connections: int) -> int:
+    """How many files run at once: ``limit`` when given, else as many as a host has connections."""
+    wanted = limit if limit is not None else host_connections
+    return max(1, min(wanted, count))
+
+
+def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, stop: threading.Event,
+                 before_start: Callable[[int], bool] | None = None,
+                 not_started: Callable[[int], None] | None = None) -> None:
+    """Call ``run_one(i)`` for ``i`` in ``range(count)`` on up to ``workers`` threads, started in index order.
+
+    ``before_start(i)`` runs on the caller's thread just before file ``i`` starts (it may
+    block: a consumer's back-pressure); False means "do not start it" and
+    ``not_started(i)`` reports it instead. Once ``stop`` is set the files not yet started
+    still go through ``run_one`` (which sees the stop and reports them interrupted) on
+    the caller's thread, without waiting for a free thread. ``run_one`` must not raise.
+    A KeyboardInterrupt sets ``stop`` and waits for the running files to save their state.
+    """
+    if workers <= 1 and before_start is None:
+        for i in range(count):
+            run_one(i)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    free = threading.Semaphore(max(1, workers))
+    futures = []
+
+    def body(i: int) -> None:
+        try:
+            run_one(i)
+        finally:
+            free.release()
+
+    index = 0
+    # A pool: its threads go from file to file (starting a thread per file costs more than a small file).
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="prefetch-file")
+    try:
+        while index < count:
+            if stop.is_set():
+                run_one(index)
+                index += 1
+                continue
+            if not free.acquire(timeout=_POLL):
+                continue
+            if before_start is not None and not before_start(index):
+                free.release()
+                (not_started or run_one)(index)
+                index += 1
+                continue
+            futures.append(pool.submit(body, index))
+            index += 1
+        for future in futures:
+            while not future.done():
+                _wait(future)
+    except KeyboardInterrupt:
+        stop.set()
+        while index < count:  # the rest report "not started"
+            run_one(index)
+            index += 1
+        for future in futures:
+            future.exception()
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _wait(future) -> None:
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    try:
+        future.exception(timeout=_POLL)  # short waits: Ctrl-C reaches the caller's thread
+    except FutureTimeout:
+        pass
+
+
+def shared_hosts(options, on_event, stop: threading.Event | None = None) -> tuple[object, Hosts | None]:
+    """``options`` (TransferOptions) with a :class:`Hosts` for this run, and that Hosts when new (to close)."""
+    from dataclasses import replace
+
+    if options.hosts is not None:
+        return options, None
+    hosts = Hosts(budget=options.host_connections, long_route=options.long_route, on_event=on_event, stop=stop)
+    return replace(options, hosts=hosts), hosts

@@ -1,0 +1,123 @@
+"""``ms://OWNER/NAME[@REV]`` and ``ms://datasets/OWNER/NAME`` into ModelScope's cache (``prefetch.ms``).
+
+A repo is planned without the network; when it runs, its file list is read from the
+endpoint, ``--include``/``--exclude`` select files, and each file goes through the same
+``fetch_files`` as every other file (resume, locks, sha256, atomic placement) with a
+client that keeps the token on the endpoint's origin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+
+from prefetch.engine.options import TransferOptions
+from prefetch.errors import ExitCode, InterruptedTransferError, PrefetchError, UsageError
+from prefetch.flow.files import fetch_files
+from prefetch.flow.planners.base import PlanContext, Planner, RunContext
+from prefetch.flow.request import GetRequest
+from prefetch.fs.locks import hold_lock
+from prefetch.hf.plan import select_files
+from prefetch.model.events import Event, EventKind
+from prefetch.model.plans import FileResult
+from prefetch.ms import api
+from prefetch.ms.names import is_ms_name, ms_cache_root, ms_token, repo_dir
+from prefetch.ms.plan import MsPlan, file_plans, plan_ms
+from prefetch.ms.records import write_record
+
+
+class ModelScopePlanner(Planner):
+    """A repo's files become ``FilePlan`` s once its listing is read (when it runs)."""
+
+    kind = "ms"
+    flat_mirrors = False  # --mirror names the ModelScope endpoint
+
+    def claims(self, name: str) -> bool:
+        return is_ms_name(name)
+
+    def check(self, names: Sequence[str], ctx: PlanContext) -> None:
+        if names and len(ctx.request.mirrors) > 1:
+            raise UsageError("with ms:// names, --mirror names one ModelScope endpoint (a URL or a mirrors.toml name)")
+        if names and (ctx.request.sha256 or ctx.request.md5 or ctx.request.output):
+            raise UsageError("ms:// files are checked by the sha256 the endpoint lists and go to ModelScope's "
+                             "cache; --sha256/--md5/-o do not apply")
+
+    def plan(self, names: Sequence[str], ctx: PlanContext) -> list[MsPlan]:
+        if not names:
+            return []
+        request = ctx.request
+        return plan_ms(names, include=request.include, exclude=request.exclude,
+                       endpoint=request.mirrors[0] if request.mirrors else None,
+                       cache=request.ms_cache, env=ctx.env, config=ctx.config)
+
+    def run(self, plans: Sequence[MsPlan], ctx: RunContext) -> list[FileResult]:
+        results: list[FileResult] = []
+        for plan in plans:
+            try:
+                if ctx.stop.is_set():
+                    raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
+                with hold_lock(ctx.state / "locks", repo_dir(plan.root, plan.repo), timeout=6 * 3600.0,
+                               job=ctx.options.job, stop=ctx.stop):
+                    results += fetch_repo(plan, ctx)
+            except PrefetchError as exc:
+                ctx.on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
+                results.append(FileResult(dataset=plan.label, name=plan.label, path=str(plan.snapshot),
+                                          paths=[str(plan.snapshot)], error=str(exc), exit_code=int(exc.exit_code),
+                                          status="interrupted" if exc.exit_code == ExitCode.INTERRUPTED else "failed"))
+        return results
+
+    def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
+        """The cache root, fixed now (MODELSCOPE_CACHE or ~/.cache/modelscope), for a background job."""
+        if request.ms_cache or not any(self.claims(n) for n in request.names):
+            return request
+        return dataclasses.replace(request, ms_cache=str(ms_cache_root(env).absolute()))
+
+
+def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
+    """List ``plan``'s repo, then fetch the selected files; their results, then the repo's.
+
+    Raises:
+        HubAccessError / NetworkError: the listing was refused or could not be read.
+        UsageError: no file matches the patterns.
+    """
+    started = time.monotonic()
+    token = ms_token(ctx.env)
+    factory = api.client_factory(plan.endpoint, token)
+    transfer: TransferOptions = ctx.options.transfer
+    client = factory(timeouts=transfer.timeouts)
+    try:
+        files = api.list_files(client, plan.endpoint, plan.repo, token=bool(token),
+                               backoff=(transfer.backoff_base, min(transfer.backoff_cap, 8.0)))
+    finally:
+        client.close()
+    chosen = select_files(files, include=plan.include, exclude=plan.exclude)
+    if not chosen:
+        patterns = " ".join([*(f"--include {p}" for p in plan.include), *(f"--exclude {p}" for p in plan.exclude)])
+        raise UsageError(f"{plan.label}: no file of its {len(files)} matches {patterns or 'the selection'}")
+    if plan.marker is not None:
+        plan.marker.unlink(missing_ok=True)  # complete again only once this run has placed every file
+    options = dataclasses.replace(ctx.options, client_factory=factory)
+    results = fetch_files(file_plans(plan, chosen), options=options, state=ctx.state, on_event=ctx.on_event,
+                          stop=ctx.stop)
+    failed = [r for r in results if r.status in ("failed", "interrupted")]
+    summary = FileResult(dataset=plan.label, name=plan.label, path=str(plan.snapshot), paths=[str(plan.snapshot)],
+                         size=sum(f.size for f in chosen), elapsed=time.monotonic() - started,
+                         downloaded=sum(r.downloaded for r in results), reused=sum(r.reused for r in results),
+                         algorithm="sha256", verified=not failed and all(f.sha256 for f in chosen))
+    if failed:
+        first = next((r for r in failed if r.exit_code != int(ExitCode.INTERRUPTED)), failed[0])
+        summary.status, summary.exit_code = first.status, first.exit_code
+        summary.error = f"{plan.label}: {len(failed)} of {len(results)} file(s) not in place; first: {first.error}"
+    else:
+        if plan.marker is not None:
+            write_record(plan.marker, label=plan.label, snapshot=plan.snapshot, endpoint=plan.endpoint,
+                         sha256={f.path: f.sha256 for f in chosen})
+        summary.status = "downloaded" if any(r.status == "downloaded" for r in results) else "cached"
+        ctx.on_event(Event(EventKind.DONE if summary.status == "downloaded" else EventKind.CACHED, plan.label,
+                           done=summary.size, total=summary.size, elapsed=summary.elapsed,
+                           message=f"{len(results)} file(s) verified -> {plan.snapshot}"))
+    return [*results, summary]
+
+
+PLANNER = ModelScopePlanner()

@@ -1,0 +1,140 @@
+"""``nltk:ID`` (a package or a collection) into NLTK's data dir, as ``nltk.download`` leaves it.
+
+Each package is a ``FilePlan``: ``<data dir>/<subdir>/<id>.zip`` checked by the index's
+size and md5, unzipped into ``<data dir>/<subdir>/`` (so ``<subdir>/<id>/``) when the
+index says ``unzip="1"``; the flow does the rest (resume, locks, extraction, placement).
+
+Where the index comes from (``prefetch.cache.nltk_data`` has the layout):
+
+* ``--mirror BASE`` (a URL or a ``[datasets.NAME]`` entry of mirrors.toml) in the
+  gh-pages layout: ``BASE/index.xml`` is read when planning, and that index alone says
+  which ids exist; packages come from ``BASE/packages/<subdir>/<id>.zip``;
+* else the built-in snapshot; an id it lacks is looked up in the origin's index on
+  raw.githubusercontent.com (blocked from mainland China: then give ``--mirror``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from prefetch.cache import nltk_data
+from prefetch.errors import NetworkError, UsageError
+from prefetch.flow.planners.base import PlanContext, Planner
+from prefetch.flow.request import GetRequest
+from prefetch.model.plans import FilePlan
+from prefetch.model.specs import ExpectedHash, FileSpec
+
+INDEX_LIMIT = 16 << 20  # the real index.xml is about 64 kB
+
+
+class NltkPlanner(Planner):
+    """NLTK packages are plain files: the flow runs their plans with every other file."""
+
+    kind = "nltk"
+    flat_mirrors = False  # --mirror is a gh-pages layout mirror (BASE/index.xml), read here
+
+    def claims(self, name: str) -> bool:
+        return nltk_data.is_nltk_name(name)
+
+    def check(self, names: Sequence[str], ctx: PlanContext) -> None:
+        if names and len(ctx.request.mirrors) > 1:
+            raise UsageError("with nltk: names, --mirror names one NLTK data mirror (BASE with BASE/index.xml)")
+        if names and (ctx.request.sha256 or ctx.request.md5 or ctx.request.output):
+            raise UsageError("nltk: packages are checked by the index's md5 and go to NLTK's data dir; "
+                             "--sha256/--md5/-o do not apply (NLTK_DATA=DIR installs into DIR)")
+
+    def plan(self, names: Sequence[str], ctx: PlanContext) -> list[FilePlan]:
+        if not names:
+            return []
+        ids = [nltk_data.parse_nltk_name(n) for n in names]
+        request = ctx.request
+        data_dir = Path(request.nltk_data) if request.nltk_data else nltk_data.nltk_data_dir(ctx.env).absolute()
+        if request.mirrors:
+            base = _mirror_base(request.mirrors[0], ctx)
+            index = _read_index(base, ctx)
+        else:
+            base, index = nltk_data.ORIGIN, nltk_data.load_snapshot()
+            if index.missing(ids):
+                index = _read_index(base, ctx, missing=index.missing(ids))
+        return [_plan_package(pkg, base=base, data_dir=data_dir) for pkg in index.expand(ids)]
+
+
+    def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
+        """NLTK's data dir, fixed now (NLTK_DATA, or the first writable entry of nltk.data.path)."""
+        if request.nltk_data or not any(self.claims(n) for n in request.names):
+            return request
+        return dataclasses.replace(request, nltk_data=str(nltk_data.nltk_data_dir(env).absolute()))
+
+
+def _plan_package(pkg: nltk_data.NltkPackage, *, base: str, data_dir: Path) -> FilePlan:
+    final = data_dir.joinpath(*pkg.path.split("/"))
+    spec = FileSpec(name=f"{pkg.id}.zip", url=nltk_data.package_url(base, pkg), target=str(final),
+                    expected=ExpectedHash("md5", pkg.md5), size=pkg.size)
+    # explicit_url: a flat dataset mirror (PREFETCH_DATASET_MIRROR, with datasets in the same
+    # command) does not hold NLTK packages; they come from their own URL only.
+    return FilePlan(dataset=f"nltk:{pkg.id}", spec=spec, final=final, also=(),
+                    extract_into=(final.parent,) if pkg.unzip else (), explicit_url=True)
+
+
+def _mirror_base(value: str, ctx: PlanContext) -> str:
+    from prefetch.net.urls import check_url, is_url
+
+    if is_url(value):
+        check_url(value)
+        return value.rstrip("/")
+    from prefetch.mirrors.catalog import resolve_dataset_mirror
+
+    base = resolve_dataset_mirror(value, config_dir=ctx.config)
+    if base.startswith("s3://"):
+        raise UsageError(f"--mirror {value}: an s3:// store is not an NLTK mirror yet; "
+                         "give the http(s) base of a gh-pages layout (BASE/index.xml)")
+    return base.rstrip("/")
+
+
+def _read_index(base: str, ctx: PlanContext, *, missing: Sequence[str] = ()) -> nltk_data.NltkIndex:
+    """``BASE/index.xml``, parsed (a few attempts on connection trouble).
+
+    Raises:
+        NetworkError: unreachable, an error status, too big, or not an index.
+    """
+    import time
+
+    from prefetch.engine.options import TransferOptions
+    from prefetch.net.failures import TransientHTTPError
+    from prefetch.net.http import Client, open_url
+
+    url = f"{base}/index.xml"
+    options = TransferOptions.from_env(ctx.env)
+    why = f" (the built-in snapshot lacks {', '.join(missing)})" if missing else ""
+    last = ""
+    for attempt in range(3):
+        if attempt:
+            time.sleep(min(options.backoff_cap, options.backoff_base * 2 ** attempt))
+        client = Client(timeouts=options.timeouts)
+        try:
+            resp, final = open_url(client, url)
+            try:
+                data = resp.read(INDEX_LIMIT + 1)
+            finally:
+                resp.close()
+        except TransientHTTPError as exc:
+            last = str(exc)
+            continue
+        except NetworkError as exc:
+            raise NetworkError(f"reading the NLTK index {url}{why}: {exc}; "
+                               "give --mirror BASE (a copy of nltk_data's gh-pages)") from None
+        except OSError as exc:
+            last = str(exc) or type(exc).__name__
+            continue
+        finally:
+            client.close()
+        if len(data) > INDEX_LIMIT:
+            raise NetworkError(f"{url} is larger than {INDEX_LIMIT >> 20} MB: not an NLTK index")
+        return nltk_data.parse_index(data, source=final)
+    raise NetworkError(f"could not read the NLTK index {url}{why}: {last}; "
+                       "give --mirror BASE (a copy of nltk_data's gh-pages)")
+
+
+PLANNER = NltkPlanner()

@@ -1,0 +1,136 @@
+"""The ModelScope API calls a download needs: the file list of a repo, and each file's URL.
+
+modelscope-hub 0.5.1 (``_legacy_api.py``) lists model files with ``GET /api/v1/models/
+OWNER/NAME/repo/files?Revision=&Recursive=True`` (one answer, truncated by the server at
+3000 entries: then it lists folder by folder with ``Root=``) and dataset files with
+``GET /api/v1/datasets/OWNER/NAME/repo/tree?Revision=&Recursive=True&PageNumber=&PageSize=``
+(a short page is the last). Answers are ``{"Code", "Data": {"Files": [...]}, "Success"}``;
+an entry has ``Path``, ``Type`` (``blob`` or ``tree``), ``Size`` and ``Sha256``. File
+bytes come from ``/api/v1/{type}s/OWNER/NAME/repo?Revision=&FilePath=``; large files
+redirect to object storage (the token stays on the endpoint's origin).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import quote_plus, urlencode, urlsplit
+
+from prefetch.errors import NetworkError
+from prefetch.hf.api import HubAccessError, _origin
+from prefetch.ms.names import MsRepo
+from prefetch.net.http import Client
+from prefetch.net.jsonapi import get_json
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+PAGE_SIZE = 200
+TRUNCATION_LIMIT = 3000  # repo/files answers at most this many entries
+
+
+@dataclass(frozen=True)
+class MsFile:
+    path: str
+    size: int
+    sha256: str | None
+
+
+def client_factory(endpoint: str, token: str | None):
+    """A ``Client`` class that sends the token (as the client does: Bearer and the ``m_session_id``
+    cookie) to ``endpoint``'s origin only, never to the object storage large files redirect to."""
+    home = _origin(endpoint)
+
+    class MsClient(Client):
+        def request(self, url, *, headers=None, **kwargs):
+            if token and _origin(url) == home:
+                headers = {**(headers or {}), "Authorization": f"Bearer {token}", "Cookie": f"m_session_id={token}"}
+            return super().request(url, headers=headers, **kwargs)
+
+    return MsClient
+
+
+def file_url(endpoint: str, repo: MsRepo, path: str) -> str:
+    """``{endpoint}/api/v1/{type}s/OWNER/NAME/repo?Revision=&FilePath=`` (as the client builds it)."""
+    return (f"{endpoint}/api/v1/{repo.segment}/{repo.repo_id}/repo"
+            f"?Revision={quote_plus(repo.revision)}&FilePath={quote_plus(path)}")
+
+
+def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
+               backoff: tuple[float, float] = (0.5, 8.0)) -> list[MsFile]:
+    """Every file of ``repo`` at its revision.
+
+    Raises:
+        HubAccessError: 401/403/404 (the message says what to do).
+        NetworkError: unreachable, or an answer that is not a ModelScope listing.
+    """
+    base = f"{endpoint}/api/v1/{repo.segment}/{repo.repo_id}"
+    entries: list = []
+    if repo.repo_type == "dataset":
+        page = 1
+        while True:
+            query = {"Revision": repo.revision, "Recursive": "True", "PageNumber": page, "PageSize": PAGE_SIZE}
+            got = _files(client, f"{base}/repo/tree?{urlencode(query)}", repo, token, backoff)
+            entries += got
+            if len(got) < PAGE_SIZE:
+                break
+            page += 1
+    else:
+        entries = _walk(client, base, repo, token, backoff, root=None)
+    files: dict[str, MsFile] = {}
+    for entry in entries:
+        try:
+            if (entry.get("Type") or "blob") == "tree":
+                continue
+            path = str(entry["Path"])
+            sha = (entry.get("Sha256") or "").lower() or None
+            f = MsFile(path=path, size=int(entry["Size"]), sha256=sha)
+            if f.size < 0 or (sha is not None and not _SHA256.match(sha)):
+                raise ValueError(entry)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise NetworkError(f"{repo.label}: {endpoint} listed a malformed file entry: {entry!r:.200}") from None
+        files[f.path] = f
+    return list(files.values())
+
+
+def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | None) -> list:
+    """``repo/files``; a listing cut at the server's limit is listed again folder by folder."""
+    query = {"Revision": repo.revision, "Recursive": "True", **({"Root": root} if root else {})}
+    entries = _files(client, f"{base}/repo/files?{urlencode(query)}", repo, token, backoff)
+    if len(entries) < TRUNCATION_LIMIT:
+        return entries
+    query["Recursive"] = "False"
+    top = _files(client, f"{base}/repo/files?{urlencode(query)}", repo, token, backoff)
+    out = [e for e in top if isinstance(e, dict) and e.get("Type") != "tree"]
+    for entry in top:
+        if isinstance(entry, dict) and entry.get("Type") == "tree" and entry.get("Path"):
+            out += _walk(client, base, repo, token, backoff, root=str(entry["Path"]))
+    return out
+
+
+def _files(client: Client, url: str, repo: MsRepo, token: bool, backoff: tuple[float, float]) -> list:
+    data = _get_json(client, url, repo, token, backoff)
+    if isinstance(data, dict) and (data.get("Success") is False or data.get("Code") not in (200, "200", None)):
+        raise NetworkError(f"{repo.label}: {urlsplit(url).netloc} refused the listing: {data.get('Message')!r:.200}")
+    payload = data.get("Data") if isinstance(data, dict) else None
+    if isinstance(payload, dict):
+        payload = payload.get("Files") or payload.get("files") or []
+    if not isinstance(payload, list):
+        raise NetworkError(f"{repo.label}: {url} did not answer a ModelScope file list")
+    return payload
+
+
+def _get_json(client: Client, url: str, repo: MsRepo, token: bool, backoff: tuple[float, float]):
+    def refuse(status: int, final: str, headers) -> HubAccessError | None:
+        return _access_error(repo, status, urlsplit(final).netloc, token=token) if status in (401, 403, 404) else None
+
+    return get_json(client, url, label=repo.label, api="ModelScope", refuse=refuse, backoff=backoff)[0]
+
+
+def _access_error(repo: MsRepo, status: int, host: str, *, token: bool) -> HubAccessError:
+    if status == 404:
+        return HubAccessError(f"{repo.label}: {host} answered 404: no such repo or revision; "
+                              "check the name and the revision")
+    if not token:
+        return HubAccessError(f"{repo.label}: {host} answered {status}: this repo is private or needs a login: "
+                              "set MODELSCOPE_API_TOKEN (your ModelScope access token)")
+    return HubAccessError(f"{repo.label}: {host} answered {status}: the token was refused or has no access; "
+                          "set a valid MODELSCOPE_API_TOKEN")

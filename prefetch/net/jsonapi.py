@@ -1,0 +1,66 @@
+"""A JSON GET of a hub's API, with a few attempts on connection trouble, 5xx, 408 and 429.
+
+Hub APIs (Hugging Face, ModelScope) differ in their URLs, their error statuses and what
+they say about them; the retry loop, the redirects and "this is not JSON" are the same.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from typing import Callable, Mapping
+from urllib.parse import urlsplit
+
+from prefetch.errors import NetworkError, PrefetchError
+from prefetch.net.failures import TransientHTTPError
+from prefetch.net.http import Client, follow_redirects
+
+ATTEMPTS = 4
+
+# refuse(status, final URL, response headers): the error for a final status (401, 404...), or None.
+Refusal = Callable[[int, str, Mapping[str, str]], "PrefetchError | None"]
+
+
+def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
+             backoff: tuple[float, float] = (0.5, 8.0), attempts: int = ATTEMPTS) -> tuple[object, str | None]:
+    """(parsed JSON, ``Link`` header) of ``GET url``.
+
+    ``label`` names what is being fetched and ``api`` the service, in messages.
+
+    Raises:
+        whatever ``refuse`` returns for a status; NetworkError: any other non-200 answer,
+        a body that is not JSON, or still failing after ``attempts``.
+    """
+    last = ""
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(min(backoff[1], backoff[0] * 2 ** attempt))
+        try:
+            resp, final = follow_redirects(client, url, headers={"Accept": "application/json"})
+        except TransientHTTPError as exc:
+            last = str(exc)
+            continue
+        try:
+            status = resp.status
+            refused = refuse(status, final, resp.headers) if status != 200 else None
+            if refused is not None:
+                raise refused
+            if status >= 500 or status in (408, 429):
+                last = f"{urlsplit(final).netloc} answered HTTP {status}"
+                continue
+            if status != 200:
+                raise NetworkError(f"{label}: {final} answered HTTP {status}")
+            body = resp.read()
+            link = resp.headers.get("Link")
+        except (TransientHTTPError, OSError, http.client.HTTPException) as exc:
+            last = str(exc) or type(exc).__name__
+            continue
+        finally:
+            resp.close()
+        try:
+            return json.loads(body), link
+        except ValueError:
+            raise NetworkError(f"{label}: {final} did not answer JSON (a captive portal, or not a {api} endpoint?)") \
+                from None
+    raise NetworkError(f"{label}: the {api} API gave up after {attempts} attempts: {last}")

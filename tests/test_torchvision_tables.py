@@ -1,0 +1,112 @@
+"""The torchvision tables prefetch ships (data, read without torch) against the installed torchvision.
+
+A torchvision release that changes a URL, an md5, a file name, a folder or a weights entry
+fails here; ``python tools/torchvision_weights.py`` regenerates the weights table.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import re
+from pathlib import Path
+
+import torchvision
+import torchvision.datasets as D
+
+from prefetch.cache.torchvision import WEIGHTS_FILE, load_tables
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("torchvision_weights", REPO / "tools" / "torchvision_weights.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_weights_table_is_what_the_installed_torchvision_lists():
+    tool = _tool()
+    models = tool.collect()
+    assert WEIGHTS_FILE.read_text(encoding="utf-8") == tool.render(models), \
+        "torch_weights.toml is stale: run python tools/torchvision_weights.py"
+    tables = load_tables()
+    assert sum(len(w) for w in tables.weights.values()) == sum(len(m["weights"]) for m in models.values())
+    weights = torchvision.models.get_model_weights("resnet50")
+    assert tables.weights_for("resnet50", None).url == weights.DEFAULT.url
+    assert tables.weights_for("resnet50", "IMAGENET1K_V1").url == weights.IMAGENET1K_V1.url
+
+
+def _mnist_family(cls) -> list[tuple[str, str, list[str]]]:
+    return [(name, md5, [m + name for m in cls.mirrors]) for name, md5 in cls.resources]
+
+
+def _one(url: str, name: str, md5: str) -> tuple[str, str, list[str]]:
+    return (name, md5, [url])
+
+
+def _expected(cls_name: str) -> list[tuple[str, str, list[str]]]:
+    """(file name, md5, the class's own URLs) per file, read from the installed class."""
+    cls = getattr(D, cls_name)
+    if cls_name in ("MNIST", "FashionMNIST", "KMNIST"):
+        return _mnist_family(cls)
+    if cls_name == "QMNIST":
+        return [(u.rsplit("/", 1)[1], m, [u]) for files in cls.resources.values() for u, m in files]
+    if cls_name in ("CIFAR10", "CIFAR100", "STL10"):
+        return [_one(cls.url, cls.filename, cls.tgz_md5)]
+    if cls_name in ("SVHN", "USPS"):
+        return [_one(u, n, m) for u, n, m in cls.split_list.values()]
+    if cls_name == "SEMEION":
+        return [_one(cls.url, cls.filename, cls.md5_checksum)]
+    if cls_name == "MovingMNIST":
+        md5 = re.search(r'md5="([0-9a-f]{32})"', inspect.getsource(cls.download)).group(1)
+        return [_one(cls._URL, cls._URL.rsplit("/", 1)[1], md5)]
+    if cls_name == "Omniglot":
+        return [_one(f"{cls.download_url_prefix}/{n}.zip", f"{n}.zip", m) for n, m in cls.zips_md5.items()]
+    raise AssertionError(f"no reader for {cls_name}'s table: add one here")
+
+
+def _folder(cls_name: str) -> str:
+    """The directory under root where the class keeps its downloaded files."""
+    cls = getattr(D, cls_name)
+    if hasattr(cls, "raw_folder"):
+        bare = cls.__new__(cls)
+        bare.root = "ROOT"
+        return os.path.relpath(bare.raw_folder, "ROOT")
+    if cls_name == "MovingMNIST":
+        return "MovingMNIST"
+    if cls_name == "Omniglot":
+        return cls.folder
+    return ""
+
+
+def test_every_dataset_entry_matches_the_installed_class():
+    tables = load_tables()
+    for name, ds in tables.datasets.items():
+        got = sorted((f.name, f.expected.hexdigest, list(f.urls)) for f in ds.files)
+        want = sorted(_expected(name))
+        # The class's own URLs come first, in its order; byte-identical copies may follow.
+        assert [(n, m) for n, m, _ in got] == [(n, m) for n, m, _ in want], name
+        for (_, _, urls), (_, _, own) in zip(got, want):
+            assert urls[: len(own)] == own, name
+        assert {f.dir for f in ds.files} == {_folder(name)}, name
+        archives = {f.name for f in ds.files if f.extract}
+        if name in ("CIFAR10", "CIFAR100", "STL10", "Omniglot"):
+            assert archives == {f.name for f in ds.files}, name
+            assert {e for f in ds.files for e in f.extract} == {_folder(name)}, name
+        if hasattr(getattr(D, name), "raw_folder"):
+            assert all(f.decompress for f in ds.files), name
+
+
+def test_every_class_that_downloads_is_covered_or_listed_with_a_reason():
+    tables = load_tables()
+    downloads = {n for n in D.__all__ if inspect.isclass(getattr(D, n))
+                 and "download" in inspect.signature(getattr(D, n).__init__).parameters}
+    downloads |= {"EMNIST", "QMNIST", "KMNIST", "FashionMNIST"}  # download= through **kwargs (MNIST's)
+    assert len(downloads - {"EMNIST", "QMNIST"}) == 41
+    listed = set(tables.datasets) | set(tables.not_covered)
+    assert downloads - listed == set()
+    assert set(tables.datasets) & set(tables.not_covered) == set()
+    assert all(reason.strip() for reason in tables.not_covered.values())
