@@ -154,6 +154,8 @@ class NginxServer:
             quoted = rest.split('"')  # ['', range, ' ', request, '']
             asked = "" if quoted[1] == "-" else quoted[1]  # nginx logs an empty variable as -
             out.append((int(body), int(status), int(connection), asked, quoted[3]))
+        return out
+
     def requests(self) -> list[tuple[int, int, float, float, int, int, str]]:
         """The parsed connections log: (connection, request number on it, start epoch, end epoch,
         status, body bytes, request line), one per request."""
