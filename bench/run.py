@@ -60,7 +60,9 @@ from tests.nginx import NginxServer, nginx_binary  # noqa: E402
 
 MIB = 1 << 20
 FILE_NAME = "bench.bin"
-TOOLS = ("wget", "curl", "aria2c", "prefetch", "prefetch+sha256", "prefetch-nohash", "prefetch-x16")
+TOOLS = ("wget", "curl", "aria2c", "prefetch", "prefetch+sha256", "prefetch-nohash", "prefetch-x16", "prefetch-base")
+DEFAULT_TOOLS = TOOLS[:-1]  # prefetch-base runs with --baseline DIR only
+BASELINE: dict[str, str] = {}  # --baseline: {"dir": a checkout of another prefetch version}
 
 # "Download alone" for prefetch: the same CLI path with the hash-while-downloading forced off,
 # so the --sha256 comparison stays meaningful whether or not plain `get URL` hashes by default.
@@ -77,6 +79,14 @@ sys.argv[0] = "prefetch"
 main()
 """
 RUN_TIMEOUT = 600.0
+# prefetch-base: `prefetch get` imported from another checkout (argv[1]), for A/B in one run.
+BASE_DRIVER = """\
+import sys
+sys.path.insert(0, sys.argv.pop(1))
+from prefetch.cli import main
+sys.argv[0] = "prefetch"
+main()
+"""
 
 
 @dataclass(frozen=True)
@@ -88,12 +98,14 @@ class Scenario:
     rtt: float | None = None  # seconds of round trip added by tests/latency_proxy.py
     limit_conn: int | None = None  # connections per client; more get 503
     route: bool = False  # the smaller "route" file (--route-size-mib), slow single-connection tools once
+    big: bool = False  # the big file (--big-size-mib, 1 GiB): start-up amortized
 
 
 def scenarios(args) -> dict[str, Scenario]:
     return {
         "throttled": Scenario("throttled", limit_rate=args.limit_rate),
         "unthrottled": Scenario("unthrottled"),
+        "unthrottled1g": Scenario("unthrottled1g", big=True),
         "rtt50": Scenario("rtt50", limit_rate="1m", rtt=0.05, route=True),
         "rtt200": Scenario("rtt200", limit_rate="1m", rtt=0.2, route=True),
         "rtt400": Scenario("rtt400", limit_rate="1m", rtt=0.4, route=True),
@@ -101,8 +113,10 @@ def scenarios(args) -> dict[str, Scenario]:
     }
 
 
-SCENARIOS = ("throttled", "unthrottled", "rtt50", "rtt200", "rtt400", "capped")
+SCENARIOS = ("throttled", "unthrottled", "unthrottled1g", "rtt50", "rtt200", "rtt400", "capped")
 ROUTE_FILE = "route.bin"
+BIG_FILE = "big.bin"
+CAPPED_FLOOR_RATE = 4 * 2 * MIB  # capped: 4 connections x limit_rate 2m: the physical floor is size / this
 SLOW_TOOLS = ("wget", "curl")  # one connection: on a route scenario they run in round 1 only
 ROUTE_SKIP = ("prefetch+sha256", "prefetch-nohash")  # hashing costs show on the loopback rows
 # A bare click command: the floor for CLI start-up (click's own import).
@@ -110,16 +124,19 @@ CLICK_DRIVER = "import click\n@click.command()\ndef main():\n    pass\nmain()\n"
 
 # The issue's targets: (key, description, limit). A ratio is MET when <= limit.
 TARGETS = [
-    ("rtt200_prefetch_over_aria2c", "200 ms, 1 MiB/s per connection: prefetch / aria2c -x16", 0.8),
-    ("rtt50_prefetch_over_aria2c", "50 ms, 1 MiB/s per connection: prefetch / aria2c -x16", 0.85),
-    ("rtt400_prefetch_over_aria2c", "400 ms, 1 MiB/s per connection: prefetch / aria2c -x16", 0.85),
-    ("capped_prefetch_over_aria2c", "capped mirror (4 per client, 503 beyond): prefetch / aria2c -x16", 1.0),
+    ("rtt200_prefetch_over_aria2c", "200 ms, 1 MiB/s per connection: prefetch / aria2c -x16", 0.6),
+    ("rtt50_prefetch_over_aria2c", "50 ms, 1 MiB/s per connection: prefetch / aria2c -x16", 0.7),
+    ("rtt400_prefetch_over_aria2c", "400 ms, 1 MiB/s per connection: prefetch / aria2c -x16", 0.6),
+    ("capped_prefetch_over_floor", "capped mirror (4 per client at 2 MiB/s): prefetch / physical floor", 1.03),
     ("throttled_prefetch_over_aria2c", "throttled: prefetch / aria2c -x16", 0.9),
     ("throttled_prefetch_over_wget", "throttled: prefetch / wget", 0.1),
-    ("unthrottled_prefetch_over_curl", "unthrottled: prefetch / curl", 1.2),
+    ("unthrottled_prefetch_over_curl", "unthrottled: prefetch / curl", 1.0),
+    ("unthrottled1g_prefetch_over_curl", "unthrottled 1 GiB: prefetch / curl", 0.4),
     ("throttled_sha256_over_nohash", "throttled: prefetch --sha256 / prefetch without hashing", 1.1),
     ("unthrottled_sha256_over_nohash", "unthrottled: prefetch --sha256 / prefetch without hashing", 1.1),
-    ("throttled_cpu_prefetch_over_aria2c", "throttled: prefetch CPU s / aria2c CPU s", 1.5),
+    ("throttled_cpu_prefetch_over_aria2c", "throttled: prefetch CPU s / aria2c CPU s", 1.2),
+    ("unthrottled_cpu_prefetch_over_aria2c", "unthrottled: prefetch CPU s / aria2c CPU s", 1.2),
+    ("served_max_prefetch", "bytes served by nginx / file size, worst prefetch row", 1.05),
     ("peak_rss_mib", "prefetch peak RSS (MiB)", 80.0),
     ("help_over_click", "prefetch --help / bare click --help", 1.3),
     ("status_over_click", "prefetch status / bare click --help", 1.5),
@@ -137,6 +154,7 @@ class Run:
     cpu_s: float  # user + sys of the process (and its children)
     requests: int | None
     ok: bool  # exit 0 and the output is byte-identical
+    served: int | None = None  # body bytes nginx sent for this run (its timing log)
     note: str = ""
 
 
@@ -153,6 +171,7 @@ class Summary:
     requests: float | None
     max_rss_mib: float | None
     cpu_s: float | None = None  # median user + sys
+    served_x: float | None = None  # the worst run's bytes served / file size
 
 
 @dataclass
@@ -288,6 +307,8 @@ def tool_command(tool: str, url: str, out: Path, sha256: str) -> list[str]:
         return [sys.executable, "-c", NOHASH_DRIVER, "get", url, "-o", str(out), "-q"]
     if tool == "prefetch+sha256":
         return [sys.executable, "-m", "prefetch", "get", url, "-o", str(out), "-q", "--sha256", sha256]
+    if tool == "prefetch-base":  # the same command, another version of prefetch (--baseline DIR)
+        return [sys.executable, "-c", BASE_DRIVER, BASELINE["dir"], "get", url, "-o", str(out), "-q"]
     if tool == "prefetch-x16":  # like for like with aria2c -x16: its connection count, fixed
         return [sys.executable, "-m", "prefetch", "get", url, "-o", str(out), "-q", "--connections", "16"]
     raise ValueError(tool)
@@ -312,6 +333,15 @@ def count_lines(path: Path) -> int:
             return sum(1 for _ in f)
     except OSError:
         return 0
+
+
+def served_bytes(timing_log: Path, skip: int) -> int:
+    """Body bytes nginx sent in the responses logged after the first ``skip`` lines."""
+    try:
+        lines = timing_log.read_text().splitlines()[skip:]
+    except OSError:
+        return 0
+    return sum(int(line.split(" ")[3]) for line in lines if line.count(" ") >= 4)
 
 
 def median(values: list[float]) -> float | None:
@@ -387,11 +417,14 @@ def bench_downloads(*, servers: dict[str, tuple[Scenario, str, int, str, Path]],
                     continue  # one connection at 1 MiB/s: minutes per run, and no variance worth it
                 clean_outputs(out, env)
                 before = count_lines(access_log)
+                timing = access_log.with_name("timing.log")
+                served_before = count_lines(timing)
                 log = logs / f"{name}-{tool}-{r}.log"
                 run_env = {**env, **prefetch_env} if tool.startswith("prefetch") else env
                 seconds, code, rss, cpu = run_measured(tool_command(tool, url, out, sha256), env=run_env,
                                                        cwd=work, log=log)
                 requests = count_lines(access_log) - before
+                served = served_bytes(timing, served_before)
                 ok, note = code == 0, ""
                 if code != 0:
                     note = f"exit {code}: " + " ".join(log.read_text(errors="replace").split())[:200]
@@ -399,11 +432,11 @@ def bench_downloads(*, servers: dict[str, tuple[Scenario, str, int, str, Path]],
                     ok, note = False, f"output has {out.stat().st_size if out.exists() else 'no'} bytes"
                 elif sha256_of(out) != sha256:
                     ok, note = False, "output differs from the served file"
-                run = Run(name, tool, r + 1, seconds, code, rss, cpu, requests, ok, note)
+                run = Run(name, tool, r + 1, seconds, code, rss, cpu, requests, ok, served=served, note=note)
                 runs.append(run)
                 progress(f"  {name:11} round {r + 1}/{rounds} {tool:16} {seconds:7.2f}s "
                          f"{size / seconds / 1e6:8.1f} MB/s  cpu {cpu:5.2f}s  rss {rss / 1024:6.1f} MiB  "
-                         f"req {requests:3}  {'ok' if ok else 'FAILED ' + note}")
+                         f"req {requests:3}  served {served / size:5.3f}x  {'ok' if ok else 'FAILED ' + note}")
         clean_outputs(out, env)
     return runs
 
@@ -454,11 +487,12 @@ def summarize(runs: list[Run], sizes: dict[str, int]) -> list[Summary]:
                 requests=median(reqs) if reqs else None,
                 max_rss_mib=max(r.max_rss_kib for r in mine) / 1024 if mine else None,
                 cpu_s=median([r.cpu_s for r in good]),
+                served_x=max((r.served or 0) / size for r in good) if good else None,
             ))
     return out
 
 
-def compute_ratios(summaries: list[Summary], startup: list[Startup]) -> dict[str, float | None]:
+def compute_ratios(summaries: list[Summary], startup: list[Startup], sizes: dict[str, int]) -> dict[str, float | None]:
     med = {(s.scenario, s.tool): s.median_s for s in summaries}
 
     def ratio(a, b):
@@ -467,8 +501,15 @@ def compute_ratios(summaries: list[Summary], startup: list[Startup]) -> dict[str
 
     ratios: dict[str, float | None] = {}
     cpu = {(s.scenario, s.tool): s.cpu_s for s in summaries}
-    a, b = cpu.get(("throttled", "prefetch")), cpu.get(("throttled", "aria2c"))
-    ratios["throttled_cpu_prefetch_over_aria2c"] = a / b if a and b else None
+    for scenario in ("throttled", "unthrottled", "unthrottled1g"):
+        a, b = cpu.get((scenario, "prefetch")), cpu.get((scenario, "aria2c"))
+        ratios[f"{scenario}_cpu_prefetch_over_aria2c"] = a / b if a and b else None
+    capped = med.get(("capped", "prefetch"))
+    ratios["capped_prefetch_over_floor"] = capped / (sizes["capped"] / CAPPED_FLOOR_RATE) \
+        if capped and "capped" in sizes else None
+    served = [s.served_x for s in summaries if s.tool.startswith("prefetch") and s.tool != "prefetch-base"
+              and s.served_x]
+    ratios["served_max_prefetch"] = max(served) if served else None
     for scenario in SCENARIOS:
         for other in ("aria2c", "wget", "curl"):
             ratios[f"{scenario}_prefetch_over_{other}"] = ratio((scenario, "prefetch"), (scenario, other))
@@ -476,6 +517,7 @@ def compute_ratios(summaries: list[Summary], startup: list[Startup]) -> dict[str
         ratios[f"{scenario}_sha256_over_nohash"] = ratio((scenario, "prefetch+sha256"), (scenario, "prefetch-nohash"))
         ratios[f"{scenario}_aria2c_over_wget"] = ratio((scenario, "aria2c"), (scenario, "wget"))
         ratios[f"{scenario}_x16_over_aria2c"] = ratio((scenario, "prefetch-x16"), (scenario, "aria2c"))
+        ratios[f"{scenario}_prefetch_over_base"] = ratio((scenario, "prefetch"), (scenario, "prefetch-base"))
     rss = [s.max_rss_mib for s in summaries if s.tool.startswith("prefetch") and s.max_rss_mib]
     ratios["peak_rss_mib"] = max(rss) if rss else None
     by_name = {s.name: s.median_s for s in startup}
@@ -508,14 +550,14 @@ def render(*, machine: dict, args, size: int, summaries: list[Summary], startup:
         f"page cache: not dropped (the served file and the outputs stay in memory); peak RSS: {rss_method()}",
         f"load average (1 min) before / after: {machine.get('load_before', 'n/a')} / {machine.get('load_after', 'n/a')}",
         "",
-        "| scenario | tool | median s | MB/s | min-max s | requests | CPU s | peak RSS MiB | failed |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| scenario | tool | median s | MB/s | min-max s | requests | CPU s | peak RSS MiB | served x | failed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
         lines.append(
             f"| {s.scenario} | {s.tool} | {fmt(s.median_s, '.2f')} | {fmt(s.mb_per_s, '.1f')} | "
             f"{fmt(s.min_s, '.2f')}-{fmt(s.max_s, '.2f')} | {fmt(s.requests, '.0f')} | {fmt(s.cpu_s, '.2f')} | "
-            f"{fmt(s.max_rss_mib, '.1f')} | {s.failed}/{s.runs} |"
+            f"{fmt(s.max_rss_mib, '.1f')} | {fmt(s.served_x, '.3f')} | {s.failed}/{s.runs} |"
         )
     lines += ["", "| start-up | median ms | x python -c pass | x bare click --help |", "|---|---:|---:|---:|"]
     base = next((s.median_s for s in startup if s.name == "python -c pass"), None)
@@ -534,6 +576,9 @@ def render(*, machine: dict, args, size: int, summaries: list[Summary], startup:
                            (f"{scenario}_sha256_over_nohash", "prefetch --sha256 / prefetch without hashing")):
             if ratios.get(key) is not None:
                 lines.append(f"| {scenario}: {label} | {ratios[key]:.2f} |")
+        base = ratios.get(f"{scenario}_prefetch_over_base")
+        if base is not None:
+            lines.append(f"| {scenario}: prefetch / prefetch-base (--baseline, same run) | {base:.2f} |")
         x16 = ratios.get(f"{scenario}_x16_over_aria2c")
         if x16 is not None:
             lines.append(f"| {scenario}: prefetch --connections 16 / aria2c -x16 (same connection count) | {x16:.2f} |")
@@ -572,7 +617,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="file size of the latency and capped rows (default 48; 16 with --quick)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 50 MiB, 1 round, 3 start-up repeats")
     parser.add_argument("--limit-rate", default="10m", help="nginx per-connection limit_rate of the throttled server")
-    parser.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated subset of {','.join(TOOLS)}")
+    parser.add_argument("--big-size-mib", type=int, default=1024, help="file size of the unthrottled1g row")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="a checkout of another prefetch version: adds the prefetch-base row (A/B in one run)")
+    parser.add_argument("--tools", default=",".join(DEFAULT_TOOLS), help=f"comma-separated subset of {','.join(TOOLS)}")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
     parser.add_argument("--startup-repeats", type=int, default=None, help="runs per start-up command (default 10)")
     parser.add_argument("--prefetch-env", action="append", default=[], metavar="NAME=VALUE",
@@ -584,6 +632,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.startup_repeats = args.startup_repeats or (3 if args.quick else 10)
     args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    if args.baseline and "prefetch-base" not in args.tools:
+        args.tools.append("prefetch-base")
+    if "prefetch-base" in args.tools and not args.baseline:
+        parser.error("prefetch-base needs --baseline DIR")
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     for item in args.prefetch_env:
         if "=" not in item or not item.split("=", 1)[0]:
@@ -611,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
         if t not in tools:
             progress(f"bench: {t} is not installed; skipped (apt-get install -y {'aria2' if t == 'aria2c' else t})")
     size = args.size_mib * MIB
+    if args.baseline:
+        BASELINE["dir"] = str(Path(args.baseline).resolve())
     compile_prefetch()
     machine = machine_info()
     machine["load_before"] = round(os.getloadavg()[0], 2)
@@ -625,6 +679,9 @@ def main(argv: list[str] | None = None) -> int:
         files = {False: (FILE_NAME, size, make_file(root / FILE_NAME, size)),
                  True: (ROUTE_FILE, args.route_size_mib * MIB,
                         make_file(root / ROUTE_FILE, args.route_size_mib * MIB))}
+        if "unthrottled1g" in args.scenarios:
+            big = args.big_size_mib * MIB
+            files["big"] = (BIG_FILE, big, make_file(root / BIG_FILE, big))
         servers: dict[str, tuple] = {}
         running: list = []
         try:
@@ -637,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
                     proxy = LatencyProxy(nginx.port, rtt=scenario.rtt).start()
                     running.append(proxy)
                     url_base = proxy.url
-                file_name, file_size, file_sha = files[scenario.route]
+                file_name, file_size, file_sha = files["big" if scenario.big else scenario.route]
                 servers[name] = (scenario, f"{url_base}/{file_name}", file_size, file_sha, nginx.access_log)
             progress(f"bench: {', '.join(f'{k} {v[1]}' for k, v in servers.items())}")
             prefetch_env = dict(item.split("=", 1) for item in args.prefetch_env)
@@ -651,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
         startup = bench_startup(env=env, work=work, repeats=args.startup_repeats, progress=progress)
     machine["load_after"] = round(os.getloadavg()[0], 2)
     summaries = summarize(runs, sizes)
-    ratios = compute_ratios(summaries, startup)
+    ratios = compute_ratios(summaries, startup, sizes)
     targets = judge(ratios)
     text = render(machine=machine, args=args, size=size, summaries=summaries, startup=startup,
                   ratios=ratios, targets=targets)

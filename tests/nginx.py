@@ -75,6 +75,9 @@ http {{
     # for tests that compute a transfer rate from the server's side.
     log_format timing '$msec $request_time $bytes_sent $body_bytes_sent $status "$request"';
     access_log {_nginx_string(str(p / 'timing.log'))} timing;
+    # What each request asked for and how much of the body went out: wasted bytes show here.
+    log_format ranges '$body_bytes_sent $status $connection "$http_range" "$request"';
+    access_log {_nginx_string(str(p / 'ranges.log'))} ranges;
     # Which TCP connection served each request ($connection, a serial number), its request
     # count on it, and when the response began and ended: connections and concurrency, counted
     # on the server's side.
@@ -149,6 +152,16 @@ class NginxServer:
         for line in self.timing_log.read_text().splitlines():
             msec, duration, sent, body, status, request = line.split(" ", 5)
             out.append((float(msec), float(duration), int(sent), int(body), int(status), request.strip('"')))
+        return out
+
+    def served(self) -> list[tuple[int, int, int, str, str]]:
+        """Per response: (body bytes sent, status, connection serial, Range header or "", request line)."""
+        out = []
+        for line in (self.prefix / "ranges.log").read_text().splitlines():
+            body, status, connection, rest = line.split(" ", 3)
+            quoted = rest.split('"')  # ['', range, ' ', request, '']
+            asked = "" if quoted[1] == "-" else quoted[1]  # nginx logs an empty variable as -
+            out.append((int(body), int(status), int(connection), asked, quoted[3]))
         return out
 
     def requests(self) -> list[tuple[int, int, float, float, int, int, str]]:

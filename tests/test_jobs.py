@@ -450,5 +450,5 @@ def test_every_request_field_survives_a_job_record():
     from prefetch.flow.request import GetRequest
 
     request = GetRequest(names=["mnist"], urls=[{"url": "http://127.0.0.1/x.bin"}], include=["*.json"],
-                         limit_rate="2M", seed="s3://bucket/prefix", force=True)
+                         limit_rate="2M", seed="s3://bucket/prefix", force=True, nice=False)
     assert GetRequest.from_dict(json.loads(json.dumps(request.to_dict()))) == request

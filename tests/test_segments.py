@@ -181,12 +181,17 @@ def test_free_connection_splits_the_largest_segment(home, origin, tmp_path, cli)
     # (No upper bound here: a connection the client dropped after its segment was cut short
     # stays open on the server until the throttled writer notices, so the server may count 3.)
     assert origin.peak_connections > 1
-    # A stolen piece starts inside a range an earlier request had asked for.
+    # A stolen piece starts inside a segment another connection held: right where that
+    # connection's (last) request ends (issue 20: a split never cuts into a range already asked
+    # for, so the donor stops at its split point with its whole answer read; before, a piece
+    # started inside a range an earlier request had asked for, and those bytes were sent twice).
+    records = origin.data_requests(NAME)
     stolen = [
-        (s, e) for i, (s, e) in enumerate(spans)
-        if any(a < s and (b is None or s <= b) for a, b in spans[:i])
+        r for r in records
+        if any(q.client != r.client and range_of(q)[1] is not None and range_of(q)[1] + 1 == range_of(r)[0]
+               for q in records)
     ]
-    assert stolen
+    assert stolen, [(r.client, r.range) for r in records]
 
 
 # --------------------------------------------------------------------------- SIGKILL and resume

@@ -39,11 +39,12 @@ import click
 @click.option("--print-paths", "print_paths", is_flag=True,
               help="Print each placed path on its own line as its file lands (for | xargs); progress goes to stderr.")
 @click.option("-0", "--null", "null", is_flag=True, help="With --print-paths (implied): end each path with NUL, not newline (xargs -0).")
+@click.option("--nice/--no-nice", "nice", default=None, help="With -b: run the job at low CPU and I/O priority (default; $PREFETCH_NICE=0 turns it off).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors, seed,
         also_origin, connections, host_connections, sha256, md5, output, registries, include, exclude, root,
-        torch_hub, retries, timeout, fail_fast, print_paths, null, as_json, quiet, force=False):
+        torch_hub, retries, timeout, fail_fast, nice, print_paths, null, as_json, quiet, force=False):
     """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
     Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache;
     torchvision datasets (torchvision:CIFAR10) under --root and weights (torchvision:resnet50)
@@ -106,6 +107,7 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         # For hf:// names --cache-dir is the hub cache, as huggingface_hub's cache_dir= (a job
         # pins cache_dir to the Keras root, so the hub's gets its own field).
         hub_cache=cache_dir if cache_dir and any(n[:5].lower() == "hf://" for n in names) else None,
+        nice=nice,
     )
     if background:
         from prefetch.jobs import start_job

@@ -23,6 +23,7 @@ from prefetch.engine.stream import stream_body
 
 
 _OVERLAP = 64 << 10  # bytes asked again when a stream nothing can check resumes
+_PACE = 0.25  # a request asks for about this many seconds of the connection's bytes
 
 
 class Fetcher:
@@ -61,7 +62,10 @@ class Fetcher:
                         self.t.fatal = NetworkError(f"every source failed for {self.t.name}")
                 return
             try:
-                self.fetch(worker_id, seg, src, client, buffer)
+                # A request asks for a closed range (a window of the segment): the next one
+                # goes out on the same kept-alive connection while the segment lasts.
+                while self.fetch(worker_id, seg, src, client, buffer) and not self._step_back(worker_id):
+                    pass
                 self.t.release(seg)
             except Restart as exc:
                 self.t.release(seg)
@@ -121,17 +125,19 @@ class Fetcher:
             return t.active_workers - t.worker_limit > unanswered
 
     # -- one request -------------------------------------------------------
-    def fetch(self, worker: int, seg: Segment, src: Source, client, buffer: memoryview) -> None:
-        """Download ``seg`` from ``src`` until it is done, cut short, or fails."""
+    def fetch(self, worker: int, seg: Segment, src: Source, client, buffer: memoryview) -> bool:
+        """Download one window of ``seg`` from ``src``; True when it was read whole and more of ``seg`` remains."""
         headers: dict[str, str] = dict(self.t.opt.headers)
         with self.t.lock:
             start = seg.pos
             known_size = self.t.size
             ranged = self.t.ranges_ok
             generation = self.t.generation
+            ask_end = self._asked_end(seg, start) if ranged else seg.end
+            seg.asked_to, seg.asked_from, seg.asked_at = ask_end or 0, start, time.monotonic()
         overlap = 0
         if ranged:
-            last = "" if seg.end is None else str(seg.end - 1)
+            last = "" if ask_end is None else str(ask_end - 1)
             if start > 0 and self.t.sources.pinned is src and not (src.etag or src.last_modified):
                 # Nothing vouches that this answer is the same version as the bytes on
                 # disk (no hash, no validator): ask again for the last bytes we have, and
@@ -155,22 +161,44 @@ class Fetcher:
         try:
             src.effective_url = final_url
             answer = check_response(resp, start=start - overlap, known_size=known_size, src=src, ranged=ranged,
-                                    others=others, have_bytes=have_bytes, name=self.t.name, end=seg.end,
+                                    others=others, have_bytes=have_bytes, name=self.t.name, end=ask_end,
                                     hashed=self.t.algorithm is not None)
-            pinned_now = self._accept(answer, seg, src)
+            pinned_now = self._accept(answer, seg, src, ask_end)
             if answer.note:
                 self.t.note(answer.note)
             if pinned_now:
                 self.t.note(f"no expected hash and no ETag or Last-Modified from {host_of(src.url)}: one stream from "
                             f"it, since pieces from separate requests could mix versions of the file")
             stream_body(self.t, resp, seg, src, answer.first + overlap, buffer, generation,
-                        skip=answer.skip + overlap, compare=bool(overlap))
+                        skip=answer.skip + overlap, compare=bool(overlap), until=answer.end)
         finally:
             with self.t.lock:
                 self.t.responses.pop(worker, None)
             resp.close()
+        with self.t.lock:
+            return (not self.t.quitting(src, generation) and not self.t.interrupt.is_set()
+                    and seg.end is not None and seg.pos < seg.end)
 
-    def _accept(self, answer: Answer, seg: Segment, src: Source) -> bool:
+    def _asked_end(self, seg: Segment, start: int) -> int | None:
+        """Where this request's range ends (exclusive; None: open-ended). Callers hold the lock.
+
+        One connection (``--connections 1``, or one stream pinned) asks for the whole rest:
+        nobody splits it. Otherwise a closed range of what this connection will really
+        fetch: a first window while the size is unknown, then a share of what is left.
+        """
+        t = self.t
+        if t.opt.connections == 1 or t.sources.pinned is not None:
+            return seg.end
+        if seg.end is None:
+            return start + t.opt.first_request
+        if not t._splittable_locked():
+            return seg.end
+        workers = max(t.active_workers, t.opt.connections or t.opt.max_connections)  # the ramp may add more
+        return t.schedule.request_end(seg, start, remaining=t._remaining() or 0, workers=workers,
+                                      smallest=t._smallest_piece(), least=t.opt.request_min,
+                                      most=t.opt.request_max, paced=int(t.conn_rate * _PACE))
+
+    def _accept(self, answer: Answer, seg: Segment, src: Source, asked: int | None = None) -> bool:
         """Take in what an accepted answer tells: size, validators, a shorter range.
 
         Returns True when it pinned the transfer to one stream from ``src``.
@@ -195,15 +223,15 @@ class Fetcher:
                 self.t.size = answer.total
                 if answer.total is not None:
                     seg.end = answer.total if seg.end is None else min(seg.end, answer.total)
-                    if self.t.schedule.piece and self.t.ranges_ok:
-                        self.t.schedule.cut(seg, self.t.schedule.piece)
+                    if self.t.schedule.piece and self.t.ranges_ok:  # (never inside the range asked)
+                        self.t.schedule.cut(seg, max(self.t.schedule.piece, (answer.end or 0) - seg.pos))
                     self.t._preallocate_locked()
                 self.t.dirty = True
             if answer.first > seg.pos and seg.end is not None:
                 # The answer starts later than asked (honestly): the gap goes back to the schedule.
                 self.t.schedule.add(seg.pos, answer.first)
                 seg.pos = seg.start = answer.first
-            if answer.end is not None and seg.end is not None and answer.end < seg.end:
+            if answer.end is not None and seg.end is not None and answer.end < min(seg.end, asked or seg.end):
                 # The server sent a shorter range than asked: leave the rest to others.
                 self.t.schedule.add(answer.end, seg.end)
                 seg.end = answer.end

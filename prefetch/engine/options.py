@@ -18,6 +18,12 @@ class TransferOptions:
     initial_connections: int = 8
     min_split: int = 512 << 10  # never split into pieces smaller than this (nor than latency x rate)
     chunk_size: int = 512 << 10  # the largest read (a read returns what has arrived)
+    # Each request asks for a closed range: the first (size unknown) for first_request
+    # bytes, then a share of what is left between request_min and request_max. With one
+    # connection (--connections 1, or one stream) a request asks for the whole rest.
+    first_request: int = 1 << 20
+    request_min: int = 1 << 20
+    request_max: int = 64 << 20
     # Give up on a source after this many seconds without a byte (a third of it when
     # it does not resolve, refuses connections or answers a web page): --timeout.
     timeout: float = 30.0
@@ -107,6 +113,9 @@ _ENV_KNOBS = [
     ("backoff_cap", "PREFETCH_BACKOFF_CAP", float),
     ("retry_after_cap", "PREFETCH_RETRY_AFTER_CAP", float),
     ("min_split", "PREFETCH_MIN_SPLIT", int),
+    ("first_request", "PREFETCH_FIRST_REQUEST", int),
+    ("request_min", "PREFETCH_REQUEST_MIN", int),
+    ("request_max", "PREFETCH_REQUEST_MAX", int),
     ("demote_window", "PREFETCH_DEMOTE_WINDOW", float),
     ("revive_after", "PREFETCH_REVIVE_AFTER", float),
     ("max_connections", "PREFETCH_MAX_CONNECTIONS", int),

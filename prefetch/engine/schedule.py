@@ -8,6 +8,7 @@ gets when the user did not say. Both are driven by the transfer, under its lock.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -23,6 +24,9 @@ class Segment:
     end: int | None  # None: until the end of an unknown-size body
     owner: int | None = None  # the worker fetching it
     reading_to: int = 0  # the owner's read in flight may fill bytes up to here: never split below
+    asked_to: int = 0  # the owner's request in flight ends here: a split below it would be streamed past
+    asked_from: int = 0  # ... it started here ...
+    asked_at: float = 0.0  # ... at this time (monotonic): the owner's own rate since
 
 
 class Schedule:
@@ -35,6 +39,11 @@ class Schedule:
         # connection then moves on to the next piece, the faster ones take more pieces,
         # and the tail waits for one piece at most, never for a slow connection's half.
         self.piece: int | None = None
+        # A split inside the range an owner already asked for cuts its answer short: the
+        # server sends on until it sees the connection close, bytes nobody uses. Only for a
+        # straggler: an owner that, at its own rate, needs more than this many seconds for
+        # the rest of its answer (None: never).
+        self.patience: float | None = None
 
     def plan(self, size: int | None, done: RangeSet) -> None:
         """Pending segments for every gap (or one open-ended probe when size is unknown)."""
@@ -103,9 +112,35 @@ class Schedule:
             return None
         # The owner's read in flight may fill bytes up to reading_to: split beyond that.
         mid = max(seg.pos + remaining // 2, seg.reading_to)
-        if seg.end - mid < smallest:
+        # Its request asked for bytes up to asked_to: split beyond that too, so the owner
+        # stops exactly at its new end, its whole answer read (nothing sent past it, the
+        # connection kept alive); inside it only when the owner has long to go (the tail).
+        if seg.end - max(mid, seg.asked_to) >= smallest:
+            return max(mid, seg.asked_to)
+        if mid >= seg.asked_to or self.patience is None or seg.end - mid < smallest:
+            return None
+        elapsed = time.monotonic() - seg.asked_at
+        if elapsed < self.patience or seg.asked_to - seg.pos <= (seg.pos - seg.asked_from) / elapsed * self.patience:
             return None
         return mid
+
+    def request_end(self, seg: Segment, start: int, *, remaining: int, workers: int, smallest: int,
+                    least: int, most: int, paced: int | None = None) -> int:
+        """Where a request for ``seg`` from ``start`` should end (exclusive): what this connection will fetch.
+
+        A closed range sized to the connection's share of what is left (``remaining``
+        over twice the ``workers``) and to ``paced`` bytes (what the connection reads in
+        a short while: no split needs to cut into it), between ``least`` (and two
+        ``smallest`` pieces: the rest of a segment stays splittable for a new connection)
+        and ``most``; the owner asks for the next one on the same
+        connection when it is read. A split cuts into it only at the tail, from a slow
+        owner (``split_point``, ``patience``).
+        """
+        share = remaining // (2 * max(1, workers))  # (workers: the most this transfer may run)
+        window = max(least, 2 * smallest, min(most, share, paced or most))
+        if seg.end - (start + window) < smallest:
+            return seg.end  # never leave a runt for one more request
+        return start + window
 
     def has_work(self, smallest: int) -> bool:
         """A new worker would find something: a pending segment or one worth splitting."""

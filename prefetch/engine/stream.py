@@ -44,8 +44,9 @@ class StallWatch:
 
 
 def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generation: int, *, skip: int = 0,
-                compare: bool = False) -> None:
-    """Read ``resp`` into the file from offset ``pos`` until ``seg`` ends (or the transfer stops).
+                compare: bool = False, until: int | None = None) -> None:
+    """Read ``resp`` into the file from offset ``pos`` until ``seg`` ends, or ``until`` (where
+    the answer ends), or the transfer stops.
 
     ``skip``: body bytes to drop first (an answer that started before ``pos``);
     ``compare``: they must equal the bytes already on disk there, else the remote
@@ -87,7 +88,7 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
         # stealer must leave alone, stay few.
         want = min(len(buffer), max(_FIRST_READ, 2 * last))
         with transfer.lock:
-            end = seg.end
+            end = seg.end if until is None or (seg.end is not None and seg.end < until) else until
             if end is not None:
                 if pos >= end:
                     return

@@ -40,6 +40,7 @@ from prefetch.engine.demotion import SourceHandling
 _STOP_GRACE = 0.8  # seconds a stop waits for workers before returning (they cannot write after)
 _HASH_THREAD_AFTER = 4 << 20  # bytes of contiguous prefix before the hash follows in its own thread
 _RATE_STEP = 0.05  # seconds between looks at the sources' rates (cheap: a few sources)
+_STRAGGLER = 1.0  # seconds: a connection this far from the end of its answer may have it split
 
 
 def download_to_part(
@@ -269,6 +270,7 @@ class _Transfer(SourceHandling):
                     )
                 now = time.monotonic()
                 self.conn_rate = recent.update(now, self.downloaded) / max(1, alive)
+                self.schedule.patience = max(_STRAGGLER, 4 * (self.latency or 0.0))
                 if not (self.size is not None and self.ranges_ok) or self.sources.pinned is not None:
                     target = 1  # a probe first; no Range support, or one stream: one connection
                 elif ramp is None:

@@ -56,6 +56,7 @@ class GetRequest:
     root: str | None = None  # torchvision datasets' root (default ./data, as in torchvision's examples)
     torch_hub: bool = False  # URL downloads go to torch.hub's checkpoints dir, checked by the name's sha256 prefix
     host_connections: int | None = None  # connections to one host, all files together (default 32)
+    nice: bool | None = None  # a -b worker at low CPU and I/O priority (None: $PREFETCH_NICE, default yes)
 
     def to_dict(self) -> dict:
         """The request as stored in a job record: header values (credentials) left out."""
@@ -100,6 +101,7 @@ _REQUEST_TYPES = {
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
     "include": list, "exclude": list, "hub_cache": str, "ms_cache": str, "nltk_data": str, "retries": int,
     "timeout": (int, float), "host_connections": int, "root": str, "torch_hub": bool,
+    "nice": bool,
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 

@@ -60,6 +60,8 @@ def describe_request(request) -> str:
         parts += ["--exclude", pattern]
     if request.fail_fast:
         parts.append("--fail-fast")
+    if request.nice is False:
+        parts.append("--no-nice")
     from prefetch.flow.planners.urls import describe_url_options
 
     parts += describe_url_options(request)
@@ -70,7 +72,7 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     """Make a request independent of the current directory and environment.
 
     A job may be resumed from another directory or a fresh shell: relative paths
-    become absolute, the Keras root and the default dataset mirror are fixed now,
+    become absolute, the Keras root, the default dataset mirror and ``PREFETCH_NICE`` are fixed now,
     and each kind of name fixes what it reads from the environment (its planner's ``pin``).
     """
     from dataclasses import replace
@@ -79,6 +81,8 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     from prefetch.flow.planners import PLANNERS
 
     env = os.environ if env is None else env
+    from prefetch.jobs.priority import nice_from_env
+
     mirrors = _pin_mirrors(request, env)
     request = replace(
         request,
@@ -87,6 +91,7 @@ def pin_request(request, env: Mapping[str, str] | None = None):
         output=_absolute_keeping_slash(request.output) if request.output else None,
         registries=[str(expand_path(r, "--registry").absolute()) for r in request.registries],
         mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(mirrors)),
+        nice=nice_from_env(env) if request.nice is None else request.nice,
     )
     for planner in PLANNERS:
         request = planner.pin(request, env)

@@ -78,6 +78,8 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
 
     env = os.environ if env is None else env
     record = jobs.load_record(job_id, env)
+    # Before any thread starts: Linux keeps nice and the I/O class per thread, new ones inherit.
+    manners = _lower_priority(record)
     run_lock = jobs.hold_run_lock(job_id, env)  # held until this process ends: proof of identity for cancel
     if run_lock is None:
         print(f"prefetch worker: another worker runs job {job_id}", file=sys.stderr)
@@ -91,7 +93,7 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
         claimed = progress.claim()
         if claimed is not None:
             return claimed
-        progress.log_line(f"job {job_id} running (pid {os.getpid()}, attempt {record.attempts})")
+        progress.log_line(f"job {job_id} running (pid {os.getpid()}, attempt {record.attempts}, {manners})")
         code = _run(record, progress, stop=stop, signalled=signalled, env=env)
     except BaseException as exc:  # noqa: BLE001 - a bug: record it, keep the traceback in the log
         import traceback
@@ -103,6 +105,15 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
     progress.log_line(f"job {job_id} {progress.final_state} exit={code} in {elapsed:.1f}s")
     log.close()
     return code
+
+
+def _lower_priority(record) -> str:
+    """Nice 19 and the idle I/O class unless the request said ``--no-nice``; what was done, for the log."""
+    if isinstance(record.request, dict) and record.request.get("nice") is False:
+        return "normal priority (--no-nice)"
+    from prefetch.jobs.priority import lower_priority
+
+    return lower_priority()
 
 
 def _open_log(record, env: Mapping[str, str]) -> TextIO:

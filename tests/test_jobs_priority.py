@@ -1,0 +1,91 @@
+"""A background worker's priority: nice 19 and the idle I/O class by default; --no-nice and PREFETCH_NICE=0.
+
+Each test starts a real detached worker against a throttled loopback origin and reads
+every one of its threads' nice value from /proc and its I/O class with the ioprio_get
+syscall, while it downloads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.test_jobs import job_id_from, poll, record, stop_leftover_workers, synth  # noqa: F401 - fixtures
+
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}[os.uname().machine]
+IDLE = 3
+
+
+def io_class(tid: int) -> int:
+    """The I/O scheduling class of thread ``tid`` (0 = none set: follows its nice, "best effort")."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    value = libc.syscall(IOPRIO_GET, 1, tid)  # IOPRIO_WHO_PROCESS
+    assert value >= 0, os.strerror(ctypes.get_errno())
+    return value >> 13
+
+
+def nice_of(tid: int) -> int:
+    """Field 19 of /proc/TID/stat (after the parenthesised command name)."""
+    stat = Path(f"/proc/{tid}/stat").read_text()
+    return int(stat.rpartition(")")[2].split()[16])
+
+
+def worker_threads(pid: int) -> list[int]:
+    return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+
+
+def start_downloading_job(cli, synth, origin, *args: str, env: dict | None = None) -> tuple[str, int]:
+    """A job that downloads slowly with two connections: (job id, worker pid) once bytes arrive."""
+    registry, _ = synth
+    origin.rate = 100_000
+    started = cli("get", "synth", "--registry", str(registry), "--connections", "2", *args, "-b", env=env)
+    assert started.returncode == 0, started.stderr
+    job_id = job_id_from(started.stdout)
+    poll(lambda: record(job_id).files[0].bytes > 0, what="bytes on disk")
+    pid = record(job_id).pid
+    poll(lambda: len(worker_threads(pid)) >= 3, what="the worker's connection threads")
+    return job_id, pid
+
+
+def test_a_background_worker_runs_at_nice_19_in_the_idle_io_class(synth, origin, cli):
+    job_id, pid = start_downloading_job(cli, synth, origin)
+    threads = worker_threads(pid)
+    assert {nice_of(t) for t in threads} == {19}, threads  # every thread: the downloading ones too
+    assert {io_class(t) for t in threads} == {IDLE}
+    log = record(job_id).log_path.read_text(encoding="utf-8")
+    assert "nice 19, I/O class idle" in log, log
+    assert "--no-nice" not in record(job_id).command
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_no_nice_and_prefetch_nice_0_keep_normal_priority_across_a_resume(synth, origin, cli, how):
+    own_nice, own_class = os.getpriority(os.PRIO_PROCESS, 0), io_class(os.getpid())
+    assert own_class != IDLE and own_nice < 19
+    env = dict(os.environ, PREFETCH_NICE="0") if how == "env" else None
+    job_id, pid = start_downloading_job(cli, synth, origin, *(["--no-nice"] if how == "flag" else []), env=env)
+    threads = worker_threads(pid)
+    assert {nice_of(t) for t in threads} == {own_nice}
+    assert {io_class(t) for t in threads} == {own_class}
+    assert record(job_id).command.endswith("--no-nice -b")  # how to run it again, said in `status`
+    log = record(job_id).log_path.read_text(encoding="utf-8")
+    assert "normal priority (--no-nice)" in log, log
+
+    # The choice is the job's: a resume from a shell without the variable keeps it.
+    assert cli("cancel", job_id).returncode == 0
+    resumed = cli("resume", job_id)
+    assert resumed.returncode == 0, resumed.stderr
+    pid = poll(lambda: (r := record(job_id)).state == "running" and r.pid != pid and r.pid, what="a new worker")
+    poll(lambda: len(worker_threads(pid)) >= 2, what="the resumed worker's threads")
+    assert {nice_of(t) for t in worker_threads(pid)} == {own_nice}
+    assert {io_class(t) for t in worker_threads(pid)} == {own_class}
+
+
+def test_a_bad_prefetch_nice_is_a_usage_error_and_starts_nothing(synth, cli):
+    registry, _ = synth
+    result = cli("get", "synth", "--registry", str(registry), "-b", env=dict(os.environ, PREFETCH_NICE="maybe"))
+    assert result.returncode == 2
+    assert "PREFETCH_NICE='maybe'" in result.stderr
+    assert "started job" not in result.stdout
