@@ -3,6 +3,7 @@
 Owns:
     transfer.py       ``download_to_part``: generations of workers until the file is whole
     demotion.py       dropping a source that disagrees, demoting one far slower than the rest
+    part_state.py     the .part, its running hash and its state snapshots during a transfer
     options.py        ``TransferOptions``/``TransferResult`` (connections, deadlines, headers)
     schedule.py       which byte ranges go to which connection; the ramp; the route judge
     sources.py        several URLs for one file: health, demotion, restarts

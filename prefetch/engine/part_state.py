@@ -1,0 +1,76 @@
+"""The ``.part``, its running hash and its state file while a transfer runs (a part of ``transfer._Transfer``).
+
+Truncating and preallocating the file, closing it when the last worker leaves, the
+contiguous prefix the hash has covered, and snapshots of the state saved beside it.
+"""
+
+from __future__ import annotations
+
+from prefetch.engine.ranges import RangeSet
+from prefetch.engine.resume_state import TransferState
+
+
+class PartAndState:
+    """Mixed into ``_Transfer``: uses its lock, file, done ranges, hash, sources and saver."""
+
+    def _truncate(self) -> None:
+        self.file.truncate()
+        self.size = None
+        self.done = RangeSet()
+        self.reused = 0  # bytes from an earlier run are gone: report what this run really reused
+        self.saver.synced = 0
+        self.sources.forget()
+        self.dirty = True
+
+    def _preallocate_locked(self) -> None:
+        if self.opt.preallocate and self.size:
+            self.file.preallocate(self.size, needed=self._remaining())
+
+    def _remaining(self) -> int | None:
+        return None if self.size is None else self.size - self.done.total()
+
+    def _close_part(self) -> None:
+        """Close the ``.part`` now, or, while a worker still runs, when the last one leaves."""
+        with self.lock:
+            self.closing = True
+            if self.active_workers:
+                return
+        self.file.close()
+
+    def worker_left(self, worker_id: int) -> None:
+        """A worker thread ends (its very last step)."""
+        if self.host is not None:
+            self.host.release()
+        with self.lock:
+            self.answered.discard(worker_id)
+            self.active_workers -= 1
+            self.wake.notify_all()
+            last = self.closing and not self.active_workers
+        if last:
+            self.file.close()
+
+    def _prefix_end(self) -> int:
+        return self.done.prefix_end()  # (self.done is replaced when the file starts over)
+
+    def _catch_up_hash(self) -> None:
+        self.hash.catch_up(self._prefix_end, self.lock)
+
+    def _snapshot(self, force: bool) -> tuple[TransferState, int, int | None] | None:
+        """(the state to save, bytes done in it, the .part's fd), or None when nothing changed."""
+        with self.lock:
+            if not (self.dirty or force):
+                return None
+            self.dirty = False
+            state = TransferState(urls=self.urls, size=self.size, ranges=self.ranges_ok,
+                                  validators={s.url: s.validators() for s in self.sources.all},
+                                  done=self.done.as_list(), algorithm=self.algorithm)
+            return state, self.done.total(), self.file.fd
+
+    def _save_soon(self) -> None:
+        self.saver.save_soon(lambda: self._snapshot(False))
+
+    def _join_saver(self) -> None:
+        self.saver.join()
+
+    def _save_state(self, *, force: bool = False) -> None:
+        self.saver.save(self._snapshot(force))
