@@ -14,11 +14,10 @@ import os
 import time
 from pathlib import Path
 
-from prefetch.errors import LockTimeoutError
 from prefetch.hf import cache_layout
 from prefetch.hf.names import HubRepo
-from prefetch.fs.locks import hold_lock, lock_is_held
-from prefetch.operations.removal import remove_paths
+from prefetch.fs.locks import lock_is_held
+from prefetch.operations.removal import remove_paths, remove_unless_busy
 
 
 def remove_repos(repos: list[HubRepo], result, *, root: Path, state: Path, dry_run: bool) -> None:
@@ -30,21 +29,7 @@ def remove_repos(repos: list[HubRepo], result, *, root: Path, state: Path, dry_r
             continue
         explicit = "@" in repo.label
         paths = _revision_paths(folder, repo) if explicit else [(folder, "repo"), (root / ".locks" / repo.folder, "lock")]
-        if dry_run:
-            if lock_is_held(locks, folder):
-                result.skipped.append(_busy(folder))
-                continue
-            remove_paths(paths, result, dry_run=True)
-            continue
-        try:
-            with hold_lock(locks, folder, timeout=0):
-                remove_paths(paths, result, dry_run=False)
-        except LockTimeoutError:
-            result.skipped.append(_busy(folder))
-
-
-def _busy(folder: Path) -> str:
-    return f"{folder}: being downloaded; left alone (`prefetch cancel` its job first)"
+        remove_unless_busy(paths, folder, result, locks=locks, dry_run=dry_run)
 
 
 def _revision_paths(folder: Path, repo: HubRepo) -> list[tuple[Path, str]]:

@@ -11,11 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from prefetch.errors import LockTimeoutError
-from prefetch.fs.locks import hold_lock, lock_is_held
 from prefetch.ms.names import MsRepo, repo_dir, snapshot_dir
 from prefetch.ms.records import record_path
-from prefetch.operations.removal import remove_paths
+from prefetch.operations.removal import remove_unless_busy
 
 
 def remove_ms_repos(repos: list[tuple[MsRepo, bool]], result, *, root: Path, state: Path, dry_run: bool) -> None:
@@ -33,18 +31,4 @@ def remove_ms_repos(repos: list[tuple[MsRepo, bool]], result, *, root: Path, sta
             mine = sorted(records.glob(prefix + "*.complete")) if records.is_dir() else []
             paths = [(folder, "repo"), *((p, "record") for p in mine)]
         paths = [(p, what) for p, what in paths if os.path.lexists(p)]
-        if dry_run:
-            if lock_is_held(locks, folder):
-                result.skipped.append(_busy(folder))
-                continue
-            remove_paths(paths, result, dry_run=True)
-            continue
-        try:
-            with hold_lock(locks, folder, timeout=0):
-                remove_paths(paths, result, dry_run=False)
-        except LockTimeoutError:
-            result.skipped.append(_busy(folder))
-
-
-def _busy(folder: Path) -> str:
-    return f"{folder}: being downloaded; left alone (`prefetch cancel` its job first)"
+        remove_unless_busy(paths, folder, result, locks=locks, dry_run=dry_run)

@@ -12,7 +12,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prefetch.errors import LockTimeoutError
 from prefetch.fs import safefs
+from prefetch.fs.locks import hold_lock, lock_is_held
 
 
 @dataclass
@@ -76,3 +78,23 @@ def remove_paths(paths: list[tuple[Path, str]], result: RemoveResult, *, dry_run
         if not dry_run:
             safefs.remove_tree(path)  # a link itself; a tree without entering links
         result.removed.append(Removal(path=str(path), bytes=size, reason=kind))
+
+
+def remove_unless_busy(paths: list[tuple[Path, str]], folder: Path, result: RemoveResult, *, locks: Path,
+                       dry_run: bool) -> None:
+    """Remove ``paths`` (a repo's, or one revision's) holding ``folder``'s lock; a repo being downloaded is skipped."""
+    if dry_run:
+        if lock_is_held(locks, folder):
+            result.skipped.append(_busy(folder))
+            return
+        remove_paths(paths, result, dry_run=True)
+        return
+    try:
+        with hold_lock(locks, folder, timeout=0):
+            remove_paths(paths, result, dry_run=False)
+    except LockTimeoutError:
+        result.skipped.append(_busy(folder))
+
+
+def _busy(folder: Path) -> str:
+    return f"{folder}: being downloaded; left alone (`prefetch cancel` its job first)"
