@@ -4,6 +4,7 @@ Owns:
     request.py  ``GetRequest`` (what a job record stores), ``plan_request``, ``run_request``
     urls.py     plain URLs and ``-i`` lists (``URL#sha256=HEX``, ``out=``, ``dir=``)
     files.py    ``fetch_files``/``fetch_file``: the stages for each file, on a bounded pool
+    leftovers.py what a killed run left beside a file, each directory listed once per run
     options.py  ``FetchOptions``
 
 The CLI, the background worker and the Python API are three drivers of this flow.

@@ -6,7 +6,6 @@ and the background worker are two drivers of ``fetch_files``.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import replace
@@ -26,6 +25,7 @@ from prefetch.engine.transfer import download_to_part
 from prefetch.fs.hashing import check_hash
 from prefetch.flow.options import FetchOptions
 from prefetch.model.plans import FilePlan, FileResult
+from prefetch.flow.leftovers import LeftoverScan, extraction_lock, remove_leftovers
 
 
 
@@ -59,8 +59,11 @@ def fetch_file(
     records_dir: Path | None = None,
     on_event: EventSink = ignore_event,
     stop: threading.Event | None = None,
+    leftovers: LeftoverScan | None = None,
 ) -> FileResult:
     """Make ``plan`` true on disk: verified file(s) in place, archives extracted.
+
+    ``leftovers``: the run's directory listings, shared by its files (one per call if None).
 
     Raises:
         PrefetchError subclasses (network 3, integrity 4, filesystem 5, archive 6, interrupted 7).
@@ -84,7 +87,7 @@ def fetch_file(
         on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
 
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
-        _remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout)
+        remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout, scan=leftovers)
         expected = plan.spec.expected
         if not options.force and (placement.existing_is_good(plan, records_dir, on_event)
                                   or placement.adopt_copy(plan, on_event)):
@@ -311,47 +314,6 @@ def _drop_empty_partial(part: Path, state: Path) -> None:
         placement.discard(part, state)
 
 
-def _remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float) -> None:
-    """Delete temp files a killed run left for ``plan``; call it with the plan's lock held.
-
-    Half-written extraction dirs (``.NAME.extract-*``, ``.NAME.old-*``) and state or
-    alias temp files. The ``.part`` and its state stay: a resume continues from them.
-    An extraction dir can be shared by several files (cifar10 and cifar100 both extract
-    into ``datasets/``), so its temp dirs are only removed under that dir's extraction
-    lock: another file's extraction in progress is not a leftover.
-    """
-    from prefetch.fs.safefs import remove_own
-
-    def remove(spots) -> None:
-        # Names by prefix and suffix from one scandir per dir: a glob per file compiles a new
-        # pattern each time, which costs more than a small file's download.
-        for where, prefixes, suffix in spots:
-            try:
-                with os.scandir(where) as entries:
-                    found = [e.name for e in entries if e.name.startswith(prefixes) and e.name.endswith(suffix)
-                             and len(e.name) >= min(map(len, prefixes)) + len(suffix)]
-            except OSError:
-                continue
-            for name in found:
-                remove_own(where / name)  # another user's entry of that name is left alone
-
-    state = state_path(plan.final)
-    remove([(state.parent, (f".{state.name}.",), ".tmp")])  # replace_file's temp names
-    for alias in (*plan.also, *plan.decompress_to):
-        remove([(alias.parent, (f".{alias.name}.",), ".tmp")])
-    for into in plan.extract_into:
-        into = Path(os.path.abspath(into))
-        with _extraction_lock(locks_dir, into, timeout=lock_timeout):
-            remove([(where, (f".{into.name}.extract-", f".{into.name}.old-"), "")
-                    for where in (into.parent, into)])
-
-
-def _extraction_lock(locks_dir: Path, into: Path, *, timeout: float):
-    """The lock for extracting into ``into`` (taken after a file's own lock, never before)."""
-    key = Path(os.path.abspath(into))
-    return hold_lock(locks_dir, key.parent / f".{key.name}.extracting", timeout=timeout)
-
-
 def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: EventSink, result: FileResult, *,
                   locks_dir: Path, lock_timeout: float) -> None:
     """Extract archives and create the extra names, before the final name appears.
@@ -367,7 +329,7 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
         from prefetch.archive.extract import extract_archive
 
         on_event(Event(EventKind.EXTRACT, plan.label, message=f"extracting into {into}"))
-        with _extraction_lock(locks_dir, into, timeout=lock_timeout):
+        with extraction_lock(locks_dir, into, timeout=lock_timeout):
             extracted = extract_archive(data, into, protect=placement.own_paths(plan), verified=plan.spec.expected is not None)
         placement.write_marker(marker, into, extracted.entries)
         result.extracted.extend(str(into / e) for e in extracted.entries)
@@ -429,6 +391,8 @@ def fetch_files(
         if on_file_done is not None:
             on_file_done(index, result)
 
+    leftovers = LeftoverScan()  # each directory listed once for the whole run
+
     def run(index: int) -> None:
         plan = plans[index]
         try:
@@ -438,7 +402,7 @@ def fetch_files(
                 raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
             result = fetch_file(
                 plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted",
-                records_dir=state / "placed", on_event=on_event, stop=stop,
+                records_dir=state / "placed", on_event=on_event, stop=stop, leftovers=leftovers,
             )
         except PrefetchError as exc:
             result = _failed(plan, exc)

@@ -1,0 +1,74 @@
+"""What a killed run left beside a file: temp files and half-made extraction dirs, found and removed.
+
+A directory is listed once per run (``LeftoverScan``), not once per file: with
+thousands of files in one directory a listing per file costs more than their downloads.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from prefetch.cache.layout import state_path
+from prefetch.fs.locks import hold_lock
+from prefetch.fs.safefs import remove_own
+from prefetch.model.plans import FilePlan
+
+
+class LeftoverScan:
+    """The temp-looking names of each directory, listed the first time a file asks (thread-safe).
+
+    Leftovers are what a killed run left before this one: a name that appears during the
+    run is a live writer's, never listed. A listed name already gone is simply skipped.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dirs: dict[Path, list[str]] = {}
+
+    def names(self, where: Path) -> list[str]:
+        with self._lock:
+            if where not in self._dirs:
+                try:
+                    with os.scandir(where) as entries:
+                        self._dirs[where] = [e.name for e in entries if e.name.startswith(".") and (
+                            e.name.endswith(".tmp") or ".extract-" in e.name or ".old-" in e.name)]
+                except OSError:
+                    self._dirs[where] = []
+            return self._dirs[where]
+
+
+def remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float, scan: LeftoverScan | None = None) -> None:
+    """Delete temp files a killed run left for ``plan``; call it with the plan's lock held.
+
+    Half-written extraction dirs (``.NAME.extract-*``, ``.NAME.old-*``) and state or
+    alias temp files. The ``.part`` and its state stay: a resume continues from them.
+    An extraction dir can be shared by several files (cifar10 and cifar100 both extract
+    into ``datasets/``), so its temp dirs are only removed under that dir's extraction
+    lock: another file's extraction in progress is not a leftover.
+    """
+    scan = scan if scan is not None else LeftoverScan()
+
+    def remove(spots) -> None:
+        for where, prefixes, suffix in spots:
+            shortest = min(map(len, prefixes)) + len(suffix)
+            for name in scan.names(where):
+                if name.startswith(prefixes) and name.endswith(suffix) and len(name) >= shortest:
+                    remove_own(where / name)  # another user's entry of that name is left alone
+
+    state = state_path(plan.final)
+    remove([(state.parent, (f".{state.name}.",), ".tmp")])  # replace_file's temp names
+    for alias in (*plan.also, *plan.decompress_to):
+        remove([(alias.parent, (f".{alias.name}.",), ".tmp")])
+    for into in plan.extract_into:
+        into = Path(os.path.abspath(into))
+        with extraction_lock(locks_dir, into, timeout=lock_timeout):
+            remove([(where, (f".{into.name}.extract-", f".{into.name}.old-"), "")
+                    for where in (into.parent, into)])
+
+
+def extraction_lock(locks_dir: Path, into: Path, *, timeout: float):
+    """The lock for extracting into ``into`` (taken after a file's own lock, never before)."""
+    key = Path(os.path.abspath(into))
+    return hold_lock(locks_dir, key.parent / f".{key.name}.extracting", timeout=timeout)
