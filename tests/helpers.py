@@ -62,3 +62,27 @@ def sigkill_when(proc: subprocess.Popen, ready: Callable[[], bool], *, what: str
             proc.kill()
             proc.wait()
     assert proc.returncode == -signal.SIGKILL, f"prefetch ended (exit {proc.returncode}) before the kill {details()}"
+
+
+def serve_in_thread(handler, **attributes):
+    """A ``ThreadingHTTPServer`` on 127.0.0.1, port 0, serving ``handler`` in a daemon thread.
+
+    ``attributes`` are set on the server (the handler reaches its owner through them).
+    Returns (server, base URL); stop it with ``stop_server``.
+    """
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    for name, value in attributes.items():
+        setattr(server, name, value)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def stop_server(server) -> None:
+    """Stop a server started by ``serve_in_thread`` (None: nothing to do)."""
+    if server is not None:
+        server.shutdown()
+        server.server_close()

@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.origin import OriginServer
+from tests.helpers import serve_in_thread, stop_server
 
 _TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 
@@ -89,18 +90,11 @@ class HubServer:
     # -- lifecycle --------------------------------------------------------------
     def __enter__(self) -> "HubServer":
         self.cdn.start()
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        server.daemon_threads = True
-        server.hub = self
-        self._server = server
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._server, self.url = serve_in_thread(_Handler, hub=self)
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        stop_server(self._server)
         self.cdn.stop()
 
     # -- content ----------------------------------------------------------------

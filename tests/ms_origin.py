@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.origin import OriginServer
 from tests.hub_origin import _parse_range
+from tests.helpers import serve_in_thread, stop_server
 
 
 @dataclass
@@ -71,18 +72,11 @@ class MsServer:
 
     def __enter__(self) -> "MsServer":
         self.cdn.start()
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        server.daemon_threads = True
-        server.ms = self
-        self._server = server
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._server, self.url = serve_in_thread(_Handler, ms=self)
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        stop_server(self._server)
         self.cdn.stop()
 
     def add_repo(self, repo_id: str, files: dict[str, bytes], *, kind: str = "models", private: bool = False,
