@@ -14,6 +14,7 @@ import time
 from prefetch.errors import NetworkError
 from prefetch.net.failures import Failure, TransientHTTPError
 from prefetch.net.http import open_url
+from prefetch.net.splice import Pipe
 from prefetch.net.urls import host_of
 from prefetch.engine.response_check import Answer, check_response
 from prefetch.engine.retry import CROWDED
@@ -23,6 +24,7 @@ from prefetch.engine.stream import stream_body
 
 
 _OVERLAP = 64 << 10  # bytes asked again when a stream nothing can check resumes
+_SPLICE_FROM = 1 << 20  # bodies this long open the worker's pipe (a small file never needs one)
 _PACE = 0.25  # a request asks for about this many seconds of the connection's bytes
 
 
@@ -32,9 +34,12 @@ class Fetcher:
     def __init__(self, transfer) -> None:
         self.t = transfer
 
+    pipe: Pipe | None = None
+
     def run(self, worker_id: int) -> None:
         client = self.t.client_factory(timeouts=self.t.opt.timeouts, resolve=self.t.opt.resolve)
         buffer = memoryview(bytearray(self.t.opt.chunk_size))
+        self.pipe: Pipe | None = None  # opened for the first large plain-HTTP body (net/splice.py)
         try:
             self._loop(worker_id, client, buffer)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
@@ -44,6 +49,8 @@ class Fetcher:
                 self.t.wake.notify_all()
         finally:
             client.close()
+            if self.pipe is not None:
+                self.pipe.close()
             self.t.worker_left(worker_id)
 
     def _loop(self, worker_id: int, client, buffer: memoryview) -> None:
@@ -148,7 +155,8 @@ class Fetcher:
                 headers.update(src.validator_headers())
         asked = time.monotonic()
         resp, final_url = open_url(client, src.effective_url or src.url, headers=headers, timeouts=self.t.opt.timeouts)
-        latency = time.monotonic() - asked
+        # (from when the request went out: the first one also imports requests and opens its session)
+        latency = time.monotonic() - max(asked, getattr(client, "sent_at", 0.0))
         with self.t.lock:
             self.t.responses[worker] = resp
             self.t.answered.add(worker)
@@ -169,8 +177,9 @@ class Fetcher:
             if pinned_now:
                 self.t.note(f"no expected hash and no ETag or Last-Modified from {host_of(src.url)}: one stream from "
                             f"it, since pieces from separate requests could mix versions of the file")
+            self._pipe_for(answer, final_url)
             stream_body(self.t, resp, seg, src, answer.first + overlap, buffer, generation,
-                        skip=answer.skip + overlap, compare=bool(overlap), until=answer.end)
+                        skip=answer.skip + overlap, compare=bool(overlap), until=answer.end, pipe=self.pipe)
         finally:
             with self.t.lock:
                 self.t.responses.pop(worker, None)
@@ -178,6 +187,14 @@ class Fetcher:
         with self.t.lock:
             return (not self.t.quitting(src, generation) and not self.t.interrupt.is_set()
                     and seg.end is not None and seg.pos < seg.end)
+
+    def _pipe_for(self, answer: Answer, url: str) -> None:
+        """Open the worker's pipe for a plain-HTTP body worth splicing; empty it when a move was cut short."""
+        if self.pipe is not None:
+            self.pipe = self.pipe.clean()
+        elif (self.t.opt.splice and url[:5].lower() == "http:" and answer.end is not None
+              and answer.end - answer.first >= _SPLICE_FROM):
+            self.pipe = Pipe.open()
 
     def _asked_end(self, seg: Segment, start: int) -> int | None:
         """Where this request's range ends (exclusive; None: open-ended). Callers hold the lock.
@@ -193,7 +210,8 @@ class Fetcher:
             return start + t.opt.first_request
         if not t._splittable_locked():
             return seg.end
-        workers = max(t.active_workers, t.opt.connections or t.opt.max_connections)  # the ramp may add more
+        # The most this transfer may run: the ramp may add more until it has settled.
+        workers = max(t.active_workers, t.opt.connections or t.planned_workers or t.opt.max_connections)
         return t.schedule.request_end(seg, start, remaining=t._remaining() or 0, workers=workers,
                                       smallest=t._smallest_piece(), least=t.opt.request_min,
                                       most=t.opt.request_max, paced=int(t.conn_rate * _PACE))

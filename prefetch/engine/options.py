@@ -47,6 +47,9 @@ class TransferOptions:
     state_interval: float = 0.5
     progress_interval: float = 0.25
     preallocate: bool = True
+    # Plain-HTTP bodies move from the socket to the file with splice (Linux; net/splice.py);
+    # PREFETCH_SPLICE=0 reads them through Python's buffer instead.
+    splice: bool = True
     sync_data: bool = True  # fdatasync the .part before a state save that records new ranges
     # Connections to one host from all the files of a run together (engine/hosts.py); a 429/503
     # from the host lowers it. PREFETCH_HOST_CONNECTIONS, --host-connections.
@@ -124,6 +127,7 @@ _ENV_KNOBS = [
     ("long_route_connections", "PREFETCH_LONG_ROUTE_CONNECTIONS", int),
     ("piece_size", "PREFETCH_PIECE_SIZE", int),
     ("host_connections", "PREFETCH_HOST_CONNECTIONS", int),
+    ("splice", "PREFETCH_SPLICE", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),
 ]
 
 

@@ -47,6 +47,28 @@ class PartFile:
         except OSError as exc:
             raise local_error(exc, self.path, needed=needed() if needed else None) from None
 
+    def write_from_pipe(self, pipe, n: int, pos: int, *, needed=None) -> None:
+        """Write the ``n`` bytes waiting in ``pipe`` (``net/splice.py``) at offset ``pos``.
+
+        A filesystem that refuses ``splice`` gets them through a read and ``pwrite``.
+        """
+        from prefetch.net.splice import splice_out
+
+        try:
+            try:
+                splice_out(pipe, self.fd, n, pos)
+            except OSError as exc:
+                if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV) or not pipe.pending:
+                    raise
+                done = n - pipe.pending
+                while pipe.pending:
+                    data = os.read(pipe.r, pipe.pending)
+                    pipe.pending -= len(data)
+                    os.pwrite(self.fd, data, pos + done)
+                    done += len(data)
+        except OSError as exc:
+            raise local_error(exc, self.path, needed=needed() if needed else None) from None
+
     def truncate(self) -> None:
         """Empty it: the download starts over."""
         try:

@@ -203,12 +203,20 @@ class Ramp:
     added connections pay: a step is judged only once every running worker has had
     an answer (on a 200 ms route a new connection needs a few round trips before it
     delivers anything), then over ``ramp_interval`` seconds; when that window's rate
-    beats the previous step's by ``ramp_gain`` it doubles again, otherwise it stays
-    where it is. Per-connection throttling (most CDNs, long fat routes) rewards every
-    connection and the ramp runs to the cap; on a link that one connection already
-    fills it stops at the first step. On a long route it does not step: it opens
-    ``long_route_connections`` together as soon as the first answer shows the route.
+    beats the previous step's by ``ramp_gain`` it doubles again. Per-connection
+    throttling (most CDNs, long fat routes) rewards every connection and the ramp runs
+    to the cap. On a long route it does not step: it opens ``long_route_connections``
+    together as soon as the first answer shows the route.
+
+    A doubling that brings nothing (less than ``_NO_GAIN``: the link, or the CPU, was
+    already the limit) goes back to the count before it and then halves while halving
+    costs less than ``ramp_gain`` of the rate, down to ``_FEWEST``: on loopback or a LAN,
+    where a connection is limited by the machine's CPU, not by the network, two
+    connections move the bytes as fast as sixteen for a fraction of the CPU.
     """
+
+    _NO_GAIN = 1.05
+    _FEWEST = 2
 
     def __init__(self, opt) -> None:
         self.opt = opt
@@ -219,6 +227,7 @@ class Ramp:
         self.step_started: float | None = None
         self.window: tuple[float, int] | None = None  # (start, bytes downloaded then)
         self.last_rate: float | None = None
+        self.descending = False  # halving: more connections did not pay
 
     def update(self, now: float, downloaded: int, *, alive: int, answered: int, latency: float,
                route: str | None = None) -> int:
@@ -232,6 +241,7 @@ class Ramp:
             self.judged_route = self.jumped = True
             self.target = max(self.target, min(self.opt.max_connections, self.opt.long_route_connections))
             self.done = self.target >= self.opt.max_connections
+            self.descending = False
         if self.jumped and route == "short":
             # The first answer was slow by accident (a loaded machine), the next ones are
             # not: back to stepping from the start.
@@ -244,7 +254,10 @@ class Ramp:
         if self.step_started is None:
             self.step_started = now
         if self.window is None:
-            settled = alive >= self.target and answered >= alive
+            if self.descending:
+                settled = alive <= self.target  # the connections beyond the count have stepped back
+            else:
+                settled = alive >= self.target and answered >= alive
             if settled or now - self.step_started > 20 * max(self.opt.ramp_interval, latency):
                 self.window = (now, downloaded)
             return self.target
@@ -252,14 +265,44 @@ class Ramp:
         if now - start < max(self.opt.ramp_interval, 4 * latency):  # several round trips
             return self.target
         rate = (downloaded - base) / (now - start)
+        if self.descending:
+            return self._descend(now, rate)
         if alive < self.target or (self.last_rate is not None and rate < self.last_rate * self.opt.ramp_gain):
             self.done = True  # not enough work left to split, or the last step did not pay
+            if alive >= self.target and self.last_rate is not None and rate < self.last_rate * self._NO_GAIN \
+                    and route != "long":
+                # It brought nothing: the count before it is as good; try half of that.
+                before = self.target // 2
+                self.target = max(self._FEWEST, before // 2)
+                if self.target < before:
+                    self.last_rate = max(rate, self.last_rate)
+                    self.descending, self.done = True, False
+                    self._next_step(now)
+                else:
+                    self.target = before
             return self.target
         self.last_rate = rate
         self.target = min(self.opt.max_connections, self.target * 2)
         self.done = self.target >= self.opt.max_connections
-        self.step_started, self.window = now, None
+        self._next_step(now)
         return self.target
+
+    def _descend(self, now: float, rate: float) -> int:
+        """Judged a halved count: keep halving while it costs little, else back up and stop."""
+        if self.last_rate is not None and rate * self.opt.ramp_gain < self.last_rate:
+            self.target *= 2  # that halving cost rate: the count before it was right
+            self.done = True
+            return self.target
+        self.last_rate = max(rate, self.last_rate or 0.0)
+        if self.target <= self._FEWEST:
+            self.done = True
+            return self.target
+        self.target = max(self._FEWEST, self.target // 2)
+        self._next_step(now)
+        return self.target
+
+    def _next_step(self, now: float) -> None:
+        self.step_started, self.window = now, None
 
 
 class RateMeter:

@@ -44,13 +44,15 @@ class StallWatch:
 
 
 def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generation: int, *, skip: int = 0,
-                compare: bool = False, until: int | None = None) -> None:
+                compare: bool = False, until: int | None = None, pipe=None) -> None:
     """Read ``resp`` into the file from offset ``pos`` until ``seg`` ends, or ``until`` (where
     the answer ends), or the transfer stops.
 
     ``skip``: body bytes to drop first (an answer that started before ``pos``);
     ``compare``: they must equal the bytes already on disk there, else the remote
-    changed (``Restart``).
+    changed (``Restart``). ``pipe``: the worker's ``net.splice.Pipe`` (None: none):
+    a plain-HTTP body then moves from the socket to the file in the kernel, in reads
+    of up to the pipe's size, after its first read (which empties http.client's buffer).
 
     ``transfer`` provides ``lock``, ``opt``, ``limiter``, ``quitting(src, generation)``,
     ``write_at(data, pos, generation)`` and ``record(seg, src, pos, n, generation)``.
@@ -62,6 +64,8 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
     stall = StallWatch(opt.stall_window, opt.stall_min_rate, host)
     limiter = opt.limiter
     last = _FIRST_READ
+    splice = getattr(resp, "splice_into", None) if pipe is not None else None
+    largest = max(len(buffer), pipe.size if splice is not None else 0)
     while skip > 0:
         if transfer.quitting(src, generation):
             return
@@ -86,7 +90,7 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
         # Ask for about twice what the last read brought (up to the buffer): reads stay
         # large on a fast link, and on a slow one the bytes in flight, which a work
         # stealer must leave alone, stay few.
-        want = min(len(buffer), max(_FIRST_READ, 2 * last))
+        want = min(largest, max(_FIRST_READ, 2 * last))
         with transfer.lock:
             end = seg.end if until is None or (seg.end is not None and seg.end < until) else until
             if end is not None:
@@ -102,7 +106,11 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
             # connection be a buffer ahead).
             limiter.wait(want)
         try:
-            n = resp.readinto(buffer[:want])
+            n = splice(pipe, want) if splice is not None else None
+            spliced = n is not None
+            if not spliced:
+                want = min(want, len(buffer))
+                n = resp.readinto(buffer[:want])
         except Exception as exc:  # http.client / socket errors while streaming
             if transfer.quitting(src, generation):
                 return  # the transfer (or a demotion) aborted this read on purpose
@@ -116,7 +124,8 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
                 return
             raise TransientHTTPError(f"{host}: connection closed at byte {pos} of {end}")
         last = n
-        if not transfer.write_at(buffer[:n], pos, generation):
+        if not (transfer.write_from_pipe(pipe, n, pos, generation) if spliced
+                else transfer.write_at(buffer[:n], pos, generation)):
             return
         if not transfer.record(seg, src, pos, n, generation):
             return  # bytes of a dropped source or an old generation are not trusted

@@ -141,6 +141,7 @@ class _Transfer(SourceHandling, PartAndState):
         self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
         self.worker_limit: int | None = None  # workers beyond this exit (the server asked for fewer)
+        self.planned_workers: int | None = None  # the ramp has settled on this many (None: it may add more)
         self.latency: float | None = None  # seconds from a request to its answer (moving average)
         self.route = host.route if host is not None else RouteJudge(options.long_route)  # learned once per host
         self.conn_rate = 0.0  # bytes/s per running connection, lately
@@ -287,6 +288,7 @@ class _Transfer(SourceHandling, PartAndState):
                         if ramp is not None:
                             ramp.done = True
                     self.worker_limit = target
+                    self.planned_workers = target if ramp is not None and ramp.done else None
                 # At most target - alive new workers per pass: a worker that exits at once
                 # (restart, fatal error, stop, nothing to split) must not make this spin.
                 for _ in range(max(0, target - alive)):
@@ -360,6 +362,13 @@ class _Transfer(SourceHandling, PartAndState):
         if self.closing or self.generation != generation:
             return False
         self.file.write_at(data, pos, needed=self._remaining)
+        return True
+
+    def write_from_pipe(self, pipe, n: int, pos: int, generation: int) -> bool:
+        """:meth:`write_at` for ``n`` bytes spliced into ``pipe`` (``net/splice.py``)."""
+        if self.closing or self.generation != generation:
+            return False
+        self.file.write_from_pipe(pipe, n, pos, needed=self._remaining)
         return True
 
     def record(self, seg: Segment, src: Source, pos: int, n: int, generation: int) -> bool:

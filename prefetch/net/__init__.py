@@ -11,6 +11,7 @@ Owns:
     proxies.py     the proxy a URL goes through (no password shown); a failing proxy named
     sniff.py       what a body is (a web page where data was promised)
     jsonapi.py     ``get_json``: a hub API's JSON GET with a few attempts (Hugging Face, ModelScope)
+    splice.py      a plain-HTTP body moved from the socket into the file in the kernel (Linux ``splice``)
 
 May import: ``errors``, ``model``. requests is imported lazily (start-up time).
 """

@@ -26,6 +26,7 @@ adds what a downloader needs on top:
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
@@ -75,6 +76,8 @@ class Response:
         self._on_done = on_done
         self._closed = False
         self._pushback = b""  # bytes :meth:`peek` read, served again first
+        self._drained = False  # http.client's read buffer is known to be empty (net/splice.py)
+        self._sock = None  # the plain socket to splice from (False: none)
         self.url = url
         self.status: int = resp.status_code
         self.headers = resp.headers
@@ -126,6 +129,33 @@ class Response:
         if len(buffer) > raw.length:
             buffer = memoryview(buffer)[: raw.length]
         n = raw.fp.readinto1(buffer)
+        # After this read, is the BufferedReader's own buffer empty? (net/splice.py)
+        self._drained = n < len(buffer) or len(buffer) > 2 * _buffer_size(raw.fp)
+        if not n:
+            import http.client
+
+            missing = raw.length
+            raw.close()
+            raise http.client.IncompleteRead(b"", missing)
+        raw.length -= n
+        if not raw.length:
+            raw.close()  # the whole body is read: the connection can serve the next request
+        return n
+
+    def splice_into(self, pipe, amount: int) -> int | None:
+        """Move up to ``amount`` body bytes from the socket into ``pipe`` (``net/splice.py``);
+        0 at the end; None when this response cannot (TLS, chunked, unknown length, bytes
+        still buffered in user space): read it with :meth:`readinto`."""
+        raw = self._raw
+        if not self._drained or self._pushback or raw.fp is None or raw.chunked or not raw.length:
+            return None
+        from prefetch.net.splice import plain_socket, splice_in
+
+        if self._sock is None:
+            self._sock = plain_socket(raw) or False
+        if not self._sock:
+            return None
+        n = splice_in(self._sock, pipe, min(amount, raw.length))
         if not n:
             import http.client
 
@@ -193,6 +223,21 @@ class Response:
         self.close()
 
 
+def _buffer_size(fp) -> float:
+    """The size of a C ``io.BufferedReader``'s buffer (its ``__sizeof__`` counts it), else infinity.
+
+    Its ``readinto1`` copies what is buffered (at most this much), then reads the socket
+    once straight into the caller's buffer when more than this is still wanted, leaving
+    its own buffer empty: so a read of more than twice this, or one that returns less
+    than asked, empties it.
+    """
+    import io
+
+    if type(fp) is not io.BufferedReader:
+        return float("inf")
+    return fp.__sizeof__() - type(fp).__basicsize__
+
+
 def _response_socket(raw):
     try:
         return raw.fp.raw._sock  # BufferedReader -> SocketIO -> socket
@@ -212,6 +257,7 @@ class Client:
         self._session = None
         self._verify: bool | str | None = None
         self._warm: set[tuple[str, str]] = set()  # (scheme, netloc) whose last response was read whole
+        self.sent_at = 0.0  # monotonic time the last request went out (after imports and session set-up)
 
     def _open_session(self):
         import requests
@@ -250,6 +296,7 @@ class Client:
         for attempt in (1, 2):
             reused = key in self._warm
             self._warm.discard(key)
+            self.sent_at = time.monotonic()
             try:
                 resp = session.request(method, url, headers=headers, stream=True, allow_redirects=False,
                                        timeout=(timeouts.connect, timeouts.read), verify=self._verify,

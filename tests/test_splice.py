@@ -1,0 +1,198 @@
+"""Plain-HTTP bodies moved into the ``.part`` with ``splice`` (``prefetch/net/splice.py``), the
+ramp stepping down when connections stop paying, and a request's latency measured from
+when it went out. Correctness only (speed is bench/run.py's job)."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from prefetch.engine.options import TransferOptions
+from prefetch.engine.schedule import Ramp
+from prefetch.engine.transfer import download_to_part
+from prefetch.net import splice
+from prefetch.net.http import Client, Timeouts
+from tests.origin import CloseAfter, OriginServer, StallAfter
+
+MIB = 1 << 20
+NAME = "data.bin"
+
+needs_splice = pytest.mark.skipif(splice.Pipe.open() is None, reason="no os.splice here (Linux only)")
+
+
+def payload(size: int, seed: int = 11) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+def fetch(tmp_path, url: str, **overrides):
+    part = tmp_path / "out.bin.part"
+    result = download_to_part(urls=[url], part=part, state_file=tmp_path / "out.bin.part.json",
+                              algorithm="sha256", options=TransferOptions.from_env(**overrides))
+    return result, part
+
+
+@pytest.fixture
+def spliced(monkeypatch):
+    """Counts the bytes that went through splice (socket -> pipe)."""
+    moved = []
+    real = splice.splice_in
+
+    def counting(sock, pipe, amount):
+        n = real(sock, pipe, amount)
+        moved.append(n)
+        return n
+
+    monkeypatch.setattr(splice, "splice_in", counting)
+    return moved
+
+
+@pytest.fixture
+def origin():
+    with OriginServer() as server:
+        yield server
+
+
+@needs_splice
+def test_a_plain_http_body_moves_through_the_kernel(origin, tmp_path, spliced):
+    data = payload(12 * MIB)
+    origin.put(NAME, data)
+    result, part = fetch(tmp_path, origin.url_for(NAME), connections=2)
+    assert part.read_bytes() == data
+    assert result.downloaded == len(data)
+    # Each body's first read goes through Python (it empties http.client's buffer), the rest is spliced.
+    assert sum(spliced) > len(data) // 2
+
+
+@needs_splice
+def test_splice_can_be_turned_off(origin, tmp_path, spliced):
+    assert TransferOptions.from_env({"PREFETCH_SPLICE": "0"}).splice is False
+    assert TransferOptions.from_env({}).splice is True
+    data = payload(6 * MIB)
+    origin.put(NAME, data)
+    result, part = fetch(tmp_path, origin.url_for(NAME), connections=2, splice=False)
+    assert part.read_bytes() == data
+    assert spliced == []
+
+
+@needs_splice
+@pytest.mark.parametrize("reset", [False, True])
+def test_a_connection_dropped_mid_splice_resumes_where_it_broke(origin, tmp_path, spliced, reset):
+    data = payload(8 * MIB)
+    origin.put(NAME, data)
+    origin.add_fault(CloseAfter(3 * MIB + 123, path=NAME, reset=reset))
+    result, part = fetch(tmp_path, origin.url_for(NAME), connections=1, backoff_base=0.01)
+    assert part.read_bytes() == data
+    assert result.downloaded == len(data)  # nothing fetched twice: the break was recorded exactly
+    assert sum(spliced) > 0
+    assert origin.pending_faults == []
+
+
+@needs_splice
+def test_a_stalled_spliced_body_times_out_and_resumes(origin, tmp_path, spliced):
+    data = payload(6 * MIB)
+    origin.put(NAME, data)
+    origin.add_fault(StallAfter(2 * MIB, seconds=5.0, path=NAME))
+    started = time.monotonic()
+    result, part = fetch(tmp_path, origin.url_for(NAME), connections=1, backoff_base=0.01,
+                         timeouts=Timeouts(connect=2.0, read=0.5))
+    assert part.read_bytes() == data
+    assert time.monotonic() - started < 4.5  # the read timeout, not the server, ended the stall
+    assert result.downloaded == len(data)
+    assert sum(spliced) > 0
+
+
+@needs_splice
+def test_the_pipe_between_socket_and_file_moves_exact_bytes(tmp_path):
+    """``splice_out`` writes what ``splice_in`` took, at the offset asked; a pipe left holding
+    bytes is replaced by ``clean``."""
+    import socket
+
+    a, b = socket.socketpair()
+    a.settimeout(1.0)
+    b.settimeout(1.0)
+    pipe = splice.Pipe.open()
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        b.sendall(b"x" * 1000)
+        n = splice.splice_in(a, pipe, 4096)
+        assert n == 1000 and pipe.pending == 1000
+        splice.splice_out(pipe, fd, n, 10)
+        assert pipe.pending == 0 and pipe.clean() is pipe
+        assert os.pread(fd, 2000, 0) == b"\0" * 10 + b"x" * 1000
+        with pytest.raises(socket.timeout):
+            splice.splice_in(a, pipe, 4096)  # nothing arrives within the socket's timeout
+        b.sendall(b"y" * 10)
+        splice.splice_in(a, pipe, 4096)
+        fresh = pipe.clean()
+        assert fresh is not pipe and fresh.pending == 0
+        fresh.close()
+        b.close()
+        assert splice.splice_in(a, fresh := splice.Pipe.open(), 4096) == 0  # EOF
+        fresh.close()
+    finally:
+        os.close(fd)
+        a.close()
+
+
+# -- the ramp steps down ------------------------------------------------------
+
+
+def drive(ramp: Ramp, rate_of, *, steps: int = 60, interval: float = 0.1) -> list[int]:
+    """Run ``ramp`` with every connection answered at once; ``rate_of(count)`` is the link's rate."""
+    now, downloaded, counts = 0.0, 0, []
+    target = ramp.target
+    for _ in range(steps):
+        target = ramp.update(now, downloaded, alive=target, answered=target, latency=0.001, route="short")
+        counts.append(target)
+        now += interval / 2
+        downloaded += int(rate_of(target) * interval / 2)
+    return counts
+
+
+def test_the_ramp_steps_down_when_more_connections_bring_nothing():
+    """A CPU-bound link (loopback, a LAN): the rate is the same at any count, so after the
+    first doubling shows no gain the ramp halves down to two connections."""
+    ramp = Ramp(TransferOptions(initial_connections=8, max_connections=32))
+    counts = drive(ramp, lambda n: 500e6)
+    assert 16 in counts and 32 not in counts
+    assert ramp.done and counts[-1] == 2
+
+
+def test_the_ramp_goes_back_up_when_fewer_connections_cost_rate():
+    """Each connection is worth 10 MB/s up to 8 of them (the link's rate beyond): 16 brings
+    nothing, 4 costs half, so the ramp settles at 8."""
+    ramp = Ramp(TransferOptions(initial_connections=8, max_connections=32))
+    counts = drive(ramp, lambda n: 10e6 * min(n, 8))
+    assert 4 in counts
+    assert ramp.done and counts[-1] == 8
+
+
+def test_the_ramp_still_climbs_while_connections_pay():
+    ramp = Ramp(TransferOptions(initial_connections=2, max_connections=16))
+    counts = drive(ramp, lambda n: 10e6 * n)
+    assert ramp.done and counts[-1] == 16 and min(counts) == 2
+
+
+def test_the_first_answers_latency_leaves_out_the_clients_own_set_up(origin, tmp_path):
+    """A first request that spends 0.3 s before it goes out (importing requests, opening its
+    session on a loaded machine) is no long route: the long-route jump stays off."""
+
+    class SlowStart(Client):
+        def request(self, url, **kwargs):
+            if self._session is None:
+                time.sleep(0.3)
+            return super().request(url, **kwargs)
+
+    data = payload(4 * MIB)
+    origin.put(NAME, data)
+    origin.rate = 2 * MIB
+    part = tmp_path / "out.bin.part"
+    result = download_to_part(urls=[origin.url_for(NAME)], part=part, state_file=tmp_path / "s.json",
+                              client_factory=SlowStart,
+                              options=TransferOptions(ramp_gain=100.0, max_connections=12, initial_connections=4,
+                                                      long_route_connections=12))
+    assert part.read_bytes() == data
+    assert result.connections < 12  # stepped (4, then 8), not the long-route jump to 12
