@@ -210,7 +210,7 @@ class Fetcher:
             return start + t.opt.first_request
         if not t._splittable_locked():
             return seg.end
-        # The most this transfer may run: the ramp may add more until it has settled.
+        # The most this transfer may run soon: what the ramp settled on, or its next step.
         workers = max(t.active_workers, t.opt.connections or t.planned_workers or t.opt.max_connections)
         return t.schedule.request_end(seg, start, remaining=t._remaining() or 0, workers=workers,
                                       smallest=t._smallest_piece(), least=t.opt.request_min,

@@ -141,7 +141,7 @@ class _Transfer(SourceHandling, PartAndState):
         self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
         self.worker_limit: int | None = None  # workers beyond this exit (the server asked for fewer)
-        self.planned_workers: int | None = None  # the ramp has settled on this many (None: it may add more)
+        self.planned_workers: int | None = None  # the most connections the ramp may run soon (None: max_connections)
         self.latency: float | None = None  # seconds from a request to its answer (moving average)
         self.route = host.route if host is not None else RouteJudge(options.long_route)  # learned once per host
         self.conn_rate = 0.0  # bytes/s per running connection, lately
@@ -288,7 +288,9 @@ class _Transfer(SourceHandling, PartAndState):
                         if ramp is not None:
                             ramp.done = True
                     self.worker_limit = target
-                    self.planned_workers = target if ramp is not None and ramp.done else None
+                    if ramp is not None and ramp.step_started is not None:  # (it has judged the route and the size)
+                        # its next step at most doubles the count
+                        self.planned_workers = target if ramp.done else min(self.opt.max_connections, 2 * target)
                 # At most target - alive new workers per pass: a worker that exits at once
                 # (restart, fatal error, stop, nothing to split) must not make this spin.
                 for _ in range(max(0, target - alive)):
