@@ -181,10 +181,9 @@ def test_the_first_answers_latency_leaves_out_the_clients_own_set_up(origin, tmp
     session on a loaded machine) is no long route: the long-route jump stays off."""
 
     class SlowStart(Client):
-        def request(self, url, **kwargs):
-            if self._session is None:
-                time.sleep(0.3)
-            return super().request(url, **kwargs)
+        def _open_session(self):
+            time.sleep(0.3)
+            return super()._open_session()
 
     data = payload(4 * MIB)
     origin.put(NAME, data)

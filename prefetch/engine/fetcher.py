@@ -153,10 +153,12 @@ class Fetcher:
             headers["Range"] = f"bytes={start - overlap}-{last}"
             if start > 0 or src.etag or src.last_modified:
                 headers.update(src.validator_headers())
+        url = src.effective_url or src.url
+        if hasattr(client, "prepare"):
+            client.prepare(url)  # (imports and session set-up are not the route's latency)
         asked = time.monotonic()
-        resp, final_url = open_url(client, src.effective_url or src.url, headers=headers, timeouts=self.t.opt.timeouts)
-        # (from when the request went out: the first one also imports requests and opens its session)
-        latency = time.monotonic() - max(asked, getattr(client, "sent_at", 0.0))
+        resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
+        latency = time.monotonic() - asked
         with self.t.lock:
             self.t.responses[worker] = resp
             self.t.answered.add(worker)

@@ -26,7 +26,6 @@ adds what a downloader needs on top:
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
@@ -257,7 +256,6 @@ class Client:
         self._session = None
         self._verify: bool | str | None = None
         self._warm: set[tuple[str, str]] = set()  # (scheme, netloc) whose last response was read whole
-        self.sent_at = 0.0  # monotonic time the last request went out (after imports and session set-up)
 
     def _open_session(self):
         import requests
@@ -296,7 +294,6 @@ class Client:
         for attempt in (1, 2):
             reused = key in self._warm
             self._warm.discard(key)
-            self.sent_at = time.monotonic()
             try:
                 resp = session.request(method, url, headers=headers, stream=True, allow_redirects=False,
                                        timeout=(timeouts.connect, timeouts.read), verify=self._verify,
@@ -335,6 +332,12 @@ class Client:
         if self._session is not None:
             self._session.close()
         self._warm.clear()
+
+    def prepare(self, url: str) -> None:
+        """Import requests and open the session now, before a request whose latency is timed
+        (the first one would otherwise count 0.1-0.4 s of imports as network)."""
+        if self._session is None and not is_file_url(url):
+            self._open_session()
 
     def __enter__(self) -> "Client":
         return self
