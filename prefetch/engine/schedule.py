@@ -160,8 +160,10 @@ class Schedule:
 class RouteJudge:
     """Is the route long? The first answers' latencies (request to first byte) say.
 
-    A first answer four times ``threshold`` or slower is a long route at once (no busy
-    machine delays loopback that much, routes abroad do: 2 round trips of 100-400 ms);
+    A first answer twice ``threshold`` or slower is a long route at once (a new
+    connection's first answer is two round trips, the handshake's and the request's, so
+    a route of ``threshold`` round trip or more; a busy machine seldom delays loopback
+    that much, and when it does the next answers turn it back, see :class:`Ramp`);
     a first answer merely above ``threshold`` waits for the next few ("long?"). The
     median of the first few answers confirms "long" or turns it "short" (one slow
     answer from a loaded machine is not a route abroad). ``route`` is None before any answer.
@@ -179,7 +181,7 @@ class RouteJudge:
             return self.route
         self.samples.append(latency)
         if self.route is None:
-            if latency >= 4 * self.threshold:
+            if latency >= 2 * self.threshold:
                 self.route = "long"
             else:
                 self.route = "long?" if latency >= self.threshold else "short"

@@ -1,6 +1,6 @@
-"""Plain-HTTP bodies moved into the ``.part`` with ``splice`` (``prefetch/net/splice.py``), the
-ramp stepping down when connections stop paying, and a request's latency measured from
-when it went out. Correctness only (speed is bench/run.py's job)."""
+"""A fast link: plain-HTTP bodies moved into the ``.part`` with ``splice`` (``prefetch/net/splice.py``),
+and the ramp stepping down when connections stop paying. Correctness only (speed is
+bench/run.py's job)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from prefetch.engine.options import TransferOptions
 from prefetch.engine.schedule import Ramp
 from prefetch.engine.transfer import download_to_part
 from prefetch.net import splice
-from prefetch.net.http import Client, Timeouts
+from prefetch.net.http import Timeouts
 from tests.origin import CloseAfter, OriginServer, StallAfter
 
 MIB = 1 << 20
@@ -176,9 +176,23 @@ def test_the_ramp_still_climbs_while_connections_pay():
     assert ramp.done and counts[-1] == 16 and min(counts) == 2
 
 
+def test_a_first_answer_two_round_trips_of_a_long_route_late_is_a_long_route_at_once():
+    """A new connection's first answer takes two round trips (handshake, request): on a route
+    of the threshold's round trip or more the jump comes with the first answer; loopback's
+    answers in a millisecond stay short."""
+    from prefetch.engine.schedule import RouteJudge
+
+    assert RouteJudge(0.04).add(0.1) == "long"  # rtt50: 2 x 50 ms
+    judge = RouteJudge(0.04)
+    assert judge.add(0.05) == "long?"
+    assert judge.add(0.001) == "long?" and judge.add(0.001) == "short"
+    assert RouteJudge(0.04).add(0.002) == "short"
+
+
 def test_the_first_answers_latency_leaves_out_the_clients_own_set_up(origin, tmp_path):
     """A first request that spends 0.3 s before it goes out (importing requests, opening its
     session on a loaded machine) is no long route: the long-route jump stays off."""
+    from prefetch.net.http import Client
 
     class SlowStart(Client):
         def _open_session(self):
