@@ -90,6 +90,7 @@ def extract_archive(
     max_members: int = 1_000_000,
     protect: Iterable[Path] = (),
     verified: bool = False,
+    merge: bool = False,
 ) -> ExtractResult:
     """Extract ``archive`` safely into ``destination`` (see the module docstring for the rules).
 
@@ -109,6 +110,9 @@ def extract_archive(
         verified: the archive matched an expected hash: sparse tar members are then
             written as sparse files, their holes exempt from ``max_ratio`` (their full
             size still counts against ``max_bytes`` and the free space).
+        merge: a top-level directory that is already in ``destination`` is merged into
+            (recursively, as ``zipfile``'s ``extractall`` does) instead of replaced: for
+            archives that share a top folder (torchvision's GTSRB zips).
 
     Returns:
         ExtractResult with the destination, the top-level names placed, the member count
@@ -166,7 +170,7 @@ def extract_archive(
             ctx.audit_symlinks()
             entries = sorted(os.listdir(temp))
             _set_dir_mode(temp, ctx.final_dir_mode)
-            _install(temp, final, archive=archive, protect=protected)
+            _install(temp, final, archive=archive, protect=protected, merge=merge)
         except OSError as exc:
             raise _filesystem_error(exc, archive=archive, destination=destination) from exc
         except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error) as exc:

@@ -105,7 +105,8 @@ def _check_entries(temp: Path, final: Path, *, archive: Path, protect: frozenset
     return names
 
 
-def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: frozenset[Path] = frozenset()) -> None:
+def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: frozenset[Path] = frozenset(),
+             merge: bool = False) -> None:
     names = _check_entries(temp, final, archive=archive or temp, protect=protect)
     if not os.path.lexists(final):
         try:
@@ -116,7 +117,31 @@ def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: f
                 raise
             # Someone created it meanwhile: fall through and merge into it.
     for name in names:
-        _replace_entry(temp / name, final / name)
+        if merge:
+            _merge_entry(temp / name, final / name)
+        else:
+            _replace_entry(temp / name, final / name)
+
+
+def _merge_entry(new: Path, target: Path) -> None:
+    """Put ``new`` at ``target``, merging into a directory already there (as ``zipfile``'s
+    ``extractall`` does): a directory on both sides is entered, anything else is replaced
+    entry by entry (``_replace_entry``), so files that only the old tree has stay."""
+    from prefetch.fs import safefs
+
+    try:
+        old = os.lstat(target)
+    except FileNotFoundError:
+        os.rename(new, target)
+        return
+    if stat.S_ISDIR(old.st_mode) and stat.S_ISDIR(os.lstat(new).st_mode):
+        if safefs.is_foreign(old):
+            raise safefs.refuse(target, f"it belongs to another user (uid {old.st_uid}) and the extraction "
+                                        "would write into it")
+        for name in sorted(os.listdir(new)):
+            _merge_entry(new / name, target / name)
+        return
+    _replace_entry(new, target)
 
 
 def _replace_entry(new: Path, target: Path) -> None:

@@ -33,7 +33,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 DATASETS_FILE = Path(__file__).with_name("torchvision.toml")
 WEIGHTS_FILE = Path(__file__).with_name("torch_weights.toml")
-_FILE_KEYS = {"name", "urls", "md5", "sha256", "size", "dir", "extract", "decompress", "keras", "split"}
+_FILE_KEYS = {"name", "urls", "md5", "sha256", "size", "dir", "extract", "decompress", "keras", "split", "merge"}
 _DATASET_KEYS = {"description", "files", "source"}
 # torch.hub: HASH_REGEX = re.compile(r"-([a-f0-9]*)\.") searched in the file name.
 _HUB_HASH = re.compile(r"-([a-f0-9]*)\.")
@@ -52,6 +52,7 @@ class TvFile:
     decompress: bool  # a .gz decompressed beside itself (MNIST family)
     keras: str | None  # the Keras registry dataset that holds the same bytes, if any
     split: str | None = None  # the class's split (torchvision:<Class>.<split> gets only its files)
+    merge: bool = False  # extracted by merging into folders already there (zipfile's extractall)
 
     @property
     def decompressed(self) -> str:
@@ -241,5 +242,8 @@ def _parse_file(where: str, entry: object) -> TvFile:
         raise RegistryError(f"{where}: keras must be a Keras dataset name")
     if split is not None and (not isinstance(split, str) or not split):
         raise RegistryError(f"{where}: split must be a name")
+    merge = entry.get("merge", False)
+    if not isinstance(merge, bool) or (merge and not extract):
+        raise RegistryError(f"{where}: merge = true is for an archive with extract directories")
     return TvFile(name=name, urls=tuple(dict.fromkeys(urls)), expected=expected, size=size, dir=folder,
-                  extract=tuple(extract), decompress=decompress, keras=keras, split=split)
+                  extract=tuple(extract), decompress=decompress, keras=keras, split=split, merge=merge)

@@ -29,6 +29,8 @@ class FilePlan:
     # the same bytes in another cache (Keras's copy of a torchvision file): when one is
     # there and matches the expected hash, it is hard-linked (or copied) instead of downloaded
     copies: tuple[Path, ...] = ()
+    # extract by merging into folders already there (archives sharing a top folder), not replacing them
+    merge_extract: bool = False
 
     @property
     def label(self) -> str:
