@@ -1,0 +1,155 @@
+"""GTSRB, CLEVRClassification, OxfordIIITPet, Country211, FGVCAircraft, EuroSAT, RenderedSST2,
+Flowers102, Imagenette, PhotoTour and Middlebury2014Stereo end to end: the real torchvision
+classes construct, offline, from what ``prefetch get torchvision:<Class>`` placed.
+
+Synthetic files (tests/torchvision_synth_b.py) are served by a real nginx through ``--mirror``;
+the registry copies the built-in layout with the synthetic md5s and URLs on a closed port.
+The classes run in a subprocess whose sockets are blocked and whose downloaders raise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from prefetch.archive.extract import extract_archive
+from prefetch.cache.torchvision import load_tables
+from prefetch.errors import RegistryError, UnknownDatasetError
+from prefetch.flow.planners.torchvision import plan_dataset
+from tests import torchvision_synth_b as synth
+from tests.conftest import run_cli
+
+NAMES = ["torchvision:GTSRB.test", "torchvision:CLEVRClassification", "torchvision:OxfordIIITPet",
+         "torchvision:Country211", "torchvision:FGVCAircraft", "torchvision:EuroSAT", "torchvision:RenderedSST2",
+         "torchvision:Flowers102", "torchvision:Imagenette.160px", f"torchvision:PhotoTour.{synth.PHOTOTOUR_NAME}",
+         "torchvision:Middlebury2014Stereo.train"]
+
+
+def _requests(nginx) -> int:
+    return len(nginx.timings()) if nginx.timing_log.exists() else 0
+
+
+def _load(root: Path, md5s: dict, tmp_path: Path) -> dict:
+    script = tmp_path / "load_torchvision_b.py"
+    script.write_text(synth.LOADER)
+    proc = subprocess.run([sys.executable, str(script), str(root), json.dumps(md5s), synth.pack_wanted()],
+                          capture_output=True, text=True, timeout=280, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          env=os.environ.copy())
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_classes_construct_from_what_prefetch_placed(nginx_origin, home, tmp_path):
+    classes = synth.all_classes()
+    served = {name: data for files in classes.values() for name, data in files.items()}
+    assert len(served) == sum(len(f) for f in classes.values())  # one flat mirror: names are unique
+    for name, data in served.items():
+        (nginx_origin.root / name).write_bytes(data)
+    registry = tmp_path / "torchvision-synth-b.toml"
+    registry.write_text(synth.registry_text(classes))
+    root = tmp_path / "data"
+    common = ("--root", str(root), "--registry", str(registry), "--mirror", nginx_origin.url)
+
+    # GTSRB's train split first, then its test split: both zips hold GTSRB/, merged, not replaced.
+    got = run_cli("get", "torchvision:GTSRB.train", *common)
+    assert got.returncode == 0, got.stderr
+    assert sorted(p.name for p in (root / "gtsrb").iterdir()) == ["GTSRB", "GTSRB-Training_fixed.zip"]
+    got = run_cli("get", *NAMES, *common, "--json", timeout=240)
+    assert got.returncode == 0, got.stderr
+    records = json.loads(got.stdout)
+    assert {r["status"] for r in records} == {"downloaded"}, records
+    assert len(records) == len(served) - 1
+
+    # The layout each class checks, archives kept beside what they extracted into.
+    gtsrb = root / "gtsrb"
+    assert sorted(p.name for p in gtsrb.iterdir()) == ["GT-final_test.csv", "GTSRB", "GTSRB-Training_fixed.zip",
+                                                       "GTSRB_Final_Test_GT.zip", "GTSRB_Final_Test_Images.zip"]
+    assert sorted(p.name for p in (gtsrb / "GTSRB").iterdir()) == ["Final_Test", "Training"]
+    assert sorted(p.name for p in (root / "clevr").iterdir()) == ["CLEVR_v1.0", "CLEVR_v1.0.zip"]
+    assert sorted(p.name for p in (root / "oxford-iiit-pet").iterdir()) == [
+        "annotations", "annotations.tar.gz", "images", "images.tar.gz"]
+    assert sorted(p.name for p in (root / "eurosat").iterdir()) == ["2750", "EuroSAT.zip"]
+    assert sorted(p.name for p in (root / "flowers-102").iterdir()) == [
+        "102flowers.tgz", "imagelabels.mat", "jpg", "setid.mat"]
+    assert (root / "flowers-102" / "setid.mat").read_bytes() == served["setid.mat"]
+    assert sorted(p.name for p in (root / synth.PHOTOTOUR_NAME).iterdir()) == [
+        "info.txt", "m50_100000_100000_0.txt", "patches0000.bmp"]
+    middlebury = root / "Middlebury2014" / "train"
+    assert len([p for p in middlebury.iterdir() if p.is_dir()]) == 20
+    assert (middlebury / "Adirondack-imperfect" / "disp1.pfm").is_file()
+    top = sorted(p.name for p in root.iterdir())
+    assert top == sorted(["Middlebury2014", "clevr", "country211", "country211.tgz", "eurosat", "fgvc-aircraft-2013b",
+                          "fgvc-aircraft-2013b.tar.gz", "flowers-102", "gtsrb", "imagenette2-160",
+                          "imagenette2-160.tgz", "notredame_harris", "notredame_harris.zip", "oxford-iiit-pet",
+                          "rendered-sst2", "rendered-sst2.tgz"]), top
+
+    before = _requests(nginx_origin)
+    out = _load(root, {"Flowers102": {n: synth.md5(d) for n, d in classes["Flowers102"].items()}}, tmp_path)
+    for cls, variants in synth.VARIANTS.items():
+        for label, (_, length) in variants.items():
+            for download in (False, True):
+                got_len, kind, parts = out[f"{cls}/{label}/{download}"]
+                assert got_len == length, (cls, label, download, out[f"{cls}/{label}/{download}"])
+    assert out["Middlebury2014Stereo/train/False"][1:] == ["tuple", 4]  # images, disparity, valid mask
+    assert out["PhotoTour/test/False"][1:] == ["tuple", 3]  # two patches and whether they match
+    assert out["OxfordIIITPet/trainval/False"][1:] == ["tuple", 2]
+
+    # A second get finds everything in place: nothing is requested again.
+    again = run_cli("get", "torchvision:GTSRB", *NAMES, *common, "--json", timeout=240)
+    assert again.returncode == 0, again.stderr
+    assert {r["status"] for r in json.loads(again.stdout)} == {"cached"}
+    assert _requests(nginx_origin) == before
+
+
+def _zip(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_merge_extracts_into_a_folder_already_there_and_the_default_replaces_it(tmp_path):
+    first = _zip(tmp_path / "a.zip", {"top/train/a.txt": b"a", "top/readme": b"old"})
+    second = _zip(tmp_path / "b.zip", {"top/test/b.txt": b"b", "top/readme": b"new"})
+    merged, replaced = tmp_path / "merged", tmp_path / "replaced"
+    for into in (merged, replaced):
+        extract_archive(first, into)
+    extract_archive(second, merged, merge=True)
+    extract_archive(second, replaced)
+    assert sorted(str(p.relative_to(merged)) for p in merged.rglob("*") if p.is_file()) == [
+        "top/readme", "top/test/b.txt", "top/train/a.txt"]
+    assert (merged / "top" / "readme").read_bytes() == b"new"  # a file of the same name is replaced
+    assert sorted(str(p.relative_to(replaced)) for p in replaced.rglob("*") if p.is_file()) == [
+        "top/readme", "top/test/b.txt"]
+    assert not [p for p in tmp_path.rglob(".*") if ".extract-" in p.name or ".old-" in p.name]
+
+
+def test_splits_pick_their_files_and_merge_needs_an_archive(tmp_path):
+    tables = load_tables()
+
+    def names(cls, split=None):
+        return sorted(p.final.name for p in plan_dataset(tables.datasets[cls], root=tmp_path, keras_root=tmp_path,
+                                                         keras_registry=None, split=split))
+
+    assert names("Imagenette", "320px") == ["imagenette2-320.tgz"]
+    assert names("GTSRB", "test") == ["GTSRB_Final_Test_GT.zip", "GTSRB_Final_Test_Images.zip"]
+    assert names("PhotoTour", "liberty") == ["liberty.zip"]
+    assert len(names("Middlebury2014Stereo", "additional")) == 26 and len(names("Middlebury2014Stereo")) == 46
+    plan = plan_dataset(tables.datasets["PhotoTour"], root=tmp_path, keras_root=tmp_path, keras_registry=None,
+                        split="yosemite")[0]
+    assert plan.final == tmp_path / "yosemite.zip" and plan.extract_into == (tmp_path / "yosemite",)
+    assert [p.merge_extract for p in plan_dataset(tables.datasets["GTSRB"], root=tmp_path, keras_root=tmp_path,
+                                                  keras_registry=None)] == [True] * 3
+    with pytest.raises(UnknownDatasetError, match="additional, train"):
+        plan_dataset(tables.datasets["Middlebury2014Stereo"], root=tmp_path, keras_root=tmp_path, keras_registry=None,
+                     split="test")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[torchvision.X]\n[[torchvision.X.files]]\nurls = ["https://example.org/x.bin"]\nmerge = true\n')
+    with pytest.raises(RegistryError, match="merge = true"):
+        load_tables(extra_files=[bad])
