@@ -20,7 +20,7 @@ import pytest
 
 from prefetch.archive.extract import extract_archive
 from prefetch.cache.torchvision import load_tables
-from prefetch.errors import RegistryError, UnknownDatasetError
+from prefetch.errors import IntegrityError, RegistryError, UnknownDatasetError
 from prefetch.flow.planners.torchvision import plan_dataset
 from tests import torchvision_synth_b as synth
 from tests.conftest import run_cli
@@ -28,7 +28,7 @@ from tests.conftest import run_cli
 NAMES = ["torchvision:GTSRB.test", "torchvision:CLEVRClassification", "torchvision:OxfordIIITPet",
          "torchvision:Country211", "torchvision:FGVCAircraft", "torchvision:EuroSAT", "torchvision:RenderedSST2",
          "torchvision:Flowers102", "torchvision:Imagenette.160px", f"torchvision:PhotoTour.{synth.PHOTOTOUR_NAME}",
-         "torchvision:Middlebury2014Stereo.train"]
+         "torchvision:Middlebury2014Stereo.train", "torchvision:Middlebury2014Stereo.test"]
 
 
 def _requests(nginx) -> int:
@@ -83,6 +83,10 @@ def test_the_classes_construct_from_what_prefetch_placed(nginx_origin, home, tmp
     middlebury = root / "Middlebury2014" / "train"
     assert len([p for p in middlebury.iterdir() if p.is_dir()]) == 20
     assert (middlebury / "Adirondack-imperfect" / "disp1.pfm").is_file()
+    # The test split: only MiddEval3/testF's scenes, moved into test/ (the class drops the rest).
+    assert sorted(p.name for p in (root / "Middlebury2014").iterdir()) == ["MiddEval3-data-F.zip", "test", "train"]
+    assert sorted(p.name for p in (root / "Middlebury2014" / "test").iterdir()) == sorted(
+        __import__("torchvision").datasets.Middlebury2014Stereo.splits["test"])
     top = sorted(p.name for p in root.iterdir())
     assert top == sorted(["Middlebury2014", "clevr", "country211", "country211.tgz", "eurosat", "fgvc-aircraft-2013b",
                           "fgvc-aircraft-2013b.tar.gz", "flowers-102", "gtsrb", "imagenette2-160",
@@ -94,11 +98,14 @@ def test_the_classes_construct_from_what_prefetch_placed(nginx_origin, home, tmp
     for cls, variants in synth.VARIANTS.items():
         for label, (_, length) in variants.items():
             for download in (False, True):
+                if download and (cls, label) in synth.NO_DOWNLOAD_TRUE:
+                    continue
                 got_len, kind, parts = out[f"{cls}/{label}/{download}"]
                 assert got_len == length, (cls, label, download, out[f"{cls}/{label}/{download}"])
     assert out["Middlebury2014Stereo/train/False"][1:] == ["tuple", 4]  # images, disparity, valid mask
     assert out["PhotoTour/test/False"][1:] == ["tuple", 3]  # two patches and whether they match
     assert out["OxfordIIITPet/trainval/False"][1:] == ["tuple", 2]
+    assert out["Middlebury2014Stereo/test/True"] == "FileExistsError"  # torchvision's own, see NO_DOWNLOAD_TRUE
 
     # A second get finds everything in place: nothing is requested again.
     again = run_cli("get", "torchvision:GTSRB", *NAMES, *common, "--json", timeout=240)
@@ -130,6 +137,21 @@ def test_merge_extracts_into_a_folder_already_there_and_the_default_replaces_it(
     assert not [p for p in tmp_path.rglob(".*") if ".extract-" in p.name or ".old-" in p.name]
 
 
+def test_subfolder_extracts_only_that_folder_and_a_missing_one_places_nothing(tmp_path):
+    archive = _zip(tmp_path / "m.zip", {"Eval/testF/s1/im0.png": b"1", "Eval/testF/s2/im0.png": b"2",
+                                        "Eval/trainingF/t/im0.png": b"t", "readme": b"r"})
+    got = extract_archive(archive, tmp_path / "out" / "test", subfolder="Eval/testF")
+    assert got.entries == ["s1", "s2"]
+    assert sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file()) == [
+        "test/s1/im0.png", "test/s2/im0.png"]
+    with pytest.raises(IntegrityError, match="no folder 'Eval/nope'"):
+        extract_archive(archive, tmp_path / "none", subfolder="Eval/nope")
+    with pytest.raises(IntegrityError, match="no folder 'readme'"):  # a file is not a folder
+        extract_archive(archive, tmp_path / "none", subfolder="readme")
+    assert not (tmp_path / "none").exists()
+    assert not [p for p in tmp_path.rglob(".*") if ".extract-" in p.name]
+
+
 def test_splits_pick_their_files_and_merge_needs_an_archive(tmp_path):
     tables = load_tables()
 
@@ -140,16 +162,24 @@ def test_splits_pick_their_files_and_merge_needs_an_archive(tmp_path):
     assert names("Imagenette", "320px") == ["imagenette2-320.tgz"]
     assert names("GTSRB", "test") == ["GTSRB_Final_Test_GT.zip", "GTSRB_Final_Test_Images.zip"]
     assert names("PhotoTour", "liberty") == ["liberty.zip"]
-    assert len(names("Middlebury2014Stereo", "additional")) == 26 and len(names("Middlebury2014Stereo")) == 46
+    assert len(names("Middlebury2014Stereo", "additional")) == 26 and len(names("Middlebury2014Stereo")) == 47
     plan = plan_dataset(tables.datasets["PhotoTour"], root=tmp_path, keras_root=tmp_path, keras_registry=None,
                         split="yosemite")[0]
     assert plan.final == tmp_path / "yosemite.zip" and plan.extract_into == (tmp_path / "yosemite",)
     assert [p.merge_extract for p in plan_dataset(tables.datasets["GTSRB"], root=tmp_path, keras_root=tmp_path,
                                                   keras_registry=None)] == [True] * 3
-    with pytest.raises(UnknownDatasetError, match="additional, train"):
+    test = plan_dataset(tables.datasets["Middlebury2014Stereo"], root=tmp_path, keras_root=tmp_path,
+                        keras_registry=None, split="test")
+    assert [(p.final, p.extract_into, p.extract_subfolder) for p in test] == [
+        (tmp_path / "Middlebury2014" / "MiddEval3-data-F.zip", (tmp_path / "Middlebury2014" / "test",), "MiddEval3/testF")]
+    with pytest.raises(UnknownDatasetError, match="additional, test, train"):
         plan_dataset(tables.datasets["Middlebury2014Stereo"], root=tmp_path, keras_root=tmp_path, keras_registry=None,
-                     split="test")
+                     split="nope")
     bad = tmp_path / "bad.toml"
     bad.write_text('[torchvision.X]\n[[torchvision.X.files]]\nurls = ["https://example.org/x.bin"]\nmerge = true\n')
     with pytest.raises(RegistryError, match="merge = true"):
+        load_tables(extra_files=[bad])
+    bad.write_text('[torchvision.X]\n[[torchvision.X.files]]\nurls = ["https://example.org/x.zip"]\n'
+                   'extract = [""]\nextract_from = "../up"\n')
+    with pytest.raises(RegistryError, match="extract_from"):
         load_tables(extra_files=[bad])

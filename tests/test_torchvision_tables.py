@@ -153,8 +153,12 @@ def _middlebury(cls):
     for shape in ('for calibration in ["perfect", "imperfect"]', 'scene_name = f"{split_scene}-{calibration}"',
                   'scene_url = f"{base_url}/{scene_name}.zip"', 'root = Path(root) / "Middlebury2014"'):
         assert shape in src, shape
-    return [(f"{scene}-{cal}.zip", None, [f"{base}/{scene}-{cal}.zip"], split, f"Middlebury2014/{split}")
-            for split in ("train", "additional") for scene in cls.splits[split] for cal in ("perfect", "imperfect")]
+    scenes = [(f"{scene}-{cal}.zip", None, [f"{base}/{scene}-{cal}.zip"], split, f"Middlebury2014/{split}")
+              for split in ("train", "additional") for scene in cls.splits[split] for cal in ("perfect", "imperfect")]
+    # The test split: one zip into root/Middlebury2014, whose MiddEval3/testF/* the class moves into test/.
+    test_url = re.search(r'test_set_url = "([^"]+)"', src).group(1)
+    assert "download_root=str(root)" in src and 'root / "MiddEval3/testF"' in src
+    return [*scenes, (test_url.rsplit("/", 1)[1], None, [test_url], "test", "Middlebury2014")]
 
 
 _READERS_B = {
@@ -190,7 +194,9 @@ def test_more_classes_match_the_installed_class():
     # except PhotoTour (zipfile into root/<name>); Flowers102's .mat files are not archives.
     for name in ("GTSRB", "CLEVRClassification", "OxfordIIITPet", "Country211", "FGVCAircraft", "EuroSAT",
                  "RenderedSST2", "Imagenette", "Middlebury2014Stereo"):
-        assert all(f.extract == (f.dir,) for f in tables.datasets[name].files), name
+        assert all(f.extract == (f.dir,) for f in tables.datasets[name].files if f.split != "test" or name == "GTSRB"), name
+    test = [f for f in tables.datasets["Middlebury2014Stereo"].files if f.split == "test"]
+    assert [(f.extract, f.extract_from) for f in test] == [(("Middlebury2014/test",), "MiddEval3/testF")]
     assert all(f.extract == (f.split,) for f in tables.datasets["PhotoTour"].files)
     assert 'z.extractall(self.data_dir)' in inspect.getsource(D.PhotoTour.download)
     assert [f.extract for f in tables.datasets["Flowers102"].files] == [("flowers-102",), (), ()]

@@ -91,6 +91,7 @@ def extract_archive(
     protect: Iterable[Path] = (),
     verified: bool = False,
     merge: bool = False,
+    subfolder: str = "",
 ) -> ExtractResult:
     """Extract ``archive`` safely into ``destination`` (see the module docstring for the rules).
 
@@ -113,6 +114,9 @@ def extract_archive(
         merge: a top-level directory that is already in ``destination`` is merged into
             (recursively, as ``zipfile``'s ``extractall`` does) instead of replaced: for
             archives that share a top folder (torchvision's GTSRB zips).
+        subfolder: a folder inside the archive (``"MiddEval3/testF"``): only its contents
+            go into ``destination``, the rest is dropped (every member is still checked);
+            ``IntegrityError`` when the archive has no such folder.
 
     Returns:
         ExtractResult with the destination, the top-level names placed, the member count
@@ -168,9 +172,10 @@ def extract_archive(
             else:
                 _extract_zip(ctx, raw)
             ctx.audit_symlinks()
-            entries = sorted(os.listdir(temp))
-            _set_dir_mode(temp, ctx.final_dir_mode)
-            _install(temp, final, archive=archive, protect=protected, merge=merge)
+            source = _subfolder(temp, subfolder, archive) if subfolder else temp
+            entries = sorted(os.listdir(source))
+            _set_dir_mode(source, ctx.final_dir_mode)
+            _install(source, final, archive=archive, protect=protected, merge=merge)
         except OSError as exc:
             raise _filesystem_error(exc, archive=archive, destination=destination) from exc
         except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
@@ -183,6 +188,27 @@ def extract_archive(
     )
 
 
+
+
+def _subfolder(temp: Path, subfolder: str, archive: Path) -> Path:
+    """``temp/subfolder``, each step a real directory the archive made (no link followed)."""
+    import stat
+
+    from prefetch.errors import IntegrityError
+
+    here = temp
+    for part in subfolder.replace("\\", "/").split("/"):
+        if part in ("", ".", ".."):
+            raise UsageError(f"subfolder {subfolder!r} must be a relative path inside the archive")
+        here = here / part
+        try:
+            is_dir = stat.S_ISDIR(os.lstat(here).st_mode)
+        except FileNotFoundError:
+            is_dir = False
+        if not is_dir:
+            raise IntegrityError(f"{archive} has no folder {subfolder!r} (the layout expects its contents); "
+                                 "nothing was extracted")
+    return here
 
 
 def _norm(path: Path) -> Path:

@@ -33,7 +33,8 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 DATASETS_FILE = Path(__file__).with_name("torchvision.toml")
 WEIGHTS_FILE = Path(__file__).with_name("torch_weights.toml")
-_FILE_KEYS = {"name", "urls", "md5", "sha256", "size", "dir", "extract", "decompress", "keras", "split", "merge"}
+_FILE_KEYS = {"name", "urls", "md5", "sha256", "size", "dir", "extract", "decompress", "keras", "split", "merge",
+              "extract_from"}
 _DATASET_KEYS = {"description", "files", "source"}
 # torch.hub: HASH_REGEX = re.compile(r"-([a-f0-9]*)\.") searched in the file name.
 _HUB_HASH = re.compile(r"-([a-f0-9]*)\.")
@@ -53,6 +54,7 @@ class TvFile:
     keras: str | None  # the Keras registry dataset that holds the same bytes, if any
     split: str | None = None  # the class's split (torchvision:<Class>.<split> gets only its files)
     merge: bool = False  # extracted by merging into folders already there (zipfile's extractall)
+    extract_from: str = ""  # a folder inside the archive: only its contents are extracted
 
     @property
     def decompressed(self) -> str:
@@ -245,5 +247,12 @@ def _parse_file(where: str, entry: object) -> TvFile:
     merge = entry.get("merge", False)
     if not isinstance(merge, bool) or (merge and not extract):
         raise RegistryError(f"{where}: merge = true is for an archive with extract directories")
+    inner = entry.get("extract_from", "")
+    inner_parts = PurePosixPath(inner).parts if isinstance(inner, str) else ("..",)
+    if (not isinstance(inner, str) or inner.startswith("/") or ".." in inner_parts or "\\" in inner
+            or (inner and not extract)):
+        raise RegistryError(f"{where}: extract_from must be a relative folder inside the archive, "
+                            "with extract directories")
     return TvFile(name=name, urls=tuple(dict.fromkeys(urls)), expected=expected, size=size, dir=folder,
-                  extract=tuple(extract), decompress=decompress, keras=keras, split=split, merge=merge)
+                  extract=tuple(extract), decompress=decompress, keras=keras, split=split, merge=merge,
+                  extract_from=inner)

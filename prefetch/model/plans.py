@@ -31,6 +31,8 @@ class FilePlan:
     copies: tuple[Path, ...] = ()
     # extract by merging into folders already there (archives sharing a top folder), not replacing them
     merge_extract: bool = False
+    # a folder inside the archive whose contents alone are extracted ("" = the whole archive)
+    extract_subfolder: str = ""
 
     @property
     def label(self) -> str:
