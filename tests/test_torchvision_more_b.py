@@ -183,3 +183,15 @@ def test_splits_pick_their_files_and_merge_needs_an_archive(tmp_path):
                    'extract = [""]\nextract_from = "../up"\n')
     with pytest.raises(RegistryError, match="extract_from"):
         load_tables(extra_files=[bad])
+
+
+def test_a_merge_never_replaces_the_archive_in_a_folder_it_enters(tmp_path):
+    from prefetch.errors import UnsafeArchiveError
+
+    into = tmp_path / "root"
+    (into / "keep").mkdir(parents=True)
+    archive = _zip(into / "keep" / "a.zip", {"keep/a.zip": b"not the archive", "keep/new.txt": b"n"})
+    data = archive.read_bytes()
+    with pytest.raises(UnsafeArchiveError, match="would replace"):
+        extract_archive(archive, into, merge=True)
+    assert archive.read_bytes() == data and sorted(p.name for p in (into / "keep").iterdir()) == ["a.zip"]

@@ -116,11 +116,23 @@ def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: f
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
             # Someone created it meanwhile: fall through and merge into it.
+    if merge:
+        _check_merge(temp, final, names, archive=archive or temp, protect=protect)
     for name in names:
         if merge:
             _merge_entry(temp / name, final / name)
         else:
             _replace_entry(temp / name, final / name)
+
+
+def _check_merge(temp: Path, final: Path, names: list[str], *, archive: Path, protect: frozenset[Path]) -> None:
+    """Before a merge moves anything: no entry at any depth it reaches may replace one of
+    prefetch's own files (``_check_entries``, level by level where both sides are directories)."""
+    for name in names:
+        new, target = temp / name, final / name
+        if os.path.isdir(target) and not os.path.islink(target) and stat.S_ISDIR(os.lstat(new).st_mode):
+            _check_merge(new, target, _check_entries(new, target, archive=archive, protect=protect),
+                         archive=archive, protect=protect)
 
 
 def _merge_entry(new: Path, target: Path) -> None:
