@@ -85,3 +85,92 @@ def test_the_classes_that_rearrange_what_they_extract_load_offline(nginx_origin,
     assert out["SBDataset/train_noval"] == [1, [8, 8], "Image"]
     assert out["VOCDetection/2007/object"] == "cat"
     assert out["Kitti/label"] == "Car"
+
+
+def _plan(names, **fields):
+    from prefetch.flow.planning import plan_request
+    from prefetch.flow.request import GetRequest
+
+    plans, _ = plan_request(GetRequest(names=list(names), **fields))
+    return plans
+
+
+def test_years_versions_and_splits_plan_what_the_class_downloads(home, tmp_path, monkeypatch):
+    import pytest
+
+    from prefetch.errors import UnknownDatasetError
+
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data"
+    (voc,) = _plan(["torchvision:VOCDetection"])  # the class's default year only
+    assert voc.final == data / "VOCtrainval_11-May-2012.tar" and voc.extract_into == (data,)
+    (v2008,) = _plan(["torchvision:VOCSegmentation.2008"])
+    assert v2008.final == data / "VOCtrainval_11-May-2012.tar" and v2008.spec.name == "VOCtrainval_14-Jul-2008.tar"
+    assert v2008.spec.expected.hexdigest == "2629fa636546599198acfcfbfcf1904a"
+    assert [p.final.name for p in _plan(["torchvision:Places365.val"])] == ["filelist_places365-standard.tar",
+                                                                             "val_large.tar"]
+    assert [p.final.name for p in _plan(["torchvision:Places365.train-challenge-small"])] == [
+        "filelist_places365-challenge.tar", "train_256_places365challenge.tar"]
+    (inat,) = _plan(["torchvision:INaturalist"])
+    assert inat.final == data / "2021_train.tgz" and inat.extract_moves == (("train", "2021_train"),)
+    (emnist,) = _plan(["torchvision:EMNIST"])
+    assert emnist.extract_into == (data / "EMNIST" / "raw",) and emnist.extract_gunzip == "gzip"
+    assert len(_plan(["torchvision:Kitti"])) == 2 and len(_plan(["torchvision:SBDataset"])) == 2
+    with pytest.raises(UnknownDatasetError, match="no split '2013'; its splits: 2007, 2007-test, 2008"):
+        _plan(["torchvision:VOCSegmentation.2013"])
+    with pytest.raises(UnknownDatasetError, match="LFW is no longer available for automatic download"):
+        _plan(["torchvision:LFWPeople"])
+
+
+def test_bad_rearranging_keys_are_refused(home, tmp_path, cli):
+    base = '[[torchvision.X.files]]\nurls = ["http://127.0.0.1:9/x.tar"]\n'
+    for body, message in [
+        (base + 'extract = [""]\nmoves = {"../a" = "b"}\n', "relative path inside the archive"),
+        (base + 'extract = [""]\nmoves = {"a" = "/b"}\n', "relative path inside the archive"),
+        (base + 'moves = {"a" = "b"}\n', "apply to an archive that is extracted"),
+        (base + 'save_as = "../x.tar"\n', "save_as must be a plain file name"),
+        (base + 'split = []\n', "split must be a name or a list"),
+        ('default_splits = ["b"]\n' + base + 'split = "a"\n', "default_splits must list splits"),
+    ]:
+        registry = tmp_path / "bad.toml"
+        registry.write_text("[torchvision.X]\n" + body)
+        got = cli("get", "torchvision:X", "--root", str(tmp_path / "data"), "--registry", str(registry))
+        assert got.returncode == 2 and message in got.stderr, (body, got.stderr)
+
+
+def test_merging_never_goes_through_a_planted_link_and_moves_refuse_links(tmp_path):
+    import pytest
+
+    from prefetch.archive.extract import extract_archive
+    from prefetch.errors import IntegrityError
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("keep")
+    dest = tmp_path / "root"
+    (dest / "VOCdevkit" / "VOC2012").mkdir(parents=True)
+    (dest / "VOCdevkit" / "VOC2012" / "old.txt").write_text("old")
+    (dest / "VOCdevkit" / "VOC2007").symlink_to(victim)
+    archive = tmp_path / "a.tar"
+    archive.write_bytes(scenes.tar({"VOCdevkit/VOC2007/new.txt": b"new", "VOCdevkit/VOC2012/two.txt": b"2"}, mode="w"))
+    extract_archive(archive, dest, merge=True)
+    assert sorted(p.name for p in (dest / "VOCdevkit" / "VOC2012").iterdir()) == ["old.txt", "two.txt"]
+    assert not (dest / "VOCdevkit" / "VOC2007").is_symlink()  # replaced, not followed
+    assert sorted(p.name for p in (dest / "VOCdevkit" / "VOC2007").iterdir()) == ["new.txt"]
+    assert sorted(p.name for p in victim.iterdir()) == ["keep.txt"]
+
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as out:
+        (d := tarfile.TarInfo("inside")).type = tarfile.DIRTYPE
+        out.addfile(d)
+        link = tarfile.TarInfo("via")
+        link.type, link.linkname = tarfile.SYMTYPE, "inside"
+        out.addfile(link)
+        out.addfile(tarfile.TarInfo("inside/x"), io.BytesIO(b""))
+    archive.write_bytes(buf.getvalue())
+    with pytest.raises(IntegrityError, match="not a directory"):
+        extract_archive(archive, tmp_path / "other", moves=[("via/x", "x")])
+    assert not (tmp_path / "other").exists() or not any((tmp_path / "other").iterdir())
