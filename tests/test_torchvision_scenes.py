@@ -174,3 +174,14 @@ def test_merging_never_goes_through_a_planted_link_and_moves_refuse_links(tmp_pa
     with pytest.raises(IntegrityError, match="not a directory"):
         extract_archive(archive, tmp_path / "other", moves=[("via/x", "x")])
     assert not (tmp_path / "other").exists() or not any((tmp_path / "other").iterdir())
+
+
+def test_two_files_torchvision_saves_under_one_name_are_refused_together(home, tmp_path):
+    import pytest
+
+    from prefetch.errors import UsageError
+
+    with pytest.raises(UsageError, match="both saved as .*VOCtrainval_11-May-2012.tar.*two commands"):
+        _plan(["torchvision:VOCSegmentation.2012", "torchvision:VOCDetection.2008"], root=str(tmp_path))
+    # The same file asked for twice (both VOC classes, one year) is planned once.
+    assert len(_plan(["torchvision:VOCSegmentation", "torchvision:VOCDetection"], root=str(tmp_path))) == 1

@@ -84,6 +84,18 @@ def _files_of(ds: TvDataset, split: str | None) -> list:
     return [f for f in ds.files if not f.splits or split in f.splits]
 
 
+def _refuse_clashes(plans: Sequence[FilePlan]) -> None:
+    """Two different files the classes save under one name (VOC 2008's archive is saved as
+    2012's): planning drops the second plan of a path, so say so instead of placing one."""
+    by_path: dict[Path, FilePlan] = {}
+    for plan in plans:
+        other = by_path.setdefault(plan.final, plan)
+        if other.spec.url != plan.spec.url and other.spec.expected != plan.spec.expected:
+            raise UsageError(f"{other.dataset} ({other.spec.name}) and {plan.dataset} ({plan.spec.name}) are both "
+                             f"saved as {plan.final}, as torchvision names them: get them in two commands "
+                             f"(the later one's file stays under that name) or into different --root dirs")
+
+
 def plan_weights(tables: TorchvisionTables, model: str, entry: str | None, *, hub: Path) -> FilePlan:
     """The checkpoint of one weights entry, at torch.hub's own name under ``hub``."""
     weights = tables.weights_for(model, entry)
@@ -159,6 +171,7 @@ class TorchvisionPlanner(Planner):
                 keras_registry = load_registry(extra_files=[Path(r) for r in ctx.request.registries],
                                                config_dir=ctx.config)
             plans += plan_dataset(ds, root=root, keras_root=ctx.root, keras_registry=keras_registry, split=entry)
+        _refuse_clashes(plans)
         return plans
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
