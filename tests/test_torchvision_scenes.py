@@ -185,3 +185,19 @@ def test_two_files_torchvision_saves_under_one_name_are_refused_together(home, t
         _plan(["torchvision:VOCSegmentation.2012", "torchvision:VOCDetection.2008"], root=str(tmp_path))
     # The same file asked for twice (both VOC classes, one year) is planned once.
     assert len(_plan(["torchvision:VOCSegmentation", "torchvision:VOCDetection"], root=str(tmp_path))) == 1
+
+
+def test_an_archive_without_what_the_class_renames_places_nothing(nginx_origin, home, tmp_path):
+    from tests.torchvision_synth import CLOSED
+
+    wrong = scenes.tar({"elsewhere/a.jpg": scenes.jpeg(1)})
+    (nginx_origin.root / "val.tar.gz").write_bytes(wrong)
+    registry = tmp_path / "inat.toml"
+    registry.write_text(f'[torchvision.INaturalist]\n[[torchvision.INaturalist.files]]\nurls = ["{CLOSED}val.tar.gz"]\n'
+                        f'md5 = "{md5(wrong)}"\nsave_as = "2021_valid.tgz"\nextract = [""]\n'
+                        'moves = {"val" = "2021_valid"}\nsplit = "2021_valid"\n')
+    root = tmp_path / "data"
+    got = run_cli("get", "torchvision:INaturalist.2021_valid", "--root", str(root), "--registry", str(registry),
+                  "--mirror", nginx_origin.url)
+    assert got.returncode == 4 and "holds no 'val' to move to '2021_valid'" in got.stderr, got.stderr
+    assert sorted(p.name for p in root.iterdir() if not p.name.endswith((".part", ".part.json"))) == []
