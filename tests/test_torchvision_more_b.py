@@ -121,22 +121,6 @@ def _zip(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
-def test_merge_extracts_into_a_folder_already_there_and_the_default_replaces_it(tmp_path):
-    first = _zip(tmp_path / "a.zip", {"top/train/a.txt": b"a", "top/readme": b"old"})
-    second = _zip(tmp_path / "b.zip", {"top/test/b.txt": b"b", "top/readme": b"new"})
-    merged, replaced = tmp_path / "merged", tmp_path / "replaced"
-    for into in (merged, replaced):
-        extract_archive(first, into)
-    extract_archive(second, merged, merge=True)
-    extract_archive(second, replaced)
-    assert sorted(str(p.relative_to(merged)) for p in merged.rglob("*") if p.is_file()) == [
-        "top/readme", "top/test/b.txt", "top/train/a.txt"]
-    assert (merged / "top" / "readme").read_bytes() == b"new"  # a file of the same name is replaced
-    assert sorted(str(p.relative_to(replaced)) for p in replaced.rglob("*") if p.is_file()) == [
-        "top/readme", "top/test/b.txt"]
-    assert not [p for p in tmp_path.rglob(".*") if ".extract-" in p.name or ".old-" in p.name]
-
-
 def test_subfolder_extracts_only_that_folder_and_a_missing_one_places_nothing(tmp_path):
     archive = _zip(tmp_path / "m.zip", {"Eval/testF/s1/im0.png": b"1", "Eval/testF/s2/im0.png": b"2",
                                         "Eval/trainingF/t/im0.png": b"t", "readme": b"r"})
@@ -152,7 +136,7 @@ def test_subfolder_extracts_only_that_folder_and_a_missing_one_places_nothing(tm
     assert not [p for p in tmp_path.rglob(".*") if ".extract-" in p.name]
 
 
-def test_splits_pick_their_files_and_merge_needs_an_archive(tmp_path):
+def test_splits_pick_their_files_and_extract_from_is_checked(tmp_path):
     tables = load_tables()
 
     def names(cls, split=None):
@@ -166,7 +150,7 @@ def test_splits_pick_their_files_and_merge_needs_an_archive(tmp_path):
     plan = plan_dataset(tables.datasets["PhotoTour"], root=tmp_path, keras_root=tmp_path, keras_registry=None,
                         split="yosemite")[0]
     assert plan.final == tmp_path / "yosemite.zip" and plan.extract_into == (tmp_path / "yosemite",)
-    assert [p.merge_extract for p in plan_dataset(tables.datasets["GTSRB"], root=tmp_path, keras_root=tmp_path,
+    assert [p.extract_merge for p in plan_dataset(tables.datasets["GTSRB"], root=tmp_path, keras_root=tmp_path,
                                                   keras_registry=None)] == [True] * 3
     test = plan_dataset(tables.datasets["Middlebury2014Stereo"], root=tmp_path, keras_root=tmp_path,
                         keras_registry=None, split="test")
@@ -176,8 +160,9 @@ def test_splits_pick_their_files_and_merge_needs_an_archive(tmp_path):
         plan_dataset(tables.datasets["Middlebury2014Stereo"], root=tmp_path, keras_root=tmp_path, keras_registry=None,
                      split="nope")
     bad = tmp_path / "bad.toml"
-    bad.write_text('[torchvision.X]\n[[torchvision.X.files]]\nurls = ["https://example.org/x.bin"]\nmerge = true\n')
-    with pytest.raises(RegistryError, match="merge = true"):
+    bad.write_text('[torchvision.X]\n[[torchvision.X.files]]\nurls = ["https://example.org/x.bin"]\n'
+                   'extract_from = "a"\n')
+    with pytest.raises(RegistryError, match="extract_from"):  # not an extracted archive
         load_tables(extra_files=[bad])
     bad.write_text('[torchvision.X]\n[[torchvision.X.files]]\nurls = ["https://example.org/x.zip"]\n'
                    'extract = [""]\nextract_from = "../up"\n')

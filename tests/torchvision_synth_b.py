@@ -3,7 +3,7 @@ EuroSAT, RenderedSST2, Flowers102, Imagenette, PhotoTour and Middlebury2014Stere
 
 Each archive has the real file name and the folder layout the class reads (csv, json, txt
 lists, .mat, ppm/jpg/png/bmp images, pfm disparities), with a few tiny images. The registry
-written for them copies the built-in table's layout (dir, extract, merge, split) and gives
+written for them copies the built-in table's layout (dir, extract, extract_from, split) and gives
 the synthetic files' own md5s; the loader patches torchvision's md5 tables, in its own
 process only, where a class checks them on construction (Flowers102's .mat files).
 """
@@ -177,7 +177,7 @@ def all_classes() -> dict[str, dict[str, bytes]]:
 
 def registry_text(classes: dict[str, dict[str, bytes]]) -> str:
     """``[torchvision.<Class>]`` tables with the built-in layout of each file given (dir, extract,
-    merge, split), URLs on a closed port and the synthetic md5 (none where the built-in has none)."""
+    extract_from, split), URLs on a closed port and the synthetic md5 (none where the built-in has none)."""
     builtin = load_tables().datasets
     lines = ["# synthetic torchvision datasets (tests/torchvision_synth_b.py), laid out as the built-in table says"]
     for cls, files in classes.items():
@@ -192,8 +192,6 @@ def registry_text(classes: dict[str, dict[str, bytes]]) -> str:
                 lines.append(f'dir = "{f.dir}"')
             if f.extract:
                 lines.append("extract = [" + ", ".join(f'"{e}"' for e in f.extract) + "]")
-            if f.merge:
-                lines.append("merge = true")
             if f.extract_from:
                 lines.append(f'extract_from = "{f.extract_from}"')
             if f.split:

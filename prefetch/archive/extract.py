@@ -43,7 +43,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from prefetch.archive.format import _check_format, _corrupt, _filesystem_error, _open_archive, _sniff
 from prefetch.archive.limits import _Budget
@@ -90,6 +90,8 @@ def extract_archive(
     max_members: int = 1_000_000,
     protect: Iterable[Path] = (),
     verified: bool = False,
+    moves: Sequence[tuple[str, str]] = (),
+    gunzip: str | None = None,
     merge: bool = False,
     subfolder: str = "",
 ) -> ExtractResult:
@@ -111,12 +113,14 @@ def extract_archive(
         verified: the archive matched an expected hash: sparse tar members are then
             written as sparse files, their holes exempt from ``max_ratio`` (their full
             size still counts against ``max_bytes`` and the free space).
-        merge: a top-level directory that is already in ``destination`` is merged into
-            (recursively, as ``zipfile``'s ``extractall`` does) instead of replaced: for
-            archives that share a top folder (torchvision's GTSRB zips).
-        subfolder: a folder inside the archive (``"MiddEval3/testF"``): only its contents
-            go into ``destination``, the rest is dropped (every member is still checked);
-            ``IntegrityError`` when the archive has no such folder.
+        moves, gunzip: rearrangements of the extracted tree before it is placed
+            (``archive/rearrange.py``): paths moved, a folder of .gz files decompressed.
+        merge: directories already in ``destination`` are merged into, as tar and zip
+            extraction do (files of the same name replaced, others kept), instead of
+            replaced whole.
+        subfolder: a folder of the (rearranged) tree, ``"MiddEval3/testF"``: only its
+            contents go into ``destination``, the rest is dropped (every member is still
+            checked); ``IntegrityError`` when the archive has no such folder.
 
     Returns:
         ExtractResult with the destination, the top-level names placed, the member count
@@ -172,6 +176,10 @@ def extract_archive(
             else:
                 _extract_zip(ctx, raw)
             ctx.audit_symlinks()
+            if moves or gunzip:
+                from prefetch.archive.rearrange import rearrange
+
+                rearrange(temp, archive=archive, moves=moves, gunzip=gunzip)
             source = _subfolder(temp, subfolder, archive) if subfolder else temp
             entries = sorted(os.listdir(source))
             _set_dir_mode(source, ctx.final_dir_mode)

@@ -119,10 +119,7 @@ def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: f
     if merge:
         _check_merge(temp, final, names, archive=archive or temp, protect=protect)
     for name in names:
-        if merge:
-            _merge_entry(temp / name, final / name)
-        else:
-            _replace_entry(temp / name, final / name)
+        (_merge_entry if merge else _replace_entry)(temp / name, final / name)
 
 
 def _check_merge(temp: Path, final: Path, names: list[str], *, archive: Path, protect: frozenset[Path]) -> None:
@@ -136,24 +133,18 @@ def _check_merge(temp: Path, final: Path, names: list[str], *, archive: Path, pr
 
 
 def _merge_entry(new: Path, target: Path) -> None:
-    """Put ``new`` at ``target``, merging into a directory already there (as ``zipfile``'s
-    ``extractall`` does): a directory on both sides is entered, anything else is replaced
-    entry by entry (``_replace_entry``), so files that only the old tree has stay."""
+    """``new`` into ``target`` as tar extraction does: a directory of ours already there is
+    descended into (what it holds that the archive does not is kept); anything else is
+    replaced as ``_replace_entry`` does (never through a link: only real directories merge)."""
     from prefetch.fs import safefs
 
-    try:
-        old = os.lstat(target)
-    except FileNotFoundError:
-        os.rename(new, target)
+    old = safefs.lstat_or_none(target)
+    if (old is None or safefs.is_foreign(old) or not stat.S_ISDIR(old.st_mode)
+            or not stat.S_ISDIR(os.lstat(new).st_mode)):
+        _replace_entry(new, target)
         return
-    if stat.S_ISDIR(old.st_mode) and stat.S_ISDIR(os.lstat(new).st_mode):
-        if safefs.is_foreign(old):
-            raise safefs.refuse(target, f"it belongs to another user (uid {old.st_uid}) and the extraction "
-                                        "would write into it")
-        for name in sorted(os.listdir(new)):
-            _merge_entry(new / name, target / name)
-        return
-    _replace_entry(new, target)
+    for name in sorted(os.listdir(new)):
+        _merge_entry(new / name, target / name)
 
 
 def _replace_entry(new: Path, target: Path) -> None:
