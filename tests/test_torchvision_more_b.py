@@ -38,7 +38,7 @@ def _requests(nginx) -> int:
 def _load(root: Path, md5s: dict, tmp_path: Path) -> dict:
     script = tmp_path / "load_torchvision_b.py"
     script.write_text(synth.LOADER)
-    proc = subprocess.run([sys.executable, str(script), str(root), json.dumps(md5s), synth.pack_wanted()],
+    proc = subprocess.run([sys.executable, str(script), str(root), json.dumps(md5s), synth.pack_wanted()], check=False,
                           capture_output=True, text=True, timeout=280, cwd=tmp_path, stdin=subprocess.DEVNULL,
                           env=os.environ.copy())
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -100,8 +100,8 @@ def test_the_classes_construct_from_what_prefetch_placed(nginx_origin, home, tmp
             for download in (False, True):
                 if download and (cls, label) in synth.NO_DOWNLOAD_TRUE:
                     continue
-                got_len, kind, parts = out[f"{cls}/{label}/{download}"]
-                assert got_len == length, (cls, label, download, out[f"{cls}/{label}/{download}"])
+                got = out[f"{cls}/{label}/{download}"]
+                assert got[0] == length, (cls, label, download, got)
     assert out["Middlebury2014Stereo/train/False"][1:] == ["tuple", 4]  # images, disparity, valid mask
     assert out["PhotoTour/test/False"][1:] == ["tuple", 3]  # two patches and whether they match
     assert out["OxfordIIITPet/trainval/False"][1:] == ["tuple", 2]
