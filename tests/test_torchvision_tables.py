@@ -147,7 +147,7 @@ def test_what_the_classes_do_after_extracting_is_what_the_table_says():
     tables = load_tables()
     for version, url in inat.DATASET_URLS.items():
         (f,) = [f for f in tables.dataset("INaturalist").files if f.split == version]
-        assert f.moves == ((os.path.basename(url).rstrip(".tar.gz"), version),)
+        assert f.moves == ((os.path.basename(url).removesuffix(".tar.gz"), version),)
     assert 'filename=f"{self.version}.tgz"' in inspect.getsource(D.INaturalist.download)
     places = tables.dataset("Places365")
     for (split, small), (fname, _) in D.Places365._IMAGES_META.items():
