@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import textwrap
 import xml.etree.ElementTree as ET
@@ -229,3 +230,36 @@ def test_an_index_with_sha256_checksums_is_checked_by_sha256(tmp_path):
     assert pkg.expected == ("sha256", hashlib.sha256(zip_bytes).hexdigest())
     again = nltk_data.parse_index(nltk_data.render_index(nltk_data.parse_index(xml, source="t")), source="t")
     assert again.packages["x"] == pkg
+
+
+def test_verify_and_rm_of_nltk_names(cli, home, tmp_path):
+    folder = tmp_path / "mirror"
+    write_gh_pages(folder)
+    data = home / "nd"
+    env = nltk_env(None, data)
+    assert cli("get", "nltk:punkt_tab", "--mirror", str(folder), env=env).returncode == 0
+    archive, unzipped = data / "tokenizers" / "punkt_tab.zip", data / "tokenizers" / "punkt_tab"
+
+    # Checked against the hash it was placed with (the mirror's md5), not the snapshot's sha256
+    # of the public punkt_tab (these are other bytes).
+    ok = cli("verify", "nltk:punkt_tab", "--json", env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert [(r["path"], r["state"], r["algorithm"]) for r in json.loads(ok.stdout)] == [(str(archive), "ok", "md5")]
+
+    with archive.open("ab") as f:
+        f.write(b"x")
+    bad = cli("verify", "nltk:punkt_tab", env=env)
+    assert bad.returncode == 4 and "mismatch" in bad.stdout, bad.stdout + bad.stderr
+
+    dry = cli("rm", "nltk:punkt_tab", "--dry-run", env=env)
+    assert dry.returncode == 0 and archive.exists() and unzipped.is_dir(), dry.stderr
+    gone = cli("rm", "nltk:punkt_tab", "--json", env=env)
+    assert gone.returncode == 0, gone.stderr
+    assert {(r["path"], r["reason"]) for r in json.loads(gone.stdout)["removed"]} >= {
+        (str(archive), "file"), (str(unzipped), "extracted")}
+    assert sorted(p.name for p in (data / "tokenizers").iterdir()) == []
+    missing = cli("verify", "nltk:punkt_tab", env=env)
+    assert missing.returncode == 1 and "not on disk" in missing.stdout
+    # Placed again from scratch: the completion record went with the file.
+    assert cli("get", "nltk:punkt_tab", "--mirror", str(folder), env=env).returncode == 0
+    assert cli("verify", "nltk:punkt_tab", env=env).returncode == 0
