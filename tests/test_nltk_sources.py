@@ -90,10 +90,13 @@ def test_a_wrong_md5_in_the_store_s_index_exits_4_and_places_nothing(cli, home, 
     assert not tokenizers.exists() or sorted(p.name for p in tokenizers.iterdir()) == []
 
 
-def test_a_store_without_an_index_is_named_with_the_push_that_fills_it(cli, home, s3):
-    proc = cli("get", "nltk:punkt_tab", "--mirror", s3.prefix, env=nltk_env(None, home / "nd"))
+def test_a_mirrors_toml_name_for_a_store_without_an_index_is_named_with_the_push_that_fills_it(cli, home, s3):
+    config = home / ".prefetch" / "config"
+    config.mkdir(parents=True)
+    (config / "mirrors.toml").write_text(f'[datasets.team-nltk]\nurl = "{s3.prefix}"\n')
+    proc = cli("get", "nltk:punkt_tab", "--mirror", "team-nltk", env=nltk_env(None, home / "nd"))
     assert proc.returncode == 3, proc.stderr
-    assert "no NLTK index" in proc.stderr and "prefetch push nltk:" in proc.stderr
+    assert f"no NLTK index at {s3.prefix}index.xml" in proc.stderr and "prefetch push nltk:" in proc.stderr
 
 
 def team_package() -> tuple[bytes, list[str]]:
@@ -263,3 +266,18 @@ def test_verify_and_rm_of_nltk_names(cli, home, tmp_path):
     # Placed again from scratch: the completion record went with the file.
     assert cli("get", "nltk:punkt_tab", "--mirror", str(folder), env=env).returncode == 0
     assert cli("verify", "nltk:punkt_tab", env=env).returncode == 0
+
+
+def test_a_background_job_reads_a_folder_mirror_named_relative_to_the_launching_shell(home, tmp_path):
+    from tests.conftest import run_cli
+
+    work = tmp_path / "work"
+    facts = write_gh_pages(work / "mirror")
+    data = home / "nd"
+    env = nltk_env(None, data)
+    started = run_cli("get", "nltk:punkt_tab", "--mirror", "./mirror", "-b", "--json", env=env, cwd=work)
+    assert started.returncode == 0, started.stderr
+    job = json.loads(started.stdout)["job"]
+    waited = run_cli("wait", job, "--timeout", "120", env=env, cwd=home)  # the worker's cwd is not ./work
+    assert waited.returncode == 0, waited.stderr + run_cli("log", job, env=env).stdout
+    assert (data / "tokenizers" / "punkt_tab.zip").read_bytes() == facts["punkt_tab"]["data"]

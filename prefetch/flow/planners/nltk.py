@@ -66,10 +66,17 @@ class NltkPlanner(Planner):
 
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
-        """NLTK's data dir, fixed now (NLTK_DATA, or the first writable entry of nltk.data.path)."""
-        if request.nltk_data or not any(self.claims(n) for n in request.names):
+        """NLTK's data dir, fixed now (NLTK_DATA, or the first writable entry of nltk.data.path),
+        and a folder mirror's path made absolute (a worker runs elsewhere)."""
+        if not any(self.claims(n) for n in request.names):
             return request
-        return dataclasses.replace(request, nltk_data=str(nltk_data.nltk_data_dir(env).absolute()))
+        import os
+
+        from prefetch.net.urls import is_local_path
+
+        mirrors = [os.path.abspath(os.path.expanduser(m)) if is_local_path(m) else m for m in request.mirrors]
+        return dataclasses.replace(request, mirrors=type(request.mirrors)(mirrors),
+                                   nltk_data=request.nltk_data or str(nltk_data.nltk_data_dir(env).absolute()))
 
 
 def _plan_package(pkg: nltk_data.NltkPackage, *, base: str, data_dir: Path) -> FilePlan:
