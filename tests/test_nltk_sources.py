@@ -106,6 +106,12 @@ def team_package() -> tuple[bytes, list[str]]:
                  "team_terms/english": "\n".join(words).encode() + b"\n"}), words
 
 
+def test_seed_is_refused_for_nltk_names_with_the_push_that_does_it(cli, home):
+    proc = cli("get", "nltk:punkt_tab", "--seed", "s3://team/nltk", env=nltk_env(None, home / "nd"))
+    assert proc.returncode == 2 and "prefetch push nltk:ID" in proc.stderr, proc.stderr
+    assert not (home / "nd").exists()
+
+
 def test_a_team_package_pushed_by_one_machine_is_got_by_another_from_the_store(cli, home, s3, tmp_path):
     # Machine A: punkt_tab from the public layout (a folder here), plus the team's own package,
     # made by hand in its data dir; it pushes both.

@@ -46,6 +46,9 @@ class NltkPlanner(Planner):
     def check(self, names: Sequence[str], ctx: PlanContext) -> None:
         if names and len(ctx.request.mirrors) > 1:
             raise UsageError("with nltk: names, --mirror names one NLTK data mirror (BASE with BASE/index.xml)")
+        if names and ctx.request.seed:
+            raise UsageError("--seed does not apply to nltk: names (a store holds them in nltk_data's layout, "
+                             "with its index.xml): `prefetch push nltk:ID s3://BUCKET/PREFIX` publishes them")
         if names and (ctx.request.sha256 or ctx.request.md5 or ctx.request.output):
             raise UsageError("nltk: packages are checked by the index's md5 (or sha256) and go to NLTK's data dir; "
                              "--sha256/--md5/-o do not apply (NLTK_DATA=DIR installs into DIR)")
