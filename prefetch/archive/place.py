@@ -105,7 +105,8 @@ def _check_entries(temp: Path, final: Path, *, archive: Path, protect: frozenset
     return names
 
 
-def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: frozenset[Path] = frozenset()) -> None:
+def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: frozenset[Path] = frozenset(),
+             merge: bool = False) -> None:
     names = _check_entries(temp, final, archive=archive or temp, protect=protect)
     if not os.path.lexists(final):
         try:
@@ -116,7 +117,22 @@ def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: f
                 raise
             # Someone created it meanwhile: fall through and merge into it.
     for name in names:
-        _replace_entry(temp / name, final / name)
+        (_merge_entry if merge else _replace_entry)(temp / name, final / name)
+
+
+def _merge_entry(new: Path, target: Path) -> None:
+    """``new`` into ``target`` as tar extraction does: a directory of ours already there is
+    descended into (what it holds that the archive does not is kept); anything else is
+    replaced as ``_replace_entry`` does (never through a link: only real directories merge)."""
+    from prefetch.fs import safefs
+
+    old = safefs.lstat_or_none(target)
+    if (old is None or safefs.is_foreign(old) or not stat.S_ISDIR(old.st_mode)
+            or not stat.S_ISDIR(os.lstat(new).st_mode)):
+        _replace_entry(new, target)
+        return
+    for name in sorted(os.listdir(new)):
+        _merge_entry(new / name, target / name)
 
 
 def _replace_entry(new: Path, target: Path) -> None:
