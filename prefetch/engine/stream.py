@@ -55,7 +55,8 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
     of up to the pipe's size, after its first read (which empties http.client's buffer).
 
     ``transfer`` provides ``lock``, ``opt``, ``limiter``, ``quitting(src, generation)``,
-    ``write_at(data, pos, generation)`` and ``record(seg, src, pos, n, generation)``.
+    ``write_at(data, pos, generation)``, ``write_from_pipe(pipe, n, pos, generation)`` and
+    ``record(seg, src, pos, n, generation)``.
     Raises:
         TransientHTTPError: the connection broke, timed out, closed early or stalled.
     """
@@ -105,6 +106,7 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
             # the rate by more than one chunk (booking after a 512 KiB read let each
             # connection be a buffer ahead).
             limiter.wait(want)
+        booked = want
         try:
             n = splice(pipe, want) if splice is not None else None
             spliced = n is not None
@@ -130,8 +132,8 @@ def stream_body(transfer, resp, seg, src, pos: int, buffer: memoryview, generati
         if not transfer.record(seg, src, pos, n, generation):
             return  # bytes of a dropped source or an old generation are not trusted
         pos += n
-        if limiter is not None and n < want:
-            limiter.refund(want - n)
+        if limiter is not None and n < booked:
+            limiter.refund(booked - n)
         stall.add(n)
 
 
