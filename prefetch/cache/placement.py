@@ -267,8 +267,7 @@ def discard(*paths: Path) -> None:
 def make_dirs(path: Path) -> None:
     from prefetch.fs import safefs
 
-    safefs.check_dir_chain(path)  # a directory link planted by another user is never followed
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        safefs.make_dirs(path)  # a directory link another user planted anywhere above is never followed
     except OSError as exc:
         raise local_error(exc, path) from None

@@ -117,6 +117,31 @@ def check_dir_chain(path: Path | str, *, top: Path | str | None = None) -> None:
         check_link_ok(p)
 
 
+def make_dirs(path: Path | str) -> Path:
+    """``mkdir -p path``, never through a directory link another user planted anywhere above it.
+
+    Raises:
+        UnsafePathError: a component of ``path`` is another user's symbolic link.
+        OSError: a directory cannot be created.
+    """
+    path = Path(os.path.abspath(path))
+    check_dir_chain(path, top=path.anchor)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def check_lock_file(path: Path | str) -> None:
+    """A lock file another tool shares with us (huggingface_hub's ``.locks``) may be anyone's
+    regular file, never a link or a FIFO: its opener may follow, truncate or chmod it.
+
+    Raises:
+        UnsafePathError: a symbolic link or a non-regular file is there.
+    """
+    st = lstat_or_none(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise refuse(path, f"it is {kind_of(st)}")
+
+
 def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, own: bool = True) -> int:
     """Open ``path`` without following a final symlink and without blocking; regular files only.
 

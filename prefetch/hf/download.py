@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 import time
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from prefetch.errors import (ExitCode, HashMismatchError, HTTPStatusError, Inter
                              PrefetchError, UsageError)
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.model.plans import FileResult
+from prefetch.fs import safefs
 from prefetch.fs.files import local_error
 from prefetch.hf import api, cache_layout, complete
 from prefetch.hf.names import hub_token
@@ -189,7 +191,7 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
                         algorithm="sha256" if first.sha256 else "git-sha1", digest=first.etag)
     started = time.monotonic()
     if ctx.force or not _blob_ok(blob, first.size):
-        _make_dirs(blob.parent)
+        cache_layout.make_dirs(blob.parent)
 
         def waiting(owner) -> None:
             who = owner.describe() if owner else "another process"
@@ -198,6 +200,7 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
         with hold_lock(ctx.locks, blob, timeout=ctx.lock_timeout, job=ctx.job, on_wait=waiting, stop=ctx.stop), \
                 _hf_lock(cache_layout.hf_lock_path(plan.root, plan.repo.folder, first.etag), ctx, label):
             if ctx.force or not _blob_ok(blob, first.size):  # someone may have finished it while we waited
+                safefs.check_replaceable(blob)  # a planted link or another user's file: refused before any byte
                 _download_blob(ctx, first, blob, label, result)
     if result.status != "downloaded":
         result.status = "cached"
@@ -226,11 +229,12 @@ def _drop_stale_partial(ctx: _BlobContext, blob: Path) -> None:
 
 
 def _blob_ok(blob: Path, size: int) -> bool:
-    """A blob is trusted by name and size (its name is its hash; both tools rename only verified files)."""
-    try:
-        return blob.is_file() and blob.stat().st_size == size
-    except OSError:
-        return False
+    """A blob is trusted by name and size (its name is its hash; both tools rename only verified files).
+
+    Only a regular file: neither tool makes a blob a link, so a link there was planted and is never read through.
+    """
+    st = safefs.lstat_or_none(blob)
+    return st is not None and stat.S_ISREG(st.st_mode) and st.st_size == size
 
 
 def _download_blob(ctx: _BlobContext, f: api.HubFile, blob: Path, label: str, result: FileResult) -> None:
@@ -268,7 +272,7 @@ def _download_blob(ctx: _BlobContext, f: api.HubFile, blob: Path, label: str, re
         )
     sink(Event(EventKind.VERIFY, label, done=f.size, total=f.size, message=f"{what} ok"))
     try:
-        os.replace(part, blob)
+        safefs.replace(part, blob)  # never over a link or another user's file
     except OSError as exc:
         raise local_error(exc, blob) from None
     _discard(state)
@@ -291,7 +295,8 @@ def _hf_lock(path: Path, ctx: _BlobContext, label: str):
     from filelock import FileLock, Timeout
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        safefs.make_dirs(path.parent)  # a planted .locks link: refused (UnsafePathError), never followed
+        safefs.check_lock_file(path)  # a link or FIFO there: some filelock versions open it O_TRUNC and chmod it
         lock = FileLock(str(path), mode=0o664)
     except (OSError, TypeError):
         yield  # a read-only .locks: prefetch's own lock and the atomic rename still hold
@@ -378,17 +383,11 @@ def _failed(plan: HubPlan, f: api.HubFile, exc: PrefetchError, repo_dir: Path, c
                       error=str(exc), exit_code=int(exc.exit_code))
 
 
-def _make_dirs(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise local_error(exc, path) from None
-
-
 def _discard(*paths: Path) -> None:
+    """Remove our own in-flight files; another user's entry of that name is left alone."""
     for p in paths:
         try:
-            p.unlink()
+            safefs.remove_own(p)
         except OSError:
             pass
 
