@@ -211,3 +211,18 @@ def test_push_never_reads_a_cache_file_through_a_planted_link(s3, cli, shared, t
     proc = cli("push", str(tmp_path / "mine-link.bin"), s3.prefix)
     assert proc.returncode == 0, proc.stderr
     assert assert_store_consistent(s3, s3.prefix) == {"mine-link.bin": b"mine\n"}
+
+
+# --------------------------------------------------------------------------- export
+
+
+def test_export_never_creates_its_folder_through_a_link_planted_above_it(cli, home, origin, shared, victim_dir,
+                                                                         tmp_path):
+    from tests.test_shared_export import cached
+
+    registry = cached(cli, origin, tmp_path)
+    plant_link(victim_dir, shared / "team")  # the team's folder, as another user made it: a link
+    out = shared / "team" / "www"
+    proc = cli("export", str(out), "toy", "--registry", registry)
+    refused(proc, shared / "team")
+    assert_untouched(victim_dir=victim_dir)  # no www/, no data file, no SHA256SUMS through the link
