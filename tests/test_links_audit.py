@@ -9,8 +9,8 @@ line and exit 5, and the link's target must be left exactly as it was.
 
 from __future__ import annotations
 
-import hashlib
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -81,15 +81,37 @@ def test_hf_locks_folder_planted_as_a_link_is_not_followed(cli, hub, shared_hub,
     assert_untouched(victim_dir=victim_dir)
 
 
-def test_hf_lock_file_planted_as_a_link_is_refused_not_truncated(cli, hub, shared_hub, victim):
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_hf_lock_file_planted_as_a_link_or_fifo_is_refused(cli, hub, shared_hub, victim, kind):
+    """Older filelock releases open the lock O_TRUNC (and chmod it): through a link, the victim's bytes would go."""
     folder, _ = tiny(hub)
     etag = blob_name(MODEL_FILES["config.json"], lfs=False)
     lock = shared_hub / ".locks" / folder / f"{etag}.lock"
-    plant_link(victim, lock, dirs=(shared_hub / ".locks", lock.parent))
+    if kind == "symlink":
+        plant_link(victim, lock, dirs=(shared_hub / ".locks", lock.parent))
+    else:
+        def make():
+            for d in (shared_hub / ".locks", lock.parent):
+                d.mkdir(exist_ok=True)
+                os.chmod(d, 0o777)
+            os.mkfifo(lock)
+        as_other_user(make)
     proc = cli("get", "hf://acme/tiny")
     refused(proc, lock)
     assert_untouched(victim)
-    assert os.path.islink(lock)  # not replaced either: it is not ours
+    assert os.path.islink(lock) if kind == "symlink" else stat.S_ISFIFO(os.lstat(lock).st_mode)  # left as it was
+
+
+@pytest.mark.parametrize("suffix", [".part", ".part.json"])
+def test_hf_partial_planted_as_a_link_is_refused(cli, hub, shared_hub, victim, suffix):
+    """The engine's O_NOFOLLOW opens hold in the hub cache's blobs/ too (a regression guard)."""
+    folder, _ = tiny(hub)
+    repo = shared_hub / folder
+    partial = repo / "blobs" / (blob_name(MODEL_FILES["config.json"], lfs=False) + suffix)
+    plant_link(victim, partial, dirs=(repo, repo / "blobs"))
+    proc = cli("get", "hf://acme/tiny")
+    refused(proc, partial)
+    assert_untouched(victim)
 
 
 def test_hf_snapshot_folder_planted_as_a_link_is_not_followed(cli, hub, shared_hub, victim_dir):
