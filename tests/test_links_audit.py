@@ -51,12 +51,11 @@ def plant_link(target: Path, link: Path, *, dirs: tuple[Path, ...] = ()) -> None
 
 
 def refused(proc, path: Path | str) -> None:
-    """Exit 5, the refusal naming ``path`` (an hf:// repo adds its summary line, which quotes it), no traceback."""
+    """Exit 5, one error line: the refusal naming ``path`` (for an hf:// repo, in its summary), no traceback."""
     assert proc.returncode == ExitCode.FILESYSTEM, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error:")]
-    assert errors and f"refusing to use {path}:" in errors[0], proc.stderr
-    assert all(f"refusing to use {path}:" in line for line in errors), proc.stderr
+    assert len(errors) == 1 and f"refusing to use {path}:" in errors[0], proc.stderr
 
 
 def assert_untouched(victim: Path | None = None, victim_dir: Path | None = None) -> None:
