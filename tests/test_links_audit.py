@@ -247,3 +247,25 @@ def test_export_never_creates_its_folder_through_a_link_planted_above_it(cli, ho
     proc = cli("export", str(out), "toy", "--registry", registry)
     refused(proc, shared / "team")
     assert_untouched(victim_dir=victim_dir)  # no www/, no data file, no SHA256SUMS through the link
+
+
+# --------------------------------------------------------------------------- hard links
+
+
+def test_a_hard_link_planted_at_the_partial_to_a_file_of_ours_is_refused(cli, origin, shared):
+    """Linux lets a user hard-link a file they may write (fs.protected_hardlinks): our own 0666
+    file, linked at ``<final>.part``, passes the owner check; writing there would overwrite it."""
+    from tests.test_shared_cache import DATA, get_url
+
+    origin.put("d.bin", DATA)
+    ours = shared / "notes.txt"
+    ours.write_bytes(VICTIM_BYTES)
+    os.chmod(ours, 0o666)
+    out = shared / "d.bin"
+    as_other_user(lambda: os.link(ours, f"{out}.part"))
+
+    proc = get_url(cli, origin, out)
+    refused(proc, f"{out}.part")
+    assert "hard link" in proc.stderr
+    assert ours.read_bytes() == VICTIM_BYTES and ours.stat().st_size == len(VICTIM_BYTES)
+    assert not out.exists()

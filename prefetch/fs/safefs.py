@@ -130,18 +130,6 @@ def make_dirs(path: Path | str) -> Path:
     return path
 
 
-def check_lock_file(path: Path | str) -> None:
-    """A lock file another tool shares with us (huggingface_hub's ``.locks``) may be anyone's
-    regular file, never a link or a FIFO: its opener may follow, truncate or chmod it.
-
-    Raises:
-        UnsafePathError: a symbolic link or a non-regular file is there.
-    """
-    st = lstat_or_none(path)
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise refuse(path, f"it is {kind_of(st)}")
-
-
 def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, own: bool = True) -> int:
     """Open ``path`` without following a final symlink and without blocking; regular files only.
 
@@ -168,6 +156,10 @@ def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, 
             raise refuse(path, f"it is {kind_of(st)}")
         if (own or flags & (os.O_WRONLY | os.O_RDWR)) and is_foreign(st):
             raise refuse(path, f"it belongs to another user (uid {st.st_uid})")
+        if flags & (os.O_WRONLY | os.O_RDWR) and st.st_nlink > 1:
+            # A name another user hard-linked to a file of ours they may write (0666): writing here
+            # would write that file. Files prefetch writes in place (.part, logs) have one name.
+            raise refuse(path, f"it is a hard link ({st.st_nlink} names for one file)")
         if _NONBLOCK:
             import fcntl
 

@@ -32,7 +32,7 @@ from prefetch.fs.files import local_error
 from prefetch.hf import api, cache_layout, complete
 from prefetch.hf.names import hub_token
 from prefetch.hf.plan import HubPlan, select_files
-from prefetch.fs.locks import hold_lock
+from prefetch.fs.locks import check_lock_file, hold_lock
 from prefetch.engine.options import TransferOptions
 from prefetch.engine.transfer import download_to_part
 from prefetch.fs.hashing import update_from_file
@@ -308,7 +308,7 @@ def _hf_lock(path: Path, ctx: _BlobContext, label: str):
 
     try:
         safefs.make_dirs(path.parent)  # a planted .locks link: refused (UnsafePathError), never followed
-        safefs.check_lock_file(path)  # a link or FIFO there: some filelock versions open it O_TRUNC and chmod it
+        check_lock_file(path)  # a link or FIFO there: refused (older filelock opens it O_TRUNC and chmods it)
         lock = FileLock(str(path), mode=0o664)
     except (OSError, TypeError):
         yield  # a read-only .locks: prefetch's own lock and the atomic rename still hold
