@@ -269,3 +269,33 @@ def test_a_hard_link_planted_at_the_partial_to_a_file_of_ours_is_refused(cli, or
     assert "hard link" in proc.stderr
     assert ours.read_bytes() == VICTIM_BYTES and ours.stat().st_size == len(VICTIM_BYTES)
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- another user's blobs
+
+
+@pytest.mark.parametrize("honest", [False, True])
+def test_another_users_blob_is_used_only_when_its_bytes_match_its_name(cli, hub, shared_hub, honest):
+    """A file at ``blobs/<etag>`` is what huggingface_hub loads: another user's is hashed before it is trusted."""
+    folder, commit = tiny(hub)
+    repo = shared_hub / folder
+    data = MODEL_FILES["model.safetensors"]
+    etag = blob_name(data, lfs=True)
+
+    def plant():
+        for d in (repo, repo / "blobs"):
+            d.mkdir(parents=True, exist_ok=True)
+            os.chmod(d, 0o777)
+        (repo / "blobs" / etag).write_bytes(data if honest else b"\0" * len(data))  # same size either way
+    as_other_user(plant)
+
+    proc = cli("get", "hf://acme/tiny")
+    pointer = repo / "snapshots" / commit / "model.safetensors"
+    if honest:  # a teammate's verified blob: reused, not downloaded again
+        assert proc.returncode == 0, proc.stderr
+        assert pointer.read_bytes() == data
+        assert not [r for r in hub.cdn.requests if r.method == "GET"], "downloaded again"
+    else:  # zeros under the weights' name: never linked into the snapshot
+        refused(proc, repo / "blobs" / etag)
+        assert not os.path.lexists(pointer)
+    assert os.stat(repo / "blobs" / etag).st_uid == OTHER  # theirs, left as it was
