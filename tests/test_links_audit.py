@@ -299,3 +299,23 @@ def test_another_users_blob_is_used_only_when_its_bytes_match_its_name(cli, hub,
         refused(proc, repo / "blobs" / etag)
         assert not os.path.lexists(pointer)
     assert os.stat(repo / "blobs" / etag).st_uid == OTHER  # theirs, left as it was
+
+
+def test_rm_of_a_revision_never_follows_a_ref_that_names_a_path(cli, hub, shared_hub):
+    """``refs/v2`` is a commit hash; one planted as ``../../precious`` must not turn ``rm`` on that folder."""
+    folder, _ = tiny(hub)
+    repo = shared_hub / folder
+    precious = shared_hub / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_bytes(VICTIM_BYTES)
+
+    def plant():
+        for d in (repo, repo / "refs", repo / "snapshots"):
+            d.mkdir(parents=True, exist_ok=True)
+            os.chmod(d, 0o777)
+        (repo / "refs" / "v2").write_text("../../precious")
+    as_other_user(plant)
+
+    proc = cli("rm", "hf://acme/tiny@v2")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert (precious / "thesis.tex").read_bytes() == VICTIM_BYTES, proc.stdout + proc.stderr

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import uuid
 from dataclasses import dataclass, field
@@ -148,10 +149,20 @@ def write_ref(repo: Path, revision: str, commit: str) -> None:
 
 
 def read_ref(repo: Path, revision: str) -> str | None:
+    """The commit ``refs/<revision>`` names, or None: absent, not a regular file (never read through a
+    link or from a FIFO), or not a commit hash (a planted ``../..`` must never become a path)."""
+    from prefetch.errors import UnsafePathError
+    from prefetch.fs import safefs
+
     try:
-        return ref_path(repo, revision).read_text(encoding="utf-8").strip() or None
-    except (OSError, UnicodeDecodeError):
+        data = safefs.read_bytes(ref_path(repo, revision), own=False, limit=4096)
+    except (OSError, UnsafePathError):
         return None
+    commit = (data or b"").decode("ascii", "replace").strip()
+    return commit if _COMMIT.fullmatch(commit) else None
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def hf_lock_path(root: Path, folder: str, etag: str) -> Path:
