@@ -104,9 +104,22 @@ def adopt_copy(plan: FilePlan, on_event: EventSink) -> bool:
         except (OSError, PrefetchError):
             continue
         link_or_copy(copy, plan.final)
-        on_event(Event(EventKind.NOTE, plan.label, message=f"linked from {copy} (the same bytes, {expected.algorithm} ok)"))
+        linked = same_inode(copy, plan.final)
+        if not linked and not expected.matches(hash_file(plan.final, expected.algorithm)):
+            discard(plan.final)  # another filesystem: the copy is checked too
+            continue
+        how = "linked" if linked else "copied (another filesystem)"
+        on_event(Event(EventKind.NOTE, plan.label, message=f"{how} from {copy} (the same bytes, {expected.algorithm} ok)"))
         return True
     return False
+
+
+def same_inode(a: Path, b: Path) -> bool:
+    try:
+        sa, sb = os.lstat(a), os.lstat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def completion_path(records_dir: Path, final: Path) -> Path:

@@ -29,6 +29,9 @@ class FilePlan:
     # the same bytes in another cache (Keras's copy of a torchvision file): when one is
     # there and matches the expected hash, it is hard-linked (or copied) instead of downloaded
     copies: tuple[Path, ...] = ()
+    # "<keras dataset>/<file name>": another cache's file with the same bytes; where this one
+    # lands is noted (cache/copies.py) so that cache links it instead of downloading it
+    shares: str | None = None
 
     @property
     def label(self) -> str:

@@ -67,7 +67,7 @@ def plan_dataset(ds: TvDataset, *, root: Path, keras_root: Path, keras_registry,
             dataset=f"torchvision:{ds.name}", spec=spec, final=final, also=(),
             extract_into=tuple(root / e if e else root for e in f.extract),
             decompress_to=(final.with_name(f.decompressed),) if f.decompress else (),
-            copies=tuple(copies),
+            copies=tuple(copies), shares=f"{f.keras}/{f.name}" if f.keras else None,
         ))
     return plans
 
