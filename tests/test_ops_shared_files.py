@@ -152,3 +152,36 @@ def test_keras_first_then_torchvision_on_another_filesystem_is_copied_and_checke
         assert again.returncode == 0, again.stderr
         assert "copied" not in again.stdout + again.stderr
         assert placed.read_bytes() == archive and _requests(nginx_origin) == requests + 1
+
+
+def test_another_users_file_at_a_noted_place_is_never_linked_into_the_keras_cache(
+        nginx_origin, shared_files, home, cli):
+    """Their inode in our cache would be theirs to rewrite after the check: downloaded instead."""
+    from tests.test_shared_cache import as_other_user, plant_dirs
+
+    registry, archive, _fashion = shared_files
+    shared = Path(tempfile.mkdtemp(prefix="prefetch-shared-copy-", dir="/tmp"))
+    try:
+        os.chmod(shared, 0o1777)
+        root = shared / "data"
+        plant_dirs(root)  # their folder, world-writable
+        got = cli("get", "torchvision:CIFAR10", "--root", str(root), "--registry", str(registry),
+                  "--mirror", nginx_origin.url)
+        assert got.returncode == 0, got.stderr
+        placed = root / "cifar-10-python.tar.gz"
+
+        def swap():  # the same bytes, but their file
+            os.unlink(placed)
+            placed.write_bytes(archive)
+        as_other_user(swap)
+        requests = _requests(nginx_origin)
+        keras = cli("get", "cifar10", "--registry", str(registry), "--mirror", nginx_origin.url)
+        assert keras.returncode == 0, keras.stderr
+        keras_copy = home / ".keras" / "datasets" / "cifar-10-batches-py.tar.gz"
+        assert keras_copy.read_bytes() == archive
+        assert os.stat(keras_copy).st_uid == os.geteuid() and os.stat(keras_copy).st_ino != os.stat(placed).st_ino
+        assert _requests(nginx_origin) == requests + 1  # downloaded, not taken from their file
+    finally:
+        import shutil
+
+        shutil.rmtree(shared, ignore_errors=True)

@@ -135,6 +135,16 @@ def test_a_split_is_listed_and_removed_alone(nginx_origin, home, tmp_path, cli):
     assert cli("rm", "torchvision:Two.train", *args).returncode == 0
     assert not (root / "Two" / "a.bin").exists()
 
+    import prefetch  # the Python API: remove(..., root=) removes the same, and names what it kept
+
+    prefetch.ensure("torchvision:Two", root=root, registry=str(registry), mirror=nginx_origin.url, progress=False)
+    (root / "Two" / "b.bin").unlink()
+    (root / "Two" / "b.bin").write_bytes(b"B" * 2000)  # the user's own copy now
+    result = prefetch.remove("torchvision:Two", root=root, registry=str(registry))
+    assert [Path(r.path).name for r in result.removed if r.reason == "file"] == ["a.bin"]
+    assert result.not_placed and "b.bin" in result.not_placed[0]
+    assert (root / "Two" / "b.bin").exists()
+
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):

@@ -94,12 +94,20 @@ def adopt_copy(plan: FilePlan, on_event: EventSink) -> bool:
     torchvision's ``cifar-10-python.tar.gz``) are not downloaded twice. Without an
     expected hash nothing is adopted.
     """
+    from prefetch.fs import safefs
+
     expected = plan.spec.expected
     if expected is None:
         return False
     for copy in plan.copies:
         try:
-            if regular_or_none(copy) is None or not expected.matches(hash_file(copy, expected.algorithm)):
+            lst = safefs.lstat_or_none(copy)
+            # only a regular file of ours: a link, or another user's file (whose inode they could
+            # rewrite after the check), is never taken in
+            if lst is None or not stat.S_ISREG(lst.st_mode) or safefs.is_foreign(lst):
+                continue
+            safefs.check_dir_chain(copy.parent)
+            if not expected.matches(hash_file(copy, expected.algorithm)):
                 continue
         except (OSError, PrefetchError):
             continue
