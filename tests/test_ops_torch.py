@@ -282,3 +282,28 @@ def test_rm_never_goes_through_a_link_or_removes_another_users_file(nginx_origin
         assert sorted(p.name for p in raw.iterdir()) == ["t10k-labels-idx1-ubyte.gz", "train-images-idx3-ubyte"]
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_rm_leaves_a_folder_that_was_there_before_the_extraction_merged_into_it(nginx_origin, datasets, home,
+                                                                                tmp_path, cli):
+    registry, _mnist, archive = datasets
+    root = tmp_path / "data"
+    mine = root / "cifar-10-batches-py"
+    mine.mkdir(parents=True)
+    (mine / "my-notes.txt").write_text("mine")  # the user's folder, before prefetch extracts into it
+    args = ("--root", str(root), "--registry", str(registry))
+    assert cli("get", "torchvision:CIFAR10", *args, "--mirror", nginx_origin.url).returncode == 0
+    assert (mine / "data_batch_1").exists()
+    gone = cli("rm", "torchvision:CIFAR10", *args, "--json")
+    assert gone.returncode == 0, gone.stderr
+    out = json.loads(gone.stdout)
+    assert {Path(r["path"]).name for r in out["removed"] if r["reason"] != "marker"} == {"cifar-10-python.tar.gz"}
+    assert any("was there before" in line for line in out["not_placed"]), out
+    assert (mine / "my-notes.txt").read_text() == "mine"
+    # A folder prefetch created is its own, even when the same get runs again and extracts again.
+    shutil.rmtree(mine)
+    assert cli("get", "torchvision:CIFAR10", *args, "--mirror", nginx_origin.url).returncode == 0
+    (root / "cifar-10-batches-py" / "test_batch").unlink()  # damaged: the next get extracts again
+    assert cli("get", "torchvision:CIFAR10", *args, "--mirror", nginx_origin.url).returncode == 0
+    assert cli("rm", "torchvision:CIFAR10", *args).returncode == 0
+    assert not (root / "cifar-10-batches-py").exists() and not (root / "cifar-10-python.tar.gz").exists()

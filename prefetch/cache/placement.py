@@ -210,13 +210,35 @@ def extracted_entries(marker: Path, into: Path) -> list[str]:
     return entries if entries and all(ours(into / e) for e in entries) else []
 
 
-def write_marker(marker: Path, into: Path, entries: Sequence[str]) -> None:
+def entries_before_merge(into: Path, marker: Path) -> set[str]:
+    """What is in ``into`` before an extraction merges into it, less the entries this file's
+    last extraction created itself (its marker says so): those stay its own."""
+    try:
+        names = set(os.listdir(into))
+    except OSError:
+        return set()
+    from prefetch.fs import safefs
+
+    try:
+        old = json.loads(safefs.read_bytes(marker) or b"{}")
+        created = set(map(str, old.get("entries", []))) - set(map(str, old.get("merged", [])))
+    except (OSError, ValueError, TypeError, AttributeError, safefs.UnsafePathError):
+        created = set()
+    return names - created
+
+
+def write_marker(marker: Path, into: Path, entries: Sequence[str], *, merged: Sequence[str] = ()) -> None:
+    """Record what an extraction placed into ``into``: its top-level ``entries``, and which of them
+    were there already and merged into (``merged``: not its own to remove)."""
     from prefetch.fs.files import replace_file
     from prefetch.errors import UnsafePathError
 
+    record = {"into": str(into), "entries": list(entries)}
+    if merged:
+        record["merged"] = list(merged)
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(marker, json.dumps({"into": str(into), "entries": list(entries)}).encode("utf-8"), checked=True)
+        replace_file(marker, json.dumps(record).encode("utf-8"), checked=True)
     except (OSError, UnsafePathError):
         pass  # only an optimisation: without it we extract again next time
 

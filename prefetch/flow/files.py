@@ -350,11 +350,13 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
 
         on_event(Event(EventKind.EXTRACT, plan.label, message=f"extracting into {into}"))
         with extraction_lock(locks_dir, into, timeout=lock_timeout):
+            # a merge into entries already there: recorded, so `rm` never removes what it did not create
+            before = placement.entries_before_merge(into, marker) if plan.extract_merge else set()
             extracted = extract_archive(data, into, protect=placement.own_paths(plan),
                                         verified=plan.spec.expected is not None, moves=plan.extract_moves,
                                         gunzip=plan.extract_gunzip, merge=plan.extract_merge,
                                         subfolder=plan.extract_subfolder)
-        placement.write_marker(marker, into, extracted.entries)
+        placement.write_marker(marker, into, extracted.entries, merged=sorted(before & set(extracted.entries)))
         result.extracted.extend(str(into / e) for e in extracted.entries)
     for target in plan.decompress_to:
         _decompress(plan, data, target, markers_dir, on_event, result)

@@ -95,7 +95,8 @@ def _remove_placed(plan: FilePlan, result: RemoveResult, *, state: Path, dry_run
     elif os.path.lexists(record):
         paths.append((record, "marker"))
     for into in plan.extract_into:
-        paths += _marked(placement.marker_path(markers, plan.final, into), into, result, kind="extracted")
+        paths += _marked(placement.marker_path(markers, plan.final, into), into, result, kind="extracted",
+                         markers=markers)
     for target in plan.decompress_to:
         paths += _marked(placement.marker_path(markers, plan.final, target), target.parent, result, kind="extracted")
     paths += [(p, k) for p, k in ((part_path(plan.final), "partial"), (state_path(plan.final), "state"))
@@ -103,14 +104,20 @@ def _remove_placed(plan: FilePlan, result: RemoveResult, *, state: Path, dry_run
     remove_paths(paths, result, dry_run=dry_run)
 
 
-def _marked(marker: Path, into: Path, result: RemoveResult, *, kind: str) -> list[tuple[Path, str]]:
-    """The entries a marker says prefetch put into ``into``: each one ours and not a link, and the marker."""
+def _marked(marker: Path, into: Path, result: RemoveResult, *, kind: str,
+            markers: Path | None = None) -> list[tuple[Path, str]]:
+    """The entries a marker says prefetch's extraction created in ``into`` (each ours, not a link,
+    and not merged into by another extraction), and the marker. An entry that was already there
+    and merged into is not its own: left."""
     import json
 
     try:
-        entries = [str(e) for e in json.loads(safefs.read_bytes(marker) or b"")["entries"]]
-    except (OSError, ValueError, KeyError, TypeError, UnsafePathError):
+        record = json.loads(safefs.read_bytes(marker) or b"")
+        entries = [str(e) for e in record["entries"]]
+        merged = {str(e) for e in record.get("merged", [])}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UnsafePathError):
         return []
+    others = _merged_by_others(markers, into, marker) if markers is not None else set()
     out: list[tuple[Path, str]] = []
     for entry in entries:
         if entry in ("", ".", "..") or "/" in entry or "\\" in entry:
@@ -119,13 +126,36 @@ def _marked(marker: Path, into: Path, result: RemoveResult, *, kind: str) -> lis
         st = safefs.lstat_or_none(path)
         if st is None:
             continue
-        if stat.S_ISLNK(st.st_mode):
+        if entry in merged:
+            result.not_placed.append(f"{path}: was there before prefetch extracted into it; left alone")
+        elif entry in others:
+            result.not_placed.append(f"{path}: another extraction merged into it too; left alone")
+        elif stat.S_ISLNK(st.st_mode):
             result.not_placed.append(f"{path}: a link where prefetch placed a file; left alone")
         elif safefs.is_foreign(st):
             result.not_ours.append(f"{path}: belongs to another user (uid {st.st_uid}); left alone")
         else:
             out.append((path, kind))
     return out + [(marker, "marker")]
+
+
+def _merged_by_others(markers: Path, into: Path, mine: Path) -> set[str]:
+    """Entries of ``into`` that another extraction's marker says it merged into."""
+    import json
+
+    found: set[str] = set()
+    try:
+        others = [p for p in markers.iterdir() if p.suffix == ".json" and p != mine]
+    except OSError:
+        return found
+    for other in others:
+        try:
+            record = json.loads(safefs.read_bytes(other) or b"{}")
+            if record.get("into") == str(into):
+                found.update(str(e) for e in record.get("merged", []))
+        except (OSError, ValueError, TypeError, AttributeError, UnsafePathError):
+            continue
+    return found
 
 
 # ---------------------------------------------------------------------------------------- clean
