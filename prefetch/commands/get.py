@@ -12,7 +12,7 @@ import click
 @click.argument("names", nargs=-1, metavar="NAME|URL...")
 @click.option("-b", "--background", is_flag=True, help="Detach and return at once; follow with status/log/wait.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to fill (default $KERAS_HOME or ~/.keras).")
-@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. For hf:// names: the Hub endpoint (hf-mirror, or a URL); for ms:// the ModelScope endpoint; for nltk: an NLTK data mirror (BASE/index.xml).")
+@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. For hf:// names: the Hub endpoint (hf-mirror, or a URL); for ms:// the ModelScope endpoint; for nltk: an NLTK data mirror with BASE/index.xml (http(s), s3://BUCKET/PREFIX, or a folder).")
 @click.option("--seed", metavar="s3://BUCKET/PREFIX|NAME", help="Team store: read what it has, fetch the rest elsewhere, upload what it lacked.")
 @click.option("--also-origin", is_flag=True, help="With --mirror: use the origin too, in parallel.")
 @click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, 8 doubling up to 32 while it pays).")

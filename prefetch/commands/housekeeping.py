@@ -81,6 +81,7 @@ def rm(names, cache_dir, registries, root, torch_hub, dry_run, as_json):
       !prefetch rm torchvision:CIFAR10 --root data
       !prefetch rm torchvision:resnet50       # its default weights from torch.hub's checkpoints
       !prefetch rm https://host/ckpt/model-0123abcd.pth --torch-hub
+      !prefetch rm nltk:punkt_tab             # the zip and its folder in NLTK's data dir
     """
     from prefetch.errors import ExitCode
     from prefetch.operations.housekeeping import remove_datasets
@@ -88,8 +89,16 @@ def rm(names, cache_dir, registries, root, torch_hub, dry_run, as_json):
     registry, keras, state = _context(cache_dir, registries)
     import os
 
-    result = remove_datasets(list(names), registry, root=keras, state=state, dry_run=dry_run, env=os.environ,
-                             torchvision_root=root, registry_files=[str(r) for r in registries], torch_hub=torch_hub)
+    from prefetch.cache.nltk_data import is_nltk_name
+
+    nltk_names = [n for n in names if is_nltk_name(n)]
+    result = remove_datasets([n for n in names if not is_nltk_name(n)], registry, root=keras, state=state,
+                             dry_run=dry_run, env=os.environ, torchvision_root=root,
+                             registry_files=[str(r) for r in registries], torch_hub=torch_hub)
+    if nltk_names:
+        from prefetch.operations.nltk import remove_nltk
+
+        remove_nltk(nltk_names, result, env=os.environ, state=state, dry_run=dry_run)
     echo_result(result, as_json=as_json, verb="rm")
     if result.skipped:
         click.echo("prefetch: error: some files are being downloaded and were left alone; "

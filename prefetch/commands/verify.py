@@ -27,6 +27,7 @@ def verify(targets, cache_dir, registries, root, torch_hub, as_json):
       !prefetch verify torchvision:resnet50.IMAGENET1K_V1
       !prefetch verify https://host/ckpt/model-0123abcd.pth --torch-hub
       !prefetch verify ms://ORG/NAME
+      !prefetch verify nltk:punkt_tab
     """
     from pathlib import Path
 
@@ -69,6 +70,15 @@ def _verify_one(target: str, registry, root, *, tv_root=None, registries=(), tor
     from prefetch.operations import listing as cache
     from prefetch.hf.names import is_hub_name
 
+    from prefetch.cache.nltk_data import is_nltk_name
+
+    if is_nltk_name(target):
+        import os
+
+        from prefetch.fs.paths import state_dir
+        from prefetch.operations.nltk import verify_nltk
+
+        return verify_nltk(target, env=os.environ, state=state_dir())
     if target[:12].lower() == "torchvision:" or (torch_hub and "://" in target):
         from prefetch.operations.torchvision import verify_torchvision
 
