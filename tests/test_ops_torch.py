@@ -183,6 +183,9 @@ def test_weights_and_torch_hub_checkpoints_list_verify_and_rm(nginx_origin, home
 
     ok = run_cli("verify", url, "--torch-hub", "--json", env=env)
     assert ok.returncode == 0 and json.loads(ok.stdout)[0]["state"] == "ok", ok.stdout + ok.stderr
+    by_path = run_cli("verify", str(hub / name), "--json", env=env)  # a path there: the name's prefix checks it
+    assert by_path.returncode == 0 and json.loads(by_path.stdout)[0]["state"] == "ok", by_path.stdout
+    assert run_cli("verify", str(hub / "resnet18-f37072fd.pth"), env=env).returncode == 4
     bad = run_cli("verify", "torchvision:resnet18", env=env)  # its name's sha256 prefix does not match
     assert bad.returncode == 4, bad.stdout + bad.stderr
 
