@@ -10,17 +10,18 @@ import click
 
 
 @click.command("list")
-@click.argument("names", nargs=-1, metavar="[torchvision:NAME|ms://REPO...]")
+@click.argument("names", nargs=-1, metavar="[torchvision:NAME|ms://REPO|nltk:ID...]")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to inspect.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
 @click.option("--root", type=click.Path(file_okay=False), help="torchvision datasets' root (default ./data).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_datasets(names, cache_dir, registries, root, as_json):
     """Every known dataset: missing / partial N% / complete, its size on disk, and the total; then
-    Hugging Face and ModelScope repos, torchvision datasets under --root and torch.hub's checkpoints.
+    Hugging Face and ModelScope repos, torchvision datasets under --root, torch.hub's checkpoints
+    and NLTK packages.
 
     Partial downloads show their age (and "running" while a download holds them). With
-    torchvision: or ms:// names, only those.
+    torchvision:, ms:// or nltk: names, only those (exit 1 unless all are complete).
 
     \b
     Examples (in a notebook cell):
@@ -28,6 +29,7 @@ def list_datasets(names, cache_dir, registries, root, as_json):
       !prefetch list torchvision:CIFAR10 --root data
       !prefetch list torchvision:resnet50
       !prefetch list ms://ORG/NAME
+      !prefetch list nltk:punkt_tab nltk:stopwords
     """
     if names:
         return _list_named(names, root=root, registries=registries, as_json=as_json)
@@ -52,7 +54,8 @@ def list_datasets(names, cache_dir, registries, root, as_json):
         click.echo(json.dumps({"root": str(root), "total_bytes": total, "datasets": [asdict(r) for r in rows],
                                "hub": {"root": str(hub_root), "repos": [asdict(r) for r in repos]},
                                "modelscope": {"root": str(ms_root), "repos": [asdict(r) for r in ms_rows]},
-                               "torch": [asdict(r) for r in torch_rows]}, indent=2))
+                               "torch": [asdict(r) for r in torch_rows],
+                               "nltk": _nltk_json(*_nltk_rows(()))}, indent=2))
         return 0
     from prefetch.commands.housekeeping import human_age
     from prefetch.commands.output import echo_table
@@ -81,6 +84,7 @@ def list_datasets(names, cache_dir, registries, root, as_json):
                    ("yellow",) if i == 1 and cell == "partial" else ())
     _echo_ms(ms_root, ms_rows)
     _echo_torch(torch_rows)
+    _echo_nltk(*_nltk_rows(()))
     return 0
 
 
@@ -104,12 +108,14 @@ def _list_named(names, *, root, registries, as_json):
     """``prefetch list torchvision:CIFAR10 ms://ORG/NAME``: those names only; exit 1 if any is not complete."""
     from prefetch.errors import UsageError
     from prefetch.ms.names import is_ms_name, parse_ms_name
+    from prefetch.cache.nltk_data import is_nltk_name
     from prefetch.operations.torchvision import is_torchvision_name
 
-    odd = [n for n in names if not is_torchvision_name(n) and not is_ms_name(n)]
+    odd = [n for n in names if not is_torchvision_name(n) and not is_ms_name(n) and not is_nltk_name(n)]
     if odd:
-        raise UsageError(f"{odd[0]}: `prefetch list NAME` takes torchvision: and ms:// names "
+        raise UsageError(f"{odd[0]}: `prefetch list NAME` takes torchvision:, ms:// and nltk: names "
                          "(plain `prefetch list` shows every Keras dataset and hf:// repo)")
+    nltk_dir, nltk_rows = _nltk_rows([n for n in names if is_nltk_name(n)])
     ms_root, ms_rows, torch_rows = _ms_and_torch(root=root, registries=registries, names=names)
     wanted = {parse_ms_name(n).label for n in names if is_ms_name(n)}
     ms_rows = [r for r in ms_rows if r.name in wanted]
@@ -119,11 +125,37 @@ def _list_named(names, *, root, registries, as_json):
         ms_rows.append(MsRepoState(name=label, path="", state="missing"))
     if as_json:
         click.echo(json.dumps({"modelscope": {"root": str(ms_root), "repos": [asdict(r) for r in ms_rows]},
-                               "torch": [asdict(r) for r in torch_rows]}, indent=2))
+                               "torch": [asdict(r) for r in torch_rows], "nltk": _nltk_json(nltk_dir, nltk_rows)},
+                              indent=2))
     else:
         _echo_ms(ms_root, ms_rows)
         _echo_torch(torch_rows)
-    return 0 if all(r.state == "complete" for r in [*ms_rows, *torch_rows]) else 1
+        _echo_nltk(nltk_dir, nltk_rows)
+    return 0 if all(r.state == "complete" for r in [*ms_rows, *torch_rows, *nltk_rows]) else 1
+
+
+def _nltk_rows(names):
+    from prefetch.fs.paths import state_dir
+    from prefetch.operations.nltk import list_nltk
+
+    return list_nltk(list(names), env=os.environ, state=state_dir())
+
+
+def _nltk_json(data_dir, rows) -> dict:
+    return {"root": str(data_dir), "packages": [asdict(r) for r in rows]}
+
+
+def _echo_nltk(data_dir, rows) -> None:
+    if not rows:
+        return
+    from prefetch.commands.output import echo_table
+    from prefetch.ui.render import human_bytes
+
+    click.echo(f"NLTK data: {data_dir}")
+    echo_table(["PACKAGE", "STATE", "ON DISK", "ZIP"],
+               [[r.name, r.state, human_bytes(r.bytes) if r.bytes else "-", r.path] for r in rows], right=[2],
+               colour_of=lambda i, cell: ("green",) if i == 1 and cell == "complete" else
+               ("yellow",) if i == 1 and cell in ("partial", "zip only", "unverified") else ())
 
 
 def _echo_ms(ms_root, rows) -> None:
