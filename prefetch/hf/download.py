@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -127,9 +127,10 @@ def fetch_repo(
     from prefetch.engine.many import files_in_flight, run_in_order
 
     order = sorted(by_blob, key=lambda e: by_blob[e][0].size)
-    run_in_order(len(order), lambda i: run(order[i]), stop=stop,
-                 workers=files_in_flight(len(order), limit=max_parallel_files,
-                                         host_connections=transfer.host_connections))
+    workers = files_in_flight(len(order), limit=max_parallel_files, host_connections=transfer.host_connections)
+    hosts = transfer.hosts
+    run_in_order(len(order), lambda i: run(order[i]), stop=stop, workers=workers,
+                 limit=(lambda: hosts.files_now(workers)) if hosts is not None else None)
     results: list[FileResult] = []
     for etag in order:
         outcome = outcomes[etag]
@@ -242,8 +243,9 @@ def _download_blob(ctx: _BlobContext, f: api.HubFile, blob: Path, label: str, re
     sink = ctx.progress.file_sink(label)
     for attempt in (1, 2):
         try:
+            # Renamed right after: a small blob needs no resume record (engine/resume_state.py).
             transfer = download_to_part(urls=[url], part=part, state_file=state, algorithm=algorithm,
-                                        options=ctx.transfer, on_event=sink, stop=ctx.stop,
+                                        options=replace(ctx.transfer, small_record=False), on_event=sink, stop=ctx.stop,
                                         client_factory=ctx.factory, name=label)
         except PrefetchError:
             from prefetch.engine.resume_state import load_state
