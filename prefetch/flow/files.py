@@ -77,7 +77,10 @@ def fetch_file(
     )
     started = time.monotonic()
     records_dir = records_dir if records_dir is not None else markers_dir.parent / "placed"
-    placement.make_dirs(plan.final.parent)
+    if leftovers is not None:
+        leftovers.make_dirs(plan.final.parent, placement.make_dirs)
+    else:
+        placement.make_dirs(plan.final.parent)
     if plan.final.is_dir() and not plan.final.is_symlink():
         # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
         raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")

@@ -99,8 +99,11 @@ def hold_lock(
     """
     path = lock_path(locks_dir, target)
     try:
-        locks_dir.mkdir(parents=True, exist_ok=True)
-        lock = _FileLock(path)  # never a planted link or FIFO (check_lock_file's open)
+        try:
+            lock = _FileLock(path)  # never a planted link or FIFO (check_lock_file's open)
+        except FileNotFoundError:  # the first lock of this state dir (not a mkdir per file)
+            locks_dir.mkdir(parents=True, exist_ok=True)
+            lock = _FileLock(path)
     except OSError as exc:
         raise _locks_dir_error(exc, locks_dir) from None
     try:

@@ -252,12 +252,14 @@ class Client:
         session = self._session or self._open_session()
         via, netrc_auth = self._env.get(key) or self._environment(url, key)
         auth = _explicit_auth(headers) or netrc_auth
+        # Plain http, direct: no TLS, and requests would stat a named CA bundle per request for nothing.
+        verify = self._verify if (via or key[0] == "https") else True
         for attempt in (1, 2):
             reused = key in self._warm
             self._warm.discard(key)
             try:
                 resp = session.request(method, url, headers=headers, stream=True, allow_redirects=False,
-                                       timeout=(timeouts.connect, timeouts.read), verify=self._verify,
+                                       timeout=(timeouts.connect, timeouts.read), verify=verify,
                                        auth=auth, proxies=via)
             except requests.exceptions.SSLError as exc:
                 reason = _ssl_reason(exc)
