@@ -240,3 +240,42 @@ def test_the_api_bar_of_many_files_is_one_summary_at_a_constant_cost_per_event(m
     (one,) = made
     assert (one.n, one.total, one.desc) == (300000, 300000, "3000/3000 files")
     assert one.refreshed <= 8
+
+
+def test_the_hub_blob_lock_is_the_one_huggingface_hub_takes(tmp_path):
+    """prefetch's flock on huggingface_hub's .locks file waits while filelock (huggingface_hub's
+    lock) holds it, says so once, takes it when released, and a stop ends the wait."""
+    from types import SimpleNamespace
+
+    from filelock import FileLock
+
+    from prefetch.errors import InterruptedTransferError
+    from prefetch.hf.download import _hf_lock
+
+    notes = []
+    ctx = SimpleNamespace(stop=threading.Event(), progress=SimpleNamespace(emit=notes.append))
+    path = tmp_path / ".locks" / "models--acme--x" / "abc.lock"
+    with _hf_lock(path, ctx, "x"):  # makes its dir on first use
+        assert path.exists()
+    theirs = FileLock(str(path))
+    theirs.acquire()
+    got = []
+
+    def ours() -> None:
+        with _hf_lock(path, ctx, "x"):
+            got.append(time.monotonic())
+
+    thread = threading.Thread(target=ours)
+    thread.start()
+    time.sleep(1.3)
+    assert got == [] and len(notes) == 1, "waits while huggingface_hub holds it, and says so once"
+    released = time.monotonic()
+    theirs.release()
+    thread.join(5)
+    assert got and got[0] - released < 0.5
+    theirs.acquire()
+    threading.Timer(0.2, ctx.stop.set).start()
+    with pytest.raises(InterruptedTransferError):
+        with _hf_lock(path, ctx, "x"):
+            pass
+    theirs.release()
