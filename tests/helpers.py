@@ -86,3 +86,36 @@ def stop_server(server) -> None:
     if server is not None:
         server.shutdown()
         server.server_close()
+
+
+class LocalHubApi:
+    """What the local hub APIs (``tests/hub_origin.py``, ``tests/ms_origin.py``) share: file bytes come
+    from their own CDN origin, the API runs in a thread, and the object is a context manager.
+
+    A subclass calls ``_init_api()`` from ``__post_init__`` and sets two class attributes after its
+    handler is defined: ``api_handler`` (the request handler class) and ``api_name`` (the server
+    attribute through which the handler reaches the hub object).
+    """
+
+    api_handler = None
+    api_name = "hub"
+
+    def _init_api(self) -> None:
+        import threading
+
+        from tests.origin import OriginServer
+
+        self.cdn = OriginServer()
+        self.repos = {}
+        self.lock = threading.Lock()
+        self.url = ""
+        self._server = None
+
+    def __enter__(self):
+        self.cdn.start()
+        self._server, self.url = serve_in_thread(type(self).api_handler, **{self.api_name: self})
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stop_server(self._server)
+        self.cdn.stop()

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.origin import OriginServer
-from tests.helpers import serve_in_thread, stop_server
+from tests.helpers import LocalHubApi
 
 _TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 
@@ -72,7 +70,7 @@ class HubRequest:
 
 
 @dataclass
-class HubServer:
+class HubServer(LocalHubApi):
     """``HubServer()`` as a context manager; ``url`` is the endpoint (``HF_ENDPOINT``)."""
 
     token: str = "hf_test_token_secret_0123456789"
@@ -81,21 +79,8 @@ class HubServer:
     requests: list[HubRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.cdn = OriginServer()
+        self._init_api()
         self.repos: dict[tuple[str, str], HubRepo] = {}
-        self.lock = threading.Lock()
-        self.url = ""
-        self._server: ThreadingHTTPServer | None = None
-
-    # -- lifecycle --------------------------------------------------------------
-    def __enter__(self) -> "HubServer":
-        self.cdn.start()
-        self._server, self.url = serve_in_thread(_Handler, hub=self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        stop_server(self._server)
-        self.cdn.stop()
 
     # -- content ----------------------------------------------------------------
     def add_repo(self, repo_id: str, files: dict[str, bytes], *, repo_type: str = "model", lfs=(),
@@ -291,3 +276,7 @@ def _parse_range(header: str, size: int):
     if a >= size or b < a:
         return "unsatisfiable"
     return a, min(b, size - 1)
+
+
+HubServer.api_handler = _Handler
+HubServer.api_name = "hub"

@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
-from tests.origin import OriginServer
 from tests.hub_origin import _parse_range
-from tests.helpers import serve_in_thread, stop_server
+from tests.helpers import LocalHubApi
 
 
 @dataclass
@@ -55,7 +53,7 @@ class MsRepo:
 
 
 @dataclass
-class MsServer:
+class MsServer(LocalHubApi):
     """``MsServer()`` as a context manager; ``url`` is the endpoint (``MODELSCOPE_ENDPOINT``)."""
 
     token: str = "ms-test-token-secret-0123456789"
@@ -64,20 +62,8 @@ class MsServer:
     requests: list[MsRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.cdn = OriginServer()
+        self._init_api()
         self.repos: dict[tuple[str, str], MsRepo] = {}
-        self.lock = threading.Lock()
-        self.url = ""
-        self._server: ThreadingHTTPServer | None = None
-
-    def __enter__(self) -> "MsServer":
-        self.cdn.start()
-        self._server, self.url = serve_in_thread(_Handler, ms=self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        stop_server(self._server)
-        self.cdn.stop()
 
     def add_repo(self, repo_id: str, files: dict[str, bytes], *, kind: str = "models", private: bool = False,
                  revisions=("master",), listed_sha256: dict[str, str] | None = None) -> MsRepo:
@@ -206,3 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
         if data:
             self.record.body_bytes += len(data)
             self.wfile.write(data)
+
+
+MsServer.api_handler = _Handler
+MsServer.api_name = "ms"

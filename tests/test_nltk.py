@@ -159,10 +159,10 @@ def test_an_id_the_snapshot_lacks_goes_to_the_origin_index_and_says_mirror_when_
         closed = f"http://127.0.0.1:{s.getsockname()[1]}"
     monkeypatch.setattr(nltk_data, "ORIGIN", closed)  # raw.githubusercontent.com, unreachable
     monkeypatch.setenv("NLTK_DATA", str(home / "nd"))
-    assert "punkt_tab" not in nltk_data.load_snapshot().packages
+    assert "a_later_package" not in nltk_data.load_snapshot().packages
     with pytest.raises(NetworkError) as info:
-        plan_request(GetRequest(names=["nltk:punkt_tab"]))
-    assert "lacks punkt_tab" in str(info.value) and "--mirror" in str(info.value)
+        plan_request(GetRequest(names=["nltk:a_later_package"]))
+    assert "lacks a_later_package" in str(info.value) and "--mirror" in str(info.value)
 
 
 def test_a_flat_dataset_mirror_is_not_taken_for_nltk_packages(home, monkeypatch):

@@ -55,13 +55,12 @@ def test_five_machines_seed_one_store_and_the_origin_serves_each_file_about_once
     print(f"\nfive machines: origin bytes / file size = "
           + ", ".join(f"{n} {r:.2f}" for n, r in ratios.items()))
     for name, ratio in ratios.items():
-        # One copy, plus the engine's in-flight waste (bytes already sent on a connection it
-        # abandons when it splits work: about 20% here for a single machine alone); five
-        # machines without the store would make it 5 and more.
-        if not 0.99 <= ratio < 2.0:
+        # One copy (issue 20's target: at most 1.1x): pieces are closed ranges, so a split
+        # wastes nothing; five machines without the store would make it 5 and more.
+        if not 0.99 <= ratio <= 1.1:
             for i, (_, err) in enumerate(outputs):
                 print(f"--- machine {i}\n" + "\n".join(l for l in err.splitlines() if " progress " not in l))
-        assert 0.99 <= ratio < 2.0, (name, ratio, sent)
+        assert 0.99 <= ratio <= 1.1, (name, ratio, sent)
     for name in files:  # one machine seeded each file; the others waited for it, then read the store
         assert sum(f"seeded the store: uploaded {s3.prefix}{name}" in err for _, err in outputs) == 1
         assert sum(f"{s3.prefix}{name} is in the store now" in err for _, err in outputs) >= 1

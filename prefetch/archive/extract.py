@@ -43,7 +43,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from prefetch.archive.format import _check_format, _corrupt, _filesystem_error, _open_archive, _sniff
 from prefetch.archive.limits import _Budget
@@ -90,6 +90,10 @@ def extract_archive(
     max_members: int = 1_000_000,
     protect: Iterable[Path] = (),
     verified: bool = False,
+    moves: Sequence[tuple[str, str]] = (),
+    gunzip: str | None = None,
+    merge: bool = False,
+    subfolder: str = "",
 ) -> ExtractResult:
     """Extract ``archive`` safely into ``destination`` (see the module docstring for the rules).
 
@@ -109,6 +113,14 @@ def extract_archive(
         verified: the archive matched an expected hash: sparse tar members are then
             written as sparse files, their holes exempt from ``max_ratio`` (their full
             size still counts against ``max_bytes`` and the free space).
+        moves, gunzip: rearrangements of the extracted tree before it is placed
+            (``archive/rearrange.py``): paths moved, a folder of .gz files decompressed.
+        merge: directories already in ``destination`` are merged into, as tar and zip
+            extraction do (files of the same name replaced, others kept), instead of
+            replaced whole.
+        subfolder: a folder of the (rearranged) tree, ``"MiddEval3/testF"``: only its
+            contents go into ``destination``, the rest is dropped (every member is still
+            checked); ``IntegrityError`` when the archive has no such folder.
 
     Returns:
         ExtractResult with the destination, the top-level names placed, the member count
@@ -164,9 +176,14 @@ def extract_archive(
             else:
                 _extract_zip(ctx, raw)
             ctx.audit_symlinks()
-            entries = sorted(os.listdir(temp))
-            _set_dir_mode(temp, ctx.final_dir_mode)
-            _install(temp, final, archive=archive, protect=protected)
+            if moves or gunzip:
+                from prefetch.archive.rearrange import rearrange
+
+                rearrange(temp, archive=archive, moves=moves, gunzip=gunzip)
+            source = _subfolder(temp, subfolder, archive) if subfolder else temp
+            entries = sorted(os.listdir(source))
+            _set_dir_mode(source, ctx.final_dir_mode)
+            _install(source, final, archive=archive, protect=protected, merge=merge)
         except OSError as exc:
             raise _filesystem_error(exc, archive=archive, destination=destination) from exc
         except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
@@ -179,6 +196,27 @@ def extract_archive(
     )
 
 
+
+
+def _subfolder(temp: Path, subfolder: str, archive: Path) -> Path:
+    """``temp/subfolder``, each step a real directory the archive made (no link followed)."""
+    import stat
+
+    from prefetch.errors import IntegrityError
+
+    here = temp
+    for part in subfolder.replace("\\", "/").split("/"):
+        if part in ("", ".", ".."):
+            raise UsageError(f"subfolder {subfolder!r} must be a relative path inside the archive")
+        here = here / part
+        try:
+            is_dir = stat.S_ISDIR(os.lstat(here).st_mode)
+        except FileNotFoundError:
+            is_dir = False
+        if not is_dir:
+            raise IntegrityError(f"{archive} has no folder {subfolder!r} (the layout expects its contents); "
+                                 "nothing was extracted")
+    return here
 
 
 def _norm(path: Path) -> Path:

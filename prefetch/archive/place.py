@@ -105,7 +105,8 @@ def _check_entries(temp: Path, final: Path, *, archive: Path, protect: frozenset
     return names
 
 
-def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: frozenset[Path] = frozenset()) -> None:
+def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: frozenset[Path] = frozenset(),
+             merge: bool = False) -> None:
     names = _check_entries(temp, final, archive=archive or temp, protect=protect)
     if not os.path.lexists(final):
         try:
@@ -115,8 +116,35 @@ def _install(temp: Path, final: Path, *, archive: Path | None = None, protect: f
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
             # Someone created it meanwhile: fall through and merge into it.
+    if merge:
+        _check_merge(temp, final, names, archive=archive or temp, protect=protect)
     for name in names:
-        _replace_entry(temp / name, final / name)
+        (_merge_entry if merge else _replace_entry)(temp / name, final / name)
+
+
+def _check_merge(temp: Path, final: Path, names: list[str], *, archive: Path, protect: frozenset[Path]) -> None:
+    """Before a merge moves anything: no entry at any depth it reaches may replace one of
+    prefetch's own files (``_check_entries``, level by level where both sides are directories)."""
+    for name in names:
+        new, target = temp / name, final / name
+        if os.path.isdir(target) and not os.path.islink(target) and stat.S_ISDIR(os.lstat(new).st_mode):
+            _check_merge(new, target, _check_entries(new, target, archive=archive, protect=protect),
+                         archive=archive, protect=protect)
+
+
+def _merge_entry(new: Path, target: Path) -> None:
+    """``new`` into ``target`` as tar extraction does: a directory of ours already there is
+    descended into (what it holds that the archive does not is kept); anything else is
+    replaced as ``_replace_entry`` does (never through a link: only real directories merge)."""
+    from prefetch.fs import safefs
+
+    old = safefs.lstat_or_none(target)
+    if (old is None or safefs.is_foreign(old) or not stat.S_ISDIR(old.st_mode)
+            or not stat.S_ISDIR(os.lstat(new).st_mode)):
+        _replace_entry(new, target)
+        return
+    for name in sorted(os.listdir(new)):
+        _merge_entry(new / name, target / name)
 
 
 def _replace_entry(new: Path, target: Path) -> None:

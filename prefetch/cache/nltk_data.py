@@ -16,9 +16,13 @@ nltk (``data.py``, ``downloader.py``, 3.10) reads:
 
 A mirror has the gh-pages layout: ``BASE/index.xml`` and ``BASE/packages/<subdir>/<id>.zip``
 (packages are fetched from there, whatever the ``url`` attributes of a mirrored index say).
-Without a mirror the built-in snapshot (``nltk_index.json``, generated from a real
-``index.xml``; its commit and date are inside) answers, so raw.githubusercontent.com is
-needed only for ids the snapshot lacks.
+BASE is an http(s) URL, a team store (``s3://BUCKET/PREFIX``) or a local folder (an
+exported copy on a NAS mount). Without a mirror the built-in snapshot (``nltk_index.json``,
+generated from a real ``index.xml``; its commit and date are inside) answers, so
+raw.githubusercontent.com is needed only for ids the snapshot lacks.
+
+The index's checksum is md5 (``checksum``); indexes built since October 2025 also carry
+``sha256_checksum``, which nltk 3.10 prefers, and so does prefetch when it is there.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ ORIGIN = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages"
 _ID = re.compile(r"^[A-Za-z0-9][\w.+-]{0,99}$")
 _SUBDIR = re.compile(r"^[A-Za-z0-9_][\w.-]{0,99}(/[A-Za-z0-9_][\w.-]{0,99})*$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SYSTEM_PATHS = ("/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data",
                  "/usr/local/lib/nltk_data")
 
@@ -50,8 +55,15 @@ class NltkPackage:
     subdir: str
     size: int
     unzipped_size: int
-    md5: str
+    md5: str  # "" when only a sha256 is known
     unzip: bool = True
+    sha256: str = ""
+    url: str = ""  # a pinned URL (snapshot entries added from another commit); "" = its place in the layout
+
+    @property
+    def expected(self) -> tuple[str, str]:
+        """(algorithm, hex digest) the zip is checked by: sha256 when known, else md5."""
+        return ("sha256", self.sha256) if self.sha256 else ("md5", self.md5)
 
     @property
     def path(self) -> str:
@@ -160,8 +172,8 @@ def parse_index(data: bytes, *, source: str) -> NltkIndex:
         a = elem.attrib
         try:
             pkg = NltkPackage(id=a["id"], subdir=a.get("subdir", ""), size=int(a["size"]),
-                              unzipped_size=int(a.get("unzipped_size", "0")), md5=a["checksum"].lower(),
-                              unzip=a.get("unzip", "1") != "0")
+                              unzipped_size=int(a.get("unzipped_size", "0")), md5=a.get("checksum", "").lower(),
+                              unzip=a.get("unzip", "1") != "0", sha256=a.get("sha256_checksum", "").lower())
         except (KeyError, ValueError):
             raise NetworkError(f"{source}: a malformed package entry {dict(a)!r:.200}") from None
         _check_package(pkg, source)
@@ -174,7 +186,8 @@ def parse_index(data: bytes, *, source: str) -> NltkIndex:
 def _check_package(pkg: NltkPackage, source: str) -> None:
     parts = PurePosixPath(pkg.subdir).parts
     if not _ID.match(pkg.id) or ".." in pkg.id or not _SUBDIR.match(pkg.subdir) or ".." in parts \
-            or not _MD5.match(pkg.md5) or pkg.size < 0 or pkg.unzipped_size < 0:
+            or not (_MD5.match(pkg.md5) or (not pkg.md5 and pkg.sha256)) \
+            or (pkg.sha256 and not _SHA256.match(pkg.sha256)) or pkg.size < 0 or pkg.unzipped_size < 0:
         raise NetworkError(f"{source}: refusing package entry {pkg.id!r} (subdir {pkg.subdir!r}): "
                            "an unsafe id or subdir, or a malformed md5 or size")
 
@@ -183,8 +196,12 @@ def load_snapshot() -> NltkIndex:
     """The built-in snapshot of the index facts (``nltk_index.json``)."""
     raw = json.loads((Path(__file__).with_name("nltk_index.json")).read_text(encoding="utf-8"))
     packages = {ident: NltkPackage(id=ident, subdir=p["subdir"], size=p["size"], unzipped_size=p["unzipped_size"],
-                                   md5=p["md5"], unzip=p["unzip"]) for ident, p in raw["packages"].items()}
+                                   md5=p.get("md5", ""), unzip=p["unzip"], sha256=p.get("sha256", ""),
+                                   url=p.get("url", "")) for ident, p in raw["packages"].items()}
     source = f"prefetch's built-in snapshot of {raw['source']} of {raw['date']}"
+    if raw.get("added"):
+        source += f", with {sum(1 for p in raw['packages'].values() if p.get('url'))} packages added from commit " \
+                  f"{raw['added']['commit'][:12]}"
     return NltkIndex(packages=packages, collections={k: tuple(v) for k, v in raw["collections"].items()},
                      source=source)
 
@@ -194,3 +211,44 @@ def package_url(base: str, pkg: NltkPackage) -> str:
     from urllib.parse import quote
 
     return f"{base.rstrip('/')}/packages/{quote(pkg.path)}"
+
+
+def merge_index(old: NltkIndex | None, packages: Sequence[NltkPackage],
+                collections: Mapping[str, Sequence[str]], *, source: str) -> NltkIndex:
+    """``old`` with ``packages`` and ``collections`` added (an entry of the same id replaced)."""
+    merged = dict(old.packages) if old else {}
+    merged.update({p.id: p for p in packages})
+    groups = dict(old.collections) if old else {}
+    groups.update({k: tuple(v) for k, v in collections.items()})
+    return NltkIndex(packages=dict(sorted(merged.items())), collections=dict(sorted(groups.items())), source=source)
+
+
+def render_index(index: NltkIndex, *, base_url: str = "") -> bytes:
+    """``index.xml`` as nltk's ``build_index`` writes it (the attributes nltk 3.10 reads).
+
+    Each ``url`` names the package's place under ``base_url``, or, without one, its place
+    relative to the index (``packages/<subdir>/<id>.zip``: where a copy is served is not
+    known when it is written). prefetch never follows it: a mirror's packages are fetched
+    by their place in the layout.
+    """
+    import xml.etree.ElementTree as ET
+    from urllib.parse import quote
+
+    root = ET.Element("nltk_data")
+    packages = ET.SubElement(root, "packages")
+    for pkg in index.packages.values():
+        attrs = {"id": pkg.id, "name": pkg.id, "subdir": pkg.subdir, "size": str(pkg.size),
+                 "unzipped_size": str(pkg.unzipped_size), "unzip": "1" if pkg.unzip else "0",
+                 "url": package_url(base_url, pkg) if base_url else f"packages/{quote(pkg.path)}"}
+        if pkg.md5:
+            attrs["checksum"] = pkg.md5
+        if pkg.sha256:
+            attrs["sha256_checksum"] = pkg.sha256
+        ET.SubElement(packages, "package", attrs)
+    groups = ET.SubElement(root, "collections")
+    for ident, items in index.collections.items():
+        elem = ET.SubElement(groups, "collection", {"id": ident, "name": ident})
+        for item in items:
+            ET.SubElement(elem, "item", {"ref": item})
+    ET.indent(root)
+    return ('<?xml version="1.0"?>\n' + ET.tostring(root, encoding="unicode") + "\n").encode("utf-8")

@@ -33,8 +33,9 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 DATASETS_FILE = Path(__file__).with_name("torchvision.toml")
 WEIGHTS_FILE = Path(__file__).with_name("torch_weights.toml")
-_FILE_KEYS = {"name", "urls", "md5", "sha256", "size", "dir", "extract", "decompress", "keras", "split"}
-_DATASET_KEYS = {"description", "files", "source"}
+_FILE_KEYS = {"name", "urls", "md5", "sha256", "size", "dir", "extract", "decompress", "keras", "split",
+              "save_as", "moves", "gunzip", "extract_from"}
+_DATASET_KEYS = {"description", "files", "source", "default_splits"}
 # torch.hub: HASH_REGEX = re.compile(r"-([a-f0-9]*)\.") searched in the file name.
 _HUB_HASH = re.compile(r"-([a-f0-9]*)\.")
 
@@ -52,6 +53,16 @@ class TvFile:
     decompress: bool  # a .gz decompressed beside itself (MNIST family)
     keras: str | None  # the Keras registry dataset that holds the same bytes, if any
     split: str | None = None  # the class's split (torchvision:<Class>.<split> gets only its files)
+    splits: tuple[str, ...] = ()  # every split the file belongs to (``split`` is the first)
+    save_as: str | None = None  # the name under dir when the class saves it under another than ``name``
+    moves: tuple[tuple[str, str], ...] = ()  # paths of the extracted tree the class moves (from, to)
+    gunzip: str | None = None  # a folder of the extracted tree whose .gz files the class decompresses
+    extract_from: str = ""  # a folder of the extracted tree: only its contents are placed
+
+    @property
+    def local_name(self) -> str:
+        """The file's name under ``dir``."""
+        return self.save_as or self.name
 
     @property
     def decompressed(self) -> str:
@@ -67,6 +78,7 @@ class TvDataset:
     description: str
     files: tuple[TvFile, ...]
     source: str  # which file defined it
+    default_splits: tuple[str, ...] = ()  # what a name without a split gets (empty: every file)
 
 
 @dataclass(frozen=True)
@@ -205,7 +217,12 @@ def _parse_dataset(path: Path, name: str, body: object, label: str) -> TvDataset
     if not isinstance(files, list) or not files:
         raise RegistryError(f"{where}: needs at least one files entry")
     parsed = tuple(_parse_file(f"{where} files[{i}]", f) for i, f in enumerate(files))
-    return TvDataset(name=name, description=str(body.get("description", "")), files=parsed, source=label)
+    defaults = body.get("default_splits", [])
+    known = {s for f in parsed for s in f.splits}
+    if not isinstance(defaults, list) or not all(isinstance(d, str) and d in known for d in defaults):
+        raise RegistryError(f"{where}: default_splits must list splits its files have")
+    return TvDataset(name=name, description=str(body.get("description", "")), files=parsed, source=label,
+                     default_splits=tuple(defaults))
 
 
 def _parse_file(where: str, entry: object) -> TvFile:
@@ -239,7 +256,36 @@ def _parse_file(where: str, entry: object) -> TvFile:
     keras, split = entry.get("keras"), entry.get("split")
     if keras is not None and not isinstance(keras, str):
         raise RegistryError(f"{where}: keras must be a Keras dataset name")
-    if split is not None and (not isinstance(split, str) or not split):
-        raise RegistryError(f"{where}: split must be a name")
+    splits = [split] if isinstance(split, str) else split if isinstance(split, list) else []
+    if split is not None and (not splits or not all(isinstance(s, str) and s for s in splits)):
+        raise RegistryError(f"{where}: split must be a name or a list of names")
+    save_as, moves, gunzip = _parse_rearranging(where, entry, extract)
+    inner = entry.get("extract_from", "")
+    inner_parts = PurePosixPath(inner).parts if isinstance(inner, str) else ("..",)
+    if (not isinstance(inner, str) or inner.startswith("/") or ".." in inner_parts or "\\" in inner
+            or (inner and not extract)):
+        raise RegistryError(f"{where}: extract_from must be a relative folder inside the archive, "
+                            "with extract directories")
     return TvFile(name=name, urls=tuple(dict.fromkeys(urls)), expected=expected, size=size, dir=folder,
-                  extract=tuple(extract), decompress=decompress, keras=keras, split=split)
+                  extract=tuple(extract), decompress=decompress, keras=keras, split=splits[0] if splits else None,
+                  splits=tuple(splits), save_as=save_as, moves=moves, gunzip=gunzip,
+                  extract_from=inner)
+
+
+def _parse_rearranging(where: str, entry: dict, extract: list) -> tuple:
+    """``save_as`` (a plain file name), ``moves`` (relative paths) and ``gunzip`` (a relative folder)."""
+    save_as, moves, gunzip = entry.get("save_as"), entry.get("moves", {}), entry.get("gunzip")
+    if save_as is not None and (not isinstance(save_as, str) or not save_as or "/" in save_as
+                                or save_as in (".", "..")):
+        raise RegistryError(f"{where}: save_as must be a plain file name")
+    if not isinstance(moves, dict) or not all(isinstance(v, str) for v in moves.values()):
+        raise RegistryError(f"{where}: moves must be a table of \"from\" = \"to\" paths")
+    if gunzip is not None and not isinstance(gunzip, str):
+        raise RegistryError(f"{where}: gunzip must be a folder of the archive")
+    if (moves or gunzip) and not extract:
+        raise RegistryError(f"{where}: moves and gunzip apply to an archive that is extracted")
+    for rel in [*moves, *moves.values(), *([gunzip] if gunzip else [])]:
+        parts = PurePosixPath(rel).parts
+        if not rel or rel.startswith("/") or "\\" in rel or ".." in parts or "." in parts:
+            raise RegistryError(f"{where}: {rel!r} must be a relative path inside the archive")
+    return save_as, tuple(moves.items()), gunzip

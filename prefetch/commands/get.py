@@ -12,7 +12,7 @@ import click
 @click.argument("names", nargs=-1, metavar="NAME|URL...")
 @click.option("-b", "--background", is_flag=True, help="Detach and return at once; follow with status/log/wait.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to fill (default $KERAS_HOME or ~/.keras).")
-@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. For hf:// names: the Hub endpoint (hf-mirror, or a URL); for ms:// the ModelScope endpoint; for nltk: an NLTK data mirror (BASE/index.xml).")
+@click.option("--mirror", "mirrors", multiple=True, metavar="NAME|URL", help="Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. For hf:// names: the Hub endpoint (hf-mirror, or a URL); for ms:// the ModelScope endpoint; for nltk: an NLTK data mirror with BASE/index.xml (http(s), s3://BUCKET/PREFIX, or a folder).")
 @click.option("--seed", metavar="s3://BUCKET/PREFIX|NAME", help="Team store: read what it has, fetch the rest elsewhere, upload what it lacked.")
 @click.option("--also-origin", is_flag=True, help="With --mirror: use the origin too, in parallel.")
 @click.option("--connections", type=int, metavar="N", help="Connections per file (default: automatic, 8 doubling up to 32 while it pays).")
@@ -30,6 +30,7 @@ import click
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML (repeatable).")
 @click.option("--include", multiple=True, metavar="GLOB", help="hf:// and ms:// repos: only files matching (repeatable), e.g. '*.safetensors'.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="hf:// and ms:// repos: leave out files matching (repeatable).")
+@click.option("--lfs-from", "lfs_from", metavar="ms://OWNER/NAME", help="hf:// repo: take LFS files that this ModelScope repo also holds (same sha256) from there too, checked by the Hub's sha256.")
 @click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> datasets: the root you pass to torchvision (default ./data).")
 @click.option("--torch-hub", "torch_hub", is_flag=True, help="URLs: save into torch.hub's checkpoints ($TORCH_HOME/hub/checkpoints), checked by the name's sha256 prefix.")
 @click.option("--retries", type=click.IntRange(min=0), metavar="N", help="Retries in a row without progress before giving up (default 8, $PREFETCH_RETRIES).")
@@ -43,7 +44,7 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors, seed,
-        also_origin, connections, host_connections, sha256, md5, output, registries, include, exclude, root,
+        also_origin, connections, host_connections, sha256, md5, output, registries, include, exclude, lfs_from, root,
         torch_hub, retries, timeout, fail_fast, nice, print_paths, null, as_json, quiet, force=False):
     """Download datasets (cifar10, mnist, ...) or URLs into the Keras cache, and
     Hugging Face repos (hf://ORG/NAME, hf://datasets/ORG/NAME) into the Hugging Face cache;
@@ -63,6 +64,7 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
       !prefetch get -i urls.txt -P data/ --limit-rate 2M
       !prefetch get https://example.org/a.tar.gz#sha256=HEX --extract -P data/
       !prefetch get hf://Qwen/Qwen2.5-0.5B -b --mirror hf-mirror
+      !prefetch get hf://Qwen/Qwen2.5-0.5B --lfs-from ms://Qwen/Qwen2.5-0.5B -b
       !prefetch get torchvision:CIFAR10 --root ./data -b   # then CIFAR10("./data", download=True)
       !prefetch get torchvision:resnet50                  # then resnet50(weights="DEFAULT")
       prefetch get -i shards.txt -P shards/ --print-paths | xargs -n1 python train_on.py
@@ -99,6 +101,7 @@ def get(names, input_file, output_dir, extract, extract_to, limit_rate, headers,
         seed=seed,
         include=list(include),
         exclude=list(exclude),
+        lfs_from=lfs_from,
         root=root,
         torch_hub=torch_hub,
         retries=retries,

@@ -73,6 +73,7 @@ def rm(names, cache_dir, registries, dry_run, as_json):
       !prefetch rm cifar10 imdb --dry-run
       !prefetch rm hf://ORG/NAME              # a Hugging Face repo's whole cache folder
       !prefetch rm hf://ORG/NAME@REVISION     # one revision, and the blobs only it uses
+      !prefetch rm nltk:punkt_tab             # the zip and its folder in NLTK's data dir
     """
     from prefetch.errors import ExitCode
     from prefetch.operations.housekeeping import remove_datasets
@@ -80,7 +81,15 @@ def rm(names, cache_dir, registries, dry_run, as_json):
     registry, root, state = _context(cache_dir, registries)
     import os
 
-    result = remove_datasets(list(names), registry, root=root, state=state, dry_run=dry_run, env=os.environ)
+    from prefetch.cache.nltk_data import is_nltk_name
+
+    nltk_names = [n for n in names if is_nltk_name(n)]
+    result = remove_datasets([n for n in names if not is_nltk_name(n)], registry, root=root, state=state,
+                             dry_run=dry_run, env=os.environ)
+    if nltk_names:
+        from prefetch.operations.nltk import remove_nltk
+
+        remove_nltk(nltk_names, result, env=os.environ, state=state, dry_run=dry_run)
     echo_result(result, as_json=as_json, verb="rm")
     if result.skipped:
         click.echo("prefetch: error: some files are being downloaded and were left alone; "

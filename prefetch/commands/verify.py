@@ -23,6 +23,7 @@ def verify(targets, cache_dir, registries, root, as_json):
       !prefetch verify ~/.keras/datasets/mnist.npz
       !prefetch verify hf://ORG/NAME
       !prefetch verify torchvision:CIFAR10 --root ./data
+      !prefetch verify nltk:punkt_tab
     """
     from pathlib import Path
 
@@ -64,6 +65,15 @@ def _verify_one(target: str, registry, root, *, tv_root=None, registries=()):
     from prefetch.operations import listing as cache
     from prefetch.hf.names import is_hub_name
 
+    from prefetch.cache.nltk_data import is_nltk_name
+
+    if is_nltk_name(target):
+        import os
+
+        from prefetch.fs.paths import state_dir
+        from prefetch.operations.nltk import verify_nltk
+
+        return verify_nltk(target, env=os.environ, state=state_dir())
     if target[:12].lower() == "torchvision:":
         from prefetch.operations.torchvision import verify_torchvision
 

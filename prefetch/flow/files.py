@@ -337,7 +337,10 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
 
         on_event(Event(EventKind.EXTRACT, plan.label, message=f"extracting into {into}"))
         with extraction_lock(locks_dir, into, timeout=lock_timeout):
-            extracted = extract_archive(data, into, protect=placement.own_paths(plan), verified=plan.spec.expected is not None)
+            extracted = extract_archive(data, into, protect=placement.own_paths(plan),
+                                        verified=plan.spec.expected is not None, moves=plan.extract_moves,
+                                        gunzip=plan.extract_gunzip, merge=plan.extract_merge,
+                                        subfolder=plan.extract_subfolder)
         placement.write_marker(marker, into, extracted.entries)
         result.extracted.extend(str(into / e) for e in extracted.entries)
     for target in plan.decompress_to:

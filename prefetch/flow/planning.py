@@ -71,11 +71,14 @@ def _plan_groups(request: GetRequest, *, env: Mapping[str, str]) -> tuple[list[t
     seed = resolve_mirror(request.seed, config=ctx.config) if request.seed else None
     if seed is not None and not seed.startswith("s3://"):
         raise UsageError(f"--seed needs a team store, s3://BUCKET/PREFIX, got {request.seed!r}")
-    return groups, _fetch_options(request, env, bases, seed)
+    # A kind that reads its own mirror may plan files whose URLs are store objects (nltk: from s3://).
+    store_urls = any(isinstance(plan, FilePlan) and any(u[:5].lower() == "s3://" for u in plan.spec.urls)
+                     for _, plans in groups for plan in plans)
+    return groups, _fetch_options(request, env, bases, seed, store_urls=store_urls)
 
 
 def _fetch_options(request: GetRequest, env: Mapping[str, str], bases: tuple[str, ...],
-                   seed: str | None) -> FetchOptions:
+                   seed: str | None, *, store_urls: bool = False) -> FetchOptions:
     from prefetch.engine.options import TransferOptions
 
     limiter = None
@@ -99,7 +102,7 @@ def _fetch_options(request: GetRequest, env: Mapping[str, str], bases: tuple[str
         fail_fast=request.fail_fast,
         job=request.job,
         url_mirrors=bool(request.mirrors) and not request.mirrors_from_env,
-        sources=_store_sources(bases, seed, env),
+        sources=_store_sources(bases, seed, env, store_urls=store_urls),
     )
 
 
@@ -158,9 +161,9 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL (no host); fix it or unset it")
 
 
-def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, str]):
+def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, str], *, store_urls: bool = False):
     """The hook that reads (and seeds) ``s3://`` stores, when any is involved; boto3 is needed then."""
-    if seed is None and not any(b.startswith("s3://") for b in bases):
+    if seed is None and not store_urls and not any(b.startswith("s3://") for b in bases):
         return None
     from prefetch.store.s3 import require_boto3
     from prefetch.store.seed import StoreSources

@@ -48,6 +48,7 @@ class GetRequest:
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     hub_cache: str | None = None
+    lfs_from: str | None = None  # hf://: a ModelScope repo (ms://OWNER/NAME) with the same LFS files, one more source
     ms_cache: str | None = None  # ms:// names: the ModelScope cache root, fixed for a background job
     nltk_data: str | None = None  # nltk: names: NLTK's data dir, fixed for a background job
     retries: int | None = None  # retries in a row without progress (default 8, $PREFETCH_RETRIES)
@@ -99,7 +100,7 @@ _REQUEST_TYPES = {
     "sha256": str, "md5": str, "output": str, "registries": list, "fail_fast": bool, "job": str,
     "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
-    "include": list, "exclude": list, "hub_cache": str, "ms_cache": str, "nltk_data": str, "retries": int,
+    "include": list, "exclude": list, "hub_cache": str, "lfs_from": str, "ms_cache": str, "nltk_data": str, "retries": int,
     "timeout": (int, float), "host_connections": int, "root": str, "torch_hub": bool,
     "nice": bool,
 }

@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -106,8 +106,13 @@ def fetch_repo(
         by_blob.setdefault(f.etag, []).append(f)
     progress = _RepoProgress(plan.label, sum(group[0].size for group in by_blob.values()), on_event)
     progress.start()
+    missing = [group[0] for group in by_blob.values() if force or not _blob_ok(
+        cache_layout.blob_path(repo_dir, group[0].etag), group[0].size)]
+    copies = plan.copies(missing, progress.emit, label=plan.label, timeouts=transfer.timeouts) if (
+        plan.copies and missing) else {}
     ctx = _BlobContext(plan=plan, commit=commit, transfer=transfer, factory=factory, locks=state / "locks",
-                       stop=stop, job=job, lock_timeout=lock_timeout, progress=progress, force=force)
+                       stop=stop, job=job, lock_timeout=lock_timeout, progress=progress, force=force,
+                       copies=copies)
     outcomes: dict[str, FileResult | PrefetchError] = {}
 
     def run(etag: str) -> None:
@@ -174,6 +179,7 @@ class _BlobContext:
     lock_timeout: float
     progress: "_RepoProgress"
     force: bool = False
+    copies: Mapping[str, Sequence[str]] = field(default_factory=dict)  # sha256 -> more URLs (``HubPlan.copies``)
 
 
 def _file_label(plan: HubPlan, f: api.HubFile) -> str:
@@ -241,11 +247,13 @@ def _download_blob(ctx: _BlobContext, f: api.HubFile, blob: Path, label: str, re
     url = api.resolve_url(ctx.plan.endpoint, ctx.plan.repo, ctx.commit, f.path)
     algorithm = "sha256" if f.sha256 else None
     sink = ctx.progress.file_sink(label)
+    copies = list(ctx.copies.get(f.sha256, ())) if f.sha256 else []
     for attempt in (1, 2):
         try:
             # Renamed right after: a small blob needs no resume record (engine/resume_state.py).
-            transfer = download_to_part(urls=[url], part=part, state_file=state, algorithm=algorithm,
-                                        options=replace(ctx.transfer, small_record=False), on_event=sink, stop=ctx.stop,
+            transfer = download_to_part(urls=[url, *copies], part=part, state_file=state, algorithm=algorithm,
+                                        options=replace(ctx.transfer, small_record=False), on_event=sink,
+                                        stop=ctx.stop,
                                         client_factory=ctx.factory, name=label)
         except PrefetchError:
             from prefetch.engine.resume_state import load_state
@@ -260,6 +268,11 @@ def _download_blob(ctx: _BlobContext, f: api.HubFile, blob: Path, label: str, re
         if got == expected and transfer.size == f.size:
             break
         _discard(part, state)
+        if copies and attempt == 1:
+            sink(Event(EventKind.NOTE, label, message=f"{what} mismatch with bytes from {len(copies)} other "
+                                                      "source(s) (--lfs-from); downloading it again from the Hub alone"))
+            copies = []
+            continue
         if transfer.reused and attempt == 1:
             sink(Event(EventKind.NOTE, label, message=f"{what} mismatch after resuming {transfer.reused} bytes "
                                                       "from an earlier run; downloading the whole file again"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from prefetch.hf import cache_layout
 from prefetch.hf.names import HubRepo
@@ -26,6 +26,10 @@ class HubPlan:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     manifest: Path | None = None  # prefetch's record that this selection is complete (``hf/complete.py``)
+    # More sources for LFS files, found when the repo runs: ``copies(files, on_event, label=, timeouts=)``
+    # -> {sha256: (url, ...)} (``--lfs-from``: ``prefetch/ms/alternate.py``). Blobs stay checked by the
+    # Hub's sha256; a mixed download that does not match is fetched again from the Hub alone.
+    copies: Callable | None = None
 
     @property
     def label(self) -> str:

@@ -29,6 +29,14 @@ class FilePlan:
     # the same bytes in another cache (Keras's copy of a torchvision file): when one is
     # there and matches the expected hash, it is hard-linked (or copied) instead of downloaded
     copies: tuple[Path, ...] = ()
+    # what the reader does to the extracted tree (torchvision's classes): paths moved
+    # (from, to), a folder of .gz files decompressed to the top, and directories merged
+    # into the ones already there (as tar does) instead of replaced whole
+    extract_moves: tuple[tuple[str, str], ...] = ()
+    extract_gunzip: str | None = None
+    extract_merge: bool = False
+    # a folder of the extracted tree whose contents alone are placed ("" = the whole tree)
+    extract_subfolder: str = ""
 
     @property
     def label(self) -> str:

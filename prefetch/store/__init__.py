@@ -5,6 +5,8 @@ Owns:
     seed.py    ``StoreSources``: read from the store first, upload what it lacked (``--seed``)
     push.py    ``prefetch push``: verified cached files into the store
     export.py  ``prefetch export``: the flat mirror layout plus ``SHA256SUMS``
+    nltk_mirror.py  NLTK data in the gh-pages layout: the store's ``index.xml`` for ``get``;
+               ``push``/``export`` of ``nltk:`` packages with their merged ``index.xml``
 
 May import: ``errors``, ``model``, ``fs``, ``net``, ``cache``, ``engine``.
 """

@@ -12,6 +12,7 @@ from prefetch.hf.download import run_hub_plans
 from prefetch.hf.names import hub_cache_root, is_hub_name
 from prefetch.hf.plan import HubPlan, plan_hub
 from prefetch.model.plans import FileResult
+from prefetch.ms.alternate import LfsCopies
 
 
 class HubPlanner(Planner):
@@ -31,14 +32,21 @@ class HubPlanner(Planner):
                              "`prefetch get hf://ORG/NAME --include '*.json'`")
         if names and len(request.mirrors) > 1:
             raise UsageError("with hf:// names, --mirror names one Hugging Face endpoint (hf-mirror, or a URL)")
+        if request.lfs_from and len(names) != 1:
+            raise UsageError("--lfs-from names the ModelScope copy of one hf:// repo: "
+                             "`prefetch get hf://ORG/NAME --lfs-from ms://OWNER/NAME`")
 
     def plan(self, names: Sequence[str], ctx: PlanContext) -> list[HubPlan]:
         if not names:
             return []
         request = ctx.request
-        return plan_hub(names, include=request.include, exclude=request.exclude,
-                        endpoint=request.mirrors[0] if request.mirrors else None,
-                        cache=request.hub_cache, env=ctx.env, config=ctx.config)
+        plans = plan_hub(names, include=request.include, exclude=request.exclude,
+                         endpoint=request.mirrors[0] if request.mirrors else None,
+                         cache=request.hub_cache, env=ctx.env, config=ctx.config)
+        if request.lfs_from:  # one repo (check): its LFS files may also come from ModelScope
+            copies = LfsCopies(request.lfs_from, env=ctx.env, config=ctx.config)
+            plans = [dataclasses.replace(plans[0], copies=copies)]
+        return plans
 
     def run(self, plans: Sequence[HubPlan], ctx: RunContext) -> list[FileResult]:
         options = ctx.options

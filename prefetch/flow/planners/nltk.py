@@ -6,11 +6,16 @@ index says ``unzip="1"``; the flow does the rest (resume, locks, extraction, pla
 
 Where the index comes from (``prefetch.cache.nltk_data`` has the layout):
 
-* ``--mirror BASE`` (a URL or a ``[datasets.NAME]`` entry of mirrors.toml) in the
-  gh-pages layout: ``BASE/index.xml`` is read when planning, and that index alone says
-  which ids exist; packages come from ``BASE/packages/<subdir>/<id>.zip``;
+* ``--mirror BASE`` in the gh-pages layout: ``BASE/index.xml`` is read when planning, and
+  that index alone says which ids exist, with their sizes and hashes; packages come from
+  ``BASE/packages/<subdir>/<id>.zip``. BASE is an http(s) URL, the team store
+  (``s3://BUCKET/PREFIX``: its objects are read like any store object, presigned), a
+  local folder (``/path`` or ``file:///path``: an export on a NAS mount), or a
+  ``[datasets.NAME]`` entry of mirrors.toml naming one of those;
 * else the built-in snapshot; an id it lacks is looked up in the origin's index on
   raw.githubusercontent.com (blocked from mainland China: then give ``--mirror``).
+  Snapshot entries added after its date carry a URL pinned to the nltk_data commit their
+  facts come from, so the bytes fetched are the bytes described.
 """
 
 from __future__ import annotations
@@ -41,8 +46,11 @@ class NltkPlanner(Planner):
     def check(self, names: Sequence[str], ctx: PlanContext) -> None:
         if names and len(ctx.request.mirrors) > 1:
             raise UsageError("with nltk: names, --mirror names one NLTK data mirror (BASE with BASE/index.xml)")
+        if names and ctx.request.seed:
+            raise UsageError("--seed does not apply to nltk: names (a store holds them in nltk_data's layout, "
+                             "with its index.xml): `prefetch push nltk:ID s3://BUCKET/PREFIX` publishes them")
         if names and (ctx.request.sha256 or ctx.request.md5 or ctx.request.output):
-            raise UsageError("nltk: packages are checked by the index's md5 and go to NLTK's data dir; "
+            raise UsageError("nltk: packages are checked by the index's md5 (or sha256) and go to NLTK's data dir; "
                              "--sha256/--md5/-o do not apply (NLTK_DATA=DIR installs into DIR)")
 
     def plan(self, names: Sequence[str], ctx: PlanContext) -> list[FilePlan]:
@@ -52,8 +60,7 @@ class NltkPlanner(Planner):
         request = ctx.request
         data_dir = Path(request.nltk_data) if request.nltk_data else nltk_data.nltk_data_dir(ctx.env).absolute()
         if request.mirrors:
-            base = _mirror_base(request.mirrors[0], ctx)
-            index = _read_index(base, ctx)
+            base, index = _mirror_index(request.mirrors[0], ctx)
         else:
             base, index = nltk_data.ORIGIN, nltk_data.load_snapshot()
             if index.missing(ids):
@@ -62,35 +69,68 @@ class NltkPlanner(Planner):
 
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
-        """NLTK's data dir, fixed now (NLTK_DATA, or the first writable entry of nltk.data.path)."""
-        if request.nltk_data or not any(self.claims(n) for n in request.names):
+        """NLTK's data dir, fixed now (NLTK_DATA, or the first writable entry of nltk.data.path),
+        and a folder mirror's path made absolute (a worker runs elsewhere)."""
+        if not any(self.claims(n) for n in request.names):
             return request
-        return dataclasses.replace(request, nltk_data=str(nltk_data.nltk_data_dir(env).absolute()))
+        import os
+
+        from prefetch.net.urls import is_local_path
+
+        mirrors = [os.path.abspath(os.path.expanduser(m)) if is_local_path(m) else m for m in request.mirrors]
+        return dataclasses.replace(request, mirrors=type(request.mirrors)(mirrors),
+                                   nltk_data=request.nltk_data or str(nltk_data.nltk_data_dir(env).absolute()))
 
 
 def _plan_package(pkg: nltk_data.NltkPackage, *, base: str, data_dir: Path) -> FilePlan:
     final = data_dir.joinpath(*pkg.path.split("/"))
-    spec = FileSpec(name=f"{pkg.id}.zip", url=nltk_data.package_url(base, pkg), target=str(final),
-                    expected=ExpectedHash("md5", pkg.md5), size=pkg.size)
+    # A snapshot entry pinned to a commit is fetched from there; a mirror's by its place in the layout.
+    url = pkg.url if pkg.url and base == nltk_data.ORIGIN else nltk_data.package_url(base, pkg)
+    spec = FileSpec(name=f"{pkg.id}.zip", url=url, target=str(final),
+                    expected=ExpectedHash(*pkg.expected), size=pkg.size)
     # explicit_url: a flat dataset mirror (PREFETCH_DATASET_MIRROR, with datasets in the same
     # command) does not hold NLTK packages; they come from their own URL only.
     return FilePlan(dataset=f"nltk:{pkg.id}", spec=spec, final=final, also=(),
                     extract_into=(final.parent,) if pkg.unzip else (), explicit_url=True)
 
 
-def _mirror_base(value: str, ctx: PlanContext) -> str:
-    from prefetch.net.urls import check_url, is_url
+def _mirror_index(value: str, ctx: PlanContext) -> tuple[str, nltk_data.NltkIndex]:
+    """(BASE, its index) for ``--mirror``: an http(s) URL, ``s3://``, a local folder, or a mirrors.toml name.
 
+    Raises:
+        UsageError: a malformed value. NetworkError: no index there.
+    """
+    import os
+
+    from prefetch.net.local import file_url_path
+    from prefetch.net.urls import check_url, is_local_path, is_url
+    from prefetch.store.s3 import is_s3_url, parse_store_url
+
+    value = value.strip()
+    if is_s3_url(value):
+        from prefetch.store.nltk_mirror import read_store_index
+
+        base = parse_store_url(value).url.rstrip("/")
+        return base, read_store_index(base, env=ctx.env)
+    if is_local_path(value) or value[:5].lower() == "file:":
+        from prefetch.store.nltk_mirror import read_folder_index
+
+        if value[:5].lower() == "file:":
+            check_url(value)
+            folder = file_url_path(value)
+        else:
+            folder = Path(os.path.abspath(os.path.expanduser(value)))
+        return folder.as_uri().rstrip("/"), read_folder_index(folder)
     if is_url(value):
         check_url(value)
-        return value.rstrip("/")
+        base = value.rstrip("/")
+        return base, _read_index(base, ctx)
     from prefetch.mirrors.catalog import resolve_dataset_mirror
 
-    base = resolve_dataset_mirror(value, config_dir=ctx.config)
-    if base.startswith("s3://"):
-        raise UsageError(f"--mirror {value}: an s3:// store is not an NLTK mirror yet; "
-                         "give the http(s) base of a gh-pages layout (BASE/index.xml)")
-    return base.rstrip("/")
+    resolved = resolve_dataset_mirror(value, config_dir=ctx.config)
+    if not (is_url(resolved) or is_s3_url(resolved) or is_local_path(resolved)):
+        raise UsageError(f"--mirror {value}: mirrors.toml gives {resolved!r}, not an NLTK data mirror")
+    return _mirror_index(resolved, ctx)
 
 
 def _read_index(base: str, ctx: PlanContext, *, missing: Sequence[str] = ()) -> nltk_data.NltkIndex:

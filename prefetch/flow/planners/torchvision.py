@@ -46,15 +46,11 @@ def plan_dataset(ds: TvDataset, *, root: Path, keras_root: Path, keras_registry,
     copies as more sources, and Keras's cached copy, when verified, is hard-linked
     instead of downloaded (``FilePlan.copies``).
     """
-    files = [f for f in ds.files if split is None or f.split in (None, split)]
-    if split is not None and not any(f.split == split for f in files):
-        known = sorted({f.split for f in ds.files if f.split})
-        raise UnknownDatasetError(f"torchvision:{ds.name} has no split {split!r}"
-                                  + (f"; its splits: {', '.join(known)}" if known else " (it has no splits)"))
+    files = _files_of(ds, split)
     plans = []
     for f in files:
         folder = root / f.dir if f.dir else root
-        final = folder / f.name
+        final = folder / f.local_name
         urls, copies = list(f.urls), []
         if f.keras:
             for kplan in plan_files(keras_registry.get(f.keras), root=keras_root):
@@ -68,8 +64,36 @@ def plan_dataset(ds: TvDataset, *, root: Path, keras_root: Path, keras_registry,
             extract_into=tuple(root / e if e else root for e in f.extract),
             decompress_to=(final.with_name(f.decompressed),) if f.decompress else (),
             copies=tuple(copies),
+            # torchvision extracts with tarfile/zipfile: into the directories already there
+            extract_moves=f.moves, extract_gunzip=f.gunzip, extract_merge=True, extract_subfolder=f.extract_from,
         ))
     return plans
+
+
+def _files_of(ds: TvDataset, split: str | None) -> list:
+    """The files of one split (and those of none); without a split, those of the class's
+    ``default_splits`` when it names some (its years or versions would collide or weigh
+    terabytes), else every file."""
+    if split is None:
+        wanted = set(ds.default_splits)
+        return [f for f in ds.files if not wanted or not f.splits or wanted & set(f.splits)]
+    known = sorted({s for f in ds.files for s in f.splits})
+    if split not in known:
+        raise UnknownDatasetError(f"torchvision:{ds.name} has no split {split!r}"
+                                  + (f"; its splits: {', '.join(known)}" if known else " (it has no splits)"))
+    return [f for f in ds.files if not f.splits or split in f.splits]
+
+
+def _refuse_clashes(plans: Sequence[FilePlan]) -> None:
+    """Two different files the classes save under one name (VOC 2008's archive is saved as
+    2012's): planning drops the second plan of a path, so say so instead of placing one."""
+    by_path: dict[Path, FilePlan] = {}
+    for plan in plans:
+        other = by_path.setdefault(plan.final, plan)
+        if other.spec.url != plan.spec.url and other.spec.expected != plan.spec.expected:
+            raise UsageError(f"{other.dataset} ({other.spec.name}) and {plan.dataset} ({plan.spec.name}) are both "
+                             f"saved as {plan.final}, as torchvision names them: get them in two commands "
+                             f"(the later one's file stays under that name) or into different --root dirs")
 
 
 def plan_weights(tables: TorchvisionTables, model: str, entry: str | None, *, hub: Path) -> FilePlan:
@@ -147,6 +171,7 @@ class TorchvisionPlanner(Planner):
                 keras_registry = load_registry(extra_files=[Path(r) for r in ctx.request.registries],
                                                config_dir=ctx.config)
             plans += plan_dataset(ds, root=root, keras_root=ctx.root, keras_registry=keras_registry, split=entry)
+        _refuse_clashes(plans)
         return plans
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
