@@ -33,7 +33,7 @@ from prefetch.engine.schedule import RouteJudge
 
 DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
 _CROWDED = (429, 503)
-SHORT_ROUTE_FILES = max(4, 2 * (os.cpu_count() or 1))  # files in flight on a short route (Hosts.files_now)
+SHORT_ROUTE_FILES = max(8, 2 * (os.cpu_count() or 1))  # files in flight on a short route (Hosts.files_now)
 
 
 def host_key(url: str) -> str:
