@@ -216,33 +216,45 @@ def cache_usage(*, cache_dir=None, registry=None):
     return usage(registry_, root=root, state=state)
 
 
-def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run: bool = False):
+def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run: bool = False, root=None,
+           torch_hub: bool = False):
     """Remove datasets from the cache (``prefetch rm``); the ``RemoveResult``.
 
-    Files being downloaded are left alone and listed in ``.skipped``.
+    Files being downloaded are left alone and listed in ``.skipped``. ``torchvision:`` names
+    (and URLs with ``torch_hub=True``) remove only what prefetch placed for them, under
+    ``root`` (default ./data) or in torch.hub's checkpoints; other files there are listed
+    in ``.not_placed``.
 
     Raises:
         UnknownDatasetError: a name no registry knows (nothing is removed).
     """
-    registry_, root, state = _housekeeping_context(cache_dir, registry)
+    tv_root = root
+    registry_, keras, state = _housekeeping_context(cache_dir, registry)
     import os
 
     from prefetch.operations.housekeeping import remove_datasets
 
-    return remove_datasets(_names(names), registry_, root=root, state=state, dry_run=dry_run, env=os.environ)
+    extra = [registry] if isinstance(registry, (str, bytes)) or hasattr(registry, "__fspath__") else list(registry or [])
+    return remove_datasets(_names(names), registry_, root=keras, state=state, dry_run=dry_run, env=os.environ,
+                           torchvision_root=None if tv_root is None else os.fspath(tv_root),
+                           registry_files=[os.fspath(r) for r in extra], torch_hub=torch_hub)
 
 
-def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = False):
+def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = False, root=None):
     """Remove stale partial downloads and leftovers (``prefetch clean``); the ``RemoveResult``.
 
-    ``older_than``: an age like ``"7d"``, ``"12h"``, or seconds.
+    ``older_than``: an age like ``"7d"``, ``"12h"``, or seconds. ``root``: a torchvision
+    datasets' root whose folders are tidied too (default ./data, when it exists); torch.hub's
+    checkpoints and ModelScope's cache always are.
     """
-    from prefetch.operations.housekeeping import clean_cache, parse_age
+    import os
+
+    from prefetch.operations.housekeeping import clean_cache, parse_age, torch_ms_places
     from prefetch.cache.layout import keras_root
     from prefetch.fs.paths import state_dir
 
     return clean_cache(root=keras_root(cache_dir=cache_dir), state=state_dir(), older_than=parse_age(older_than),
-                       dry_run=dry_run)
+                       dry_run=dry_run, **torch_ms_places(None if root is None else os.fspath(root)))
 
 
 def _housekeeping_context(cache_dir, registry):

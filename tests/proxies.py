@@ -4,7 +4,7 @@
 system service's), runs ``tinyproxy -d`` in the foreground, and serves plain http and
 CONNECT tunnels (https) with optional Basic proxy authentication. ``url`` is the proxy
 without credentials, ``url_with_credentials`` with them; ``log`` reads its log (the
-requests it served). tests/run.sh installs tinyproxy.
+requests it served); ``extra`` adds config lines (``Filter``, ``Upstream``). tests/run.sh installs tinyproxy.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _free_port() -> int:
 class TinyProxy:
     """tinyproxy on loopback; a context manager."""
 
-    def __init__(self, workdir: Path, *, user: str | None = None, password: str | None = None) -> None:
+    def __init__(self, workdir: Path, *, user: str | None = None, password: str | None = None,
+                 extra: str = "") -> None:
         binary = tinyproxy_binary()
         if binary is None:
             raise RuntimeError("tinyproxy is not installed: apt-get install tinyproxy (bash tests/run.sh does this)")
@@ -39,6 +40,7 @@ class TinyProxy:
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.user, self.password = user, password
+        self.extra = extra  # more config lines: Filter, Upstream, ConnectPort ...
         self.port = 0
         self.proc: subprocess.Popen | None = None
 
@@ -62,7 +64,7 @@ class TinyProxy:
             auth = f"BasicAuth {self.user} {self.password}\n" if self.user else ""
             (self.dir / "tinyproxy.conf").write_text(
                 f"Port {self.port}\nListen 127.0.0.1\nTimeout 30\nMaxClients 64\nAllow 127.0.0.1\n{auth}"
-                f'LogFile "{self.dir / "tinyproxy.log"}"\nLogLevel Info\nDisableViaHeader Yes\n'
+                f'LogFile "{self.dir / "tinyproxy.log"}"\nLogLevel Info\nDisableViaHeader Yes\n{self.extra}'
             )
             self.proc = subprocess.Popen([self.binary, "-d", "-c", str(self.dir / "tinyproxy.conf")],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

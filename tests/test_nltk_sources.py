@@ -287,3 +287,33 @@ def test_a_background_job_reads_a_folder_mirror_named_relative_to_the_launching_
     waited = run_cli("wait", job, "--timeout", "120", env=env, cwd=home)  # the worker's cwd is not ./work
     assert waited.returncode == 0, waited.stderr + run_cli("log", job, env=env).stdout
     assert (data / "tokenizers" / "punkt_tab.zip").read_bytes() == facts["punkt_tab"]["data"]
+
+
+def test_list_shows_nltk_packages_and_list_of_names_exits_1_until_complete(cli, home, tmp_path):
+    folder = tmp_path / "mirror"
+    write_gh_pages(folder)
+    data = home / "nd"
+    env = nltk_env(None, data)
+    before = cli("list", "nltk:punkt_tab", "--json", env=env)
+    assert before.returncode == 1, before.stderr
+    assert [(r["name"], r["state"]) for r in json.loads(before.stdout)["nltk"]["packages"]] == [
+        ("nltk:punkt_tab", "missing")]
+
+    assert cli("get", "nltk:punkt_tab", "--mirror", str(folder), env=env).returncode == 0
+    named = cli("list", "nltk:punkt_tab", "--json", env=env)
+    assert named.returncode == 0, named.stderr
+    (row,) = json.loads(named.stdout)["nltk"]["packages"]
+    archive = data / "tokenizers" / "punkt_tab.zip"
+    assert (row["state"], row["path"], row["bytes"]) == ("complete", str(archive), archive.stat().st_size)
+    everything = cli("list", env=env)
+    assert everything.returncode == 0, everything.stderr
+    assert f"NLTK data: {data}" in everything.stdout and "nltk:punkt_tab" in everything.stdout
+
+    import shutil
+
+    shutil.rmtree(data / "tokenizers" / "punkt_tab")  # the unzipped folder nltk reads is gone
+    gone = cli("list", "nltk:punkt_tab", "--json", env=env)
+    assert gone.returncode == 1
+    assert json.loads(gone.stdout)["nltk"]["packages"][0]["state"] == "zip only"
+    bad = cli("list", "nltk:../x", env=env)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -6,6 +6,7 @@ Owns:
     plans.py      ``plan_files``: a dataset's ``FilePlan`` s under a Keras root
     placement.py  what is already good at a final path; renames, aliases, extraction markers
     torchvision.py  torchvision's datasets and weights as data (torchvision.toml, torch_weights.toml)
+    copies.py     where prefetch placed a file another cache's dataset shares (torchvision's CIFAR-10 = Keras's)
 
 May import: ``errors``, ``model``, ``fs``, ``net`` (URL checks).
 """

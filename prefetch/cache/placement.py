@@ -94,19 +94,40 @@ def adopt_copy(plan: FilePlan, on_event: EventSink) -> bool:
     torchvision's ``cifar-10-python.tar.gz``) are not downloaded twice. Without an
     expected hash nothing is adopted.
     """
+    from prefetch.fs import safefs
+
     expected = plan.spec.expected
     if expected is None:
         return False
     for copy in plan.copies:
         try:
-            if regular_or_none(copy) is None or not expected.matches(hash_file(copy, expected.algorithm)):
+            lst = safefs.lstat_or_none(copy)
+            # only a regular file of ours: a link, or another user's file (whose inode they could
+            # rewrite after the check), is never taken in
+            if lst is None or not stat.S_ISREG(lst.st_mode) or safefs.is_foreign(lst):
+                continue
+            safefs.check_dir_chain(copy.parent)
+            if not expected.matches(hash_file(copy, expected.algorithm)):
                 continue
         except (OSError, PrefetchError):
             continue
         link_or_copy(copy, plan.final)
-        on_event(Event(EventKind.NOTE, plan.label, message=f"linked from {copy} (the same bytes, {expected.algorithm} ok)"))
+        linked = same_inode(copy, plan.final)
+        if not linked and not expected.matches(hash_file(plan.final, expected.algorithm)):
+            discard(plan.final)  # another filesystem: the copy is checked too
+            continue
+        how = "linked" if linked else "copied (another filesystem)"
+        on_event(Event(EventKind.NOTE, plan.label, message=f"{how} from {copy} (the same bytes, {expected.algorithm} ok)"))
         return True
     return False
+
+
+def same_inode(a: Path, b: Path) -> bool:
+    try:
+        sa, sb = os.lstat(a), os.lstat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def completion_path(records_dir: Path, final: Path) -> Path:
@@ -193,13 +214,35 @@ def extracted_entries(marker: Path, into: Path) -> list[str]:
     return entries if entries and all(ours(into / e) for e in entries) else []
 
 
-def write_marker(marker: Path, into: Path, entries: Sequence[str]) -> None:
+def entries_before_merge(into: Path, marker: Path) -> set[str]:
+    """What is in ``into`` before an extraction merges into it, less the entries this file's
+    last extraction created itself (its marker says so): those stay its own."""
+    try:
+        names = set(os.listdir(into))
+    except OSError:
+        return set()
+    from prefetch.fs import safefs
+
+    try:
+        old = json.loads(safefs.read_bytes(marker) or b"{}")
+        created = set(map(str, old.get("entries", []))) - set(map(str, old.get("merged", [])))
+    except (OSError, ValueError, TypeError, AttributeError, safefs.UnsafePathError):
+        created = set()
+    return names - created
+
+
+def write_marker(marker: Path, into: Path, entries: Sequence[str], *, merged: Sequence[str] = ()) -> None:
+    """Record what an extraction placed into ``into``: its top-level ``entries``, and which of them
+    were there already and merged into (``merged``: not its own to remove)."""
     from prefetch.fs.files import replace_file
     from prefetch.errors import UnsafePathError
 
+    record = {"into": str(into), "entries": list(entries)}
+    if merged:
+        record["merged"] = list(merged)
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(marker, json.dumps({"into": str(into), "entries": list(entries)}).encode("utf-8"), checked=True)
+        replace_file(marker, json.dumps(record).encode("utf-8"), checked=True)
     except (OSError, UnsafePathError):
         pass  # only an optimisation: without it we extract again next time
 
@@ -271,8 +314,7 @@ def discard(*paths: Path) -> None:
 def make_dirs(path: Path) -> None:
     from prefetch.fs import safefs
 
-    safefs.check_dir_chain(path)  # a directory link planted by another user is never followed
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        safefs.make_dirs(path)  # a directory link another user planted anywhere above is never followed
     except OSError as exc:
         raise local_error(exc, path) from None

@@ -7,7 +7,9 @@ weights entry of torchvision's models, generated from torchvision's own tables b
 ``tools/torchvision_weights.py``. Planning reads these files and never imports torch.
 
 User registry files add or override datasets with ``[torchvision.<Class>]`` tables
-(the same keys as ``torchvision.toml``'s ``[datasets.<Class>]``).
+(the same keys as ``torchvision.toml``'s ``[datasets.<Class>]``), and models' weights with
+``[torchvision.<model>]`` tables that have ``weights`` (``[torchvision.<model>.weights.<ENTRY>]``
+with ``urls``, ``sha256``, ``name``; ``default``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ WEIGHTS_FILE = Path(__file__).with_name("torch_weights.toml")
 _FILE_KEYS = {"name", "urls", "md5", "sha256", "size", "dir", "extract", "decompress", "keras", "split",
               "save_as", "moves", "gunzip", "extract_from"}
 _DATASET_KEYS = {"description", "files", "source", "default_splits"}
+_WEIGHTS_KEYS = {"description", "weights", "default", "enum"}
 # torch.hub: HASH_REGEX = re.compile(r"-([a-f0-9]*)\.") searched in the file name.
 _HUB_HASH = re.compile(r"-([a-f0-9]*)\.")
 
@@ -89,10 +92,14 @@ class Weights:
     entry: str  # IMAGENET1K_V2
     enum: str  # ResNet50_Weights
     url: str
+    mirrors: tuple[str, ...] = ()  # more URLs of the same bytes (a user registry's entry)
+    sha256: str | None = None  # the full sha256 when a user registry gives it
+    name: str | None = None  # the checkpoint's file name when not the URL's
+    source: str = "built-in"
 
     @property
     def file_name(self) -> str:
-        return PurePosixPath(urlsplit(self.url).path).name
+        return self.name or PurePosixPath(urlsplit(self.url).path).name
 
 
 @dataclass
@@ -190,9 +197,55 @@ def load_tables(*, extra_files: Iterable[Path] = (), config_dir: Path | None = N
         if not isinstance(own, dict):
             raise RegistryError(f"{path}: [torchvision] must be a table of [torchvision.<Class>] tables")
         for name, body in own.items():
+            if isinstance(body, dict) and "weights" in body:  # [torchvision.<model>] with weights entries
+                _merge_weights(tables, path, name, body)
+                continue
             tables.datasets = {k: v for k, v in tables.datasets.items() if k.lower() != name.lower()}
             tables.datasets[name] = _parse_dataset(path, name, body, str(path))
     return tables
+
+
+def _merge_weights(tables: TorchvisionTables, path: Path, name: str, body: dict) -> None:
+    """A user's ``[torchvision.<model>]`` with ``[torchvision.<model>.weights.<ENTRY>]`` tables (or
+    ``ENTRY = "URL"``): entries added to the model (a new one, or torchvision's, whose entry of
+    the same name is replaced); ``default`` names the entry ``torchvision:<model>`` gets."""
+    where = f"{path}: [torchvision.{name}]"
+    check_entry(where, body, _WEIGHTS_KEYS)
+    model = name.lower()
+    if not re.fullmatch(r"[a-z0-9_]+", model):
+        raise RegistryError(f"{where}: a model name is letters, digits and _ (as torchvision.models names are)")
+    entries = body["weights"]
+    if not isinstance(entries, dict) or not entries:
+        raise RegistryError(f"{where}: weights must be a table of ENTRY = \"URL\" or [torchvision.{name}.weights.ENTRY]")
+    known = tables.weights.setdefault(model, {})
+    enum = body.get("enum") or next((w.enum for w in known.values()), f"{name}_Weights")
+    for entry, spec in entries.items():
+        at = f"{where} weights.{entry}"
+        if not re.fullmatch(r"[A-Za-z0-9_]+", entry) or entry == "DEFAULT":
+            raise RegistryError(f"{at}: an entry name is letters, digits and _ (not DEFAULT)")
+        spec = {"urls": [spec]} if isinstance(spec, str) else check_entry(at, spec, {"urls", "sha256", "name"})
+        urls = spec.get("urls")
+        if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
+            raise RegistryError(f"{at}: urls must be a non-empty list of URLs")
+        for url in urls:
+            try:
+                check_url(url)
+            except UsageError as exc:
+                raise RegistryError(f"{at}: urls: {exc}") from None
+        expected = entry_hash(at, {k: v for k, v in spec.items() if k == "sha256"})
+        file_name = spec.get("name")
+        if file_name is not None and (not isinstance(file_name, str) or not file_name or "/" in file_name
+                                      or file_name in (".", "..")):
+            raise RegistryError(f"{at}: name must be a plain file name")
+        known[entry] = Weights(model, entry, str(enum), urls[0], mirrors=tuple(dict.fromkeys(urls[1:])),
+                               sha256=expected.hexdigest if expected else None, name=file_name, source=str(path))
+    default = body.get("default")
+    if default is not None:
+        if default not in known:
+            raise RegistryError(f"{where}: default {default!r} is not one of its weights: {', '.join(sorted(known))}")
+        tables.defaults[model] = default
+    elif not tables.defaults.get(model):
+        tables.defaults[model] = next(iter(entries))
 
 
 def _read(path: Path) -> dict:

@@ -187,7 +187,7 @@ def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | 
     if paths is not None:
         if paths.broken:
             _quiet_stdout()
-        for error in dict.fromkeys(r.error for r in results if r.status in ("failed", "interrupted")):
+        for error in _distinct(r.error for r in results if r.status in ("failed", "interrupted")):
             click.echo(f"prefetch: error: {error}", err=True)
         for result in results:  # a kind's own plans (hf:// repos) report at the end
             if id(result) not in paths.seen:
@@ -206,9 +206,15 @@ def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | 
                 lines.extend(f"{'extracted':10} {d}" for d in r.extracted)
         if lines:  # one write, not an echo per file (thousands of files)
             click.echo("\n".join(lines))
-        for error in dict.fromkeys(errors):
+        for error in _distinct(errors):
             click.echo(f"prefetch: error: {error}", err=True)
     return overall_exit_code(results)
+
+
+def _distinct(errors) -> list[str]:
+    """Each error once, and none that another quotes (an hf:// repo's summary quotes its first file's)."""
+    unique = [e for e in dict.fromkeys(errors) if e]
+    return [e for e in unique if not any(e != other and e in other for other in unique)]
 
 
 def _quiet_stdout() -> None:

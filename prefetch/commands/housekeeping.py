@@ -24,7 +24,7 @@ def echo_result(result, *, as_json: bool, verb: str) -> None:
 
     if as_json:
         data = {"dry_run": result.dry_run, "bytes": result.bytes, "removed": [asdict(r) for r in result.removed],
-                "skipped": result.skipped, "not_ours": result.not_ours}
+                "skipped": result.skipped, "not_ours": result.not_ours, "not_placed": result.not_placed}
         click.echo(json.dumps(data, indent=2))
         return
     from prefetch.commands.output import echo_table
@@ -33,6 +33,7 @@ def echo_result(result, *, as_json: bool, verb: str) -> None:
     rows = [[would, r.reason, human_bytes(r.bytes), r.path] for r in result.removed]
     rows += [["left", "busy", "", line] for line in result.skipped]
     rows += [["left", "not ours", "", line] for line in result.not_ours]
+    rows += [["left", "not prefetch's", "", line] for line in result.not_placed]
     if rows:
         echo_table(["ACTION", "WHAT", "SIZE", "PATH"], rows, right=[2],
                    colour_of=lambda i, cell: ("yellow",) if i == 0 and cell == "left" else ())
@@ -58,14 +59,17 @@ def _context(cache_dir, registries):
 @click.argument("names", nargs=-1, required=True, metavar="NAME...")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to tidy.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
+@click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> names: the datasets' root (default ./data).")
+@click.option("--torch-hub", "torch_hub", is_flag=True, help="URL names: checkpoints `get URL --torch-hub` placed.")
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def rm(names, cache_dir, registries, dry_run, as_json):
+def rm(names, cache_dir, registries, root, torch_hub, dry_run, as_json):
     """Remove datasets from the cache: archives, their other names, extracted folders, partials;
-    or hf:// repos from the Hugging Face cache.
+    hf:// and ms:// repos; and what prefetch placed for torchvision: names and --torch-hub URLs.
 
     A dataset that is being downloaded right now is left alone (exit 1); links are
-    removed as links, never followed.
+    removed as links, never followed. Under a torchvision --root and in torch.hub's
+    checkpoints only files prefetch placed go; any other file there is named and left.
 
     \b
     Examples (in a notebook cell):
@@ -73,19 +77,24 @@ def rm(names, cache_dir, registries, dry_run, as_json):
       !prefetch rm cifar10 imdb --dry-run
       !prefetch rm hf://ORG/NAME              # a Hugging Face repo's whole cache folder
       !prefetch rm hf://ORG/NAME@REVISION     # one revision, and the blobs only it uses
+      !prefetch rm ms://ORG/NAME              # a ModelScope repo
+      !prefetch rm torchvision:CIFAR10 --root data
+      !prefetch rm torchvision:resnet50       # its default weights from torch.hub's checkpoints
+      !prefetch rm https://host/ckpt/model-0123abcd.pth --torch-hub
       !prefetch rm nltk:punkt_tab             # the zip and its folder in NLTK's data dir
     """
     from prefetch.errors import ExitCode
     from prefetch.operations.housekeeping import remove_datasets
 
-    registry, root, state = _context(cache_dir, registries)
+    registry, keras, state = _context(cache_dir, registries)
     import os
 
     from prefetch.cache.nltk_data import is_nltk_name
 
     nltk_names = [n for n in names if is_nltk_name(n)]
-    result = remove_datasets([n for n in names if not is_nltk_name(n)], registry, root=root, state=state,
-                             dry_run=dry_run, env=os.environ)
+    result = remove_datasets([n for n in names if not is_nltk_name(n)], registry, root=keras, state=state,
+                             dry_run=dry_run, env=os.environ, torchvision_root=root,
+                             registry_files=[str(r) for r in registries], torch_hub=torch_hub)
     if nltk_names:
         from prefetch.operations.nltk import remove_nltk
 
@@ -106,24 +115,28 @@ def rm(names, cache_dir, registries, dry_run, as_json):
 @click.option("--older-than", "older_than", default="7d", show_default=True, metavar="AGE",
               help="Partial downloads last written longer ago than this (7d, 12h, 30m, 0).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to tidy.")
+@click.option("--root", type=click.Path(file_okay=False),
+              help="A torchvision datasets' root to tidy too (default ./data, when it exists).")
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def clean(older_than, cache_dir, dry_run, as_json):
+def clean(older_than, cache_dir, root, dry_run, as_json):
     """Remove stale partial downloads and what killed runs left behind.
 
     Partials (.part) older than --older-than whose download is not running (in the Keras
-    cache and in hf:// repos' blobs/), and temp files and folders of interrupted
+    cache, hf:// repos' blobs/, ModelScope's cache, torch.hub's checkpoints and the folders
+    torchvision datasets use under --root), and temp files and folders of interrupted
     extractions; prints each with its size.
 
     \b
     Examples (in a notebook cell):
       !prefetch clean --dry-run
       !prefetch clean --older-than 1d
+      !prefetch clean --root data --older-than 0
     """
-    from prefetch.operations.housekeeping import clean_cache, parse_age
+    from prefetch.operations.housekeeping import clean_cache, parse_age, torch_ms_places
 
     age = parse_age(older_than)
-    _registry, root, state = _context(cache_dir, ())
-    result = clean_cache(root=root, state=state, older_than=age, dry_run=dry_run)
+    _registry, keras, state = _context(cache_dir, ())
+    result = clean_cache(root=keras, state=state, older_than=age, dry_run=dry_run, **torch_ms_places(root))
     echo_result(result, as_json=as_json, verb="clean")
     return 0

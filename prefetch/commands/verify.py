@@ -13,8 +13,9 @@ import click
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to check.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
 @click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> names: the datasets' root (default ./data).")
+@click.option("--torch-hub", "torch_hub", is_flag=True, help="URL targets: checkpoints `get URL --torch-hub` placed.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def verify(targets, cache_dir, registries, root, as_json):
+def verify(targets, cache_dir, registries, root, torch_hub, as_json):
     """Re-hash cached datasets or files; exit 4 if any differs from its known hash.
 
     \b
@@ -23,6 +24,9 @@ def verify(targets, cache_dir, registries, root, as_json):
       !prefetch verify ~/.keras/datasets/mnist.npz
       !prefetch verify hf://ORG/NAME
       !prefetch verify torchvision:CIFAR10 --root ./data
+      !prefetch verify torchvision:resnet50.IMAGENET1K_V1
+      !prefetch verify https://host/ckpt/model-0123abcd.pth --torch-hub
+      !prefetch verify ms://ORG/NAME
       !prefetch verify nltk:punkt_tab
     """
     from pathlib import Path
@@ -34,7 +38,8 @@ def verify(targets, cache_dir, registries, root, as_json):
 
     registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
     tv_root, root = root, keras_root(cache_dir=cache_dir)
-    results = [r for t in targets for r in _verify_one(t, registry, root, tv_root=tv_root, registries=registries)]
+    results = [r for t in targets for r in _verify_one(t, registry, root, tv_root=tv_root, registries=registries,
+                                                       torch_hub=torch_hub)]
     if as_json:
         click.echo(json.dumps([asdict(r) for r in results], indent=2))
     else:
@@ -59,7 +64,7 @@ def verify(targets, cache_dir, registries, root, as_json):
     return 0
 
 
-def _verify_one(target: str, registry, root, *, tv_root=None, registries=()):
+def _verify_one(target: str, registry, root, *, tv_root=None, registries=(), torch_hub=False):
     """A dataset or file under the Keras root, an hf:// repo in the Hugging Face cache, or a
     torchvision: name under --root (datasets) or torch.hub's checkpoints (weights)."""
     from prefetch.operations import listing as cache
@@ -74,10 +79,10 @@ def _verify_one(target: str, registry, root, *, tv_root=None, registries=()):
         from prefetch.operations.nltk import verify_nltk
 
         return verify_nltk(target, env=os.environ, state=state_dir())
-    if target[:12].lower() == "torchvision:":
+    if target[:12].lower() == "torchvision:" or (torch_hub and "://" in target):
         from prefetch.operations.torchvision import verify_torchvision
 
-        return verify_torchvision(target, root=tv_root, registries=[str(r) for r in registries])
+        return verify_torchvision(target, root=tv_root, registries=[str(r) for r in registries], torch_hub=torch_hub)
 
     if is_hub_name(target):
         from prefetch.hf.cache_layout import verify_repo

@@ -34,7 +34,7 @@ class SourceVerdict:
     probe: str  # the file's URL that was tried (a presigned URL's query is dropped)
     files: int  # how many files of the registry this source serves
     verdict: str = "ok"  # ok | missing | throttled | portal | blocked
-    step: str | None = None  # dns | tcp | tls | http | setup (for blocked)
+    step: str | None = None  # dns | tcp | tls | http | proxy | setup (for blocked; proxy for a portal page through it)
     detail: str = ""
     rate: float | None = None  # bytes/s over the throughput window
     hint: str = ""
@@ -330,6 +330,7 @@ def _probe_via_requests(verdict: SourceVerdict, url: str, *, proxy: str, deadlin
                 if got == 0 and (r.headers.get("Content-Type", "").lower().startswith("text/html")
                                  or chunk.lstrip()[:16].lower().startswith(HTML_MAGIC)):
                     verdict.verdict, verdict.detail = "portal", verdict.detail + "a web page instead of the file"
+                    verdict.step = "proxy"  # it came through the proxy: its login or block page, maybe
                     return
                 got += len(chunk)
                 if time.monotonic() - start > window:
@@ -379,6 +380,10 @@ def _add_hint(verdict: SourceVerdict) -> None:
                      "this host with no_proxy",
             "setup": "install the s3 extra (pip install 'prefetch-datasets[s3]') and check AWS_* settings",
         }.get(verdict.step or "", other)
+    elif verdict.verdict == "portal" and verdict.step == "proxy":
+        verdict.hint = ("a web page came back through the proxy: the proxy's login or block page (the proxy may be "
+                        "what fails), or a captive portal beyond it: log in through a browser, skip the proxy for "
+                        f"this host with no_proxy, or {other}")
     elif verdict.verdict == "portal":
         verdict.hint = f"a captive portal or block page: log in to the network in a browser, or {other}"
     elif verdict.verdict == "throttled":

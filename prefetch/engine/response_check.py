@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from prefetch.net.failures import Failure, TransientHTTPError
+from prefetch.net.proxies import proxy_for
 from prefetch.net.urls import host_of
 from prefetch.net.sniff import SNIFF_BYTES, html_content_type, is_html_name, unexpected_type, wrong_body
 from prefetch.engine.sources import Restart, Source, SourceBad
@@ -43,17 +44,23 @@ class Answer:
 class WebPageError(TransientHTTPError):
     """The answer is a web page (or another type) instead of the file: a failing source."""
 
-    def __init__(self, host: str, what: str) -> None:
+    def __init__(self, host: str, what: str, *, proxy: str | None = None) -> None:
         page = what.startswith("a web page")
         detail = what[len("a web page"):].strip(" ()") if page else what
+        if proxy:  # the page may be the proxy's (a login or block page), or one it passed on
+            where = f"from {host} through the proxy {proxy}): probably the proxy's login or block page, or a captive portal "
+            hint = "check the proxy (log in through a browser), or use another proxy, network or --mirror"
+            cause = f"returned {what} through the proxy {proxy}"
+        else:
+            where = f"from {host}): probably a captive portal or block page "
+            hint = "log in through a browser, or use another network or --mirror"
+            cause = f"returned {what}"
         super().__init__(
             f"the network returned {'a web page' if page else 'something else'} instead of the file "
-            f"({detail}, from {host}): probably a captive portal or block page "
-            f"(log in through a browser, or use another network or --mirror)",
-            cause=f"returned {what}", kind=Failure.WEB_PAGE)
+            f"({detail}, {where}({hint})", cause=cause, kind=Failure.WEB_PAGE)
 
 
-def check_body(resp, *, name: str, host: str, at_start: bool, hashed: bool = False) -> str | None:
+def check_body(resp, *, name: str, host: str, at_start: bool, hashed: bool = False, url: str = "") -> str | None:
     """Raise :class:`WebPageError` when ``resp``'s body is a web page rather than the file ``name``.
 
     ``at_start``: the body starts at the file's first byte (its bytes are judged, not its
@@ -66,7 +73,7 @@ def check_body(resp, *, name: str, host: str, at_start: bool, hashed: bool = Fal
     head = resp.peek(SNIFF_BYTES) if at_start or html_content_type(content_type) else None
     what = wrong_body(name, content_type, head, hashed=hashed, at_start=at_start)
     if what is not None:
-        raise WebPageError(host, what)
+        raise WebPageError(host, what, proxy=proxy_for(url) if url else None)
     if at_start and not hashed:
         odd = unexpected_type(name, head)
         if odd:
@@ -100,9 +107,10 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
         match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", "")) if status == 206 else None
         at_start = status == 200 or bool(match and int(match.group(1)) == 0)
         if encoding in ("identity", ""):
-            warning = check_body(resp, name=name, host=host, at_start=at_start, hashed=hashed)
+            warning = check_body(resp, name=name, host=host, at_start=at_start, hashed=hashed, url=src.url)
         elif html_content_type(resp.headers.get("Content-Type")) and not is_html_name(name):
-            raise WebPageError(host, f"a web page (Content-Type {resp.headers['Content-Type'].split(';')[0]})")
+            raise WebPageError(host, f"a web page (Content-Type {resp.headers['Content-Type'].split(';')[0]})",
+                               proxy=proxy_for(src.url))
     etag = resp.headers.get("ETag")
     last_modified = resp.headers.get("Last-Modified")
     if status == 416:

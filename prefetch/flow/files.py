@@ -92,10 +92,14 @@ def fetch_file(
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
         remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout, scan=leftovers)
         expected = plan.spec.expected
+        adopted = False
         if not options.force and (placement.existing_is_good(plan, records_dir, on_event)
-                                  or placement.adopt_copy(plan, on_event)):
+                                  or (adopted := placement.adopt_copy(plan, on_event))):
+            if adopted:  # prefetch made this name: recorded, so `rm` knows it is its own
+                placement.write_completion(records_dir, plan, _Adopted(expected.hexdigest))
             _place_extras(plan, plan.final, markers_dir, on_event, result,
                           locks_dir=locks_dir, lock_timeout=options.lock_timeout)
+            _note_shared(plan, records_dir)
             result.status = "cached"
             result.size = plan.final.stat().st_size
             result.verified = expected is not None
@@ -140,6 +144,7 @@ def fetch_file(
         placement.rename(part, plan.final)
         placement.discard(state)
         placement.write_completion(records_dir, plan, transfer)
+        _note_shared(plan, records_dir)
         result.status = "downloaded"
         result.elapsed = time.monotonic() - started
         rate = transfer.downloaded / transfer.elapsed if transfer.elapsed > 0 else 0.0
@@ -156,6 +161,21 @@ def fetch_file(
             )
         )
         return result
+
+
+class _Adopted:
+    """What ``write_completion`` reads of a transfer, for a file linked from another cache."""
+
+    def __init__(self, digest: str) -> None:
+        self.digest = digest
+
+
+def _note_shared(plan: FilePlan, records_dir: Path) -> None:
+    """A file another cache's dataset shares: note where it is, so that cache links it."""
+    if plan.shares:
+        from prefetch.cache.copies import note_copy
+
+        note_copy(records_dir.parent, plan.shares, plan.final)
 
 
 def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: FetchOptions, on_event: EventSink,
@@ -337,11 +357,13 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
 
         on_event(Event(EventKind.EXTRACT, plan.label, message=f"extracting into {into}"))
         with extraction_lock(locks_dir, into, timeout=lock_timeout):
+            # a merge into entries already there: recorded, so `rm` never removes what it did not create
+            before = placement.entries_before_merge(into, marker) if plan.extract_merge else set()
             extracted = extract_archive(data, into, protect=placement.own_paths(plan),
                                         verified=plan.spec.expected is not None, moves=plan.extract_moves,
                                         gunzip=plan.extract_gunzip, merge=plan.extract_merge,
                                         subfolder=plan.extract_subfolder)
-        placement.write_marker(marker, into, extracted.entries)
+        placement.write_marker(marker, into, extracted.entries, merged=sorted(before & set(extracted.entries)))
         result.extracted.extend(str(into / e) for e in extracted.entries)
     for target in plan.decompress_to:
         _decompress(plan, data, target, markers_dir, on_event, result)

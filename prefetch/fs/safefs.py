@@ -117,6 +117,19 @@ def check_dir_chain(path: Path | str, *, top: Path | str | None = None) -> None:
         check_link_ok(p)
 
 
+def make_dirs(path: Path | str) -> Path:
+    """``mkdir -p path``, never through a directory link another user planted anywhere above it.
+
+    Raises:
+        UnsafePathError: a component of ``path`` is another user's symbolic link.
+        OSError: a directory cannot be created.
+    """
+    path = Path(os.path.abspath(path))
+    check_dir_chain(path, top=path.anchor)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, own: bool = True) -> int:
     """Open ``path`` without following a final symlink and without blocking; regular files only.
 
@@ -143,6 +156,10 @@ def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, 
             raise refuse(path, f"it is {kind_of(st)}")
         if (own or flags & (os.O_WRONLY | os.O_RDWR)) and is_foreign(st):
             raise refuse(path, f"it belongs to another user (uid {st.st_uid})")
+        if flags & (os.O_WRONLY | os.O_RDWR) and st.st_nlink > 1:
+            # A name another user hard-linked to a file of ours they may write (0666): writing here
+            # would write that file. Files prefetch writes in place (.part, logs) have one name.
+            raise refuse(path, f"it is a hard link ({st.st_nlink} names for one file)")
         if _NONBLOCK:
             import fcntl
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import errno
 import os
+import re
+import stat
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from prefetch.errors import LocalFileError, NetworkError
+from prefetch.errors import NetworkError
 from prefetch.fs.files import local_error
 
 
@@ -63,20 +65,27 @@ def pointer_path(repo: Path, commit: str, path: str) -> Path:
 def link_snapshot(repo: Path, commit: str, path: str, etag: str) -> Path:
     """Make ``snapshots/<commit>/<path>`` a relative symlink to ``blobs/<etag>`` (atomically).
 
-    An entry that already points at that blob is left alone; anything else at that
-    name (a stale link, a copied file) is replaced by renaming a new link over it,
-    never written through.
+    An entry that already points at that blob is left alone; our own entry of that name (a
+    stale link, a copied file) is replaced by renaming a new link over it, never written
+    through. Another user's entry, or a folder link another user planted on the way, is
+    refused (the hub cache may be shared).
 
     Raises:
+        UnsafePathError: something prefetch did not create is in the way.
         LocalFileError: the snapshot folder cannot be written.
     """
+    from prefetch.fs import safefs
+
     pointer = pointer_path(repo, commit, path)
     blob = blob_path(repo, etag)
     target = os.path.relpath(blob, pointer.parent)
     try:
-        _make_dirs(repo / "snapshots", pointer.parent)
-        if pointer.is_symlink() and os.readlink(pointer) == target:
+        safefs.make_dirs(pointer.parent)
+        st = safefs.lstat_or_none(pointer)
+        if st is not None and stat.S_ISLNK(st.st_mode) and os.readlink(pointer) == target:
             return pointer
+        if st is not None and (stat.S_ISDIR(st.st_mode) or safefs.is_foreign(st)):
+            safefs.check_owned(pointer, st)  # raises: a folder, or another user's entry
         tmp = pointer.with_name(f".{pointer.name}.{uuid.uuid4().hex[:8]}.tmp")
         try:
             os.symlink(target, tmp)
@@ -84,11 +93,17 @@ def link_snapshot(repo: Path, commit: str, path: str, etag: str) -> Path:
             if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
                 raise
             # A filesystem without symlinks: huggingface_hub then keeps a copy in the snapshot.
-            import shutil
+            fd = safefs.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd, "wb") as out, open(blob, "rb") as src:
+                import shutil
 
-            shutil.copyfile(blob, tmp)
+                shutil.copyfileobj(src, out)
         try:
-            os.replace(tmp, pointer)
+            dfd = os.open(pointer.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:
+                os.replace(tmp.name, pointer.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            finally:
+                os.close(dfd)
         except OSError:
             tmp.unlink(missing_ok=True)
             raise
@@ -97,41 +112,57 @@ def link_snapshot(repo: Path, commit: str, path: str, etag: str) -> Path:
     return pointer
 
 
-def _make_dirs(base: Path, leaf: Path) -> None:
-    """``mkdir -p leaf`` refusing symlinked folders below ``base`` (we never write through a link we did not make)."""
-    leaf.mkdir(parents=True, exist_ok=True)
-    current = leaf
-    while current != base and base in current.parents:
-        if current.is_symlink():
-            raise LocalFileError(f"{current} is a symbolic link; refusing to write a snapshot through it")
-        current = current.parent
+def make_dirs(leaf: Path) -> None:
+    """``mkdir -p leaf``, never through a folder link another user planted (the hub cache may be shared).
+
+    Raises:
+        UnsafePathError: a planted link is on the way. LocalFileError: it cannot be created.
+    """
+    from prefetch.fs import safefs
+
+    try:
+        safefs.make_dirs(leaf)
+    except OSError as exc:
+        raise local_error(exc, leaf) from None
 
 
 def write_ref(repo: Path, revision: str, commit: str) -> None:
     """``refs/<revision>`` holds ``commit`` (no newline), replaced atomically; nothing for a commit hash.
 
     Raises:
+        UnsafePathError: a link, or another user's entry, is at the ref or on the way to it.
         LocalFileError: the refs folder cannot be written.
     """
+    from prefetch.fs import safefs
+    from prefetch.fs.files import replace_file
+
     if revision == commit:
         return
     ref = ref_path(repo, revision)
+    make_dirs(ref.parent)
     try:
-        if ref.is_file() and not ref.is_symlink() and ref.read_text(encoding="utf-8") == commit:
-            return
-        ref.parent.mkdir(parents=True, exist_ok=True)
-        tmp = ref.with_name(f"{ref.name}.{uuid.uuid4().hex[:8]}.tmp")
-        tmp.write_text(commit, encoding="utf-8")
-        os.replace(tmp, ref)
+        if safefs.read_bytes(ref, own=False) == commit.encode():
+            return  # a regular file already naming the commit (anyone's): nothing to write
+        replace_file(ref, commit.encode(), checked=True)
     except OSError as exc:
         raise local_error(exc, ref) from None
 
 
 def read_ref(repo: Path, revision: str) -> str | None:
+    """The commit ``refs/<revision>`` names, or None: absent, not a regular file (never read through a
+    link or from a FIFO), or not a commit hash (a planted ``../..`` must never become a path)."""
+    from prefetch.errors import UnsafePathError
+    from prefetch.fs import safefs
+
     try:
-        return ref_path(repo, revision).read_text(encoding="utf-8").strip() or None
-    except (OSError, UnicodeDecodeError):
+        data = safefs.read_bytes(ref_path(repo, revision), own=False, limit=4096)
+    except (OSError, UnsafePathError):
         return None
+    commit = (data or b"").decode("ascii", "replace").strip()
+    return commit if _COMMIT.fullmatch(commit) else None
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def hf_lock_path(root: Path, folder: str, etag: str) -> Path:

@@ -13,8 +13,10 @@ only ever see a complete snapshot.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import stat
 import threading
 import time
 from contextlib import contextmanager
@@ -26,11 +28,12 @@ from prefetch.errors import (ExitCode, HashMismatchError, HTTPStatusError, Inter
                              PrefetchError, UsageError)
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.model.plans import FileResult
+from prefetch.fs import safefs
 from prefetch.fs.files import local_error
 from prefetch.hf import api, cache_layout, complete
 from prefetch.hf.names import hub_token
 from prefetch.hf.plan import HubPlan, select_files
-from prefetch.fs.locks import hold_lock
+from prefetch.fs.locks import check_lock_file, hold_lock
 from prefetch.engine.options import TransferOptions
 from prefetch.engine.transfer import download_to_part
 from prefetch.fs.hashing import update_from_file
@@ -107,7 +110,7 @@ def fetch_repo(
     progress = _RepoProgress(plan.label, sum(group[0].size for group in by_blob.values()), on_event)
     progress.start()
     missing = [group[0] for group in by_blob.values() if force or not _blob_ok(
-        cache_layout.blob_path(repo_dir, group[0].etag), group[0].size)]
+        cache_layout.blob_path(repo_dir, group[0].etag), group[0])]
     copies = plan.copies(missing, progress.emit, label=plan.label, timeouts=transfer.timeouts) if (
         plan.copies and missing) else {}
     ctx = _BlobContext(plan=plan, commit=commit, transfer=transfer, factory=factory, locks=state / "locks",
@@ -195,8 +198,8 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
     result = FileResult(dataset=plan.label, name=label, path=str(blob), paths=[str(blob)], size=first.size,
                         algorithm="sha256" if first.sha256 else "git-sha1", digest=first.etag)
     started = time.monotonic()
-    if ctx.force or not _blob_ok(blob, first.size):
-        _make_dirs(blob.parent)
+    if ctx.force or not _blob_ok(blob, first):
+        cache_layout.make_dirs(blob.parent)
 
         def waiting(owner) -> None:
             who = owner.describe() if owner else "another process"
@@ -204,7 +207,8 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
 
         with hold_lock(ctx.locks, blob, timeout=ctx.lock_timeout, job=ctx.job, on_wait=waiting, stop=ctx.stop), \
                 _hf_lock(cache_layout.hf_lock_path(plan.root, plan.repo.folder, first.etag), ctx, label):
-            if ctx.force or not _blob_ok(blob, first.size):  # someone may have finished it while we waited
+            if ctx.force or not _blob_ok(blob, first):  # someone may have finished it while we waited
+                safefs.check_replaceable(blob)  # a planted link or another user's file: refused before any byte
                 _download_blob(ctx, first, blob, label, result)
     if result.status != "downloaded":
         result.status = "cached"
@@ -232,10 +236,29 @@ def _drop_stale_partial(ctx: _BlobContext, blob: Path) -> None:
         pass  # a download of it is running: it will find the blob and finish
 
 
-def _blob_ok(blob: Path, size: int) -> bool:
-    """A blob is trusted by name and size (its name is its hash; both tools rename only verified files)."""
+def _blob_ok(blob: Path, f: api.HubFile) -> bool:
+    """Is ``blob`` complete? Ours is trusted by name and size (its name is its hash; both tools rename
+    only verified files); another user's (a shared cache) only when its bytes match its name.
+
+    Only a regular file: neither tool makes a blob a link, so a link there was planted and is never read through.
+    """
+    st = safefs.lstat_or_none(blob)
+    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size != f.size:
+        return False
+    if not safefs.is_foreign(st):
+        return True
+    return _foreign_blob_matches(str(blob), st.st_ino, st.st_mtime_ns, f.size, f.sha256 or "", f.oid)
+
+
+@functools.lru_cache(maxsize=1024)
+def _foreign_blob_matches(path: str, ino: int, mtime_ns: int, size: int, sha256: str, oid: str) -> bool:
+    """Another user's blob hashed once per run (keyed by its identity): does it hold what its name says?"""
+    from prefetch.fs.hashing import hash_file
+
     try:
-        return blob.is_file() and blob.stat().st_size == size
+        if sha256:
+            return hash_file(path, "sha256") == sha256
+        return git_blob_sha1(Path(path), size) == oid
     except OSError:
         return False
 
@@ -283,7 +306,7 @@ def _download_blob(ctx: _BlobContext, f: api.HubFile, blob: Path, label: str, re
         )
     sink(Event(EventKind.VERIFY, label, done=f.size, total=f.size, message=f"{what} ok"))
     try:
-        os.replace(part, blob)
+        safefs.replace(part, blob)  # never over a link or another user's file
     except OSError as exc:
         raise local_error(exc, blob) from None
     _discard(state)
@@ -353,7 +376,8 @@ def _hf_filelock(path: Path, ctx: _BlobContext, label: str):  # pragma: no cover
     from filelock import FileLock, Timeout
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        safefs.make_dirs(path.parent)  # a planted .locks link: refused (UnsafePathError), never followed
+        check_lock_file(path)  # a link or FIFO there: refused (older filelock opens it O_TRUNC and chmods it)
         lock = FileLock(str(path), mode=0o664)
     except (OSError, TypeError):
         yield
@@ -435,17 +459,11 @@ def _failed(plan: HubPlan, f: api.HubFile, exc: PrefetchError, repo_dir: Path, c
                       error=str(exc), exit_code=int(exc.exit_code))
 
 
-def _make_dirs(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise local_error(exc, path) from None
-
-
 def _discard(*paths: Path) -> None:
+    """Remove our own in-flight files; another user's entry of that name is left alone."""
     for p in paths:
         try:
-            p.unlink()
+            safefs.remove_own(p)
         except OSError:
             pass
 

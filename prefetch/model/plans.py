@@ -37,6 +37,9 @@ class FilePlan:
     extract_merge: bool = False
     # a folder of the extracted tree whose contents alone are placed ("" = the whole tree)
     extract_subfolder: str = ""
+    # "<keras dataset>/<file name>": another cache's file with the same bytes; where this one
+    # lands is noted (cache/copies.py) so that cache links it instead of downloading it
+    shares: str | None = None
 
     @property
     def label(self) -> str:

@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from prefetch.errors import LockTimeoutError, UsageError
 from prefetch.model.plans import FilePlan
@@ -161,7 +162,9 @@ def _partial(path: Path, *, now: float, active: bool) -> PartialFile:
 
 
 def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: Path,
-                    dry_run: bool = False, hub_root: Path | None = None, env=None) -> RemoveResult:
+                    dry_run: bool = False, hub_root: Path | None = None, env=None,
+                    torchvision_root: str | None = None, registry_files: Sequence[str] = (),
+                    torch_hub: bool = False) -> RemoveResult:
     """Remove datasets' files, other names, extracted folders, partials and markers.
 
     A file whose download is running (its lock is held) is left alone, with a line in
@@ -173,6 +176,10 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
     ``hf://`` names remove Hugging Face repos (or one ``@REVISION``) from ``hub_root``
     (default: the cache huggingface_hub uses).
 
+    ``torchvision:`` names (and URLs, with ``torch_hub``) remove only what prefetch placed
+    for them under ``torchvision_root`` (default ./data) or in torch.hub's checkpoints
+    (``operations/torchvision.py``), planned with ``registry_files`` as ``get`` plans them.
+
     Raises:
         UnknownDatasetError: a name no registry knows (nothing is removed then).
     """
@@ -182,7 +189,13 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
 
     repos = [parse_hub_name(n) for n in names if is_hub_name(n)]  # hf:// repos: prefetch/hf/housekeeping.py
     ms_repos = [(parse_ms_name(n), "@" in n) for n in names if is_ms_name(n)]  # operations/modelscope.py
-    specs = [registry.get(n) for n in names if not is_hub_name(n) and not is_ms_name(n)]  # all valid first
+    from prefetch.operations.torch_files import is_torchvision_name, remove_torchvision, torchvision_plans
+
+    tv = [n for n in names if is_torchvision_name(n) or (torch_hub and "://" in n and not is_hub_name(n)
+                                                         and not is_ms_name(n))]
+    tv_plans = torchvision_plans(tv, root=torchvision_root, registries=registry_files, env=env,
+                                 torch_hub=torch_hub) if tv else []  # all valid first
+    specs = [registry.get(n) for n in names if not is_hub_name(n) and not is_ms_name(n) and n not in tv]
     result = RemoveResult(dry_run=dry_run)
     locks, markers = state / "locks", state / "extracted"
     from prefetch.flow.planners.datasets import tf_keras_plans
@@ -201,6 +214,8 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
                     remove_paths(paths, result, dry_run=False)
             except LockTimeoutError:
                 result.skipped.append(_busy(plan, locks))
+    if tv_plans:
+        remove_torchvision(tv_plans, result, state=state, dry_run=dry_run)
     if repos:
         from prefetch.operations.hub import remove_repos
 
@@ -223,8 +238,11 @@ def _busy(plan: FilePlan, locks: Path) -> str:
 
 
 def clean_cache(*, root: Path, state: Path, older_than: float = DEFAULT_OLDER_THAN, dry_run: bool = False,
-                now: float | None = None, hub_root: Path | None = None) -> RemoveResult:
-    """Remove stale partial downloads and leftovers from the Keras cache.
+                now: float | None = None, hub_root: Path | None = None, folders: Sequence[Path] = (),
+                trees: Sequence[Path] = (), beside: Sequence[Path] = ()) -> RemoveResult:
+    """Remove stale partial downloads and leftovers from the Keras cache, the Hugging Face cache,
+    and ``folders`` (each alone: a torchvision root's folders, torch.hub's checkpoints dir),
+    ``trees`` (walked: ModelScope's), and temp dirs staged beside the folders in ``beside``.
 
     * ``*.part`` (with its ``.part.json``) and ``.part.json`` without data, last written
       more than ``older_than`` seconds ago, whose download is not running;
@@ -240,9 +258,25 @@ def clean_cache(*, root: Path, state: Path, older_than: float = DEFAULT_OLDER_TH
 
     clean_partials(result, root=hub_root or hub_cache_root(), state=state, older_than=older_than, now=now,
                    dry_run=dry_run)  # blobs/<etag>.part of hf:// repos
+    for folder in folders:  # a torchvision root's folders, torch.hub's checkpoints: not walked below
+        _clean_tree(folder, locks, result, older_than=older_than, now=now, dry_run=dry_run, deep=False)
+    for tree in trees:  # ModelScope's models/ and datasets/
+        _clean_tree(tree, locks, result, older_than=older_than, now=now, dry_run=dry_run)
     base = datasets_dir(root)
-    if not base.is_dir():
-        return result
+    if base.is_dir():
+        _clean_tree(base, locks, result, older_than=older_than, now=now, dry_run=dry_run)
+    for top in (base, *beside):  # extraction into a folder itself stages beside it
+        for entry in glob.glob(os.path.join(glob.escape(str(top.parent)), f".{glob.escape(top.name)}.*-*")):
+            if _TEMP.match(os.path.basename(entry)):
+                _clean_temp(Path(entry), locks, result, dry_run=dry_run)
+    return result
+
+
+def _clean_tree(base: Path, locks: Path, result: RemoveResult, *, older_than: float, now: float, dry_run: bool,
+                deep: bool = True) -> None:
+    """Stale partials and temp leftovers in ``base`` (and below it unless not ``deep``); links never entered."""
+    if not base.is_dir() or base.is_symlink():
+        return
     for dirpath, dirnames, filenames in os.walk(base):
         here = Path(dirpath)
         for name in list(dirnames):
@@ -251,16 +285,14 @@ def clean_cache(*, root: Path, state: Path, older_than: float = DEFAULT_OLDER_TH
                 _clean_temp(here / name, locks, result, dry_run=dry_run)
             elif os.path.islink(here / name):
                 dirnames.remove(name)
+        if not deep:
+            dirnames.clear()
         for name in filenames:
             path = here / name
             if _TEMP.match(name) or _TMP_FILE.match(name):
                 _clean_temp(path, locks, result, dry_run=dry_run)
             elif name.endswith(".part") or (name.endswith(".part.json") and not os.path.lexists(path.with_suffix(""))):
                 _clean_partial(path, locks, result, older_than=older_than, now=now, dry_run=dry_run)
-    for entry in glob.glob(os.path.join(glob.escape(str(root)), f".{glob.escape(base.name)}.*-*")):
-        if _TEMP.match(os.path.basename(entry)):  # extraction into datasets/ itself stages beside it
-            _clean_temp(Path(entry), locks, result, dry_run=dry_run)
-    return result
 
 
 def _clean_partial(path: Path, locks: Path, result: RemoveResult, *, older_than: float, now: float,
@@ -302,3 +334,20 @@ def _clean_temp(path: Path, locks: Path, result: RemoveResult, *, dry_run: bool)
         result.skipped.append(f"{path}: an extraction is running; left alone")
         return
     remove_paths([(path, "temp")], result, dry_run=dry_run)
+
+
+def torch_ms_places(torchvision_root: str | None = None, *, env=None) -> dict:
+    """``clean_cache``'s ``folders``/``trees``/``beside`` for torchvision, torch.hub and ModelScope:
+    the folders of a torchvision root (``torchvision_root``, else ./data when it exists),
+    torch.hub's checkpoints dir, and ModelScope's ``models/`` and ``datasets/``."""
+    from prefetch.cache.torchvision import torch_hub_dir
+    from prefetch.fs.paths import expand_path
+    from prefetch.ms.names import ms_cache_root
+    from prefetch.operations.torch_files import torchvision_dirs
+
+    env = os.environ if env is None else env
+    root = expand_path(torchvision_root or "data", "--root").absolute()
+    tv = torchvision_dirs(root, env=env) if root.is_dir() else []
+    ms = ms_cache_root(env).absolute()
+    return {"folders": [*tv, torch_hub_dir(env)], "trees": [ms / "models", ms / "datasets"], "beside": tv}
+

@@ -90,7 +90,7 @@ def verify_cached(target: str, registry: Registry, *, root: Path) -> list[Verify
             for plan in plan_files(spec, root=root):
                 if path.absolute() in [p.absolute() for p in plan.paths]:
                     return [_verify_one(path, plan.spec.expected)]
-        return [_verify_one(path, None)]
+        return [_verify_one(path, _torch_hub_expected(path))]
     if "/" in target or path.suffix:
         if not path.exists():
             raise UsageError(f"{target}: no such file")
@@ -132,3 +132,18 @@ def local_state(plan: FilePlan) -> tuple[str, int, int | None]:
         size = finals[0].st_size
         return "complete", size, size
     return "missing", 0, None
+
+
+def _torch_hub_expected(path: Path):
+    """A file in torch.hub's checkpoints dir: the full sha256 known for its name, else its
+    name's sha256 prefix, as torch.hub checks it (None elsewhere, or without one)."""
+    from prefetch.cache.torchvision import load_tables, torch_hub_dir
+    from prefetch.errors import PrefetchError
+
+    try:
+        if path.absolute().parent != torch_hub_dir().absolute():
+            return None
+        return load_tables().hub_expected(path.name)
+    except PrefetchError:
+        return None
+

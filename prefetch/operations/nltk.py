@@ -1,4 +1,4 @@
-"""``prefetch verify nltk:ID`` and ``prefetch rm nltk:ID``: NLTK packages in NLTK's data dir.
+"""``prefetch list``, ``verify`` and ``rm`` of ``nltk:ID``: NLTK packages in NLTK's data dir.
 
 A package is ``<data dir>/<subdir>/<id>.zip`` and, unzipped, ``<subdir>/<id>/``. Its subdir
 is the built-in snapshot's, or, for an id the snapshot lacks (a mirror's or a team's own
@@ -14,6 +14,7 @@ downloaded right now is left alone.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -101,3 +102,60 @@ def remove_nltk(names: list[str], result: RemoveResult, *, env: Mapping[str, str
             paths = [(p, what) for p, what in paths if p.exists() or p.is_symlink()]
             if paths:
                 remove_unless_busy(paths, final, result, locks=state / "locks", dry_run=dry_run)
+
+
+@dataclass
+class NltkPackageState:
+    """One package in NLTK's data dir, as ``prefetch list`` shows it."""
+
+    name: str  # nltk:ID
+    path: str  # its zip
+    state: str  # complete | partial | missing | zip only (its folder is gone) | unverified (size differs, not ours)
+    bytes: int = 0  # the zip and its in-flight part
+    partial: int = 0
+
+
+def list_nltk(names: list[str], *, env: Mapping[str, str], state: Path) -> tuple[Path, list[NltkPackageState]]:
+    """(data dir, rows): the packages ``names`` name (collections expanded), or with no names every
+    package whose zip or partial is in the data dir. ``complete``: the zip is there, placed by
+    prefetch (its completion record) or at the size the snapshot gives (any size for an id the
+    snapshot lacks), and, for a package that is unzipped, its folder too; ``verify`` re-hashes it."""
+    data_dir = nltk_data.nltk_data_dir(env).absolute()
+    if names:
+        wanted = [p for n in names for p in _packages(nltk_data.parse_nltk_name(n), data_dir)]
+    else:
+        found = {}
+        for pattern in ("*/*.zip", "*/*.zip.part"):
+            for path in sorted(data_dir.glob(pattern)):
+                zip_path = path if path.suffix == ".zip" else path.with_suffix("")
+                found.setdefault(zip_path, zip_path.stem)
+        snapshot = nltk_data.load_snapshot()
+        wanted = [(pkg_id, final, snapshot.packages.get(pkg_id)) for final, pkg_id in found.items()]
+    rows = []
+    seen = set()
+    for pkg_id, final, known in wanted:
+        if final in seen:
+            continue
+        seen.add(final)
+        rows.append(_package_state(pkg_id, final, known, ours=_recorded(state, final) is not None))
+    return data_dir, rows
+
+
+def _package_state(pkg_id: str, final: Path, known, *, ours: bool) -> NltkPackageState:
+    def size(path: Path) -> int | None:
+        try:
+            return path.stat().st_size if path.is_file() and not path.is_symlink() else None
+        except OSError:
+            return None
+
+    zip_size, part_size = size(final), size(part_path(final))
+    row = NltkPackageState(name=f"nltk:{pkg_id}", path=str(final), state="missing",
+                           bytes=(zip_size or 0) + (part_size or 0), partial=part_size or 0)
+    if zip_size is not None and (ours or known is None or zip_size == known.size):
+        unzip = known.unzip if known is not None else _is_unzipped_package(final)
+        row.state = "complete" if not unzip or final.with_name(pkg_id).is_dir() else "zip only"
+    elif zip_size is not None:
+        row.state = "unverified"
+    elif part_size is not None:
+        row.state = "partial"
+    return row

@@ -33,6 +33,7 @@ class RemoveResult:
     removed: list[Removal] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # one line each: what was left and why
     not_ours: list[str] = field(default_factory=list)  # another user's entries (a shared cache), left alone
+    not_placed: list[str] = field(default_factory=list)  # at a name prefetch would use, but not its own: left alone
     dry_run: bool = False
 
     @property

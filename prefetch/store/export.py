@@ -39,9 +39,8 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
     from prefetch.store.push import file_digests
 
     directory = Path(directory).expanduser().absolute()
-    safefs.check_link_ok(directory)  # a directory link another user planted is never followed
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        safefs.make_dirs(directory)  # a folder link another user planted, here or above, is never followed
     except OSError as exc:
         raise local_error(exc, directory) from None
     report = ExportReport(directory=str(directory))

@@ -45,11 +45,25 @@ def part_size_from_env(env) -> int:
     return max(MIN_PART_SIZE, value)
 
 
-def file_digests(path: Path) -> tuple[str, str, int]:
+def open_source(path: Path, *, named: bool = False):
+    """``path`` opened for reading, never blocking on a FIFO; a cache file (not ``named`` by the
+    user) never through a symbolic link another user planted: it would push that link's target.
+
+    Raises:
+        UnsafePathError: another user's link (cache files), a FIFO, device or directory. OSError: unreadable.
+    """
+    from prefetch.fs import safefs
+
+    if not named:
+        safefs.check_link_ok(path)  # the user's own link (a dataset kept on another disk) is read through
+    return os.fdopen(safefs.open_readable(path), "rb")
+
+
+def file_digests(path: Path, *, named: bool = False) -> tuple[str, str, int]:
     """(sha256, md5, size) of ``path`` in one read."""
     sha, md5, size = hashlib.sha256(), hashlib.md5(), 0
     try:
-        with open(path, "rb") as f:
+        with open_source(path, named=named) as f:
             while chunk := f.read(1 << 20):
                 sha.update(chunk)
                 md5.update(chunk)
@@ -68,13 +82,14 @@ def push_file(
     part_size: int = DEFAULT_PART_SIZE,
     digests: tuple[str, str, int] | None = None,
     on_part: Callable[[int, int], None] | None = None,
+    named: bool = False,
 ) -> PushResult:
     """Upload ``path`` as object ``name`` of ``store`` unless an object with its sha256 is there.
 
     Raises:
         StoreError: the store refused. LocalFileError: the file cannot be read.
     """
-    sha256, md5, size = digests or file_digests(path)
+    sha256, md5, size = digests or file_digests(path, named=named)
     url = store.location.url_for(name)
     head = store.head(name)
     if head is not None and head["metadata"].get("sha256") == sha256 and head["size"] == size:
@@ -83,7 +98,7 @@ def push_file(
     bucket, key = store.location.bucket, store.location.key_for(name)
     if size <= part_size:
         try:
-            with open(path, "rb") as f:
+            with open_source(path, named=named) as f:
                 store.client.put_object(Bucket=bucket, Key=key, Body=f.read(), Metadata=metadata,
                                         ContentMD5=_b64(md5))
         except OSError as exc:
@@ -91,10 +106,10 @@ def push_file(
         except Exception as exc:  # noqa: BLE001 - botocore
             raise store_error(exc, f"PUT {url}") from None
         return PushResult(name, str(path), url, "uploaded", size, sha256)
-    return _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part)
+    return _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named)
 
 
-def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part) -> PushResult:
+def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named) -> PushResult:
     bucket, key = store.location.bucket, store.location.key_for(name)
     record_path = _record_path(state_dir, store, key)
     record = _load_record(record_path)
@@ -117,7 +132,7 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
     count = (size + part_size - 1) // part_size
     parts, reused = [], 0
     try:
-        with open(path, "rb") as f:
+        with open_source(path, named=named) as f:
             for number in range(1, count + 1):
                 f.seek((number - 1) * part_size)
                 chunk = f.read(part_size)
@@ -187,17 +202,17 @@ def _load_record(path: Path) -> dict | None:
 
 
 def _save_record(path: Path, record: dict) -> None:
+    from prefetch.fs.files import replace_file
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record), encoding="utf-8")
-        os.replace(tmp, path)
+        replace_file(path, json.dumps(record).encode(), checked=True)
     except OSError as exc:
         raise LocalFileError(f"cannot record the upload in {path}: {exc.strerror or exc}") from None
 
 
-def local_files(targets: list[str], *, registry, root: Path) -> list[tuple[Path, str, object]]:
-    """(path, object name, expected hash or None) for dataset names and file paths.
+def local_files(targets: list[str], *, registry, root: Path) -> list[tuple[Path, str, object, bool]]:
+    """(path, object name, expected hash or None, named by the user) for dataset names and file paths.
 
     Raises:
         NotDownloadedError: a dataset file is not in the cache. UsageError: unknown name.
@@ -211,12 +226,12 @@ def local_files(targets: list[str], *, registry, root: Path) -> list[tuple[Path,
         if os.sep in target or path.is_file():
             if not path.is_file():
                 raise LocalFileError(f"{path} is not a file")
-            found.append((path, path.name, None))
+            found.append((path, path.name, None, True))
             continue
         for plan in plan_files(registry.get(target), root=root):
             if not plan.final.is_file():
                 raise NotDownloadedError(f"{plan.final} is not in the cache; `prefetch get {target}` first")
-            found.append((plan.final, plan.spec.name, plan.spec.expected))
+            found.append((plan.final, plan.spec.name, plan.spec.expected, False))
     return found
 
 
@@ -234,14 +249,15 @@ def push_targets(targets: list[str], dest: str, *, registry, root: Path, state_d
     files = local_files(targets, registry=registry, root=root)
     store = open_store(dest, env=env)
     results = []
-    for path, name, expected in files:
-        digests = file_digests(path)
+    for path, name, expected, named in files:
+        digests = file_digests(path, named=named)
         if expected is not None:
             got = digests[0] if expected.algorithm == "sha256" else digests[1]
             if not expected.matches(got):
                 raise HashMismatchError(f"{path}: {expected.algorithm} {got} is not the expected "
                                         f"{expected.hexdigest}; not uploaded (`prefetch get` replaces it)")
-        result = push_file(store, path, name, state_dir=state_dir, part_size=part_size_from_env(env), digests=digests)
+        result = push_file(store, path, name, state_dir=state_dir, part_size=part_size_from_env(env), digests=digests,
+                           named=named)
         results.append(result)
         if on_result is not None:
             on_result(result)

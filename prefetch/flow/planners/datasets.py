@@ -58,7 +58,22 @@ class DatasetPlanner(Planner):
         request = ctx.request
         registry = load_registry(extra_files=[Path(r) for r in request.registries], config_dir=ctx.config)
         plans = [plan for name in names for plan in plan_files(registry.get(name), root=ctx.root)]
-        return tf_keras_plans(plans, env=ctx.env, root=ctx.root)
+        return [with_shared_copies(p, ctx.env) for p in tf_keras_plans(plans, env=ctx.env, root=ctx.root)]
+
+
+def with_shared_copies(plan: FilePlan, env: Mapping[str, str]) -> FilePlan:
+    """``plan`` with the places prefetch put the same file for another cache (torchvision's
+    CIFAR-10 under a ``--root``): linked from there when it matches, not downloaded again."""
+    from prefetch.cache.copies import known_copies
+    from prefetch.errors import PrefetchError
+    from prefetch.fs.paths import state_dir
+
+    try:
+        found = known_copies(state_dir(env), f"{plan.dataset}/{plan.spec.name}")
+    except PrefetchError:
+        return plan
+    found = [p for p in found if p not in plan.paths]
+    return dataclasses.replace(plan, copies=(*plan.copies, *found)) if found else plan
 
 
 PLANNER = DatasetPlanner()

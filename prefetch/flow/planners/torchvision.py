@@ -63,7 +63,7 @@ def plan_dataset(ds: TvDataset, *, root: Path, keras_root: Path, keras_registry,
             dataset=f"torchvision:{ds.name}", spec=spec, final=final, also=(),
             extract_into=tuple(root / e if e else root for e in f.extract),
             decompress_to=(final.with_name(f.decompressed),) if f.decompress else (),
-            copies=tuple(copies),
+            copies=tuple(copies), shares=f"{f.keras}/{f.name}" if f.keras else None,
             # torchvision extracts with tarfile/zipfile: into the directories already there
             extract_moves=f.moves, extract_gunzip=f.gunzip, extract_merge=True, extract_subfolder=f.extract_from,
         ))
@@ -99,16 +99,19 @@ def _refuse_clashes(plans: Sequence[FilePlan]) -> None:
 def plan_weights(tables: TorchvisionTables, model: str, entry: str | None, *, hub: Path) -> FilePlan:
     """The checkpoint of one weights entry, at torch.hub's own name under ``hub``."""
     weights = tables.weights_for(model, entry)
-    return _hub_plan(tables, weights.url, hub=hub, dataset=f"torchvision:{model}.{weights.entry}")
+    given = ExpectedHash("sha256", weights.sha256) if weights.sha256 else None
+    return _hub_plan(tables, weights.url, hub=hub, dataset=f"torchvision:{model}.{weights.entry}", expected=given,
+                     name=weights.name, alternates=weights.mirrors)
 
 
 def _hub_plan(tables: TorchvisionTables, url: str, *, hub: Path, dataset: str,
-              expected: ExpectedHash | None = None) -> FilePlan:
-    name = PurePosixPath(urlsplit(url).path).name
+              expected: ExpectedHash | None = None, name: str | None = None,
+              alternates: tuple[str, ...] = ()) -> FilePlan:
+    name = name or PurePosixPath(urlsplit(url).path).name
     if not name or name in (".", ".."):
         raise UsageError(f"cannot tell a checkpoint file name from {url!r}")
     expected = expected or tables.hub_expected(name)
-    spec = FileSpec(name=name, url=url, target=str(hub / name), expected=expected)
+    spec = FileSpec(name=name, url=url, target=str(hub / name), expected=expected, alternates=alternates)
     return FilePlan(dataset=dataset, spec=spec, final=hub / name, also=(), extract_into=())
 
 

@@ -368,6 +368,8 @@ class UrlPlanner(Planner):
         return [plan for spec in specs for plan in plan_files(spec, root=ctx.root)]
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
+        if request.torch_hub:  # torch.hub's dir, from the environment the worker inherits: no -P to fix
+            return request
         return pin_url_paths(request)
 
 
