@@ -153,10 +153,14 @@ def write_completion(records_dir: Path, plan: FilePlan, transfer) -> None:
             "algorithm": plan.spec.expected.algorithm if plan.spec.expected else None,
             "placed": time.time(),
         }
-        records_dir.mkdir(parents=True, exist_ok=True)
         from prefetch.fs.files import replace_file
 
-        replace_file(completion_path(records_dir, plan.final), json.dumps(record).encode("utf-8"), checked=True)
+        data = json.dumps(record).encode("utf-8")
+        try:
+            replace_file(completion_path(records_dir, plan.final), data, checked=True)
+        except FileNotFoundError:  # the first record of this state dir (not a mkdir per file)
+            records_dir.mkdir(parents=True, exist_ok=True)
+            replace_file(completion_path(records_dir, plan.final), data, checked=True)
     except (OSError, safefs.UnsafePathError):
         pass  # without it, a file with no hash is downloaded again next time: never wrong
 

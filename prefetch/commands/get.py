@@ -196,16 +196,16 @@ def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | 
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in results], indent=2))
     else:
-        errors = []
+        errors, lines = [], []
         for r in results:
             if r.status in ("failed", "interrupted"):
                 errors.append(r.error)
             else:
-                click.echo(f"{r.status:10} {r.path}")
-                for extra in r.paths[1:]:
-                    click.echo(f"{'':10} {extra}")
-                for d in r.extracted:
-                    click.echo(f"{'extracted':10} {d}")
+                lines.append(f"{r.status:10} {r.path}")
+                lines.extend(f"{'':10} {extra}" for extra in r.paths[1:])
+                lines.extend(f"{'extracted':10} {d}" for d in r.extracted)
+        if lines:  # one write, not an echo per file (thousands of files)
+            click.echo("\n".join(lines))
         for error in _distinct(errors):
             click.echo(f"prefetch: error: {error}", err=True)
     return overall_exit_code(results)

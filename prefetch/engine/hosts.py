@@ -24,6 +24,7 @@ No lock here is held while waiting on the network. A transfer without a ``Host``
 
 from __future__ import annotations
 
+import os
 import threading
 from urllib.parse import urlsplit
 
@@ -32,6 +33,7 @@ from prefetch.engine.schedule import RouteJudge
 
 DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
 _CROWDED = (429, 503)
+SHORT_ROUTE_FILES = max(8, 2 * (os.cpu_count() or 1))  # files in flight on a short route (Hosts.files_now)
 
 
 def host_key(url: str) -> str:
@@ -51,10 +53,19 @@ class SharedRouteJudge(RouteJudge):
     def __init__(self, threshold: float) -> None:
         super().__init__(threshold)
         self._lock = threading.Lock()
+        self.fastest: float | None = None  # the quickest answer yet, of every answer (not only the first few)
 
     def add(self, latency: float) -> str | None:
         with self._lock:
+            if self.fastest is None or latency < self.fastest:
+                self.fastest = latency
             return super().add(latency)
+
+    @property
+    def near(self) -> bool:
+        """An answer came back quicker than a long route can answer: the route is short, whatever the
+        first answers said (many files started at once on a busy machine answer slowly on loopback too)."""
+        return self.fastest is not None and self.fastest < self.threshold
 
 
 class PooledClient:
@@ -258,6 +269,20 @@ class Hosts:
     def all(self) -> list[Host]:
         with self._lock:
             return list(self._hosts.values())
+
+    def files_now(self, workers: int) -> int:
+        """How many files may be in flight now, of ``workers`` at most.
+
+        All of them until a host has answered; once every host of the run has answered
+        quicker than a long route can (loopback, a LAN: :attr:`SharedRouteJudge.near`) a
+        small file costs CPU, not waiting, and more files in flight than
+        ``SHORT_ROUTE_FILES`` only add thread switches. A long route keeps them all:
+        there files overlap their round trips.
+        """
+        hosts = self.all()
+        if hosts and all(h.route.near for h in hosts):
+            return max(1, min(workers, SHORT_ROUTE_FILES))
+        return workers
 
     def close(self) -> None:
         for host in self.all():

@@ -24,7 +24,8 @@ def files_in_flight(count: int, *, limit: int | None, host_connections: int) -> 
 
 def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, stop: threading.Event,
                  before_start: Callable[[int], bool] | None = None,
-                 not_started: Callable[[int], None] | None = None) -> None:
+                 not_started: Callable[[int], None] | None = None,
+                 limit: Callable[[], int] | None = None) -> None:
     """Call ``run_one(i)`` for ``i`` in ``range(count)`` on up to ``workers`` threads, started in index order.
 
     ``before_start(i)`` runs on the caller's thread just before file ``i`` starts (it may
@@ -33,6 +34,8 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
     still go through ``run_one`` (which sees the stop and reports them interrupted) on
     the caller's thread, without waiting for a free thread. ``run_one`` must not raise.
     A KeyboardInterrupt sets ``stop`` and waits for the running files to save their state.
+    ``limit()``, when given, is how many files may run now (at most ``workers``): it may
+    change as the run learns its hosts' routes (:meth:`Hosts.files_now`).
     """
     if workers <= 1 and before_start is None:
         for i in range(count):
@@ -42,12 +45,25 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
 
     free = threading.Semaphore(max(1, workers))
     futures = []
+    running = [0]
+    changed = threading.Condition()
 
     def body(i: int) -> None:
         try:
             run_one(i)
         finally:
+            with changed:
+                running[0] -= 1
+                changed.notify()
             free.release()
+
+    def room() -> bool:
+        """Wait (in short slices) until ``limit()`` allows one more file; False: look again."""
+        with changed:
+            if running[0] < limit():
+                return True
+            changed.wait(_POLL)
+            return running[0] < limit()
 
     index = 0
     # A pool: its threads go from file to file (starting a thread per file costs more than a small file).
@@ -58,6 +74,8 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
                 run_one(index)
                 index += 1
                 continue
+            if limit is not None and not room():
+                continue
             if not free.acquire(timeout=_POLL):
                 continue
             if before_start is not None and not before_start(index):
@@ -65,6 +83,8 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
                 (not_started or run_one)(index)
                 index += 1
                 continue
+            with changed:
+                running[0] += 1
             futures.append(pool.submit(body, index))
             index += 1
         for future in futures:

@@ -51,6 +51,11 @@ class TransferOptions:
     # PREFETCH_SPLICE=0 reads them through Python's buffer instead.
     splice: bool = True
     sync_data: bool = True  # fdatasync the .part before a state save that records new ranges
+    # False: a file of at most resume_state.SMALL_FILE bytes, complete before its first state
+    # save, gets no record (its .part is still flushed). Only for a caller that renames the .part
+    # into place right after the transfer; one with slow work in between (extracting an archive)
+    # keeps the record, so a kill there costs no download.
+    small_record: bool = True
     # Connections to one host from all the files of a run together (engine/hosts.py); a 429/503
     # from the host lowers it. PREFETCH_HOST_CONNECTIONS, --host-connections.
     host_connections: int = 32  # as many as one file may open (max_connections): one big file loses nothing

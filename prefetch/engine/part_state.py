@@ -7,7 +7,7 @@ contiguous prefix the hash has covered, and snapshots of the state saved beside 
 from __future__ import annotations
 
 from prefetch.engine.ranges import RangeSet
-from prefetch.engine.resume_state import TransferState
+from prefetch.engine.resume_state import SMALL_FILE, TransferState
 
 
 class PartAndState:
@@ -23,7 +23,8 @@ class PartAndState:
         self.dirty = True
 
     def _preallocate_locked(self) -> None:
-        if self.opt.preallocate and self.size:
+        # A small file is written in one or two writes: reserving it first is a syscall for nothing.
+        if self.opt.preallocate and self.size and self.size > SMALL_FILE:
             self.file.preallocate(self.size, needed=self._remaining())
 
     def _remaining(self) -> int | None:
@@ -73,4 +74,4 @@ class PartAndState:
         self.saver.join()
 
     def _save_state(self, *, force: bool = False) -> None:
-        self.saver.save(self._snapshot(force))
+        self.saver.save(self._snapshot(force), small_record=self.opt.small_record)

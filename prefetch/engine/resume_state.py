@@ -20,6 +20,9 @@ from prefetch.fs.files import local_error, replace_file
 from prefetch.engine.ranges import RangeSet
 
 STATE_VERSION = 1
+# A file at most this big that is complete before its first state save gets no state file:
+# a crash before its rename re-sends at most this many bytes (what a resume would bound anyway).
+SMALL_FILE = 1 << 20
 
 
 @dataclass
@@ -147,15 +150,21 @@ class StateSaver:
     snapshot were written before it was taken, so ``fdatasync`` before the record that
     names them. :meth:`save_soon` does it on a thread of its own (the transfer's main loop
     never waits for the disk; a save still flushing makes the next one wait its turn).
+
+    With ``small_record=False`` (``TransferOptions.small_record``), a small file
+    (``SMALL_FILE``) that is complete before any record was written gets none: its ``.part``
+    is still flushed (the caller renames it to its final name next), and a crash before
+    that rename costs at most its size again.
     """
 
     def __init__(self, path: Path, part: Path, *, sync: bool, on_error) -> None:
         self.path, self.part, self.sync, self.on_error = path, part, sync, on_error
+        self.written = False  # a record was written by this saver
         self.synced = 0  # bytes done at the last fdatasync
         self.sync_seconds = 0.0  # time spent in fdatasync
         self.thread: threading.Thread | None = None
 
-    def save(self, snapshot) -> None:
+    def save(self, snapshot, *, small_record: bool = True) -> None:
         """Save ``(state, bytes done, fd)`` now (None: nothing to save)."""
         if snapshot is None:
             return
@@ -168,7 +177,11 @@ class StateSaver:
                 raise local_error(exc, self.part) from None
             self.sync_seconds += time.monotonic() - began
             self.synced = done
+        if (not small_record and not self.written and state.size is not None and done >= state.size
+                and state.size <= SMALL_FILE):
+            return  # complete and small: no record needed (see the class docstring)
         save_state(self.path, state)
+        self.written = True
 
     def save_soon(self, take_snapshot) -> None:
         """Save ``take_snapshot()`` on the saver thread, unless a save is still running."""

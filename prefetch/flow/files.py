@@ -77,7 +77,10 @@ def fetch_file(
     )
     started = time.monotonic()
     records_dir = records_dir if records_dir is not None else markers_dir.parent / "placed"
-    placement.make_dirs(plan.final.parent)
+    if leftovers is not None:
+        leftovers.make_dirs(plan.final.parent, placement.make_dirs)
+    else:
+        placement.make_dirs(plan.final.parent)
     if plan.final.is_dir() and not plan.final.is_symlink():
         # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
         raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")
@@ -198,6 +201,10 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
     if expected is None:
         _drop_unverifiable_partial(part, state, plan.label, on_event)
     alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
+    transfer_options = options.transfer
+    if not (plan.extract_into or plan.decompress_to or plan.also):
+        # Placed right after the transfer: a small file needs no resume record (engine/resume_state.py).
+        transfer_options = replace(transfer_options, small_record=False)
     while True:
         try:
             transfer = download_to_part(
@@ -205,7 +212,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 part=part,
                 state_file=state,
                 algorithm=algorithm,
-                options=options.transfer,
+                options=transfer_options,
                 on_event=on_event,
                 stop=stop,
                 name=plan.label,
@@ -452,7 +459,9 @@ def fetch_files(
         on_event(Event(EventKind.NOTE, "prefetch", files=len(plans),
                        message=f"{len(plans)} files, up to {workers} at once"))
     try:
-        run_in_order(len(plans), run, workers=workers, stop=stop, before_start=before_start, not_started=not_started)
+        hosts = options.transfer.hosts
+        run_in_order(len(plans), run, workers=workers, stop=stop, before_start=before_start, not_started=not_started,
+                     limit=(lambda: hosts.files_now(workers)) if hosts is not None else None)
     finally:
         if own_hosts is not None:
             own_hosts.close()

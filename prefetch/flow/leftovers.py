@@ -26,6 +26,15 @@ class LeftoverScan:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._dirs: dict[Path, list[str]] = {}
+        self._made: set[Path] = set()
+
+    def make_dirs(self, where: Path, make) -> None:
+        """``make(where)`` (check the chain, create it) once per directory per run, not once per file."""
+        if where in self._made:
+            return
+        make(where)
+        with self._lock:
+            self._made.add(where)
 
     def names(self, where: Path) -> list[str]:
         with self._lock:

@@ -217,11 +217,14 @@ def read_bytes(path: Path | str, *, own: bool = True, limit: int = 64 << 20) -> 
 def write_new(path: Path | str, data: bytes = b"", *, mode: int = 0o644, durable: bool = False) -> None:
     """Create ``path`` (which must not exist: ``O_EXCL``) holding ``data``."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    try:  # os.write, not a buffered file object: no isatty probe, no buffer, for a few hundred bytes
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         if durable:
-            fh.flush()
-            os.fsync(fh.fileno())
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def replace(source: Path | str, target: Path | str) -> None:

@@ -20,7 +20,7 @@ import stat
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -135,9 +135,10 @@ def fetch_repo(
     from prefetch.engine.many import files_in_flight, run_in_order
 
     order = sorted(by_blob, key=lambda e: by_blob[e][0].size)
-    run_in_order(len(order), lambda i: run(order[i]), stop=stop,
-                 workers=files_in_flight(len(order), limit=max_parallel_files,
-                                         host_connections=transfer.host_connections))
+    workers = files_in_flight(len(order), limit=max_parallel_files, host_connections=transfer.host_connections)
+    hosts = transfer.hosts
+    run_in_order(len(order), lambda i: run(order[i]), stop=stop, workers=workers,
+                 limit=(lambda: hosts.files_now(workers)) if hosts is not None else None)
     results: list[FileResult] = []
     for etag in order:
         outcome = outcomes[etag]
@@ -272,8 +273,10 @@ def _download_blob(ctx: _BlobContext, f: api.HubFile, blob: Path, label: str, re
     copies = list(ctx.copies.get(f.sha256, ())) if f.sha256 else []
     for attempt in (1, 2):
         try:
+            # Renamed right after: a small blob needs no resume record (engine/resume_state.py).
             transfer = download_to_part(urls=[url, *copies], part=part, state_file=state, algorithm=algorithm,
-                                        options=ctx.transfer, on_event=sink, stop=ctx.stop,
+                                        options=replace(ctx.transfer, small_record=False), on_event=sink,
+                                        stop=ctx.stop,
                                         client_factory=ctx.factory, name=label)
         except PrefetchError:
             from prefetch.engine.resume_state import load_state
@@ -322,7 +325,54 @@ def _digest(f: api.HubFile, part: Path, transfer) -> tuple[str, str, str]:
 
 @contextmanager
 def _hf_lock(path: Path, ctx: _BlobContext, label: str):
-    """huggingface_hub's own per-blob lock, so that it waits for us (and we for it), when it can be taken."""
+    """huggingface_hub's own per-blob lock, so that it waits for us (and we for it), when it can be taken.
+
+    huggingface_hub takes it with filelock, an ``flock`` on Linux and macOS: one ``flock`` on
+    our own descriptor is the same lock, without filelock's per-lock machinery (a blob of
+    a repo of hundreds costs less). Never through a planted link (``O_NOFOLLOW``).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        with _hf_filelock(path, ctx, label):
+            yield
+        return
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        try:
+            fd = os.open(path, flags, 0o664)
+        except FileNotFoundError:  # the repo's first lock: its .locks dir (not a mkdir per blob)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, flags, 0o664)
+    except OSError:
+        yield  # a read-only .locks: prefetch's own lock and the atomic rename still hold
+        return
+    try:
+        told = False
+        waited = 0.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if ctx.stop.is_set():
+                    raise InterruptedTransferError(f"{label}: stopped while waiting for {path}") from None
+                if not told and waited >= 1.0:
+                    told = True
+                    ctx.progress.emit(Event(EventKind.NOTE, label,
+                                            message=f"waiting for another download of this blob ({path} is locked)"))
+                ctx.stop.wait(0.05)
+                waited += 0.05
+            except OSError:
+                yield
+                return
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextmanager
+def _hf_filelock(path: Path, ctx: _BlobContext, label: str):  # pragma: no cover - not POSIX
     from filelock import FileLock, Timeout
 
     try:
@@ -330,9 +380,8 @@ def _hf_lock(path: Path, ctx: _BlobContext, label: str):
         check_lock_file(path)  # a link or FIFO there: refused (older filelock opens it O_TRUNC and chmods it)
         lock = FileLock(str(path), mode=0o664)
     except (OSError, TypeError):
-        yield  # a read-only .locks: prefetch's own lock and the atomic rename still hold
+        yield
         return
-    told = False
     while True:
         try:
             lock.acquire(timeout=1.0)
@@ -340,10 +389,6 @@ def _hf_lock(path: Path, ctx: _BlobContext, label: str):
         except Timeout:
             if ctx.stop.is_set():
                 raise InterruptedTransferError(f"{label}: stopped while waiting for {path}") from None
-            if not told:
-                told = True
-                ctx.progress.emit(Event(EventKind.NOTE, label,
-                                        message=f"waiting for another download of this blob ({path} is locked)"))
         except OSError:
             yield
             return

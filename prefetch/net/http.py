@@ -256,11 +256,15 @@ class Client:
         self._session = None
         self._verify: bool | str | None = None
         self._warm: set[tuple[str, str]] = set()  # (scheme, netloc) whose last response was read whole
+        self._env: dict[tuple[str, str], tuple[dict, object]] = {}  # (scheme, netloc) -> (proxies, netrc auth)
 
     def _open_session(self):
         import requests
 
         session = requests.Session()
+        # The environment (proxies, no_proxy, ~/.netrc) is read once per host by _environment,
+        # not by requests on every request (a quarter of a small file's CPU).
+        session.trust_env = False
         from prefetch.net.connection import adapter_for, resolve_overrides
 
         adapter = adapter_for(self.resolve if self.resolve is not None else resolve_overrides())
@@ -290,14 +294,17 @@ class Client:
         timeouts = timeouts or self.timeouts
         key = _check_url(url)
         session = self._session or self._open_session()
-        _check_proxy(url)
+        via, netrc_auth = self._env.get(key) or self._environment(url, key)
+        auth = _explicit_auth(headers) or netrc_auth
+        # Plain http, direct: no TLS, and requests would stat a named CA bundle per request for nothing.
+        verify = self._verify if (via or key[0] == "https") else True
         for attempt in (1, 2):
             reused = key in self._warm
             self._warm.discard(key)
             try:
                 resp = session.request(method, url, headers=headers, stream=True, allow_redirects=False,
-                                       timeout=(timeouts.connect, timeouts.read), verify=self._verify,
-                                       auth=_explicit_auth(headers))
+                                       timeout=(timeouts.connect, timeouts.read), verify=verify,
+                                       auth=auth, proxies=via)
             except requests.exceptions.SSLError as exc:
                 reason = _ssl_reason(exc)
                 if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
@@ -323,6 +330,20 @@ class Client:
                 raise problem  # the proxy's own answer (407, its error page): the proxy is named
             return answer
         raise AssertionError("unreachable")
+
+    def _environment(self, url: str, key: tuple[str, str]) -> tuple[dict, object]:
+        """What requests' ``trust_env`` would read for this host, read once per client and host.
+
+        The proxy (``*_proxy`` with ``no_proxy``; one that cannot be used refused here) and
+        the ``~/.netrc`` (or ``$NETRC``) credentials for the host; both depend on the scheme,
+        host and port only. requests prefers the netrc entry to credentials in the URL, as here.
+        """
+        _check_proxy(url)
+        from requests.utils import get_environ_proxies, get_netrc_auth
+
+        via = get_environ_proxies(url) if _proxy_variables() else {}
+        found = self._env[key] = (dict(via), get_netrc_auth(url))
+        return found
 
     def _done(self, key: tuple[str, str], complete: bool) -> None:
         if complete:
@@ -452,9 +473,13 @@ def _check_url(url: str) -> tuple[str, str]:
     return scheme, parts.netloc
 
 
+def _proxy_variables() -> bool:
+    return any(key.lower().endswith("_proxy") for key in os.environ)
+
+
 def _check_proxy(url: str) -> None:
     """Refuse, in one line, a proxy from the environment that requests cannot use."""
-    if not any(key.lower().endswith("_proxy") for key in os.environ):
+    if not _proxy_variables():
         return  # the usual case
     from requests.utils import get_environ_proxies, select_proxy
 

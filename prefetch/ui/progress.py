@@ -50,32 +50,52 @@ def _tqdm():
 
 
 class ProgressBar:
-    """One bar for a foreground ``ensure``: bytes of every file together (an event sink)."""
+    """One bar for a foreground ``ensure``: bytes of every file together (an event sink).
+
+    Running sums, not a sum over every file per event: with thousands of files an
+    event costs the same as with one. With many files the description counts them
+    (``12/2000 files``).
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.bar = None
         self.files: dict[str, tuple[int, int | None]] = {}
+        self.done = 0  # sum of the files' done bytes
+        self.total = 0  # sum of the known totals
+        self.known = 0  # files whose total is known
+        self.finished: set[str] = set()
 
     def __call__(self, event: Event) -> None:
         if event.kind not in (EventKind.START, EventKind.PROGRESS, EventKind.DONE, EventKind.CACHED,
                               EventKind.VERIFY):
             return
         with self.lock:
+            old_done, old_total = self.files.get(event.file, (0, None))
             self.files[event.file] = (event.done, event.total)
-            done = sum(d for d, _ in self.files.values())
-            totals = [t for _, t in self.files.values()]
-            total = sum(t for t in totals if t is not None) if any(t is not None for t in totals) else None
+            self.done += event.done - old_done
+            if old_total is not None:
+                self.total -= old_total
+                self.known -= 1
+            if event.total is not None:
+                self.total += event.total
+                self.known += 1
+            if event.kind in (EventKind.DONE, EventKind.CACHED):
+                self.finished.add(event.file)
+            done = self.done
+            total = self.total if self.known else None
             if self.bar is None:
                 self.bar = _tqdm()(total=total, unit="B", unit_scale=True, unit_divisor=1024,
                                    mininterval=0.5, desc=event.file, leave=True)
-            names = list(self.files)
-            desc = names[0] if len(names) == 1 else f"{len(names)} files"
+            count = len(self.files)
+            desc = event.file if count == 1 else (
+                f"{count} files" if count <= 8 else f"{len(self.finished)}/{count} files")
             if self.bar.desc != desc:
                 self.bar.set_description_str(desc, refresh=False)
             if total is not None and self.bar.total != total:
                 self.bar.total = total
-                self.bar.refresh()
+                if count <= 8:  # with many files starting, the next rate-limited redraw shows it
+                    self.bar.refresh()
             self.bar.update(max(0, done - self.bar.n))
 
     def close(self) -> None:

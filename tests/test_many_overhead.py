@@ -1,0 +1,281 @@
+"""The per-file cost of many small files (#19) without losing a per-file guarantee.
+
+* a small file complete in its first answer gets no resume record, yet a kill mid-list
+  and a resume re-send at most each unfinished file once, and nothing placed is touched;
+* locks are one ``flock`` per file: a second holder waits (naming the first), times out,
+  or stops within a fraction of a second;
+* the environment (proxies, ``.netrc``) is read once per client and host, not per request;
+* on a short route at most ``SHORT_ROUTE_FILES`` files are in flight; a long route keeps them all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import sigkill_when, start_cli
+from tests.nginx import NginxServer
+
+
+def _files(root: Path, count: int, size: int) -> dict[str, bytes]:
+    files = {}
+    for i in range(count):
+        name = f"s{i:04d}.bin"
+        (root / name).write_bytes(data := os.urandom(size))
+        files[name] = data
+    return files
+
+
+def test_a_small_complete_file_gets_no_state_record_but_its_part_is_flushed(tmp_path, monkeypatch):
+    from prefetch.engine.resume_state import SMALL_FILE, StateSaver, TransferState
+
+    synced = []
+    monkeypatch.setattr(os, "fdatasync", lambda fd: synced.append(fd))
+    part, record = tmp_path / "a.part", tmp_path / "a.part.json"
+    part.write_bytes(b"x" * 100)
+    fd = os.open(part, os.O_RDWR)
+    try:
+        saver = StateSaver(record, part, sync=True, on_error=None)
+        saver.save((TransferState(urls=["u"], size=100, done=[[0, 100]]), 100, fd))
+        assert record.exists(), "by default (an archive extracted before its rename) the record is kept"
+        record.unlink()
+        synced.clear()
+        saver = StateSaver(record, part, sync=True, on_error=None)
+        saver.save((TransferState(urls=["u"], size=100, done=[[0, 100]]), 100, fd), small_record=False)
+        assert synced == [fd], "the complete .part is flushed before its rename"
+        assert not record.exists(), "a small file complete at once and placed next needs no record"
+
+        saver = StateSaver(record, part, sync=True, on_error=None)  # not complete yet: recorded
+        saver.save((TransferState(urls=["u"], size=100, done=[[0, 50]]), 50, fd), small_record=False)
+        assert record.exists()
+        saver.save((TransferState(urls=["u"], size=100, done=[[0, 100]]), 100, fd), small_record=False)
+        assert '"done": [\n  [\n   0,\n   100' in record.read_text(), "once written, the record follows to the end"
+
+        record.unlink()
+        big = SMALL_FILE + 1
+        saver = StateSaver(record, part, sync=True, on_error=None)
+        saver.save((TransferState(urls=["u"], size=big, done=[[0, big]]), big, fd), small_record=False)
+        assert record.exists(), "a big file keeps its record until the flow renames it"
+    finally:
+        os.close(fd)
+
+
+def test_a_kill_mid_list_of_small_files_then_resume_resends_at_most_each_file_once(home, tmp_path, cli):
+    """SIGKILL while a list of small files (no resume records for them) is half placed: the same
+    command finishes it, every file is right, a placed file is not sent again and an unplaced
+    one is sent at most once more."""
+    root = tmp_path / "www"
+    root.mkdir()
+    size = 48 << 10
+    files = _files(root, 120, size)
+    with NginxServer(root, limit_rate="400k") as server:
+        listing = tmp_path / "urls.txt"
+        listing.write_text("".join(f"{server.url_for(n)} sha256={hashlib.sha256(d).hexdigest()}\n"
+                                   for n, d in files.items()))
+        out = tmp_path / "out"
+        out.mkdir()
+        proc = start_cli("get", "-i", str(listing), "-P", str(out), "--host-connections", "4", "-q")
+        placed = lambda: [n for n in files if (out / n).exists()]  # noqa: E731
+        sigkill_when(proc, lambda: len(placed()) >= 20, what="20 files placed")
+        before = set(placed())
+        for name in before:
+            assert (out / name).read_bytes() == files[name], "a final path holds only a complete file"
+        first = len(server.requests())
+        again = cli("get", "-i", str(listing), "-P", str(out), "--host-connections", "4", "-q")
+        assert again.returncode == 0, again.stderr
+        for name, data in files.items():
+            assert (out / name).read_bytes() == data, name
+        assert not [p.name for p in out.iterdir() if p.name not in files], "no .part or record left"
+        log = server.requests()
+    resent: dict[str, int] = {}
+    for r in log[first:]:
+        name = r[6].split()[1].lstrip("/")
+        resent[name] = resent.get(name, 0) + r[5]
+    assert not before & set(resent), "a placed file is not fetched again"
+    assert all(n <= size for n in resent.values()), max(resent.values())
+    assert 0 < len(before) < len(files)
+
+
+def test_a_lock_waits_names_its_holder_times_out_and_stops_quickly(tmp_path):
+    from prefetch.errors import InterruptedTransferError, LockTimeoutError
+    from prefetch.fs.locks import hold_lock, lock_is_held
+
+    locks, target = tmp_path / "locks", tmp_path / "file.bin"
+    seen = []
+    with hold_lock(locks, target, timeout=1) as waited:
+        assert waited is False and lock_is_held(locks, target)
+        started = time.monotonic()
+        with pytest.raises(LockTimeoutError, match=f"pid {os.getpid()}"):
+            with hold_lock(locks, target, timeout=0.3, on_wait=seen.append):
+                pass
+        assert 0.25 <= time.monotonic() - started < 2
+        assert seen and seen[0].pid == os.getpid(), "the waiter is told who holds it"
+        stop = threading.Event()
+        threading.Timer(0.2, stop.set).start()
+        started = time.monotonic()
+        with pytest.raises(InterruptedTransferError):
+            with hold_lock(locks, target, timeout=60, stop=stop):
+                pass
+        assert time.monotonic() - started < 1, "a stop ends the wait within a second"
+    assert not lock_is_held(locks, target)
+    assert not list(locks.glob("*.owner")), "the owner file goes with the lock"
+
+    got = []
+
+    def second() -> None:
+        with hold_lock(locks, target, timeout=10) as waited:
+            got.append(waited)
+
+    with hold_lock(locks, target, timeout=1):
+        thread = threading.Thread(target=second)
+        thread.start()
+        time.sleep(0.2)
+        assert got == [], "a second holder in the same process waits"
+    thread.join(5)
+    assert got == [True]
+
+
+def test_a_planted_link_at_a_lock_name_is_refused(tmp_path):
+    from prefetch.errors import PrefetchError
+    from prefetch.fs.locks import hold_lock, lock_path
+
+    locks, target = tmp_path / "locks", tmp_path / "file.bin"
+    locks.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    lock_path(locks, target).symlink_to(victim)
+    with pytest.raises(PrefetchError):
+        with hold_lock(locks, target, timeout=0):
+            pass
+    assert victim.read_text() == "keep me"
+
+
+def test_the_environment_is_read_once_per_client_and_host(home, tmp_path, monkeypatch):
+    import requests.utils
+
+    from prefetch.net.http import Client, open_url
+
+    root = tmp_path / "www"
+    root.mkdir()
+    files = _files(root, 5, 1000)
+    calls = []
+    real = requests.utils.get_netrc_auth
+    monkeypatch.setattr(requests.utils, "get_netrc_auth", lambda url, *a: calls.append(url) or real(url, *a))
+    with NginxServer(root) as server, Client() as client:
+        for name, data in files.items():
+            resp, _ = open_url(client, server.url_for(name))
+            assert resp.read() == data
+            resp.close()
+    assert len(calls) == 1, calls
+
+
+def test_a_short_route_keeps_few_files_in_flight_and_a_long_one_all(tmp_path):
+    from prefetch.engine.hosts import SHORT_ROUTE_FILES, Hosts
+    from prefetch.engine.many import run_in_order
+
+    hosts = Hosts(long_route=0.04)
+    assert hosts.files_now(32) == 32, "no host answered yet: all of them"
+    near = hosts.host_for("http://127.0.0.1:1/a")
+    near.route.add(0.3)  # the first answers of a busy machine look like a long route...
+    assert hosts.files_now(32) == 32
+    near.route.add(0.001)  # ...until one comes back quicker than any long route can
+    assert hosts.files_now(32) == min(32, SHORT_ROUTE_FILES)
+    far = hosts.host_for("http://example.org/b")
+    for _ in range(5):
+        far.route.add(0.2)
+    assert hosts.files_now(32) == 32, "a long route in the run keeps every file in flight"
+
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def one(i: int) -> None:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.01)
+        with lock:
+            running[0] -= 1
+
+    run_in_order(60, one, workers=16, stop=threading.Event(), limit=lambda: 3)
+    assert peak[0] == 3
+
+
+def test_the_api_bar_of_many_files_is_one_summary_at_a_constant_cost_per_event(monkeypatch):
+    import prefetch.ui.progress as progress
+    from prefetch.model.events import Event, EventKind
+
+    made = []
+
+    class FakeBar:
+        def __init__(self, **kw):
+            self.total, self.n, self.desc, self.refreshed = kw["total"], 0, kw["desc"], 0
+            made.append(self)
+
+        def set_description_str(self, desc, refresh=True):
+            self.desc = desc
+
+        def refresh(self):
+            self.refreshed += 1
+
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(progress, "_tqdm", lambda: FakeBar)
+    bar = progress.ProgressBar()
+    started = time.process_time()
+    for i in range(3000):
+        name = f"f{i}.bin"
+        bar(Event(EventKind.START, name, done=0, total=100))
+        bar(Event(EventKind.PROGRESS, name, done=60, total=100))
+        bar(Event(EventKind.DONE, name, done=100, total=100))
+    bar.close()
+    assert time.process_time() - started < 3, "no sum over every file per event"
+    (one,) = made
+    assert (one.n, one.total, one.desc) == (300000, 300000, "3000/3000 files")
+    assert one.refreshed <= 8
+
+
+def test_the_hub_blob_lock_is_the_one_huggingface_hub_takes(tmp_path):
+    """prefetch's flock on huggingface_hub's .locks file waits while filelock (huggingface_hub's
+    lock) holds it, says so once, takes it when released, and a stop ends the wait."""
+    from types import SimpleNamespace
+
+    from filelock import FileLock
+
+    from prefetch.errors import InterruptedTransferError
+    from prefetch.hf.download import _hf_lock
+
+    notes = []
+    ctx = SimpleNamespace(stop=threading.Event(), progress=SimpleNamespace(emit=notes.append))
+    path = tmp_path / ".locks" / "models--acme--x" / "abc.lock"
+    with _hf_lock(path, ctx, "x"):  # makes its dir on first use
+        assert path.exists()
+    theirs = FileLock(str(path))
+    theirs.acquire()
+    got = []
+
+    def ours() -> None:
+        with _hf_lock(path, ctx, "x"):
+            got.append(time.monotonic())
+
+    thread = threading.Thread(target=ours)
+    thread.start()
+    time.sleep(1.3)
+    assert got == [] and len(notes) == 1, "waits while huggingface_hub holds it, and says so once"
+    released = time.monotonic()
+    theirs.release()
+    thread.join(5)
+    assert got and got[0] - released < 0.5
+    theirs.acquire()
+    threading.Timer(0.2, ctx.stop.set).start()
+    with pytest.raises(InterruptedTransferError):
+        with _hf_lock(path, ctx, "x"):
+            pass
+    theirs.release()
