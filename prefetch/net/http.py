@@ -25,9 +25,8 @@ adds what a downloader needs on top:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from prefetch.errors import HTTPStatusError, NetworkError
 from prefetch.net.failures import (
@@ -44,13 +43,13 @@ from prefetch.net import proxies
 from prefetch.net.local import is_file_url, open_local
 from prefetch.net.proxies import proxy_for
 from prefetch.net.urls import host_of
+from prefetch.net.checks import _check_proxy, _check_url, _proxy_variables, ca_bundle, check_redirect
 
 USER_AGENT = "prefetch/0.1 (+resumable dataset downloader)"
 MAX_REDIRECTS = 10
 # Statuses worth retrying; everything else >= 400 is final (404 stays 404).
 TRANSIENT_STATUSES = {408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524}
 _REDIRECTS = (301, 302, 303, 307, 308)
-_PROXY_SCHEMES = ("http", "https")
 
 
 @dataclass(frozen=True)
@@ -439,71 +438,3 @@ def _discard(resp: Response) -> None:
         except Exception:  # noqa: BLE001 - close() below drops the connection instead
             pass
     resp.close()
-
-
-def check_redirect(source: str, target: str) -> None:
-    """Refuse redirects to other schemes and from https down to http."""
-    src, dst = urlsplit(source).scheme, urlsplit(target).scheme
-    if dst not in ("http", "https"):
-        raise NetworkError(f"refused redirect from {source} to {target}: only http(s) is followed")
-    if src == "https" and dst == "http":
-        raise NetworkError(f"refused redirect from {source} to {target}: https must not fall back to http")
-
-
-
-# ---------------------------------------------------------------------------
-# what requests leaves to us: URL and proxy checks, the CA bundle, error causes
-
-
-def _check_url(url: str) -> tuple[str, str]:
-    """(scheme, netloc) of a URL we can fetch, else NetworkError (before any connection)."""
-    try:
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme not in ("http", "https"):
-            raise NetworkError(f"invalid URL {url}: only http and https are supported")
-        if not parts.hostname:
-            raise NetworkError(f"invalid URL {url}: no host")
-        if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in parts.hostname):
-            # e.g. a redirect to "http://bad host/": http.client would raise InvalidURL
-            raise NetworkError(f"invalid URL {url}: the host {parts.hostname!r} contains a space or control character")
-        parts.port  # noqa: B018 - raises ValueError when out of range
-    except ValueError as exc:
-        raise NetworkError(f"invalid URL {url}: {exc}") from None
-    return scheme, parts.netloc
-
-
-def _proxy_variables() -> bool:
-    return any(key.lower().endswith("_proxy") for key in os.environ)
-
-
-def _check_proxy(url: str) -> None:
-    """Refuse, in one line, a proxy from the environment that requests cannot use."""
-    if not _proxy_variables():
-        return  # the usual case
-    from requests.utils import get_environ_proxies, select_proxy
-
-    try:
-        proxy = select_proxy(url, get_environ_proxies(url))
-        parsed = urlsplit(proxy if proxy and "://" in proxy else "http://" + (proxy or "x"))
-        parsed.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as exc:  # e.g. https_proxy='http://[::1': "Invalid IPv6 URL"
-        raise NetworkError(f"a *_proxy variable is not a valid URL ({exc}); fix or unset it") from None
-    if proxy and urlsplit(proxy if "://" in proxy else "http://" + proxy).scheme.lower() not in _PROXY_SCHEMES:
-        raise NetworkError(f"proxy {proxies.shown_proxy(proxy)} is not supported: use an http:// proxy, "
-                           f"or unset the *_proxy variables")
-
-
-def ca_bundle() -> bool | str:
-    """``verify`` for requests: the CA bundle the environment names, else True (certifi).
-
-    Raises:
-        NetworkError: a named bundle does not exist.
-    """
-    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
-        bundle = os.environ.get(name)
-        if bundle:
-            if not os.path.exists(bundle):
-                raise NetworkError(f"cannot use the CA bundle {bundle} named by {name}: no such file or directory")
-            return bundle
-    return True
