@@ -13,6 +13,7 @@ only ever see a complete snapshot.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from prefetch.errors import (ExitCode, HashMismatchError, HTTPStatusError, InterruptedTransferError, NetworkError,
-                             PrefetchError, UsageError)
+                             PrefetchError, UnsafePathError, UsageError)
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.model.plans import FileResult
 from prefetch.fs import safefs
@@ -337,16 +338,19 @@ def _hf_lock(path: Path, ctx: _BlobContext, label: str):
         with _hf_filelock(path, ctx, label):
             yield
         return
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        try:
-            fd = os.open(path, flags, 0o664)
-        except FileNotFoundError:  # the repo's first lock: its .locks dir (not a mkdir per blob)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, flags, 0o664)
-    except OSError:
+        safefs.make_dirs(path.parent)  # a planted .locks link anywhere above: refused (UnsafePathError)
+        fd = os.open(path, flags, 0o664)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            check_lock_file(path)  # a link at the lock's name: refused in one line (UnsafePathError)
         yield  # a read-only .locks: prefetch's own lock and the atomic rename still hold
         return
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted at the lock's name
+        os.close(fd)
+        check_lock_file(path)  # raises UnsafePathError
+        raise UnsafePathError(f"refusing to use {path}: not a regular file")
     try:
         told = False
         waited = 0.0
