@@ -114,9 +114,9 @@ def write_files(folder: Path, files: dict[str, bytes]) -> None:
         (folder / name).write_bytes(data)
 
 
-# Runs in a subprocess: blocks every socket, makes torchvision's downloader fail loudly, and
-# patches torchvision's md5 tables (in that process only) to the synthetic files' md5s.
-LOADER = textwrap.dedent(
+# The start of every loader script below and in tests/torchvision_synth_*.py: the process
+# that runs the real torchvision may not open a socket (or resolve a name) at all.
+NO_NETWORK = textwrap.dedent(
     """
     import json, socket, sys
 
@@ -127,6 +127,13 @@ LOADER = textwrap.dedent(
     socket.socket.connect_ex = no_network
     socket.create_connection = no_network
     socket.getaddrinfo = no_network
+    """
+)
+
+# Runs in a subprocess: blocks every socket, makes torchvision's downloader fail loudly, and
+# patches torchvision's md5 tables (in that process only) to the synthetic files' md5s.
+LOADER = NO_NETWORK + textwrap.dedent(
+    """
 
     import torch, torchvision
     import torchvision.datasets as D

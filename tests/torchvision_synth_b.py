@@ -19,7 +19,7 @@ import numpy as np
 
 from prefetch.cache.torchvision import load_tables
 from tests.archives import tar_gz
-from tests.torchvision_synth import CLOSED, md5
+from tests.torchvision_synth import CLOSED, NO_NETWORK, md5
 
 
 def image(fmt: str, size: tuple[int, int] = (8, 6), mode: str = "RGB", seed: int = 0) -> bytes:
@@ -202,17 +202,8 @@ def registry_text(classes: dict[str, dict[str, bytes]]) -> str:
 # Runs in a subprocess: blocks every socket, makes every torchvision downloader raise, patches
 # Flowers102's md5s (its constructor checks the .mat files), then builds each class with
 # download=False and download=True and reads a sample.
-LOADER = textwrap.dedent(
+LOADER = NO_NETWORK + textwrap.dedent(
     """
-    import json, socket, sys
-
-    def no_network(*args, **kwargs):
-        raise AssertionError(f"network use: {args!r}")
-
-    socket.socket.connect = no_network
-    socket.socket.connect_ex = no_network
-    socket.create_connection = no_network
-    socket.getaddrinfo = no_network
 
     import importlib, pkgutil
     import torchvision.datasets as D

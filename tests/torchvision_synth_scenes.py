@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 
 from tests.datasets_synth import _idx_images, _idx_labels
-from tests.torchvision_synth import CLOSED, md5
+from tests.torchvision_synth import CLOSED, NO_NETWORK, md5
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -167,17 +167,8 @@ def registry_text(table_text: str, files: dict[str, bytes]) -> str:
 
 # Runs in a subprocess: every socket blocked; torchvision's md5 tables patched to the
 # synthetic files' (argv[3]); prints what each class read.
-LOADER = textwrap.dedent(
+LOADER = NO_NETWORK + textwrap.dedent(
     """
-    import json, socket, sys
-
-    def no_network(*args, **kwargs):
-        raise AssertionError(f"network use: {args!r}")
-
-    socket.socket.connect = no_network
-    socket.socket.connect_ex = no_network
-    socket.create_connection = no_network
-    socket.getaddrinfo = no_network
 
     import torchvision.datasets as D
     from torchvision.datasets import inaturalist, voc
