@@ -224,14 +224,7 @@ def _merge_weights(tables: TorchvisionTables, path: Path, name: str, body: dict)
         if not re.fullmatch(r"[A-Za-z0-9_]+", entry) or entry == "DEFAULT":
             raise RegistryError(f"{at}: an entry name is letters, digits and _ (not DEFAULT)")
         spec = {"urls": [spec]} if isinstance(spec, str) else check_entry(at, spec, {"urls", "sha256", "name"})
-        urls = spec.get("urls")
-        if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
-            raise RegistryError(f"{at}: urls must be a non-empty list of URLs")
-        for url in urls:
-            try:
-                check_url(url)
-            except UsageError as exc:
-                raise RegistryError(f"{at}: urls: {exc}") from None
+        urls = _checked_urls(at, spec.get("urls"))
         expected = entry_hash(at, {k: v for k, v in spec.items() if k == "sha256"})
         file_name = spec.get("name")
         if file_name is not None and (not isinstance(file_name, str) or not file_name or "/" in file_name
@@ -278,9 +271,8 @@ def _parse_dataset(path: Path, name: str, body: object, label: str) -> TvDataset
                      default_splits=tuple(defaults))
 
 
-def _parse_file(where: str, entry: object) -> TvFile:
-    entry = check_entry(where, entry, _FILE_KEYS)
-    urls = entry.get("urls")
+def _checked_urls(where: str, urls: object) -> list[str]:
+    """A table's ``urls``: a non-empty list of URLs prefetch can fetch, else RegistryError."""
     if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
         raise RegistryError(f"{where}: urls must be a non-empty list of URLs")
     for url in urls:
@@ -288,6 +280,12 @@ def _parse_file(where: str, entry: object) -> TvFile:
             check_url(url)
         except UsageError as exc:
             raise RegistryError(f"{where}: urls: {exc}") from None
+    return urls
+
+
+def _parse_file(where: str, entry: object) -> TvFile:
+    entry = check_entry(where, entry, _FILE_KEYS)
+    urls = _checked_urls(where, entry.get("urls"))
     name = entry.get("name") or PurePosixPath(urlsplit(urls[0]).path).name
     if not isinstance(name, str) or not name or "/" in name:
         raise RegistryError(f"{where}: name must be a plain file name")
