@@ -258,6 +258,15 @@ def remove_own(path: Path | str) -> bool:
     return True
 
 
+def discard_own(path: Path | str) -> None:
+    """``remove_own`` on an error path (a temp file being dropped): an OSError is ignored, as the
+    error already being raised is the one to report."""
+    try:
+        remove_own(path)
+    except OSError:
+        pass
+
+
 def private_dir(path: Path) -> Path:
     """Create (0700) or check a directory only we may use; returns ``path``.
 

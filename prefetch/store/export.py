@@ -94,20 +94,13 @@ def _place(source: Path, target: Path, sha256: str, listed: str | None) -> str:
             how = "copied"
         safefs.replace(tmp, target)
     except OSError as exc:
-        _drop_tmp(tmp)
+        safefs.discard_own(tmp)
         raise LocalFileError(f"cannot write {target}: {exc.strerror or exc}") from None
     except BaseException:
-        _drop_tmp(tmp)
+        safefs.discard_own(tmp)
         raise
     return how
 
-
-def _drop_tmp(tmp: Path) -> None:
-    try:
-        if safefs.lstat_or_none(tmp) is not None:
-            safefs.remove_own(tmp)
-    except OSError:
-        pass
 
 
 def file_sha256(path: Path) -> str:
@@ -140,8 +133,8 @@ def _write_sums(path: Path, sums: dict[str, str]) -> None:
         safefs.write_new(tmp, "".join(f"{d}  {n}\n" for n, d in sorted(sums.items())).encode())
         safefs.replace(tmp, path)  # a planted link or another user's SHA256SUMS: refused, never written through
     except OSError as exc:
-        _drop_tmp(tmp)
+        safefs.discard_own(tmp)
         raise local_error(exc, path) from None
     except BaseException:
-        _drop_tmp(tmp)
+        safefs.discard_own(tmp)
         raise

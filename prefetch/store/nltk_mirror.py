@@ -231,18 +231,10 @@ def _write_index(path: Path, body: bytes) -> None:
         safefs.write_new(tmp, body)
         safefs.replace(tmp, path)  # a planted link or another user's index.xml: refused, never written through
     except OSError as exc:
-        _drop(tmp)
+        safefs.discard_own(tmp)
         raise local_error(exc, path) from None
     except BaseException:
-        _drop(tmp)
+        safefs.discard_own(tmp)
         raise
 
 
-def _drop(tmp: Path) -> None:
-    from prefetch.fs import safefs
-
-    try:
-        if safefs.lstat_or_none(tmp) is not None:
-            safefs.remove_own(tmp)
-    except OSError:
-        pass
