@@ -59,7 +59,10 @@ def test_every_byte_is_served_once_and_a_donor_stops_at_its_split_point(home, tm
     out.parent.mkdir()
     env = dict(os.environ, PREFETCH_REQUEST_MIN=str(1 * MIB))
     with server as nginx:
-        result = get_file(nginx.url_for("f.bin"), out, env=env,
+        # Four connections from the start, not the ramp's count: how fast the ramp grows depends on
+        # the machine's load (a loaded CI machine once kept one stream for all 32 MiB), and what
+        # this test checks is how pieces are split and served, whatever opened the connections.
+        result = get_file(nginx.url_for("f.bin"), out, env=env, connections=4,
                           sha256=hashlib.sha256(data).hexdigest() if hashed else None, deadline=120)
         assert result.exit_code == 0, result.error
         assert out.read_bytes() == data
@@ -78,8 +81,7 @@ def test_every_byte_is_served_once_and_a_donor_stops_at_its_split_point(home, tm
     assert position == size
     total = sum(end - first for first, end, *_ in answers)
     assert total <= 1.05 * size and total == size
-    # It was a parallel download: several connections, and segments split between them. (Three,
-    # not the ramp's usual four or more: on a loaded machine the ramp may judge a fourth not to pay.)
+    # It was a parallel download: several connections, and segments split between them.
     connections = {c for _, _, c, _ in answers}
     assert len(connections) >= 3, answers
     assert len(answers) > len(connections)
