@@ -385,7 +385,10 @@ def test_ramp_stops_when_more_connections_do_not_pay(home, origin, tmp_path):
                                ramp_interval=0.3)
 
     assert part.read_bytes() == data
-    assert result.connections == 4  # 2, then 4 judged and found not to pay
+    # 2, then 4 judged and found not to pay (on a loaded machine the noisy rates may let one more
+    # doubling through, or a step back down open a replacement): well short of the cap of 16,
+    # which a ramp that never stops reaches (2, 4, 8, 16).
+    assert result.connections <= 8
 
 
 def test_small_file_uses_one_connection(home, origin, tmp_path):
