@@ -129,16 +129,7 @@ class Response:
         n = raw.fp.readinto1(buffer)
         # After this read, is the BufferedReader's own buffer empty? (net/splice.py)
         self._drained = n < len(buffer) or len(buffer) > 2 * _buffer_size(raw.fp)
-        if not n:
-            import http.client
-
-            missing = raw.length
-            raw.close()
-            raise http.client.IncompleteRead(b"", missing)
-        raw.length -= n
-        if not raw.length:
-            raw.close()  # the whole body is read: the connection can serve the next request
-        return n
+        return _count_body(raw, n)
 
     def splice_into(self, pipe, amount: int) -> int | None:
         """Move up to ``amount`` body bytes from the socket into ``pipe`` (``net/splice.py``);
@@ -154,16 +145,7 @@ class Response:
         if not self._sock:
             return None
         n = splice_in(self._sock, pipe, min(amount, raw.length))
-        if not n:
-            import http.client
-
-            missing = raw.length
-            raw.close()
-            raise http.client.IncompleteRead(b"", missing)
-        raw.length -= n
-        if not raw.length:
-            raw.close()  # the whole body is read: the connection can serve the next request
-        return n
+        return _count_body(raw, n)
 
     def read(self, amount: int | None = None) -> bytes:
         head, self._pushback = self._pushback, b""
@@ -219,6 +201,22 @@ class Response:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _count_body(raw, n: int) -> int:
+    """Book ``n`` body bytes read (or spliced) from ``raw`` (http.client's response); 0 before
+    the announced end is an IncompleteRead, the last byte closes ``raw`` so the connection can
+    serve the next request."""
+    if not n:
+        import http.client
+
+        missing = raw.length
+        raw.close()
+        raise http.client.IncompleteRead(b"", missing)
+    raw.length -= n
+    if not raw.length:
+        raw.close()
+    return n
 
 
 def _buffer_size(fp) -> float:
