@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prefetch.errors import HashMismatchError, LocalFileError, NotDownloadedError
 from prefetch.fs import safefs
-from prefetch.fs.files import local_error
+from prefetch.fs.files import local_error, replace_file
 
 
 @dataclass
@@ -128,13 +128,7 @@ def _read_sums(path: Path) -> dict[str, str]:
 
 
 def _write_sums(path: Path, sums: dict[str, str]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    try:
-        safefs.write_new(tmp, "".join(f"{d}  {n}\n" for n, d in sorted(sums.items())).encode())
-        safefs.replace(tmp, path)  # a planted link or another user's SHA256SUMS: refused, never written through
+    try:  # a planted link or another user's SHA256SUMS: refused, never written through
+        replace_file(path, "".join(f"{d}  {n}\n" for n, d in sorted(sums.items())).encode(), checked=True)
     except OSError as exc:
-        safefs.discard_own(tmp)
         raise local_error(exc, path) from None
-    except BaseException:
-        safefs.discard_own(tmp)
-        raise

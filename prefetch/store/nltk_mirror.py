@@ -220,21 +220,11 @@ def export_nltk(directory: Path, ids: Sequence[str], *, data_dir: Path, state_di
 
 
 def _write_index(path: Path, body: bytes) -> None:
-    import os
-    import secrets
+    from prefetch.fs.files import local_error, replace_file
 
-    from prefetch.fs import safefs
-    from prefetch.fs.files import local_error
-
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
-        safefs.write_new(tmp, body)
-        safefs.replace(tmp, path)  # a planted link or another user's index.xml: refused, never written through
+        replace_file(path, body, checked=True)  # a planted link or another user's index.xml: refused
     except OSError as exc:
-        safefs.discard_own(tmp)
         raise local_error(exc, path) from None
-    except BaseException:
-        safefs.discard_own(tmp)
-        raise
 
 
