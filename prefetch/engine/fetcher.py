@@ -9,9 +9,11 @@ connections, anything else transient waits as ``retry`` says.
 
 from __future__ import annotations
 
+import threading
 import time
 
 from prefetch.errors import NetworkError
+from prefetch.model.events import Event, EventKind
 from prefetch.net.failures import Failure, TransientHTTPError
 from prefetch.net.http import open_url
 from prefetch.net.splice import Pipe
@@ -26,6 +28,13 @@ from prefetch.engine.stream import stream_body
 _OVERLAP = 64 << 10  # bytes asked again when a stream nothing can check resumes
 _SPLICE_FROM = 1 << 20  # bodies this long open the worker's pipe (a small file never needs one)
 _PACE = 1.0  # a request asks for about this many seconds of the connection's bytes (each costs ~2 ms of CPU)
+_INLINE_BODY = 256 << 10  # an answer this short is read on the file's own thread (Fetcher.run(inline=True))
+_WATCH = 0.25  # seconds between looks at the stop while a request runs on the file's own thread
+_buffers = threading.local()  # a read buffer per thread that runs files inline (a pool thread goes from file to file)
+
+
+class _HandedOver(BaseException):
+    """The inline first request's answer is long: a worker thread reads it on (Fetcher._hand_over)."""
 
 
 class Fetcher:
@@ -35,43 +44,139 @@ class Fetcher:
         self.t = transfer
 
     pipe: Pipe | None = None
+    inline = False  # this worker runs on the transfer's own thread (its first request only)
+    pending = None  # a handed-over answer: (resp, final_url, answer, overlap, generation, start, ask_end)
+    handed_to: threading.Thread | None = None  # the worker thread an inline request handed its answer to
 
-    def run(self, worker_id: int) -> None:
-        client = self.t.client_factory(timeouts=self.t.opt.timeouts, resolve=self.t.opt.resolve)
-        buffer = memoryview(bytearray(self.t.opt.chunk_size))
-        self.pipe: Pipe | None = None  # opened for the first large plain-HTTP body (net/splice.py)
+    @classmethod
+    def first_inline(cls, t, started: float, threads: list[threading.Thread]) -> bool:
+        """The probe (the first request, size unknown) on the transfer's own thread: a small
+        file then needs no worker thread and no main-loop pass at all. A long answer goes on
+        in a worker thread (added to ``threads``) and the main loop ramps up as after any
+        probe. False: not possible now (the main loop starts worker 0 as usual)."""
+        if t.size is not None or t.stop.is_set() or t.fatal or t.restart:
+            return False
+        if t.host is not None:
+            if not t.host.try_lease():
+                return False
+            t.retries.progress()
+        with t.lock:
+            t.active_workers += 1
+            t.max_workers_seen = max(t.max_workers_seen, t.active_workers)
+        last = [time.monotonic()]
+
+        def tick() -> None:  # what the main loop would report meanwhile (the stop is watched apart)
+            now = time.monotonic()
+            if now - last[0] >= t.opt.progress_interval:
+                last[0] = now
+                done = t.done.total()
+                t.emit(Event(EventKind.PROGRESS, t.name, done=done, total=t.size, connections=1,
+                             rate=done / max(1e-3, now - started), elapsed=now - started))
+
+        fetcher = cls(t)
+        t.inline_tick = tick
         try:
-            self._loop(worker_id, client, buffer)
+            fetcher.run(0, inline=True)
+        finally:
+            t.inline_tick = None
+        if fetcher.handed_to is not None:
+            threads.append(fetcher.handed_to)
+        return True
+
+    def run(self, worker_id: int, *, inline: bool = False, client=None, buffer: memoryview | None = None,
+            first: tuple[Segment, Source] | None = None) -> None:
+        """Run worker ``worker_id`` until nothing is left for it.
+
+        ``inline``: on the caller's thread (the file's own), for the first request only: no
+        new thread for a small file. Its answer, when short (``_INLINE_BODY``), is read here;
+        a long one is handed to a new worker thread at once (:attr:`handed_to`), so a big
+        file ramps up as before. The stop is watched on the shared watchdog thread meanwhile.
+        """
+        self.inline = inline
+        if client is None:
+            client = self.t.client_factory(timeouts=self.t.opt.timeouts, resolve=self.t.opt.resolve)
+        if buffer is None:
+            buffer = self._buffer() if inline else memoryview(bytearray(self.t.opt.chunk_size))
+        self.pipe: Pipe | None = None  # opened for the first large plain-HTTP body (net/splice.py)
+        watch = self._watch_stop() if inline else None
+        try:
+            self._loop(worker_id, client, buffer, first=first, once=inline)
+        except _HandedOver:
+            return  # the worker thread owns the client, the buffer and the worker's slot now
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             with self.t.lock:
                 if self.t.fatal is None:
                     self.t.fatal = exc
                 self.t.wake.notify_all()
         finally:
-            client.close()
-            if self.pipe is not None:
-                self.pipe.close()
-            self.t.worker_left(worker_id)
+            if watch is not None:
+                watch()
+        client.close()
+        if self.pipe is not None:
+            self.pipe.close()
+        self.t.worker_left(worker_id)
 
-    def _loop(self, worker_id: int, client, buffer: memoryview) -> None:
-        while not self.t.stop.is_set():
-            if self._step_back(worker_id):
-                return  # the server refused more connections: this one steps back
-            seg = self.t.take_segment(worker_id)
-            if seg is None:
+    def _buffer(self) -> memoryview:
+        """This thread's reused read buffer (a fresh 512 KiB one per small file costs page faults)."""
+        buffer = getattr(_buffers, "view", None)
+        if buffer is None or len(buffer) != self.t.opt.chunk_size:
+            buffer = _buffers.view = memoryview(bytearray(self.t.opt.chunk_size))
+        return buffer
+
+    def _watch_stop(self):
+        """While this worker runs inline, a stop aborts its request (the head wait or the body);
+        returns the function that ends the watch."""
+        from prefetch.net.connection import abort_head
+        from prefetch.net.deadlines import call_at
+
+        ident = threading.get_ident()
+        state = {"over": False, "handle": None}
+
+        def look() -> None:
+            if state["over"]:
                 return
-            with self.t.lock:
-                src = self.t.sources.choose(worker_id)
-            if src is None:
-                self.t.release(seg)
+            if self.t.stop.is_set():
                 with self.t.lock:
-                    if self.t.fatal is None:
-                        self.t.fatal = NetworkError(f"every source failed for {self.t.name}")
-                return
+                    responses = list(self.t.responses.values())
+                for resp in responses:
+                    resp.abort()
+                abort_head(ident)
+            state["handle"] = call_at(_WATCH, look)
+
+        state["handle"] = call_at(_WATCH, look)
+
+        def end() -> None:
+            state["over"] = True
+            state["handle"].cancel()
+        return end
+
+    def _loop(self, worker_id: int, client, buffer: memoryview, *, first=None, once: bool = False) -> None:
+        tries = 0
+        while first is not None or not self.t.stop.is_set():
+            if once and tries:
+                return  # the transfer's main loop takes it from here
+            tries += 1
+            if first is not None:
+                (seg, src), first = first, None
+            else:
+                if self._step_back(worker_id):
+                    return  # the server refused more connections: this one steps back
+                seg = self.t.take_segment(worker_id)
+                if seg is None:
+                    return
+                with self.t.lock:
+                    src = self.t.sources.choose(worker_id)
+                if src is None:
+                    self.t.release(seg)
+                    with self.t.lock:
+                        if self.t.fatal is None:
+                            self.t.fatal = NetworkError(f"every source failed for {self.t.name}")
+                    return
             try:
                 # A request asks for a closed range (a window of the segment): the next one
                 # goes out on the same kept-alive connection while the segment lasts.
-                while self.fetch(worker_id, seg, src, client, buffer) and not self._step_back(worker_id):
+                while (self.fetch(worker_id, seg, src, client, buffer) and not once
+                       and not self._step_back(worker_id)):
                     pass
                 self.t.release(seg)
             except Restart as exc:
@@ -102,6 +207,27 @@ class Fetcher:
                     continue  # other connections to it work: this one was refused, not the file
                 if not self.t.drop_source(src, str(exc), distrust=False):
                     raise
+
+    def _hand_over(self, worker: int, seg: Segment, src: Source, client, buffer: memoryview, pending) -> None:
+        """Read the rest of this (long) answer on a new worker thread, which then goes on as any worker."""
+        rest = Fetcher(self.t)
+        rest.pending = pending
+        self.t.inline_tick = None  # the main loop reports progress again
+        _buffers.view = None  # the buffer goes with it: this thread takes a fresh one for its next file
+        thread = threading.Thread(target=rest.run, args=(worker,), daemon=True,
+                                  kwargs={"client": client, "buffer": buffer, "first": (seg, src)})
+        self.handed_to = thread
+        thread.start()
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less: the generation ends, or (inline, where no main loop watches) the stop."""
+        if not self.inline:
+            self.t.interrupt.wait(seconds)
+            return
+        until = time.monotonic() + seconds
+        while not self.t.stop.is_set() and (left := until - time.monotonic()) > 0:
+            if self.t.interrupt.wait(min(left, _WATCH)):
+                return
 
     def _dead(self, src: Source, exc: TransientHTTPError) -> bool:
         """A failure that drops ``src`` at once while another source remains.
@@ -134,6 +260,46 @@ class Fetcher:
     # -- one request -------------------------------------------------------
     def fetch(self, worker: int, seg: Segment, src: Source, client, buffer: memoryview) -> bool:
         """Download one window of ``seg`` from ``src``; True when it was read whole and more of ``seg`` remains."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            resp, final_url, start, overlap, known_size, ranged, generation, ask_end = self._ask(worker, seg, src, client)
+        else:
+            resp, final_url, answer, overlap, generation, start, ask_end = pending
+        handed = False
+        try:
+            if pending is None:
+                src.effective_url = final_url
+                answer = check_response(resp, start=start - overlap, known_size=known_size, src=src, ranged=ranged,
+                                        others=self._others, have_bytes=self._have_bytes,
+                                        name=self.t.name, end=ask_end, hashed=self.t.algorithm is not None)
+                pinned_now = self._accept(answer, seg, src, ask_end)
+                if answer.note:
+                    self.t.note(answer.note)
+                if pinned_now:
+                    self.t.note(f"no expected hash and no ETag or Last-Modified from {host_of(src.url)}: one stream "
+                                f"from it, since pieces from separate requests could mix versions of the file")
+                if self.inline and (answer.end is None or answer.end - answer.first > _INLINE_BODY):
+                    self._hand_over(worker, seg, src, client, buffer,
+                                    (resp, final_url, answer, overlap, generation, start, ask_end))
+                    handed = True
+                    raise _HandedOver
+            self._pipe_for(answer, final_url)
+            stream_body(self.t, resp, seg, src, answer.first + overlap, buffer, generation,
+                        skip=answer.skip + overlap, compare=bool(overlap), until=answer.end, pipe=self.pipe)
+        finally:
+            if not handed:
+                with self.t.lock:
+                    self.t.responses.pop(worker, None)
+                resp.close()
+        with self.t.lock:
+            return (not self.t.quitting(src, generation) and not self.t.interrupt.is_set()
+                    and seg.end is not None and seg.pos < seg.end)
+
+    _have_bytes = False  # (both read with the answer's head, under the lock)
+    _others = False
+
+    def _ask(self, worker: int, seg: Segment, src: Source, client):
+        """Send the request for the next window of ``seg``; its answer's head is back."""
         headers: dict[str, str] = dict(self.t.opt.headers)
         with self.t.lock:
             start = seg.pos
@@ -166,29 +332,9 @@ class Fetcher:
             # What a new request costs (a connection, the round trips to the first byte):
             # the ramp judges over several of these, and a split must save more than one.
             self.t.note_latency(latency)
-            others = bool(self.t.sources.others(src))
-            have_bytes = bool(self.t.done.total())
-        try:
-            src.effective_url = final_url
-            answer = check_response(resp, start=start - overlap, known_size=known_size, src=src, ranged=ranged,
-                                    others=others, have_bytes=have_bytes, name=self.t.name, end=ask_end,
-                                    hashed=self.t.algorithm is not None)
-            pinned_now = self._accept(answer, seg, src, ask_end)
-            if answer.note:
-                self.t.note(answer.note)
-            if pinned_now:
-                self.t.note(f"no expected hash and no ETag or Last-Modified from {host_of(src.url)}: one stream from "
-                            f"it, since pieces from separate requests could mix versions of the file")
-            self._pipe_for(answer, final_url)
-            stream_body(self.t, resp, seg, src, answer.first + overlap, buffer, generation,
-                        skip=answer.skip + overlap, compare=bool(overlap), until=answer.end, pipe=self.pipe)
-        finally:
-            with self.t.lock:
-                self.t.responses.pop(worker, None)
-            resp.close()
-        with self.t.lock:
-            return (not self.t.quitting(src, generation) and not self.t.interrupt.is_set()
-                    and seg.end is not None and seg.pos < seg.end)
+            self._others = bool(self.t.sources.others(src))
+            self._have_bytes = bool(self.t.done.total())
+        return resp, final_url, start, overlap, known_size, ranged, generation, ask_end
 
     def _pipe_for(self, answer: Answer, url: str) -> None:
         """Open the worker's pipe for a plain-HTTP body worth splicing; empty it when a move was cut short."""
@@ -264,7 +410,7 @@ class Fetcher:
         """
         # Requests sent together (a long route opens its connections at once) answer
         # together: let the others' answers arrive before counting who delivers.
-        self.t.interrupt.wait(min(self.t.latency or 0.0, 1.0))
+        self._pause(min(self.t.latency or 0.0, 1.0))
         with self.t.lock:
             delivering = len([w for w in self.t.answered - {worker_id} if self.t.worker_source.get(w) is src])
             limit, first = self.t.retries.refused(delivering=delivering, live_sources=len(self.t.sources.live()),
@@ -292,4 +438,4 @@ class Fetcher:
             return
         delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message, kind=kind)
         self.t.note(f"{message}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
-        self.t.interrupt.wait(delay)
+        self._pause(delay)

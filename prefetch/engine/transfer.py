@@ -253,6 +253,8 @@ class _Transfer(SourceHandling, PartAndState):
         recent = RateMeter(window=1.0)  # for the per-connection rate that sizes splits
         ended = False  # the generation ran to its end (or restarts): wait for every worker
         try:
+            if Fetcher.first_inline(self, started, threads):  # a small file needs no thread (fetcher.py)
+                next_id = 1
             while True:
                 with self.lock:
                     if self.fatal:
@@ -350,8 +352,12 @@ class _Transfer(SourceHandling, PartAndState):
             self.interrupt = threading.Event()  # for the next generation (a straggler keeps seeing it set)
 
     # -- workers -----------------------------------------------------------
+    inline_tick: Callable[[], None] | None = None  # progress while the first request runs inline
+
     def quitting(self, src: Source, generation: int) -> bool:
-        """A worker's read loop should end now."""
+        """A worker's read loop should end now (asked before each read)."""
+        if self.inline_tick is not None:
+            self.inline_tick()
         return bool(self.stop.is_set() or self.generation != generation or self.fatal or self.restart
                     or src.dropped or src.demoted)
 

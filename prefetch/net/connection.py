@@ -91,6 +91,19 @@ def adapter_for(resolve: dict[str, str | None]):
 
 
 _CLASSES: list = []
+_heads: dict = {}  # thread id -> the socket its request waits on for an answer's head
+
+
+def abort_head(thread_id: int) -> None:
+    """Shut down the socket thread ``thread_id`` waits on for a response head, if it does (a stop)."""
+    import socket
+
+    sock = _heads.get(thread_id)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _connection_classes():
@@ -122,25 +135,28 @@ def _connection_classes():
             sock = self.sock
             if not deadline or sock is None:
                 return super().getresponse()
-            expired = threading.Event()
+            expired = []  # (a list, not an Event: an Event is a Condition and a lock per request)
 
             def expire() -> None:
-                expired.set()
+                expired.append(True)
                 try:
                     sock.shutdown(socket.SHUT_RDWR)  # wakes the read below
                 except OSError:
                     pass
 
             timer = call_at(deadline, expire)  # one shared watchdog thread, not a thread per request
+            me = threading.get_ident()
+            _heads[me] = sock  # (abort_head: a stop on a thread with no main loop watching it)
             try:
                 response = super().getresponse()
             except Exception:
-                if expired.is_set():
+                if expired:
                     raise HeadTimeout(f"timed out: no complete response head within {deadline:g}s") from None
                 raise
             finally:
+                _heads.pop(me, None)
                 timer.cancel()
-            if expired.is_set():
+            if expired:
                 raise HeadTimeout(f"timed out: no complete response head within {deadline:g}s")
             return response
 

@@ -1,0 +1,99 @@
+"""A small file's one request runs on the file's own thread (issue 19): no worker thread,
+while a big file's probe still hands over to worker threads and a stop still ends a
+request that waits on the network."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+
+from prefetch.engine.hosts import Hosts
+from prefetch.engine.options import TransferOptions
+from prefetch.engine.transfer import download_to_part
+from prefetch.errors import InterruptedTransferError
+from prefetch.net.http import Timeouts
+import pytest
+
+from tests.origin_faults import Delay, StallAfter
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+
+def _started_threads(monkeypatch) -> list[str]:
+    """Names of the threads this process starts from now on (the shared deadline watchdog and
+    the test origin's own threads aside)."""
+    names: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        if self.name != "prefetch-deadlines" and "process_request" not in self.name:
+            names.append(self.name)
+        return real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    return names
+
+
+def _get(origin, name, tmp_path, *, hosts=None, stop=None, **options):
+    options.setdefault("timeouts", Timeouts(connect=3, read=3))
+    opts = TransferOptions(hosts=hosts, **options)
+    return download_to_part(urls=[origin.url_for(name)], part=tmp_path / f"{name}.part",
+                            state_file=tmp_path / f"{name}.part.json", algorithm="sha256", options=opts, stop=stop)
+
+
+def test_small_files_start_no_thread_and_reuse_one_connection(origin, tmp_path, monkeypatch):
+    files = {f"s{i}.bin": random.Random(i).randbytes(16 * KiB) for i in range(5)}
+    for name, data in files.items():
+        origin.put(name, data)
+    hosts = Hosts()
+    started = _started_threads(monkeypatch)
+    for name, data in files.items():
+        result = _get(origin, name, tmp_path, hosts=hosts)
+        assert (tmp_path / f"{name}.part").read_bytes() == data
+        assert result.digest == hashlib.sha256(data).hexdigest()
+        assert result.connections == 1
+    hosts.close()
+    assert started == []  # no worker thread, no saver thread: each file ran on this thread
+    (host,) = hosts.all()
+    assert host.opened == 1  # one client (one kept-alive connection) served all five
+
+
+def test_a_big_file_hands_its_probe_answer_to_worker_threads(origin, tmp_path, monkeypatch):
+    data = random.Random(7).randbytes(6 * MiB)
+    origin.put("big.bin", data)
+    started = _started_threads(monkeypatch)
+    result = _get(origin, "big.bin", tmp_path, connections=4, min_split=256 * KiB)
+    assert (tmp_path / "big.bin.part").read_bytes() == data
+    assert result.digest == hashlib.sha256(data).hexdigest()
+    assert len(started) >= 2  # the probe's answer went on in a worker, and more joined it
+    assert result.connections >= 2
+
+
+@pytest.mark.parametrize("fault", [StallAfter(n=1000, seconds=10.0, path="stall.bin"),
+                                   Delay(seconds=10.0, path="stall.bin")],
+                         ids=["body", "head"])
+def test_a_stop_ends_an_inline_request_waiting_on_the_network(origin, tmp_path, fault):
+    data = random.Random(8).randbytes(64 * KiB)
+    origin.put("stall.bin", data)
+    origin.add_fault(fault)
+    stop = threading.Event()
+    box = {}
+
+    def run():
+        try:
+            _get(origin, "stall.bin", tmp_path, stop=stop, timeouts=Timeouts(connect=3, read=8))
+        except BaseException as exc:  # noqa: BLE001
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    stop.set()
+    began = time.monotonic()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert isinstance(box.get("error"), InterruptedTransferError)
+    assert time.monotonic() - began < 2.5  # well before the 8 s read timeout
