@@ -97,3 +97,32 @@ def test_a_stop_ends_an_inline_request_waiting_on_the_network(origin, tmp_path, 
     assert not thread.is_alive()
     assert isinstance(box.get("error"), InterruptedTransferError)
     assert time.monotonic() - began < 2.5  # well before the 8 s read timeout
+
+
+def test_files_are_pulled_in_order_within_the_limit_and_a_stop_reports_the_rest():
+    """run_in_order without before_start: threads take the next file themselves, in index
+    order, never more than limit() at once; a thread that finds no room ends (none polls);
+    after a stop the files not started still run (and report themselves interrupted)."""
+    from prefetch.engine.many import run_in_order
+
+    lock = threading.Lock()
+    started: list[int] = []
+    running = [0, 0]  # now, most
+    stop = threading.Event()
+
+    def run_one(i: int) -> None:
+        with lock:
+            started.append(i)
+            running[0] += 1
+            running[1] = max(running[1], running[0])
+        if not stop.is_set():
+            time.sleep(0.002)
+        if i == 150:
+            stop.set()
+        with lock:
+            running[0] -= 1
+
+    run_in_order(200, run_one, workers=8, stop=stop, limit=lambda: 3)
+    assert sorted(started) == list(range(200))  # each file once (after the stop too)
+    assert running[1] <= 3
+    assert not [t for t in threading.enumerate() if t.name.startswith("prefetch-file")]

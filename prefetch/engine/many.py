@@ -41,6 +41,9 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
         for i in range(count):
             run_one(i)
         return
+    if before_start is None:
+        _run_pulled(count, run_one, workers=workers, stop=stop, limit=limit)
+        return
     from concurrent.futures import ThreadPoolExecutor
 
     free = threading.Semaphore(max(1, workers))
@@ -99,6 +102,90 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
             future.exception()
     finally:
         pool.shutdown(wait=False)
+
+
+def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, stop: threading.Event,
+                limit: Callable[[], int] | None) -> None:
+    """:func:`run_in_order` without ``before_start``: each thread takes the next file itself
+    when it is free, so a file's end wakes no other thread (handing each file from the
+    caller's thread to a pool cost a future, a wake-up each way and their locks).
+
+    Files start in index order (taken under one lock). A thread that finds ``limit()``
+    files running ends; the caller's thread looks every ``_POLL`` seconds (and when a
+    thread ends) and starts threads while there is room (the limit changes as hosts
+    answer): no idle thread wakes up to look (31 of them polling cost more GIL hand-offs
+    than the files). Once ``stop`` is set the caller's thread takes the files not started
+    too (``run_one`` reports them interrupted).
+    """
+    lock = threading.Lock()
+    ended = threading.Event()
+    state = [0, 0, 0]  # the next index to start, the files running, the threads alive
+
+    def take() -> int | None:
+        """The next index; None: none left, or no room now (``limit()`` files run)."""
+        with lock:
+            if state[0] >= count or (not stop.is_set() and limit is not None and state[1] >= limit()):
+                return None
+            state[0] += 1
+            state[1] += 1
+            return state[0] - 1
+
+    def done() -> None:
+        with lock:
+            state[1] -= 1
+
+    def work() -> None:
+        try:
+            while (index := take()) is not None:
+                try:
+                    run_one(index)
+                finally:
+                    done()
+        finally:
+            with lock:
+                state[2] -= 1
+            ended.set()
+
+    def room() -> int:
+        with lock:
+            if state[0] >= count:
+                return 0
+            allowed = workers if limit is None else min(workers, limit())
+            return max(0, min(allowed - state[1], workers - state[2], count - state[0]))
+
+    started = 0
+    try:
+        while True:
+            if stop.is_set():
+                _rest_here(take, done, run_one)
+            for _ in range(room()):
+                with lock:
+                    state[2] += 1
+                started += 1
+                threading.Thread(target=work, name=f"prefetch-file-{started}", daemon=True).start()
+            with lock:
+                if state[0] >= count and not state[2]:
+                    return
+            ended.wait(_POLL)  # short waits: Ctrl-C reaches the caller's thread
+            ended.clear()
+    except KeyboardInterrupt:
+        stop.set()
+        _rest_here(take, done, run_one)  # the rest report "not started"
+        while True:
+            with lock:
+                if not state[2]:
+                    return
+            ended.wait(_POLL)
+            ended.clear()
+
+
+def _rest_here(take, done, run_one) -> None:
+    """After a stop: run the files not yet started on this thread (each reports interrupted at once)."""
+    while (index := take()) is not None:
+        try:
+            run_one(index)
+        finally:
+            done()
 
 
 def _wait(future) -> None:

@@ -152,10 +152,8 @@ class _Transfer(SourceHandling, PartAndState):
         started = time.monotonic()
         self.open()
         self.emit(Event(EventKind.START, self.name, done=self.done.total(), total=self.size))
-        hasher_stop = threading.Event()
-        hasher = threading.Thread(target=self.hash.follow, args=(hasher_stop, self.wake, self._prefix_end),
-                                  daemon=True)
-        self._hasher = hasher if self.algorithm else None  # started once the prefix is worth a thread
+        self._hasher: threading.Thread | None = None  # started once the prefix is worth a thread (none for a small file)
+        self._hasher_stop: threading.Event | None = None
         try:
             while True:
                 self.schedule.plan(self.size, self.done)
@@ -167,11 +165,11 @@ class _Transfer(SourceHandling, PartAndState):
             self._trim()  # preallocation or an old .part never leave bytes past the end
             self._catch_up_hash()
         finally:
-            hasher_stop.set()
-            with self.lock:
-                self.wake.notify_all()  # the hash loop sleeps on it: wake it to see the stop
-            if hasher.is_alive():
-                hasher.join()
+            if self._hasher is not None:
+                self._hasher_stop.set()
+                with self.lock:
+                    self.wake.notify_all()  # the hash loop sleeps on it: wake it to see the stop
+                self._hasher.join()
             self._join_saver()
             with self.lock:
                 self.dirty = True
@@ -310,9 +308,8 @@ class _Transfer(SourceHandling, PartAndState):
                     next_id += 1
                     threads.append(thread)
                     thread.start()
-                if self._hasher is not None and self.done.prefix_end() >= _HASH_THREAD_AFTER:
-                    self._hasher, started_hasher = None, self._hasher
-                    started_hasher.start()  # a small file is hashed at the end instead (no thread)
+                if self.algorithm and self._hasher is None and self.done.prefix_end() >= _HASH_THREAD_AFTER:
+                    self._start_hasher()  # a small file is hashed at the end instead (no thread)
                 if now - last_rates >= _RATE_STEP:
                     self._demote_slow_source(now)
                     last_rates = now
@@ -329,6 +326,12 @@ class _Transfer(SourceHandling, PartAndState):
                         self.wake.wait(0.05)
         finally:
             self._end_generation(threads, wait=ended)
+
+    def _start_hasher(self) -> None:
+        self._hasher_stop = threading.Event()
+        self._hasher = threading.Thread(target=self.hash.follow, args=(self._hasher_stop, self.wake, self._prefix_end),
+                                        daemon=True)
+        self._hasher.start()
 
     def _end_generation(self, threads: list[threading.Thread], *, wait: bool) -> None:
         """Wake sleeping workers, unblock their reads, and let them go.
