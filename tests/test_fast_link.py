@@ -224,9 +224,10 @@ def test_the_first_answers_latency_leaves_out_the_clients_own_set_up(origin, tmp
     from prefetch.net.http import Client
 
     class SlowStart(Client):
-        def _open_session(self):
-            time.sleep(0.3)
-            return super()._open_session()
+        def _open(self, direct):  # the urllib3 pools or the requests session, whichever the request takes
+            if (self._direct if direct else self._session) is None:
+                time.sleep(0.3)
+            return super()._open(direct)
 
     data = payload(4 * MIB)
     origin.put(NAME, data)
