@@ -74,25 +74,34 @@ class DirectPools:
         from prefetch.net.connection import pool_classes
 
         # requests' HTTPAdapter defaults: 10 pools of up to 10 connections, not blocking.
-        kwargs: dict = {"num_pools": 10, "maxsize": 10, "block": False, "cert_reqs": "CERT_REQUIRED"}
-        if verify is True:
-            import certifi
-
-            kwargs["ca_certs"] = certifi.where()
-        elif os.path.isdir(verify):
-            kwargs["ca_cert_dir"] = verify
-        else:
-            kwargs["ca_certs"] = verify
-        self._timeout = urllib3.Timeout
-        self.manager = urllib3.PoolManager(**kwargs)
+        self.manager = urllib3.PoolManager(num_pools=10, maxsize=10, block=False)
         self.manager.pool_classes_by_scheme = pool_classes(resolve)
+        self._timeout = urllib3.Timeout
+        self._verify = verify
+        self._tls: dict | None = None  # https pools' verification, worked out on the first https request
+
+    def _tls_kwargs(self) -> dict:
+        if self._tls is None:
+            tls: dict = {"cert_reqs": "CERT_REQUIRED"}
+            if self._verify is True:
+                import certifi
+
+                tls["ca_certs"] = certifi.where()
+            elif os.path.isdir(self._verify):
+                tls["ca_cert_dir"] = self._verify
+            else:
+                tls["ca_certs"] = self._verify
+            self._tls = tls
+        return self._tls
 
     def send(self, method: str, url: str, headers: dict[str, str], connect: float, read: float):
         """Send one request; the urllib3 response, its body unread (urllib3's, http.client's or
         the socket's exception when it fails)."""
         parts = urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        pool = self.manager.connection_from_host(parts.hostname, parts.port, scheme=parts.scheme.lower())
+        scheme = parts.scheme.lower()
+        pool = self.manager.connection_from_host(parts.hostname, parts.port, scheme=scheme,
+                                                 pool_kwargs=self._tls_kwargs() if scheme == "https" else None)
         return pool.urlopen(method, path, body=None, headers=headers, retries=False, redirect=False,
                             assert_same_host=False, preload_content=False, decode_content=False,
                             timeout=self._timeout(connect=connect, read=read))
