@@ -140,25 +140,54 @@ def test_the_pipe_between_socket_and_file_moves_exact_bytes(tmp_path):
 # -- the ramp steps down ------------------------------------------------------
 
 
-def drive(ramp: Ramp, rate_of, *, steps: int = 60, interval: float = 0.1) -> list[int]:
-    """Run ``ramp`` with every connection answered at once; ``rate_of(count)`` is the link's rate."""
+def drive(ramp: Ramp, rate_of, *, steps: int = 60, interval: float = 0.1, cpu_load: float | None = None,
+          bursts: bool = False) -> list[int]:
+    """Run ``ramp`` with every connection answered at once; ``rate_of(count)`` is the link's rate.
+
+    ``cpu_load``: the process's CPU seconds per second (None: not reported). ``bursts``: the
+    bytes come as a per-second throttle sends them: a second's worth in its first fifth,
+    then nothing until the next second.
+    """
     now, downloaded, counts = 0.0, 0, []
     target = ramp.target
     for _ in range(steps):
-        target = ramp.update(now, downloaded, alive=target, answered=target, latency=0.001, route="short")
+        cpu = None if cpu_load is None else now * cpu_load
+        target = ramp.update(now, downloaded, alive=target, answered=target, latency=0.001, route="short",
+                             cpu=cpu)
         counts.append(target)
         now += interval / 2
-        downloaded += int(rate_of(target) * interval / 2)
+        share = 1.0 if not bursts else (5.0 if round(now % 1.0, 6) < 0.2 else 0.0)
+        downloaded += int(rate_of(target) * share * interval / 2)
     return counts
 
 
 def test_the_ramp_steps_down_when_more_connections_bring_nothing():
-    """A CPU-bound link (loopback, a LAN): the rate is the same at any count, so after the
-    first doubling shows no gain the ramp halves down to two connections."""
+    """A CPU-bound link (loopback, a LAN): the rate is the same at any count and the process
+    is busy on the CPU, so after the first doubling shows no gain the ramp halves down to two."""
     ramp = Ramp(TransferOptions(initial_connections=8, max_connections=32))
-    counts = drive(ramp, lambda n: 500e6)
+    counts = drive(ramp, lambda n: 500e6, cpu_load=1.0)
     assert 16 in counts and 32 not in counts
     assert ramp.done and counts[-1] == 2
+
+
+def test_the_ramp_steps_down_on_a_full_link_only_after_a_long_look():
+    """The same flat rate with an idle CPU (a full link, or a throttle's gap): no count is
+    given up within the first second of a step; then the ramp still halves down to two."""
+    ramp = Ramp(TransferOptions(initial_connections=8, max_connections=32))
+    counts = drive(ramp, lambda n: 500e6, steps=200)
+    first_drop = next(i for i, n in enumerate(counts) if n < 8)
+    assert first_drop * 0.05 >= 2.0  # 16 judged, then 8, each over a full second
+    assert ramp.done and counts[-1] == 2
+
+
+def test_a_bursty_per_connection_throttle_climbs_to_the_cap():
+    """nginx's limit_rate and CDN token buckets send per whole second: a tenth of a second
+    brings five times the rate or nothing. Every connection is worth 10 MB/s; a ramp that
+    believed a tenth of a second's "no gain" stepped down to 2-4 connections here."""
+    ramp = Ramp(TransferOptions(initial_connections=8, max_connections=32))
+    counts = drive(ramp, lambda n: 10e6 * n, bursts=True, cpu_load=0.4, steps=120)
+    assert min(counts) == 8
+    assert ramp.done and counts[-1] >= 16
 
 
 def test_the_ramp_goes_back_up_when_fewer_connections_cost_rate():
@@ -195,9 +224,10 @@ def test_the_first_answers_latency_leaves_out_the_clients_own_set_up(origin, tmp
     from prefetch.net.http import Client
 
     class SlowStart(Client):
-        def _open_session(self):
-            time.sleep(0.3)
-            return super()._open_session()
+        def _open(self, direct):  # the urllib3 pools or the requests session, whichever the request takes
+            if (self._direct if direct else self._session) is None:
+                time.sleep(0.3)
+            return super()._open(direct)
 
     data = payload(4 * MIB)
     origin.put(NAME, data)

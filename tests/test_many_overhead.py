@@ -166,12 +166,26 @@ def test_the_environment_is_read_once_per_client_and_host(home, tmp_path, monkey
     calls = []
     real = requests.utils.get_netrc_auth
     monkeypatch.setattr(requests.utils, "get_netrc_auth", lambda url, *a: calls.append(url) or real(url, *a))
-    with NginxServer(root) as server, Client() as client:
-        for name, data in files.items():
-            resp, _ = open_url(client, server.url_for(name))
-            assert resp.read() == data
-            resp.close()
-    assert len(calls) == 1, calls
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine elsewhere.example login u password p\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    with NginxServer(root) as server:
+        with Client() as client:
+            for name, data in files.items():
+                resp, _ = open_url(client, server.url_for(name))
+                assert resp.read() == data
+                resp.close()
+        assert len(calls) == 1, calls
+        # No netrc file anywhere: nothing to look up (requests is not even imported for it).
+        monkeypatch.delenv("NETRC")
+        monkeypatch.setenv("HOME", str(tmp_path / "nohome"))
+        with Client() as client:
+            for name, data in files.items():
+                resp, _ = open_url(client, server.url_for(name))
+                assert resp.read() == data
+                resp.close()
+        assert len(calls) == 1, calls
 
 
 def test_a_short_route_keeps_few_files_in_flight_and_a_long_one_all(tmp_path):

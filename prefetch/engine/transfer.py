@@ -279,7 +279,8 @@ class _Transfer(SourceHandling, PartAndState):
                     target = fixed
                 else:
                     target = ramp.update(now, self.downloaded, alive=alive, answered=answered,
-                                         latency=self.latency or 0.0, route=self.route.route)
+                                         latency=self.latency or 0.0, route=self.route.route,
+                                         cpu=time.process_time())
                 if self.host is not None:
                     target = min(target, self.host.share())  # the host's budget, split between its files
                 with self.lock:

@@ -1,6 +1,6 @@
-"""Where requests' connections are made: ``PREFETCH_RESOLVE`` and a deadline on the response head.
+"""Where connections are made: ``PREFETCH_RESOLVE`` and a deadline on the response head.
 
-A requests adapter (:func:`adapter_for`) whose urllib3 connections
+urllib3 pools (:func:`pool_classes`; :func:`adapter_for` mounts them in requests) whose connections
 
 * look the host up in ``PREFETCH_RESOLVE`` first (``host=address`` pairs, like
   curl's ``--resolve``; ``host=fail`` makes the name fail to resolve, which is how
@@ -11,7 +11,8 @@ A requests adapter (:func:`adapter_for`) whose urllib3 connections
   byte a second would hold a worker for ever. The deadline shuts the socket down
   and the read ends in :class:`HeadTimeout`.
 
-Imported by ``prefetch.net.http`` when a session opens (requests and urllib3 load lazily).
+Imported by ``prefetch.net.http`` and ``prefetch.net.direct`` when a client opens (requests and
+urllib3 load lazily).
 """
 
 from __future__ import annotations
@@ -54,6 +55,25 @@ def _lookup(table: dict[str, str | None], host: str) -> tuple[bool, str | None]:
 def adapter_for(resolve: dict[str, str | None]):
     """A requests adapter whose connections honour ``resolve`` and the head deadline."""
     from requests.adapters import HTTPAdapter
+
+    pools = pool_classes(resolve)
+
+    class _Adapter(HTTPAdapter):
+        def init_poolmanager(self, *args, **kwargs):
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = pools
+
+        def proxy_manager_for(self, proxy, **kwargs):
+            manager = super().proxy_manager_for(proxy, **kwargs)
+            if hasattr(manager, "pool_classes_by_scheme") and not proxy.lower().startswith("socks"):
+                manager.pool_classes_by_scheme = pools
+            return manager
+
+    return _Adapter()
+
+
+def pool_classes(resolve: dict[str, str | None]) -> dict[str, type]:
+    """urllib3 connection pools (by scheme) whose connections honour ``resolve`` and the head deadline."""
     from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
     conn_classes = _connection_classes()
@@ -74,20 +94,7 @@ def adapter_for(resolve: dict[str, str | None]):
             conn.resolve_table = resolve
             return conn
 
-    pools = {"http": _HTTPPool, "https": _HTTPSPool}
-
-    class _Adapter(HTTPAdapter):
-        def init_poolmanager(self, *args, **kwargs):
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = pools
-
-        def proxy_manager_for(self, proxy, **kwargs):
-            manager = super().proxy_manager_for(proxy, **kwargs)
-            if hasattr(manager, "pool_classes_by_scheme") and not proxy.lower().startswith("socks"):
-                manager.pool_classes_by_scheme = pools
-            return manager
-
-    return _Adapter()
+    return {"http": _HTTPPool, "https": _HTTPSPool}
 
 
 _CLASSES: list = []

@@ -82,16 +82,7 @@ def failure_kind(exc: BaseException) -> str:
     """The :class:`Failure` kind of an exception from requests (or the socket under it)."""
     import socket
 
-    chain = []
-    seen = set()
-    node: BaseException | None = exc
-    while node is not None and id(node) not in seen:  # requests' wrappers, urllib3's, the socket's
-        seen.add(id(node))
-        chain.append(node)
-        inner = getattr(node, "reason", None)
-        if not isinstance(inner, BaseException):
-            inner = next((a for a in reversed(node.args) if isinstance(a, BaseException)), None)
-        node = inner or node.__cause__ or (None if node.__suppress_context__ else node.__context__)
+    chain = chain_of(exc)
     names = {type(e).__name__ for e in chain}
     if names & {"NameResolutionError", "ConnectTimeoutError", "ConnectTimeout", "NewConnectionError"} or any(
             isinstance(e, (socket.gaierror, ConnectionRefusedError)) for e in chain):
@@ -101,6 +92,21 @@ def failure_kind(exc: BaseException) -> str:
     if any(isinstance(e, (socket.timeout, TimeoutError)) for e in chain) or names & {"ReadTimeoutError", "ReadTimeout"}:
         return Failure.TIMEOUT
     return Failure.BROKEN
+
+
+def chain_of(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps: requests' wrappers, urllib3's (``reason``, args), the socket's."""
+    chain = []
+    seen = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        chain.append(node)
+        inner = getattr(node, "reason", None)
+        if not isinstance(inner, BaseException):
+            inner = next((a for a in reversed(node.args) if isinstance(a, BaseException)), None)
+        node = inner or node.__cause__ or (None if node.__suppress_context__ else node.__context__)
+    return chain
 
 
 def _errnos(*names: str) -> frozenset[int]:
@@ -114,17 +120,7 @@ _UNREACHABLE_ERRNOS = _errnos("ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EH
 
 def _root_cause(exc: BaseException) -> BaseException:
     """The most specific exception under requests' and urllib3's wrappers."""
-    seen = set()
-    while id(exc) not in seen:
-        seen.add(id(exc))
-        inner = getattr(exc, "reason", None)  # urllib3 MaxRetryError
-        if not isinstance(inner, BaseException):
-            inner = next((a for a in reversed(exc.args) if isinstance(a, BaseException)), None)
-        inner = inner or exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
-        if inner is None:
-            return exc
-        exc = inner
-    return exc
+    return chain_of(exc)[-1]
 
 
 def _is_remote_disconnected(exc: BaseException) -> bool:

@@ -1,10 +1,13 @@
-"""HTTP for prefetch, on ``requests``: one :class:`Client` (a ``Session``) per worker thread.
+"""HTTP for prefetch, on ``requests``: one :class:`Client` per worker thread.
 
 requests (imported lazily: ``--help`` and ``status`` never load it) does the
 connection pool and keep-alive, proxies from ``http_proxy`` / ``https_proxy`` /
 ``all_proxy`` with ``no_proxy``, proxy authentication, CONNECT tunnels, IDNA
-hosts, URL quoting and separate connect / read timeouts per request. This module
-adds what a downloader needs on top:
+hosts, URL quoting, cookies and separate connect / read timeouts per request. A
+request that needs none of that (no proxy, no netrc or URL credentials, no cookie,
+a URL with nothing to quote) goes through the same urllib3 pools directly
+(``net/direct.py``), without importing requests. This module adds what a
+downloader needs on top:
 
 * bodies are read with :meth:`Response.readinto` into the caller's reused buffer,
   one receive at a time (a slow connection reports progress as bytes trickle in),
@@ -19,8 +22,9 @@ adds what a downloader needs on top:
   ``PREFETCH_RESOLVE`` overrides name resolution where connections are made
   (both in ``prefetch.net.connection``);
 * every failure has a ``kind`` (:class:`Failure`) that the retry policy reads;
-* every failure maps to ours: :class:`TransientHTTPError` (worth retrying) or
-  ``NetworkError`` / ``HTTPStatusError`` (final); requests' exceptions never leave.
+* every failure maps to ours (``net/send_errors.py``): :class:`TransientHTTPError`
+  (worth retrying) or ``NetworkError`` / ``HTTPStatusError`` (final); requests' and
+  urllib3's exceptions never leave.
 """
 
 from __future__ import annotations
@@ -29,19 +33,11 @@ from dataclasses import dataclass
 from urllib.parse import urljoin
 
 from prefetch.errors import HTTPStatusError, NetworkError
-from prefetch.net.failures import (
-    Failure,
-    TransientHTTPError,
-    _is_remote_disconnected,
-    _root_cause,
-    _ssl_reason,
-    describe_error,
-    failure_kind,
-    parse_retry_after,
-)
+from prefetch.net.failures import TransientHTTPError, parse_retry_after
 from prefetch.net import proxies
 from prefetch.net.local import is_file_url, open_local
 from prefetch.net.proxies import proxy_for
+from prefetch.net.send_errors import send_failure, transient_failure
 from prefetch.net.urls import host_of
 from prefetch.net.checks import _check_proxy, _check_url, _proxy_variables, ca_bundle, check_redirect
 
@@ -69,16 +65,16 @@ class Response:
     """
 
     def __init__(self, resp, url: str, on_done) -> None:
-        self._resp = resp  # requests.Response
-        self._raw = resp.raw._fp  # http.client.HTTPResponse under urllib3's
+        self._resp = resp  # urllib3's HTTPResponse (requests' ``Response.raw``, or net/direct.py's)
+        self._raw = resp._fp  # http.client.HTTPResponse under urllib3's
         self._on_done = on_done
         self._closed = False
         self._pushback = b""  # bytes :meth:`peek` read, served again first
         self._drained = False  # http.client's read buffer is known to be empty (net/splice.py)
         self._sock = None  # the plain socket to splice from (False: none)
         self.url = url
-        self.status: int = resp.status_code
-        self.headers = resp.headers
+        self.status: int = resp.status
+        self.headers = resp.headers  # case-insensitive
 
     def peek(self, n: int) -> bytes:
         """Up to the first ``n`` bytes of the body (fewer when it is shorter), without consuming them."""
@@ -174,7 +170,7 @@ class Response:
         if self._closed:
             return
         self._closed = True
-        raw = self._resp.raw
+        raw = self._resp
         complete = self._raw.isclosed()
         try:
             if not complete:
@@ -187,8 +183,7 @@ class Response:
         """Shut the socket down so a thread blocked reading this response wakes up."""
         import socket
 
-        raw = self._resp.raw
-        conn = getattr(raw, "_connection", None)
+        conn = getattr(self._resp, "_connection", None)
         for sock in (getattr(conn, "sock", None), _response_socket(self._raw)):
             if sock is not None:
                 try:
@@ -242,7 +237,8 @@ def _response_socket(raw):
 
 
 class Client:
-    """A requests ``Session`` and what it knows: which hosts have a warm connection.
+    """One worker's HTTP: urllib3 directly where requests would add nothing (``net/direct.py``),
+    else a requests ``Session``; and what it knows: which hosts have a warm connection.
 
     Not thread-safe: give each worker thread its own.
     """
@@ -251,9 +247,30 @@ class Client:
         self.timeouts = timeouts or Timeouts()
         self.resolve = resolve  # PREFETCH_RESOLVE's table; None: read it from os.environ
         self._session = None
+        self._direct = None  # net.direct.DirectPools
         self._verify: bool | str | None = None
         self._warm: set[tuple[str, str]] = set()  # (scheme, netloc) whose last response was read whole
         self._env: dict[tuple[str, str], tuple[dict, object]] = {}  # (scheme, netloc) -> (proxies, netrc auth)
+
+    def _open(self, direct: bool):
+        """The urllib3 pools (``direct``) or the requests session, opened on first use."""
+        if direct:
+            if self._direct is None:
+                from prefetch.net.direct import DirectPools
+
+                self._direct = DirectPools(self._resolve_table(), self._ca_bundle())
+            return self._direct
+        return self._session or self._open_session()
+
+    def _resolve_table(self):
+        from prefetch.net.connection import resolve_overrides
+
+        return self.resolve if self.resolve is not None else resolve_overrides()
+
+    def _ca_bundle(self):
+        if self._verify is None:
+            self._verify = ca_bundle()
+        return self._verify
 
     def _open_session(self):
         import requests
@@ -262,19 +279,21 @@ class Client:
         # The environment (proxies, no_proxy, ~/.netrc) is read once per host by _environment,
         # not by requests on every request (a quarter of a small file's CPU).
         session.trust_env = False
-        from prefetch.net.connection import adapter_for, resolve_overrides
+        from prefetch.net.connection import adapter_for
 
-        adapter = adapter_for(self.resolve if self.resolve is not None else resolve_overrides())
+        adapter = adapter_for(self._resolve_table())
         session.mount("http://", adapter)
         session.mount("https://", adapter)
-        session.headers.update({
-            "User-Agent": USER_AGENT,
-            # Ask for the file's own bytes: a compressed body would not match byte offsets.
-            "Accept-Encoding": "identity",
-        })
-        self._verify = ca_bundle()
+        session.headers.update(_HEADERS)
+        self._ca_bundle()
         self._session = session
         return session
+
+    def _goes_direct(self, url: str, via: dict, netrc_auth) -> bool:
+        from prefetch.net.direct import plain_url
+
+        return not via and netrc_auth is None and not (self._session is not None and self._session.cookies) \
+            and plain_url(url)
 
     def request(self, url: str, *, headers: dict[str, str] | None = None, method: str = "GET",
                 timeouts: Timeouts | None = None) -> Response:
@@ -286,47 +305,47 @@ class Client:
         """
         if is_file_url(url):  # a local origin: answered like a Range server (net/local.py)
             return open_local(url, headers=headers, method=method)
-        import requests
-
         timeouts = timeouts or self.timeouts
         key = _check_url(url)
-        session = self._session or self._open_session()
         via, netrc_auth = self._env.get(key) or self._environment(url, key)
-        auth = _explicit_auth(headers) or netrc_auth
-        # Plain http, direct: no TLS, and requests would stat a named CA bundle per request for nothing.
-        verify = self._verify if (via or key[0] == "https") else True
+        direct = self._goes_direct(url, via, netrc_auth)
+        opened = self._open(direct)
         for attempt in (1, 2):
             reused = key in self._warm
             self._warm.discard(key)
             try:
-                resp = session.request(method, url, headers=headers, stream=True, allow_redirects=False,
-                                       timeout=(timeouts.connect, timeouts.read), verify=verify,
-                                       auth=auth, proxies=via)
-            except requests.exceptions.SSLError as exc:
-                reason = _ssl_reason(exc)
-                if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
-                    raise NetworkError(f"TLS verification failed for {url}: {reason}") from None
-                raise NetworkError(f"TLS error with {key[1]}: {reason}") from None
-            except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
-                    requests.exceptions.MissingSchema, requests.exceptions.InvalidHeader) as exc:
-                raise NetworkError(f"invalid URL {url}: {describe_error(exc)}") from None
-            except (requests.exceptions.RequestException, OSError) as exc:
-                root = _root_cause(exc)
-                stale = isinstance(root, (ConnectionResetError, BrokenPipeError)) or _is_remote_disconnected(root)
-                if reused and stale and attempt == 1:
+                if direct:
+                    from prefetch.net.direct import merged_headers
+
+                    raw = opened.send(method, url, merged_headers(_HEADERS, headers), timeouts.connect, timeouts.read)
+                else:
+                    # Plain http, direct: no TLS, and requests would stat a named CA bundle per request for nothing.
+                    verify = self._verify if (via or key[0] == "https") else True
+                    raw = opened.request(method, url, headers=headers, stream=True, allow_redirects=False,
+                                         timeout=(timeouts.connect, timeouts.read), verify=verify,
+                                         auth=_explicit_auth(headers) or netrc_auth, proxies=via).raw
+            except (OSError, ValueError, *_urllib3_errors(direct)) as exc:  # requests' errors are OSErrors
+                problem = send_failure(exc, url, key)
+                if problem is None and reused and attempt == 1:
                     continue  # the server closed the idle keep-alive connection: once more, fresh
-                cause = describe_error(exc)
-                kind = failure_kind(exc)
-                if isinstance(exc, requests.exceptions.ProxyError) and (proxy := proxy_for(url)):
-                    raise proxies.connection_failed(proxy, url, cause, kind) from None
-                raise TransientHTTPError(f"{key[1]}: {cause}", cause=cause, kind=kind,
-                                         timed_out=kind == Failure.TIMEOUT or cause.startswith("timed out")) from None
-            answer = Response(resp, url, lambda complete, key=key: self._done(key, complete))
+                raise (problem or transient_failure(exc, url, key)) from None
+            if direct and "Set-Cookie" in raw.headers:
+                self._keep_cookies(url, raw)
+            answer = Response(raw, url, lambda complete, key=key: self._done(key, complete))
             if answer.status >= 400 and (proxy := proxy_for(url)) and (problem := proxies.proxy_page(answer, proxy, url)):
                 answer.close()
                 raise problem  # the proxy's own answer (407, its error page): the proxy is named
             return answer
         raise AssertionError("unreachable")
+
+    def _keep_cookies(self, url: str, raw) -> None:
+        """A cookie from a direct answer goes into requests' jar; the jar, once not empty, sends
+        every later request of this client through requests (which sends it back as it would)."""
+        import requests
+        from requests.cookies import extract_cookies_to_jar
+
+        session = self._session or self._open_session()
+        extract_cookies_to_jar(session.cookies, requests.Request("GET", url).prepare(), raw)
 
     def _environment(self, url: str, key: tuple[str, str]) -> tuple[dict, object]:
         """What requests' ``trust_env`` would read for this host, read once per client and host.
@@ -334,12 +353,22 @@ class Client:
         The proxy (``*_proxy`` with ``no_proxy``; one that cannot be used refused here) and
         the ``~/.netrc`` (or ``$NETRC``) credentials for the host; both depend on the scheme,
         host and port only. requests prefers the netrc entry to credentials in the URL, as here.
+        Without proxy variables or a netrc file, requests is not imported to find that out.
         """
         _check_proxy(url)
-        from requests.utils import get_environ_proxies, get_netrc_auth
+        from prefetch.net.direct import netrc_named
 
-        via = get_environ_proxies(url) if _proxy_variables() else {}
-        found = self._env[key] = (dict(via), get_netrc_auth(url))
+        via: dict = {}
+        if _proxy_variables():
+            from requests.utils import get_environ_proxies
+
+            via = dict(get_environ_proxies(url))
+        auth = None
+        if netrc_named():
+            from requests.utils import get_netrc_auth
+
+            auth = get_netrc_auth(url)
+        found = self._env[key] = (via, auth)
         return found
 
     def _done(self, key: tuple[str, str], complete: bool) -> None:
@@ -349,19 +378,40 @@ class Client:
     def close(self) -> None:
         if self._session is not None:
             self._session.close()
+        if self._direct is not None:
+            self._direct.close()
         self._warm.clear()
 
     def prepare(self, url: str) -> None:
-        """Import requests and open the session now, before a request whose latency is timed
+        """Import what the request needs and open it now, before a request whose latency is timed
         (the first one would otherwise count 0.1-0.4 s of imports as network)."""
-        if self._session is None and not is_file_url(url):
-            self._open_session()
+        if is_file_url(url):
+            return
+        key = _check_url(url)
+        via, netrc_auth = self._env.get(key) or self._environment(url, key)
+        self._open(self._goes_direct(url, via, netrc_auth))
 
     def __enter__(self) -> "Client":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_HEADERS = {
+    "User-Agent": USER_AGENT,
+    # Ask for the file's own bytes: a compressed body would not match byte offsets.
+    "Accept-Encoding": "identity",
+}
+
+
+def _urllib3_errors(direct: bool) -> tuple[type, ...]:
+    """urllib3's base exception, which a direct request raises as it is (requests wraps it)."""
+    if not direct:
+        return ()
+    from urllib3.exceptions import HTTPError
+
+    return (HTTPError,)
 
 
 _CREDENTIAL_HEADERS = {"authorization", "cookie", "proxy-authorization"}

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from prefetch.errors import UsageError
 from prefetch.flow.planners.base import PlanContext, Planner, RunContext
 from prefetch.flow.request import GetRequest
-from prefetch.hf.download import run_hub_plans
 from prefetch.hf.names import hub_cache_root, is_hub_name
-from prefetch.hf.plan import HubPlan, plan_hub
 from prefetch.model.plans import FileResult
-from prefetch.ms.alternate import LfsCopies
+
+if TYPE_CHECKING:  # hf.plan, hf.download and ms.alternate load when a hub name is planned
+    from prefetch.hf.plan import HubPlan
 
 
 class HubPlanner(Planner):
@@ -39,6 +40,9 @@ class HubPlanner(Planner):
     def plan(self, names: Sequence[str], ctx: PlanContext) -> list[HubPlan]:
         if not names:
             return []
+        from prefetch.hf.plan import plan_hub
+        from prefetch.ms.alternate import LfsCopies
+
         request = ctx.request
         plans = plan_hub(names, include=request.include, exclude=request.exclude,
                          endpoint=request.mirrors[0] if request.mirrors else None,
@@ -49,6 +53,8 @@ class HubPlanner(Planner):
         return plans
 
     def run(self, plans: Sequence[HubPlan], ctx: RunContext) -> list[FileResult]:
+        from prefetch.hf.download import run_hub_plans
+
         options = ctx.options
         return run_hub_plans(plans, transfer=options.transfer, state=ctx.state, env=ctx.env, on_event=ctx.on_event,
                              stop=ctx.stop, job=options.job, force=options.force)

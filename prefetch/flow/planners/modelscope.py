@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from prefetch.engine.options import TransferOptions
 from prefetch.errors import ExitCode, InterruptedTransferError, PrefetchError, UsageError
@@ -18,13 +19,12 @@ from prefetch.flow.files import fetch_files
 from prefetch.flow.planners.base import PlanContext, Planner, RunContext
 from prefetch.flow.request import GetRequest
 from prefetch.fs.locks import hold_lock
-from prefetch.hf.plan import select_files
 from prefetch.model.events import Event, EventKind
 from prefetch.model.plans import FileResult
-from prefetch.ms import api
 from prefetch.ms.names import is_ms_name, ms_cache_root, ms_token, repo_dir
-from prefetch.ms.plan import MsPlan, file_plans, plan_ms
-from prefetch.ms.records import write_record
+
+if TYPE_CHECKING:  # ms.plan, ms.api (and hf's) load when an ms:// name is planned
+    from prefetch.ms.plan import MsPlan
 
 
 class ModelScopePlanner(Planner):
@@ -46,6 +46,8 @@ class ModelScopePlanner(Planner):
     def plan(self, names: Sequence[str], ctx: PlanContext) -> list[MsPlan]:
         if not names:
             return []
+        from prefetch.ms.plan import plan_ms
+
         request = ctx.request
         return plan_ms(names, include=request.include, exclude=request.exclude,
                        endpoint=request.mirrors[0] if request.mirrors else None,
@@ -81,6 +83,11 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
         HubAccessError / NetworkError: the listing was refused or could not be read.
         UsageError: no file matches the patterns.
     """
+    from prefetch.hf.plan import select_files
+    from prefetch.ms import api
+    from prefetch.ms.plan import file_plans
+    from prefetch.ms.records import write_record
+
     started = time.monotonic()
     token = ms_token(ctx.env)
     factory = api.client_factory(plan.endpoint, token)

@@ -1,0 +1,110 @@
+"""Requests sent through urllib3 directly, when requests would add nothing to them.
+
+:class:`prefetch.net.http.Client` sends a request here when it needs nothing of requests:
+no proxy from the environment, no credentials from ``~/.netrc`` or the URL, no cookie kept
+from an earlier answer, and a URL that requests would send unchanged (ASCII and nothing to
+quote; a ``%`` escape, which requests re-quotes, goes through requests). Such a request costs
+neither ``import requests`` (0.1-0.2 s of a process's start: requests also loads
+charset_normalizer) nor requests' preparation of every request (its hooks, cookie jar and
+settings merge, about a third of a millisecond; a list of 2,000 small files makes 2,000).
+
+What goes out is what requests would send: the same default headers, the same urllib3 pools
+and connections (``net/connection.py``: ``PREFETCH_RESOLVE`` and the head deadline), the same
+TLS verification (the bundle the environment names, else certifi's, as requests), the same
+connect and read timeouts, no retries and no redirects inside urllib3. Failures are urllib3's
+and the socket's own exceptions; ``Client.request`` maps them exactly as it maps requests'.
+A ``Set-Cookie`` in an answer moves the client to requests for good (``Client`` keeps the
+cookie in requests' jar), so a server that relies on cookies sees what requests sends.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from urllib.parse import urlsplit
+
+# Characters requests' requote_uri leaves alone, less "%" (it re-quotes escapes) and "@"
+# (credentials in the URL are requests' to send).
+_PLAIN = frozenset(string.ascii_letters + string.digits + "-._~:/?#[]!$&'()*+,;=")
+
+# requests' default headers (``requests.utils.default_headers``) with the two Client sets.
+_DEFAULT_HEADERS = (("Accept", "*/*"), ("Connection", "keep-alive"))
+
+
+def plain_url(url: str) -> bool:
+    """Whether requests would send ``url`` unchanged and without credentials taken from it."""
+    return all(c in _PLAIN for c in url)
+
+
+def netrc_named() -> bool:
+    """Whether requests' ``get_netrc_auth`` could find a netrc file (``$NETRC``, ``~/.netrc``,
+    ``~/_netrc``): when not, it returns None and need not be imported."""
+    named = os.environ.get("NETRC")
+    if named is not None:
+        return True
+    for name in ("~/.netrc", "~/_netrc"):
+        try:
+            if os.path.exists(os.path.expanduser(name)):
+                return True
+        except KeyError:  # no HOME: requests' lookup gives up too
+            return False
+    return False
+
+
+def merged_headers(defaults: dict[str, str], headers: dict[str, str] | None) -> dict[str, str]:
+    """The client's headers, then requests' defaults, then the caller's (a caller's header
+    replaces a default of any case, as requests' merge does)."""
+    merged = dict(defaults)
+    for name, value in _DEFAULT_HEADERS:
+        merged.setdefault(name, value)
+    for name, value in (headers or {}).items():
+        for existing in [k for k in merged if k.lower() == name.lower()]:
+            del merged[existing]
+        if value is not None:
+            merged[name] = value
+    return merged
+
+
+class DirectPools:
+    """A urllib3 ``PoolManager`` with prefetch's connection pools; one per ``Client`` (not thread-safe)."""
+
+    def __init__(self, resolve: dict[str, str | None], verify: bool | str) -> None:
+        import urllib3
+
+        from prefetch.net.connection import pool_classes
+
+        # requests' HTTPAdapter defaults: 10 pools of up to 10 connections, not blocking.
+        self.manager = urllib3.PoolManager(num_pools=10, maxsize=10, block=False)
+        self.manager.pool_classes_by_scheme = pool_classes(resolve)
+        self._timeout = urllib3.Timeout
+        self._verify = verify
+        self._tls: dict | None = None  # https pools' verification, worked out on the first https request
+
+    def _tls_kwargs(self) -> dict:
+        if self._tls is None:
+            tls: dict = {"cert_reqs": "CERT_REQUIRED"}
+            if self._verify is True:
+                import certifi
+
+                tls["ca_certs"] = certifi.where()
+            elif os.path.isdir(self._verify):
+                tls["ca_cert_dir"] = self._verify
+            else:
+                tls["ca_certs"] = self._verify
+            self._tls = tls
+        return self._tls
+
+    def send(self, method: str, url: str, headers: dict[str, str], connect: float, read: float):
+        """Send one request; the urllib3 response, its body unread (urllib3's, http.client's or
+        the socket's exception when it fails)."""
+        parts = urlsplit(url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        scheme = parts.scheme.lower()
+        pool = self.manager.connection_from_host(parts.hostname, parts.port, scheme=scheme,
+                                                 pool_kwargs=self._tls_kwargs() if scheme == "https" else None)
+        return pool.urlopen(method, path, body=None, headers=headers, retries=False, redirect=False,
+                            assert_same_host=False, preload_content=False, decode_content=False,
+                            timeout=self._timeout(connect=connect, read=read))
+
+    def close(self) -> None:
+        self.manager.clear()

@@ -1,0 +1,61 @@
+"""What a failed send means, in prefetch's errors: requests', urllib3's and the socket's exceptions.
+
+``Client.request`` (``net/http.py``) sends through requests or, where requests would add
+nothing, through urllib3 directly (``net/direct.py``); either way a failure becomes one of
+ours here: NetworkError (TLS, an invalid URL or header: final), the proxy's failure named
+(``net/proxies.py``), or :class:`TransientHTTPError` with its kind (worth retrying).
+"""
+
+from __future__ import annotations
+
+from prefetch.errors import NetworkError
+from prefetch.net import proxies
+from prefetch.net.failures import (
+    Failure,
+    TransientHTTPError,
+    _is_remote_disconnected,
+    _root_cause,
+    _ssl_reason,
+    describe_error,
+    failure_kind,
+)
+from prefetch.net.proxies import proxy_for
+
+
+def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseException | None:
+    """Ours for a failed send: NetworkError (TLS, invalid URL), a proxy's failure; None for a
+    stale keep-alive connection (worth one more try when it was reused), else a transient one."""
+    if is_ssl_failure(exc):
+        reason = _ssl_reason(exc)
+        if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
+            return NetworkError(f"TLS verification failed for {url}: {reason}")
+        return NetworkError(f"TLS error with {key[1]}: {reason}")
+    if is_invalid_request(exc) or type(exc).__name__ in ("InvalidURL", "InvalidSchema", "MissingSchema",
+                                                          "InvalidHeader"):
+        return NetworkError(f"invalid URL {url}: {describe_error(exc)}")
+    root = _root_cause(exc)
+    if isinstance(root, (ConnectionResetError, BrokenPipeError)) or _is_remote_disconnected(root):
+        return None
+    return transient_failure(exc, url, key)
+
+
+def transient_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseException:
+    cause = describe_error(exc)
+    kind = failure_kind(exc)
+    if type(exc).__name__ == "ProxyError" and (proxy := proxy_for(url)):
+        return proxies.connection_failed(proxy, url, cause, kind)
+    return TransientHTTPError(f"{key[1]}: {cause}", cause=cause, kind=kind,
+                              timed_out=kind == Failure.TIMEOUT or cause.startswith("timed out"))
+
+
+def is_ssl_failure(exc: BaseException) -> bool:
+    """A TLS failure: requests' or urllib3's SSLError, ssl's, a certificate mismatch."""
+    import ssl
+
+    return isinstance(exc, (ssl.SSLError, ssl.CertificateError)) or type(exc).__name__ == "SSLError"
+
+
+def is_invalid_request(exc: BaseException) -> bool:
+    """urllib3 could not use the URL, or http.client a header (a control character, say)."""
+    return type(exc).__name__ in ("LocationParseError", "LocationValueError", "InvalidHeader") or (
+        type(exc) is ValueError)

@@ -1,0 +1,119 @@
+"""Requests that need nothing of requests go through urllib3 directly (net/direct.py), and
+look exactly like requests' own to the server: same head, cookies kept, TLS still verified."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from prefetch.errors import NetworkError
+from prefetch.net.http import Client, open_url
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with 4 bytes; remembers each request's head; /cookie sets a cookie."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list = []
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        type(self).seen.append((self.path, [(k.lower(), v) for k, v in self.headers.items()]))
+        self.send_response(200)
+        if self.path.startswith("/cookie"):
+            self.send_header("Set-Cookie", "session=abc123; Path=/")
+        self.send_header("Content-Length", "4")
+        self.end_headers()
+        self.wfile.write(b"data")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def recorder():
+    _Recorder.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _Recorder.seen
+    server.shutdown()
+    server.server_close()
+
+
+def _get(client, url, headers=None):
+    resp, _ = open_url(client, url, headers=headers)
+    body = resp.read()
+    resp.close()
+    return body
+
+
+def test_a_plain_request_goes_out_without_importing_requests(recorder, monkeypatch):
+    """No proxy, no netrc, a plain URL: urllib3 alone (requests costs 0.1-0.2 s to import)."""
+    base, _ = recorder
+    code = ("import sys\nfrom prefetch.net.http import Client, open_url\n"
+            "c = Client()\nr, _ = open_url(c, sys.argv[1])\nassert r.read() == b'data'\nr.close()\n"
+            "print('requests' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env["HOME"] = str(os.environ.get("HOME", "/root"))
+    env.pop("NETRC", None)
+    run = subprocess.run([sys.executable, "-c", code, base + "/plain"], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    netrc = any(os.path.exists(os.path.expanduser(n)) for n in ("~/.netrc", "~/_netrc"))
+    assert run.stdout.strip() == ("True" if netrc else "False")
+    # With a proxy variable (the host excluded by no_proxy, so the request still arrives), requests is used.
+    env.update(http_proxy="http://127.0.0.1:9", no_proxy="127.0.0.1")
+    run = subprocess.run([sys.executable, "-c", code, base + "/proxied"], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True"
+
+
+def test_the_direct_head_is_the_head_requests_sends(recorder, monkeypatch):
+    """The same URL once directly, once through requests (a cookie moves the client there):
+    the server sees the same request line and headers, the cookie aside."""
+    monkeypatch.delenv("NETRC", raising=False)
+    for name in [k for k in os.environ if k.lower().endswith("_proxy")]:
+        monkeypatch.delenv(name)
+    base, seen = recorder
+    with Client() as client:
+        assert _get(client, base + "/cookie", headers={"Range": "bytes=0-3", "user-agent": "mine/1"}) == b"data"
+        assert client._session is not None and client._session.cookies  # the cookie was kept ...
+        assert _get(client, base + "/cookie", headers={"Range": "bytes=0-3", "user-agent": "mine/1"}) == b"data"
+    (path1, head1), (path2, head2) = seen
+    assert path1 == path2 == "/cookie"
+    assert ("cookie", "session=abc123") in head2  # ... and sent back, as requests does
+    assert sorted(head1) == sorted(h for h in head2 if h[0] != "cookie")
+    names = [k for k, _ in head1]
+    assert names.count("user-agent") == 1 and ("user-agent", "mine/1") in head1  # a caller's header replaces
+    assert ("accept-encoding", "identity") in head1 and ("connection", "keep-alive") in head1
+
+
+def test_a_url_requests_would_requote_goes_through_requests(recorder):
+    """``%`` escapes are requests' to normalise (a signed URL must go out as requests sends it)."""
+    base, seen = recorder
+    with Client() as client:
+        assert _get(client, base + "/a%7Eb") == b"data"
+        assert client._direct is None and client._session is not None
+        assert _get(client, base + "/plain") == b"data"
+        assert client._direct is not None
+    assert [p for p, _ in seen] == ["/a~b", "/plain"]
+
+
+def test_https_direct_is_verified(tls_origin, monkeypatch):
+    """A direct https request trusts the bundle the environment names, and nothing else."""
+    tls_origin.put("f.bin", b"x" * 1000)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tls_origin.ca_path))
+    with Client() as client:
+        assert _get(client, tls_origin.url_for("f.bin")) == b"x" * 1000
+        assert client._direct is not None and client._session is None
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE")
+    for name in ("CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    with Client() as client, pytest.raises(NetworkError, match="TLS verification failed"):
+        _get(client, tls_origin.url_for("f.bin"))
