@@ -33,6 +33,32 @@ _WATCH = 0.25  # seconds between looks at the stop while a request runs on the f
 _buffers = threading.local()  # a read buffer per thread that runs files inline (a pool thread goes from file to file)
 
 
+_inline_lock = threading.Lock()
+_inline: dict = {}  # thread id -> the transfer whose request runs inline on it
+_inline_watched = [False]  # a look at them is booked on the deadline watchdog
+
+
+def _watch_inline() -> None:
+    """On the watchdog thread every ``_WATCH`` seconds while requests run inline: a stopped
+    transfer's response is aborted, or the socket its request waits on for the head."""
+    from prefetch.net.connection import abort_head
+    from prefetch.net.deadlines import call_at
+
+    with _inline_lock:
+        running = list(_inline.items())
+        if not running:
+            _inline_watched[0] = False
+            return
+    for ident, t in running:
+        if t.stop.is_set():
+            with t.lock:
+                responses = list(t.responses.values())
+            for resp in responses:
+                resp.abort()
+            abort_head(ident)
+    call_at(_WATCH, _watch_inline)
+
+
 class _HandedOver(BaseException):
     """The inline first request's answer is long: a worker thread reads it on (Fetcher._hand_over)."""
 
@@ -125,29 +151,20 @@ class Fetcher:
 
     def _watch_stop(self):
         """While this worker runs inline, a stop aborts its request (the head wait or the body);
-        returns the function that ends the watch."""
-        from prefetch.net.connection import abort_head
-        from prefetch.net.deadlines import call_at
-
+        returns the function that ends the watch. One watch for every inline request of the
+        process (a booking per file cost more than the rest of the engine's bookkeeping)."""
         ident = threading.get_ident()
-        state = {"over": False, "handle": None}
+        with _inline_lock:
+            _inline[ident] = self.t
+            if not _inline_watched[0]:
+                from prefetch.net.deadlines import call_at
 
-        def look() -> None:
-            if state["over"]:
-                return
-            if self.t.stop.is_set():
-                with self.t.lock:
-                    responses = list(self.t.responses.values())
-                for resp in responses:
-                    resp.abort()
-                abort_head(ident)
-            state["handle"] = call_at(_WATCH, look)
-
-        state["handle"] = call_at(_WATCH, look)
+                _inline_watched[0] = True
+                call_at(_WATCH, _watch_inline)
 
         def end() -> None:
-            state["over"] = True
-            state["handle"].cancel()
+            with _inline_lock:
+                _inline.pop(ident, None)
         return end
 
     def _loop(self, worker_id: int, client, buffer: memoryview, *, first=None, once: bool = False) -> None:

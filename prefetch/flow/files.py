@@ -170,6 +170,17 @@ class _Adopted:
         self.digest = digest
 
 
+_NO_RECORD: list = [(None, None)]  # (options, the same without small records): a replace() per file cost 2% of it
+
+
+def _without_small_record(transfer_options):
+    cached, made = _NO_RECORD[0]  # (one tuple, swapped whole: threads share it)
+    if cached is not transfer_options:
+        made = replace(transfer_options, small_record=False)
+        _NO_RECORD[0] = (transfer_options, made)
+    return made
+
+
 def _note_shared(plan: FilePlan, records_dir: Path) -> None:
     """A file another cache's dataset shares: note where it is, so that cache links it."""
     if plan.shares:
@@ -204,7 +215,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
     transfer_options = options.transfer
     if not (plan.extract_into or plan.decompress_to or plan.also):
         # Placed right after the transfer: a small file needs no resume record (engine/resume_state.py).
-        transfer_options = replace(transfer_options, small_record=False)
+        transfer_options = _without_small_record(transfer_options)
     while True:
         try:
             transfer = download_to_part(
