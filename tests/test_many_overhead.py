@@ -170,21 +170,20 @@ def test_the_environment_is_read_once_per_client_and_host(home, tmp_path, monkey
     netrc.write_text("machine elsewhere.example login u password p\n")
     netrc.chmod(0o600)
     monkeypatch.setenv("NETRC", str(netrc))
-    with NginxServer(root) as server:
+    def fetch_all(server):
         with Client() as client:
             for name, data in files.items():
                 resp, _ = open_url(client, server.url_for(name))
                 assert resp.read() == data
                 resp.close()
+
+    with NginxServer(root) as server:
+        fetch_all(server)
         assert len(calls) == 1, calls
         # No netrc file anywhere: nothing to look up (requests is not even imported for it).
         monkeypatch.delenv("NETRC")
         monkeypatch.setenv("HOME", str(tmp_path / "nohome"))
-        with Client() as client:
-            for name, data in files.items():
-                resp, _ = open_url(client, server.url_for(name))
-                assert resp.read() == data
-                resp.close()
+        fetch_all(server)
         assert len(calls) == 1, calls
 
 
