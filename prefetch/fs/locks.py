@@ -46,12 +46,17 @@ def lock_path(locks_dir: Path, target: Path) -> Path:
 
 
 def read_owner(lock_file: Path) -> LockOwner | None:
-    """The owner recorded beside ``lock_file``, if any."""
+    """The owner recorded in ``lock_file`` (or beside it, ``.owner``), if any."""
     from prefetch.errors import UnsafePathError
     from prefetch.fs.safefs import read_bytes
 
     try:
-        raw = read_bytes(lock_file.with_suffix(".owner"), own=False)
+        try:
+            raw = read_bytes(lock_file, own=False)  # the holder's record, written in the lock file itself
+        except (OSError, UnsafePathError):
+            raw = None
+        if not raw:
+            raw = read_bytes(lock_file.with_suffix(".owner"), own=False)  # (a lock file of another user's)
         data = json.loads(raw) if raw else None
         owner = LockOwner(**data)
     except (OSError, ValueError, TypeError, UnsafePathError):
@@ -109,9 +114,12 @@ def hold_lock(
     try:
         waited = _acquire(lock, path, target, locks_dir, timeout=timeout, on_wait=on_wait, stop=stop)
         owner = LockOwner(pid=os.getpid(), host=_HOST, started=time.time(), target=str(target), job=job)
-        owner_file = path.with_suffix(".owner")
+        data = json.dumps(owner.__dict__).encode("utf-8")
+        owner_file = None
         try:
-            replace_file(owner_file, json.dumps(owner.__dict__).encode("utf-8"))
+            if not lock.write_owner(data):  # (in the lock file itself: no temp file, rename and unlink per lock)
+                owner_file = path.with_suffix(".owner")  # another user's lock file: the owner beside it
+                replace_file(owner_file, data)
         except OSError as exc:
             raise _locks_dir_error(exc, locks_dir) from None
     except BaseException:
@@ -120,10 +128,11 @@ def hold_lock(
     try:
         yield waited
     finally:
-        try:
-            owner_file.unlink()
-        except OSError:
-            pass
+        if owner_file is not None:
+            try:
+                owner_file.unlink()
+            except OSError:
+                pass
         lock.close()
 
 
@@ -153,7 +162,27 @@ class _FileLock:
 
             self._other = FileLock(str(path))
             return
-        self.fd = open_file(path, os.O_RDONLY | os.O_CREAT, 0o644, own=False)
+        from prefetch.errors import UnsafePathError
+
+        self.writable = True  # the holder writes its owner record into the file (write_owner)
+        try:
+            self.fd = open_file(path, os.O_RDWR | os.O_CREAT, 0o644, own=False)
+        except (PermissionError, UnsafePathError):  # another user's lock file (a shared state dir): read-only
+            self.writable = False
+            self.fd = open_file(path, os.O_RDONLY | os.O_CREAT, 0o644, own=False)
+
+    writable = False
+
+    def write_owner(self, data: bytes) -> bool:
+        """Record the holder in the (held) lock file; False when it cannot be written here."""
+        if self.fd is None or not self.writable:
+            return False
+        os.pwrite(self.fd, data, 0)
+        os.ftruncate(self.fd, len(data))
+        self.wrote = True
+        return True
+
+    wrote = False
 
     def try_acquire(self) -> bool:
         if self._other is not None:  # pragma: no cover - not POSIX
@@ -178,6 +207,11 @@ class _FileLock:
             self._other.release()
         elif self.fd is not None:
             fd, self.fd = self.fd, None
+            if self.wrote:
+                try:
+                    os.ftruncate(fd, 0)  # no owner once released (while still held)
+                except OSError:
+                    pass
             os.close(fd)
 
 
