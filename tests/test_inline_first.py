@@ -50,13 +50,16 @@ def test_small_files_start_no_thread_and_reuse_one_connection(origin, tmp_path, 
         origin.put(name, data)
     hosts = Hosts()
     started = _started_threads(monkeypatch)
-    for name, data in files.items():
+    for i, (name, data) in enumerate(files.items()):
         result = _get(origin, name, tmp_path, hosts=hosts)
         assert (tmp_path / f"{name}.part").read_bytes() == data
         assert result.digest == hashlib.sha256(data).hexdigest()
         assert result.connections == 1
+        if i == 0:
+            assert started  # the first file to a host not heard from yet takes a worker thread ...
+            started.clear()
     hosts.close()
-    assert started == []  # no worker thread, no saver thread: each file ran on this thread
+    assert started == []  # ... then no worker thread, no saver thread: each file ran on this thread
     (host,) = hosts.all()
     assert host.opened == 1  # one client (one kept-alive connection) served all five
 
@@ -78,13 +81,16 @@ def test_a_big_file_hands_its_probe_answer_to_worker_threads(origin, tmp_path, m
 def test_a_stop_ends_an_inline_request_waiting_on_the_network(origin, tmp_path, fault):
     data = random.Random(8).randbytes(64 * KiB)
     origin.put("stall.bin", data)
+    origin.put("warm.bin", data)
+    hosts = Hosts()
+    _get(origin, "warm.bin", tmp_path, hosts=hosts)  # the host has answered: the next file runs inline
     origin.add_fault(fault)
     stop = threading.Event()
     box = {}
 
     def run():
         try:
-            _get(origin, "stall.bin", tmp_path, stop=stop, timeouts=Timeouts(connect=3, read=8))
+            _get(origin, "stall.bin", tmp_path, hosts=hosts, stop=stop, timeouts=Timeouts(connect=3, read=8))
         except BaseException as exc:  # noqa: BLE001
             box["error"] = exc
 
@@ -97,6 +103,42 @@ def test_a_stop_ends_an_inline_request_waiting_on_the_network(origin, tmp_path, 
     assert not thread.is_alive()
     assert isinstance(box.get("error"), InterruptedTransferError)
     assert time.monotonic() - began < 2.5  # well before the 8 s read timeout
+
+
+def test_a_stop_while_the_first_connection_is_still_being_made_returns_at_once(tmp_path):
+    """A host that never answers the handshake (a route blocked abroad drops the SYN; here a
+    listening socket whose accept queue is full): the first file to it does not run inline,
+    so a stop returns within a second, not after the 8 s connect timeout."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    filler = socket.create_connection(server.getsockname(), timeout=2)  # fills the accept queue
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/blocked.bin"
+    stop = threading.Event()
+    box = {}
+
+    def run():
+        try:
+            download_to_part(urls=[url], part=tmp_path / "blocked.bin.part", state_file=tmp_path / "b.json",
+                             options=TransferOptions(hosts=Hosts(), timeouts=Timeouts(connect=8, read=8)), stop=stop)
+        except BaseException as exc:  # noqa: BLE001
+            box["error"] = exc
+
+    try:
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        time.sleep(0.5)
+        stop.set()
+        began = time.monotonic()
+        thread.join(6)
+        assert not thread.is_alive()
+        assert isinstance(box.get("error"), InterruptedTransferError)
+        assert time.monotonic() - began < 2.5
+    finally:
+        filler.close()
+        server.close()
 
 
 def test_files_are_pulled_in_order_within_the_limit_and_a_stop_reports_the_rest():

@@ -82,10 +82,14 @@ class Fetcher:
         probe. False: not possible now (the main loop starts worker 0 as usual)."""
         if t.size is not None or t.stop.is_set() or t.fatal or t.restart:
             return False
-        if t.host is not None:
-            if not t.host.try_lease():
-                return False
-            t.retries.progress()
+        if t.host is None or t.host.route.fastest is None:
+            # Only to a host that has answered in this run: a connect to a host that never
+            # answers the handshake (a route blocked abroad) cannot be aborted on this thread
+            # and would hold a stop for the connect timeout; a worker thread can be left behind.
+            return False
+        if not t.host.try_lease():
+            return False
+        t.retries.progress()
         with t.lock:
             t.active_workers += 1
             t.max_workers_seen = max(t.max_workers_seen, t.active_workers)
