@@ -1,4 +1,4 @@
-"""What requests leaves to us: URL and redirect checks, the proxy from the environment, the CA bundle.
+"""What requests leaves to us: URL and redirect checks, the proxy and netrc from the environment, the CA bundle.
 
 Used by ``net/http.py`` before any connection: a bad URL, redirect, proxy variable or CA
 bundle is one NetworkError line, never a traceback from inside requests.
@@ -45,6 +45,21 @@ def _check_url(url: str) -> tuple[str, str]:
 
 def _proxy_variables() -> bool:
     return any(key.lower().endswith("_proxy") for key in os.environ)
+
+
+def netrc_named() -> bool:
+    """Whether requests' ``get_netrc_auth`` could find a netrc file (``$NETRC``, ``~/.netrc``,
+    ``~/_netrc``): when not, it returns None and need not be imported."""
+    named = os.environ.get("NETRC")
+    if named is not None:
+        return True
+    for name in ("~/.netrc", "~/_netrc"):
+        try:
+            if os.path.exists(os.path.expanduser(name)):
+                return True
+        except KeyError:  # no HOME: requests' lookup gives up too
+            return False
+    return False
 
 
 def _check_proxy(url: str) -> None:

@@ -36,21 +36,6 @@ def plain_url(url: str) -> bool:
     return all(c in _PLAIN for c in url)
 
 
-def netrc_named() -> bool:
-    """Whether requests' ``get_netrc_auth`` could find a netrc file (``$NETRC``, ``~/.netrc``,
-    ``~/_netrc``): when not, it returns None and need not be imported."""
-    named = os.environ.get("NETRC")
-    if named is not None:
-        return True
-    for name in ("~/.netrc", "~/_netrc"):
-        try:
-            if os.path.exists(os.path.expanduser(name)):
-                return True
-        except KeyError:  # no HOME: requests' lookup gives up too
-            return False
-    return False
-
-
 def merged_headers(defaults: dict[str, str], headers: dict[str, str] | None) -> dict[str, str]:
     """The client's headers, then requests' defaults, then the caller's (a caller's header
     replaces a default of any case, as requests' merge does)."""

@@ -39,7 +39,14 @@ from prefetch.net.local import is_file_url, open_local
 from prefetch.net.proxies import proxy_for
 from prefetch.net.send_errors import send_failure, transient_failure
 from prefetch.net.urls import host_of
-from prefetch.net.checks import _check_proxy, _check_url, _proxy_variables, ca_bundle, check_redirect
+from prefetch.net.checks import (
+    _check_proxy,
+    _check_url,
+    _proxy_variables,
+    ca_bundle,
+    check_redirect,
+    netrc_named,
+)
 
 USER_AGENT = "prefetch/0.1 (+resumable dataset downloader)"
 MAX_REDIRECTS = 10
@@ -289,11 +296,16 @@ class Client:
         self._session = session
         return session
 
-    def _goes_direct(self, url: str, via: dict, netrc_auth) -> bool:
+    def _route(self, url: str):
+        """(scheme and netloc, proxies, netrc credentials, direct) for ``url``: direct when
+        requests would add nothing to the request (``net/direct.py``)."""
         from prefetch.net.direct import plain_url
 
-        return not via and netrc_auth is None and not (self._session is not None and self._session.cookies) \
+        key = _check_url(url)
+        via, netrc_auth = self._env.get(key) or self._environment(url, key)
+        direct = not via and netrc_auth is None and not (self._session is not None and self._session.cookies) \
             and plain_url(url)
+        return key, via, netrc_auth, direct
 
     def request(self, url: str, *, headers: dict[str, str] | None = None, method: str = "GET",
                 timeouts: Timeouts | None = None) -> Response:
@@ -306,9 +318,7 @@ class Client:
         if is_file_url(url):  # a local origin: answered like a Range server (net/local.py)
             return open_local(url, headers=headers, method=method)
         timeouts = timeouts or self.timeouts
-        key = _check_url(url)
-        via, netrc_auth = self._env.get(key) or self._environment(url, key)
-        direct = self._goes_direct(url, via, netrc_auth)
+        key, via, netrc_auth, direct = self._route(url)
         opened = self._open(direct)
         for attempt in (1, 2):
             reused = key in self._warm
@@ -356,8 +366,6 @@ class Client:
         Without proxy variables or a netrc file, requests is not imported to find that out.
         """
         _check_proxy(url)
-        from prefetch.net.direct import netrc_named
-
         via: dict = {}
         if _proxy_variables():
             from requests.utils import get_environ_proxies
@@ -387,9 +395,7 @@ class Client:
         (the first one would otherwise count 0.1-0.4 s of imports as network)."""
         if is_file_url(url):
             return
-        key = _check_url(url)
-        via, netrc_auth = self._env.get(key) or self._environment(url, key)
-        self._open(self._goes_direct(url, via, netrc_auth))
+        self._open(self._route(url)[3])
 
     def __enter__(self) -> "Client":
         return self
