@@ -125,21 +125,29 @@ class Schedule:
         return mid
 
     def request_end(self, seg: Segment, start: int, *, remaining: int, workers: int, smallest: int,
-                    least: int, most: int, paced: int | None = None) -> int:
+                    least: int, most: int, paced: int | None = None, settled: bool = False) -> int:
         """Where a request for ``seg`` from ``start`` should end (exclusive): what this connection will fetch.
 
-        A closed range sized to the connection's share of what is left (``remaining``
-        over twice the ``workers``) and to ``paced`` bytes (what the connection reads in
-        a short while: no split needs to cut into it), between ``least`` (and two
-        ``smallest`` pieces: the rest of a segment stays splittable for a new connection)
-        and ``most``; the owner asks for the next one on the same
-        connection when it is read. A split cuts into it only at the tail, from a slow
-        owner (``split_point``, ``patience``).
+        A closed range sized to the connection's share of what is left and to ``paced``
+        bytes (what the connection reads in a short while: no split needs to cut into
+        it), between ``least`` (and two ``smallest`` pieces: the rest of a segment stays
+        splittable for a new connection) and ``most``; the owner asks for the next one on
+        the same connection when it is read. A split cuts into it only at the tail, from a
+        slow owner (``split_point``, ``patience``).
+
+        The share is ``remaining`` over twice the ``workers`` while connections may still
+        be added (half of every segment stays unasked for them to split), or before the
+        connection's pace is known; over the ``workers`` once the count is ``settled`` and
+        ``paced`` bounds the window: then a connection asks for its whole share in one
+        request instead of halves of halves (on a 200 MiB file at 32 connections, ~45
+        requests instead of ~120, each costing ~1.5 ms of CPU).
         """
-        share = remaining // (2 * max(1, workers))  # (workers: the most this transfer may run)
+        split = 1 if settled and paced else 2
+        share = remaining // (split * max(1, workers))  # (workers: the most this transfer may run)
         window = max(least, 2 * smallest, min(most, share, paced or most))
-        if seg.end - (start + window) < smallest:
-            return seg.end  # never leave a runt for one more request
+        runt = max(smallest, window // 2) if settled else smallest
+        if seg.end - (start + window) < runt:
+            return seg.end  # never leave a runt for one more request (nor, settled, for a steal)
         return start + window
 
     def has_work(self, smallest: int) -> bool:
