@@ -381,8 +381,7 @@ class Fetcher:
             return seg.end
         # The most this transfer may run soon: what the ramp settled on, or its next step.
         workers = max(t.active_workers, t.opt.connections or t.planned_workers or t.opt.max_connections)
-        # No connection is coming: --connections N, or the ramp has settled on its count.
-        settled = t.opt.connections is not None or (t.planned_workers is not None and t.planned_workers == t.worker_limit)
+        settled = t.opt.connections is not None or t.planned_workers == t.worker_limit is not None  # none is coming
         return t.schedule.request_end(seg, start, remaining=t._remaining() or 0, workers=workers,
                                       smallest=t._smallest_piece(), least=t.opt.request_min,
                                       most=t.opt.request_max, paced=int(t.conn_rate * _PACE), settled=settled)
@@ -415,10 +414,7 @@ class Fetcher:
                     if self.t.schedule.piece and self.t.ranges_ok:  # (never inside the range asked)
                         self.t.schedule.cut(seg, max(self.t.schedule.piece, (answer.end or 0) - seg.pos))
                     self.t._preallocate_locked()
-                    # The main loop opens the other connections now, not on its next look (up
-                    # to 50 ms later, when a loopback probe has fetched 30 MiB alone in windows
-                    # sized for a count it does not know yet).
-                    self.t.wake.notify_all()
+                    self.t.wake.notify_all()  # the main loop opens the others now, not up to 50 ms later
                 self.t.dirty = True
             if answer.first > seg.pos and seg.end is not None:
                 # The answer starts later than asked (honestly): the gap goes back to the schedule.
