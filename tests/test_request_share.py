@@ -1,42 +1,50 @@
-"""Fewer requests once the connection count is settled: each connection asks for its share.
+"""How long a request's range is: the whole share at the end of a settled transfer, half before.
 
-A request costs ~1.5 ms of CPU (a head to send and parse, the bookkeeping around it). While
-the ramp may still add connections, a request asks for half of its connection's share, so a
-new connection finds unasked bytes to split; once the count is settled (``--connections N``,
-or the ramp is done) and the connection's pace is known, a request asks for the whole share
-of what is left. nginx's own log counts the requests.
+A request costs ~1-1.5 ms of CPU (a head to send and parse, the bookkeeping around it). A
+window is half of its connection's share of what is left, so that connections the ramp adds,
+and the ones that finish first, find unasked bytes to split without cutting into a range in
+flight (bytes the server would stream past the cut). At the end of a transfer whose count is
+settled, when each connection's whole share is at most what it reads in about a second, a
+connection asks for all of it in one request instead of halves of halves: on the throttled
+200 MiB bench row at 32 connections, ~55-60 requests instead of ~110-130.
+
+These drive the real :class:`Schedule` (the transfer's timing on a loaded machine decides
+when the end comes; the bench counts the requests of whole runs).
 """
 
 from __future__ import annotations
 
-import os
-
-from tests.nginx import NginxServer, nginx_binary
-from tests.test_faults import get_file
-from tests.test_no_waste import sent_intervals
+from prefetch.engine.schedule import Schedule, Segment
 
 MIB = 1 << 20
 
 
-def test_a_settled_connection_asks_for_its_whole_share_not_halves_of_halves(home, tmp_path):
-    assert nginx_binary(), "nginx is required: tests/run.sh installs it"
-    size, connections = 32 * MIB, 4
-    root = tmp_path / "root"
-    root.mkdir()
-    data = os.urandom(size)
-    (root / "f.bin").write_bytes(data)
-    out = tmp_path / "out" / "f.bin"
-    out.parent.mkdir()
-    # A loaded machine's slow first answer must not pass for a long route (1 MiB pieces there).
-    env = dict(os.environ, PREFETCH_LONG_ROUTE="5")
-    # Throttled per connection, so the connections' pace is known before most requests go out.
-    with NginxServer(root, limit_rate="8m") as nginx:
-        result = get_file(nginx.url_for("f.bin"), out, env=env, connections=connections, deadline=120)
-        assert result.exit_code == 0, result.error
-        assert out.read_bytes() == data
-        answers = sent_intervals(nginx)
-    # Every byte once (the shares tile the file) ...
-    assert sum(end - first for first, end, *_ in answers) == size
-    # ... in a request or two per connection (9 here): halves of what is left, asked again and
-    # again, took 18-32.
-    assert len(answers) <= 3 * connections, [a for *_, a in answers]
+def window(*, remaining: int, workers: int, paced: int, settled: bool, seg_len: int = 64 * MIB) -> int:
+    schedule = Schedule(min_split=512 << 10)
+    seg = Segment(0, 0, seg_len, owner=1)
+    return schedule.request_end(seg, 0, remaining=remaining, workers=workers, smallest=512 << 10,
+                                least=1 * MIB, most=64 * MIB, paced=paced, settled=settled)
+
+
+def test_at_the_end_of_a_settled_transfer_a_connection_asks_for_its_whole_share():
+    # 200 MiB left over 32 connections that each read ~7 MiB a second: 6.25 MiB each, in one request.
+    assert window(remaining=200 * MIB, workers=32, paced=7 * MIB, settled=True) == 200 * MIB // 32
+
+
+def test_while_connections_may_still_come_a_request_asks_for_half_its_share():
+    assert window(remaining=200 * MIB, workers=32, paced=7 * MIB, settled=False) == 200 * MIB // 64
+
+
+def test_a_share_longer_than_the_pace_stays_halved_so_the_first_to_finish_splits_unasked_bytes():
+    # 1 GiB over 2 connections at 25 MiB/s each (a loaded machine): whole shares would be cut in
+    # flight by the connection that finishes first (bytes served up to 1.07 x the file).
+    assert window(remaining=600 * MIB, workers=2, paced=25 * MIB, settled=True) == 25 * MIB
+    # Nor is a segment's rest beyond a window asked with it then (5 MiB stay for the first to finish).
+    assert window(remaining=600 * MIB, workers=2, paced=25 * MIB, settled=True, seg_len=30 * MIB) == 25 * MIB
+    assert window(remaining=40 * MIB, workers=2, paced=25 * MIB, settled=True) == 20 * MIB
+
+
+def test_the_rest_of_a_segment_shorter_than_half_a_window_goes_with_it_at_the_end():
+    # 6.25 MiB windows: a segment of 9 MiB is asked whole rather than leaving 2.75 MiB for a steal.
+    assert window(remaining=200 * MIB, workers=32, paced=7 * MIB, settled=True, seg_len=9 * MIB) == 9 * MIB
+    assert window(remaining=200 * MIB, workers=32, paced=7 * MIB, settled=False, seg_len=9 * MIB) == 200 * MIB // 64
