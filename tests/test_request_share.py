@@ -4,9 +4,10 @@ A request costs ~1-1.5 ms of CPU (a head to send and parse, the bookkeeping arou
 window is half of its connection's share of what is left, so that connections the ramp adds,
 and the ones that finish first, find unasked bytes to split without cutting into a range in
 flight (bytes the server would stream past the cut). At the end of a transfer whose count is
-settled, when each connection's whole share is at most what it reads in about a second, a
-connection asks for all of it in one request instead of halves of halves: on the throttled
-200 MiB bench row at 32 connections, ~55-60 requests instead of ~110-130.
+settled on many connections (16 or more), when each connection's whole share is at most what
+it reads in about a second, a connection asks for all of it in one request instead of halves
+of halves: on the throttled 200 MiB bench row at 32 connections, 55-67 requests instead of
+~110-130.
 
 These drive the real :class:`Schedule` (the transfer's timing on a loaded machine decides
 when the end comes; the bench counts the requests of whole runs).
@@ -36,12 +37,16 @@ def test_while_connections_may_still_come_a_request_asks_for_half_its_share():
 
 
 def test_a_share_longer_than_the_pace_stays_halved_so_the_first_to_finish_splits_unasked_bytes():
-    # 1 GiB over 2 connections at 25 MiB/s each (a loaded machine): whole shares would be cut in
-    # flight by the connection that finishes first (bytes served up to 1.07 x the file).
-    assert window(remaining=600 * MIB, workers=2, paced=25 * MIB, settled=True) == 25 * MIB
-    # Nor is a segment's rest beyond a window asked with it then (5 MiB stay for the first to finish).
-    assert window(remaining=600 * MIB, workers=2, paced=25 * MIB, settled=True, seg_len=30 * MIB) == 25 * MIB
-    assert window(remaining=40 * MIB, workers=2, paced=25 * MIB, settled=True) == 20 * MIB
+    # 32 connections at ~7 MiB/s with 600 MiB left: a window is the pace, and a segment's rest
+    # beyond it stays unasked (2 MiB here) for the first connection to finish.
+    assert window(remaining=600 * MIB, workers=32, paced=7 * MIB, settled=True, seg_len=9 * MIB) == 7 * MIB
+
+
+def test_few_connections_keep_half_their_share_to_the_end():
+    # 1 GiB over 2 connections on a loaded machine: whole shares were cut in flight by the one
+    # that finished first (bytes served up to 1.07 x the file); one share there is half of what is left.
+    assert window(remaining=40 * MIB, workers=2, paced=25 * MIB, settled=True) == 10 * MIB
+    assert window(remaining=40 * MIB, workers=2, paced=25 * MIB, settled=True, seg_len=24 * MIB) == 10 * MIB
 
 
 def test_the_rest_of_a_segment_shorter_than_half_a_window_goes_with_it_at_the_end():
