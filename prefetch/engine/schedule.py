@@ -148,7 +148,7 @@ class Schedule:
         requests instead of ~120, each costing ~1-1.5 ms of CPU). Earlier, a connection
         that finished first would find every byte asked for and split a range in flight:
         bytes the server streams past the cut (1 GiB over 2 connections: up to 1.07 x on a
-        loaded machine; once over 8 to 16: 1.006 x in 1 run of 9).
+        loaded machine; from 8: 1.006 x in 1 run of 15).
         """
         full = settled and paced and workers >= _MANY and remaining // workers <= paced
         share = remaining // ((1 if full else 2) * max(1, workers))  # (workers: the most this transfer may run)
