@@ -125,7 +125,7 @@ class _Transfer(SourceHandling, PartAndState):
         self.size: int | None = None
         self.ranges_ok = True
         self.done = RangeSet()
-        self.file = PartFile(part, writeback=options.sync_data)
+        self.file = PartFile(part)
         self.closing = False  # the transfer is over: no more writes (the last worker closes the fd)
         self.fatal: BaseException | None = None
         self.restart: Restart | None = None

@@ -107,38 +107,3 @@ def local_error(exc: OSError, path: Path, *, needed: int | None = None):
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return LocalFileError(f"cannot write {path}: {exc.strerror}; choose a writable --cache-dir")
     return LocalFileError(f"cannot write {path}: {exc.strerror or exc}")
-
-
-_SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writing the range's dirty pages, do not wait
-_sync_file_range = None  # libc's sync_file_range, looked up on first use; False where there is none
-
-
-def start_writeback(fd: int) -> None:
-    """Ask the kernel to start writing ``fd``'s dirty pages to disk, without waiting for them.
-
-    Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)`` over the whole file; elsewhere (or when
-    it fails) nothing: it only moves work earlier. A download that is ``fdatasync``-ed
-    before it is renamed into place then overlaps its disk writes with the transfer,
-    and that last ``fdatasync`` waits for the final pages instead of the whole file.
-    """
-    global _sync_file_range
-    if _sync_file_range is None:
-        _sync_file_range = _find_sync_file_range()
-    if _sync_file_range:
-        _sync_file_range(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)  # errors ignored: an optimisation only
-
-
-def _find_sync_file_range():
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        func = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError, ImportError):
-        return False
-    func.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    func.restype = ctypes.c_int
-    return func
