@@ -62,12 +62,14 @@ def test_a_get_that_finds_everything_cached_never_imports_requests(home, tmp_pat
     assert "requests" in modules
 
 
-PLANNER_TABLES = ("tomllib", "prefetch.cache.registry", "prefetch.cache.nltk_data", "prefetch.cache.torchvision")
+PLANNER_TABLES = ("tomllib", "prefetch.cache.registry", "prefetch.cache.nltk_data", "prefetch.cache.torchvision",
+                  "prefetch.hf.names", "prefetch.ms.names", "prefetch.ui.style")
 
 
 def test_a_get_of_a_url_never_loads_the_other_kinds_tables(home, tmp_path):
-    """Each kind's tables (the dataset registry's TOML, NLTK's snapshot, torchvision's) load
-    where a name of that kind is planned, not at the start of every ``get``."""
+    """Each kind's tables (the dataset registry's TOML, NLTK's snapshot, torchvision's) and
+    name modules (hf://, ms://) load where a name of that kind is planned, not at the start
+    of every ``get``; a quiet ``get`` never loads the terminal styles."""
     data = os.urandom(10_000)
     out = tmp_path / "u.bin"
     with OriginServer() as origin:
