@@ -163,23 +163,26 @@ class LatencyProxy:
         free_at = 0.0  # paced: when the next piece may leave
 
         async def deliver() -> None:
+            gone = False  # the receiving side broke: drop what is queued until the reader ends
             while True:
                 due, data = await queue.get()
-                wait = due - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
                 if data is None:
                     try:
                         writer.write_eof()
                     except (OSError, RuntimeError):
                         pass
                     return
+                if gone:
+                    continue  # (a paced reader blocked on the full queue must see its end, not hang)
+                wait = due - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 try:
                     writer.write(data)
                     await writer.drain()
                 except (OSError, RuntimeError):
                     broken()
-                    return
+                    gone = True
 
         sender = asyncio.ensure_future(deliver())
         try:
