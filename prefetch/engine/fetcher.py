@@ -27,7 +27,6 @@ from prefetch.engine.stream import stream_body
 
 _OVERLAP = 64 << 10  # bytes asked again when a stream nothing can check resumes
 _SPLICE_FROM = 1 << 20  # bodies this long open the worker's pipe (a small file never needs one)
-_PACE = 1.0  # a request asks for about this many seconds of the connection's bytes (each costs ~2 ms of CPU)
 _INLINE_BODY = 256 << 10  # an answer this short is read on the file's own thread (Fetcher.run(inline=True))
 _WATCH = 0.25  # seconds between looks at the stop while a request runs on the file's own thread
 _buffers = threading.local()  # a read buffer per thread that runs files inline (a pool thread goes from file to file)
@@ -384,7 +383,8 @@ class Fetcher:
         settled = t.opt.connections is not None or t.planned_workers == t.worker_limit is not None  # none is coming
         return t.schedule.request_end(seg, start, remaining=t._remaining() or 0, workers=workers,
                                       smallest=t._smallest_piece(), least=t.opt.request_min,
-                                      most=t.opt.request_max, paced=int(t.conn_rate * _PACE), settled=settled)
+                                      most=t.opt.request_max, paced=t.schedule.paced, reach=t.schedule.reach,
+                                      settled=settled)
 
     def _accept(self, answer: Answer, seg: Segment, src: Source, asked: int | None = None) -> bool:
         """Take in what an accepted answer tells: size, validators, a shorter range.
@@ -412,7 +412,7 @@ class Fetcher:
                 if answer.total is not None:
                     seg.end = answer.total if seg.end is None else min(seg.end, answer.total)
                     if self.t.schedule.piece and self.t.ranges_ok:  # (never inside the range asked)
-                        self.t.schedule.cut(seg, max(self.t.schedule.piece, (answer.end or 0) - seg.pos))
+                        self.t.schedule.cut(seg, max(self.t.schedule.piece_size(), (answer.end or 0) - seg.pos))
                     self.t._preallocate_locked()
                     self.t.wake.notify_all()  # the main loop opens the others now, not up to 50 ms later
                 self.t.dirty = True

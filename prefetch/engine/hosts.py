@@ -53,13 +53,10 @@ class SharedRouteJudge(RouteJudge):
     def __init__(self, threshold: float) -> None:
         super().__init__(threshold)
         self._lock = threading.Lock()
-        self.fastest: float | None = None  # the quickest answer yet, of every answer (not only the first few)
 
     def add(self, latency: float) -> str | None:
         with self._lock:
-            if self.fastest is None or latency < self.fastest:
-                self.fastest = latency
-            return super().add(latency)
+            return super().add(latency)  # (and the quickest answer yet: ``fastest``, the route's round trip)
 
     @property
     def near(self) -> bool:

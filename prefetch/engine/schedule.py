@@ -30,6 +30,8 @@ class Segment:
 
 
 _MANY = 16  # connections from which one share is a small part of what is left (request_end)
+_PACE = 1.0  # a request asks for about this many seconds of the connection's bytes (each costs ~2 ms of CPU) ...
+_ROUND_TRIPS = 50  # ... or this many round trips, if longer: the wait for each answer stays ~2% (pace)
 
 
 class Schedule:
@@ -47,6 +49,24 @@ class Schedule:
         # straggler: an owner that, at its own rate, needs more than this many seconds for
         # the rest of its answer (None: never).
         self.patience: float | None = None
+        self.paced = 0  # bytes a connection reads in _PACE seconds lately (pace)
+        self.reach = 0  # ... in max(_PACE, _ROUND_TRIPS round trips): a request's size on this route
+        self.share = 0  # the last request's share of what is left (request_end; 0: none asked yet)
+
+    def pace(self, rate: float, round_trip: float | None, patience: float) -> None:
+        """Each connection reads ``rate`` bytes/s lately and waits ``round_trip`` seconds for an answer
+        on a kept-alive connection: size requests and pieces to that.
+
+        Between two answers a connection idles one round trip: a request of a second's bytes on
+        a 400 ms route idles ~30% of the time, 1 MiB pieces paced at 2 MiB/s on a 30 ms route
+        ~6%. Asking for ``_ROUND_TRIPS`` round trips' worth keeps that at ~2%, within the
+        connection's share of what is left (``request_end``: halves of halves toward the end);
+        a short route keeps ``_PACE`` (nothing changes on loopback or a LAN). The round trip is
+        the route's quickest answer (``RouteJudge.fastest``): a loaded machine only adds to it.
+        """
+        self.patience = patience
+        self.paced = int(rate * _PACE)
+        self.reach = int(rate * max(_PACE, _ROUND_TRIPS * (round_trip or 0.0)))
 
     def plan(self, size: int | None, done: RangeSet) -> None:
         """Pending segments for every gap (or one open-ended probe when size is unknown)."""
@@ -75,7 +95,7 @@ class Schedule:
         if pending:
             if self.piece and splittable:
                 seg = min(pending, key=lambda s: s.pos)  # in file order: the hashed prefix grows
-                self.cut(seg, self.piece)
+                self.cut(seg, self.piece_size())
             else:
                 seg = max(pending, key=lambda s: (s.end or 1 << 62) - s.pos)
             seg.owner = worker
@@ -97,6 +117,15 @@ class Schedule:
         victim.end = mid
         self.segments.append(seg)
         return seg
+
+    def piece_size(self) -> int:
+        """A piece: ``piece`` bytes, or as many whole pieces as a request asks on this route (its
+        ``reach``, within the last request's ``share``): a paced connection to a capped mirror
+        idles a round trip per piece, and a piece longer than a request only makes odd ends."""
+        if not self.piece:
+            return 0
+        reach = min(self.reach, self.share) if self.share else 0
+        return self.piece * max(1, round(reach / self.piece))
 
     def cut(self, seg: Segment, length: int) -> None:
         """Shorten ``seg`` to ``length`` bytes (not below half a piece more); the rest is pending."""
@@ -128,7 +157,8 @@ class Schedule:
         return mid
 
     def request_end(self, seg: Segment, start: int, *, remaining: int, workers: int, smallest: int,
-                    least: int, most: int, paced: int | None = None, settled: bool = False) -> int:
+                    least: int, most: int, paced: int | None = None, settled: bool = False,
+                    reach: int | None = None) -> int:
         """Where a request for ``seg`` from ``start`` should end (exclusive): what this connection will fetch.
 
         A closed range sized to the connection's share of what is left and to ``paced``
@@ -149,10 +179,15 @@ class Schedule:
         that finished first would find every byte asked for and split a range in flight:
         bytes the server streams past the cut (1 GiB over 2 connections: up to 1.07 x on a
         loaded machine; from 8: 1.006 x in 1 run of 15).
+
+        ``reach`` (at least ``paced``): on a long route a window is up to what the connection
+        reads in ``_ROUND_TRIPS`` round trips instead (see :meth:`pace`); "whole share at the
+        end" is still judged on ``paced`` (connections finishing within about a second).
         """
         full = settled and paced and workers >= _MANY and remaining // workers <= paced
         share = remaining // ((1 if full else 2) * max(1, workers))  # (workers: the most this transfer may run)
-        window = max(least, 2 * smallest, min(most, share, paced or most))
+        self.share = share
+        window = max(least, 2 * smallest, min(most, share, max(paced or 0, reach or 0) or most))
         runt = max(smallest, window // 2) if full else smallest
         if seg.end - (start + window) < runt:
             return seg.end  # never leave a runt for one more request (nor, at the end, for a steal)
@@ -191,8 +226,13 @@ class RouteJudge:
         self.threshold = threshold
         self.route: str | None = None
         self.samples: list[float] = []
+        # The quickest answer yet, of every answer: a request on a kept-alive connection, so
+        # the route's round trip (a loaded machine only ever adds to it).
+        self.fastest: float | None = None
 
     def add(self, latency: float) -> str | None:
+        if self.fastest is None or latency < self.fastest:
+            self.fastest = latency
         if len(self.samples) >= self.SAMPLES:
             return self.route
         self.samples.append(latency)

@@ -272,7 +272,7 @@ class _Transfer(SourceHandling, PartAndState):
                     )
                 now = time.monotonic()
                 self.conn_rate = recent.update(now, self.downloaded) / max(1, alive)
-                self.schedule.patience = max(_STRAGGLER, 4 * (self.latency or 0.0))
+                self.schedule.pace(self.conn_rate, self.route.fastest, max(_STRAGGLER, 4 * (self.latency or 0.0)))
                 if not (self.size is not None and self.ranges_ok) or self.sources.pinned is not None:
                     target = 1  # a probe first; no Range support, or one stream: one connection
                 elif ramp is None:

@@ -1,0 +1,93 @@
+"""A request on a long route asks for what its connection reads in many round trips.
+
+Between two answers a kept-alive connection idles one round trip (the next request's way
+there and its answer's head back). A request of about a second's bytes on a 400 ms route
+idles ~30% of the time; on the bench's capped row (4 connections paced at 2 MiB/s, 30 ms)
+1 MiB pieces idled ~6%. The schedule sizes requests, and the pieces of a long or capped
+route, to what a connection reads in ``_ROUND_TRIPS`` round trips (the round trip being the
+quickest answer the route has given), still within a connection's share of what is left.
+
+These drive the real :class:`Schedule` and :class:`RouteJudge` (the bench measures the
+whole runs: requests per row and served x).
+"""
+
+from __future__ import annotations
+
+from prefetch.engine.ranges import RangeSet
+from prefetch.engine.schedule import RouteJudge, Schedule, Segment
+
+MIB = 1 << 20
+
+
+def request(schedule: Schedule, *, remaining: int, workers: int) -> int:
+    seg = Segment(0, 0, 64 * MIB, owner=1)
+    return schedule.request_end(seg, 0, remaining=remaining, workers=workers, smallest=512 << 10,
+                                least=1 * MIB, most=64 * MIB, paced=schedule.paced, reach=schedule.reach)
+
+
+def test_on_a_long_route_a_request_asks_for_its_share_not_a_second():
+    schedule = Schedule(min_split=512 << 10)
+    schedule.pace(2 * MIB, 0.4, patience=1.6)  # 2 MiB/s per connection, 400 ms round trip
+    # 48 MiB left on 4 connections: half a share is 6 MiB, three seconds of this connection.
+    assert request(schedule, remaining=48 * MIB, workers=4) == 6 * MIB
+
+
+def test_on_a_short_route_a_request_stays_at_about_a_second():
+    schedule = Schedule(min_split=512 << 10)
+    schedule.pace(2 * MIB, 0.001, patience=1.0)  # loopback: the round trip is nothing to hide
+    assert request(schedule, remaining=48 * MIB, workers=4) == 2 * MIB
+
+
+def test_a_capped_routes_pieces_are_as_long_as_its_requests():
+    schedule = Schedule(min_split=512 << 10)
+    schedule.piece = 1 * MIB  # a long or capped route asks in pieces
+    schedule.plan(48 * MIB, RangeSet())
+    schedule.pace(2 * MIB, 0.033, patience=1.0)  # the capped row: 2 MiB/s, 33 ms
+    assert schedule.piece_size() == 1 * MIB  # no request sized yet: a plain piece
+    request(schedule, remaining=48 * MIB, workers=4)  # a share of 6 MiB
+    seg = schedule.take(1, splittable=True, smallest=512 << 10, low_first=False)
+    # What the connection reads in 50 round trips (1.65 s: 3.3 MiB), in whole pieces.
+    assert (seg.pos, seg.end) == (0, 3 * MIB)
+
+
+def test_pieces_stay_a_piece_when_a_share_is_smaller():
+    # The bench's rtt rows: 48 MiB on 32 connections, a share under 1 MiB: 1 MiB pieces as before.
+    schedule = Schedule(min_split=512 << 10)
+    schedule.piece = 1 * MIB
+    schedule.pace(2 * MIB, 0.4, patience=1.6)
+    request(schedule, remaining=47 * MIB, workers=32)
+    assert schedule.piece_size() == 1 * MIB
+
+
+def test_the_round_trip_is_the_quickest_answer():
+    judge = RouteJudge(0.04)  # a transfer on its own (no shared host) keeps it too
+    for latency in (0.81, 0.82, 0.41, 0.45, 0.40, 0.43, 0.9):
+        judge.add(latency)
+    assert judge.fastest == 0.40 and judge.long
+
+
+def test_a_paced_capped_mirror_is_asked_in_requests_not_in_one_mib_pieces(tmp_path):
+    """The bench's capped row, smaller: 2 connections per client (503 beyond), each paced at
+    8 MiB/s with no burst, 30 ms away. Its 503s make the transfer ask in pieces; pieces of
+    1 MiB idled a round trip every 1 MiB (23 requests for 24 MiB). Pieces as long as a request
+    on this route: far fewer requests, every byte served once."""
+    import hashlib
+    import random
+
+    from prefetch.engine.options import TransferOptions
+    from prefetch.engine.transfer import download_to_part
+    from tests.latency_proxy import LatencyProxy
+    from tests.origin import OriginServer
+
+    data = random.Random(20).randbytes(24 * MIB)
+    with OriginServer() as origin:
+        origin.put("capped.bin", data)
+        with LatencyProxy(origin.port, rtt=0.03, pace=8 * MIB, max_open=2) as proxy:
+            part = tmp_path / "capped.bin.part"
+            result = download_to_part(urls=[proxy.url_for("capped.bin")], part=part, state_file=tmp_path / "s.json",
+                                      algorithm="sha256", options=TransferOptions(backoff_base=0.01, backoff_cap=0.05))
+        assert result.digest == hashlib.sha256(data).hexdigest() and part.read_bytes() == data
+        assert proxy.rejected  # the cap was met (the transfer asks in pieces from then on)
+        requests = origin.data_requests("capped.bin")
+        assert len(requests) <= 17, [r.range for r in requests]  # (13 here; 1 MiB pieces: 23)
+        assert result.downloaded == len(data)  # nothing fetched twice
