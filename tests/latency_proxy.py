@@ -12,7 +12,10 @@ request on a kept-alive connection one round trip after it was sent, as on a rea
 route; bandwidth is whatever the upstream allows (nginx's ``limit_rate`` for a
 per-connection limit). The relay runs in one asyncio loop on a daemon thread; the
 bench (bench/run.py) and the tests use it alike. ``connections`` counts accepted
-connections and ``peak`` the most open at once.
+connections and ``peak`` the most open at once; ``accepted`` holds when each was accepted,
+``first_answer`` when the first byte from the server reached a client (both
+``time.monotonic()``), and ``silent`` counts connections that closed without the client
+ever sending a byte (opened ahead and never used).
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ class LatencyProxy:
         self.connections = 0
         self.open = 0
         self.peak = 0
+        self.accepted: list[float] = []
+        self.first_answer: float | None = None
+        self.silent = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server = None
         self._thread: threading.Thread | None = None
@@ -92,6 +98,7 @@ class LatencyProxy:
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         accepted = time.monotonic()
+        self.accepted.append(accepted)
         self.connections += 1
         self.open += 1
         self.peak = max(self.peak, self.open)
@@ -101,6 +108,7 @@ class LatencyProxy:
             writer.close()
             self.open -= 1
             return
+        spoke = []  # the client sent something
         established = accepted + self.rtt  # the handshake a real route would take
         half = self.rtt / 2
 
@@ -110,16 +118,23 @@ class LatencyProxy:
 
         try:
             await asyncio.gather(
-                self._pipe(reader, up_writer, half, not_before=established, broken=close_both),
-                self._pipe(up_reader, writer, half, not_before=0.0, broken=close_both),
+                self._pipe(reader, up_writer, half, not_before=established, broken=close_both,
+                           on_data=lambda: spoke.append(True)),
+                self._pipe(up_reader, writer, half, not_before=0.0, broken=close_both, on_data=self._answered),
                 return_exceptions=True,
             )
         finally:
             self.open -= 1
+            if not spoke:
+                self.silent += 1
             for w in (writer, up_writer):
                 w.close()
 
-    async def _pipe(self, reader, writer, delay: float, *, not_before: float, broken) -> None:
+    def _answered(self) -> None:
+        if self.first_answer is None:
+            self.first_answer = time.monotonic()
+
+    async def _pipe(self, reader, writer, delay: float, *, not_before: float, broken, on_data=None) -> None:
         """Copy ``reader`` to ``writer``, each piece ``delay`` after it arrived (in order)."""
         queue: asyncio.Queue = asyncio.Queue()
 
@@ -135,6 +150,8 @@ class LatencyProxy:
                     except (OSError, RuntimeError):
                         pass
                     return
+                if on_data is not None:
+                    on_data()
                 try:
                     writer.write(data)
                     await writer.drain()

@@ -344,6 +344,8 @@ class Fetcher:
         if hasattr(client, "prepare"):
             client.prepare(url)  # (imports and session set-up are not the route's latency)
         asked = time.monotonic()
+        if known_size is None and self.t.probe_asked is None:
+            self.t.probe_asked = asked  # (the main loop opens connections ahead while it waits: preconnect.py)
         resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
         latency = time.monotonic() - asked
         with self.t.lock:
@@ -414,6 +416,7 @@ class Fetcher:
                         self.t.schedule.cut(seg, max(self.t.schedule.piece, (answer.end or 0) - seg.pos))
                     self.t._preallocate_locked()
                 self.t.dirty = True
+                self.t.wake.notify_all()  # the main loop starts the other connections now, not at its next look
             if answer.first > seg.pos and seg.end is not None:
                 # The answer starts later than asked (honestly): the gap goes back to the schedule.
                 self.t.schedule.add(seg.pos, answer.first)

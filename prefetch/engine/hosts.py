@@ -92,6 +92,13 @@ class PooledClient:
             self._host.refused(resp.status)  # ... and this worker's retry waits its turn
         return resp
 
+    def connect(self, url: str) -> bool:
+        """Open the connection ahead of the first request (``Client.connect``): it counts as one of the host's from now."""
+        if not self._admitted:
+            self._host.admit()
+            self._admitted = True
+        return self._client.connect(url)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
