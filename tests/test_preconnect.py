@@ -69,13 +69,15 @@ def settled(check, seconds: float = 5.0) -> bool:
     return True
 
 
-def test_connections_open_during_the_probe_and_carry_the_ranges(far, tmp_path):
+@pytest.mark.parametrize("fixed", [None, 4], ids=["ramp", "connections-4"])
+def test_connections_open_during_the_probe_and_carry_the_ranges(far, tmp_path, fixed):
     _, proxy = far
-    result, data = get(tmp_path, proxy, "big.bin", options())
+    count = fixed or 6  # --connections N, else the long-route count
+    result, data = get(tmp_path, proxy, "big.bin", options(connections=fixed))
     assert data == BIG and result.digest == hashlib.sha256(BIG).hexdigest()
-    assert result.connections == 6
-    assert before_first_answer(proxy) == 6  # the probe's and the five opened while it waited ...
-    assert proxy.connections == 6  # ... which the ranges then went over: no connection beyond them
+    assert result.connections == count
+    assert before_first_answer(proxy) == count  # the probe's and the others opened while it waited ...
+    assert proxy.connections == count  # ... which the ranges then went over: no connection beyond them
     assert settled(lambda: proxy.open == 0)
     assert proxy.silent == 0  # every one of them carried requests
     assert result.downloaded == len(BIG)
@@ -150,8 +152,9 @@ def test_connections_opened_to_a_host_that_redirects_elsewhere_are_closed_at_its
 
 def test_a_stop_while_connections_are_still_being_opened_returns_at_once(tmp_path):
     """A host that takes the probe and then drops every handshake (its accept queue full): the
-    connections opened ahead hang in connect; a stop returns at once, and each gives its slot
-    in the host's budget back when its connect gives up."""
+    connections opened ahead hang in connect; a stop returns at once, their connects are cut
+    short (their slots in the host's budget come back long before the connect timeout), and
+    the probe's slot comes back when its read gives up."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(0)
@@ -165,22 +168,22 @@ def test_a_stop_while_connections_are_still_being_opened_returns_at_once(tmp_pat
     def run():
         try:
             download_to_part(urls=[url], part=tmp_path / "blocked.bin.part", state_file=tmp_path / "b.json",
-                             options=options(hosts=hosts, timeouts=Timeouts(connect=3, read=4)), stop=stop)
+                             options=options(hosts=hosts, timeouts=Timeouts(connect=30, read=5)), stop=stop)
         except BaseException as exc:  # noqa: BLE001
             box["error"] = exc
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        host = None
         assert settled(lambda: hosts.all() and hosts.all()[0].leased == 6)  # the probe and five opening
         (host,) = hosts.all()
         stop.set()
         began = time.monotonic()
         thread.join(10)
         assert isinstance(box.get("error"), InterruptedTransferError)
-        assert time.monotonic() - began < 2.5  # not the connects' 3 s, nor the probe's 4 s read
-        assert settled(lambda: host.leased == 0, 10.0)  # the hung connects (and the probe) gave their slots back
+        assert time.monotonic() - began < 2.5  # not the connects' 30 s, nor the probe's 5 s read
+        assert settled(lambda: host.leased <= 1, 3.0)  # the connects were cut short (their timeout: 30 s)
+        assert settled(lambda: host.leased == 0, 10.0)  # and the probe's read gave up
     finally:
         for sock in held:
             sock.close()

@@ -21,9 +21,9 @@ Kept polite:
 * the ones the answer does not call for go back at once: to the host's warm clients
   (the next file's) or closed; so do all of them when the answer came from another host
   (a redirect, to a CDN: the workers open their own there);
-* a stop never waits for one: a parked thread ends as soon as it is told, and one still
-  connecting is left behind (as a connecting worker is) and gives its slot back when its
-  connect ends.
+* a stop never waits for one: a parked thread ends as soon as it is told, one still
+  connecting has its connect cut short (``net.connection.abort_head``), and each gives its
+  slot in the host's budget back as it ends.
 """
 
 from __future__ import annotations
@@ -129,7 +129,13 @@ class Preconnects:
         return len(self._parked)
 
     def close(self) -> None:
-        """The ones not needed go back (their threads end at once, or after their connect)."""
+        """The ones not needed go back; a connect still in progress is cut short (``abort_head``)."""
         parked, self._parked = self._parked, []
+        if not parked:
+            return
+        from prefetch.net.connection import abort_head
+
         for p in parked:
             p.go.set()
+            if p.thread.ident is not None:
+                abort_head(p.thread.ident)  # (nothing when it is connected and waiting on ``go``)

@@ -255,7 +255,7 @@ class _Transfer(SourceHandling, PartAndState):
                                          cpu=time.process_time())
                 if self.host is not None:
                     target = min(target, self.host.share())  # the host's budget, split between its files
-                if self.size is None and ramp is not None and self.opt.preconnect:
+                if self.size is None and self.opt.preconnect:
                     self.ahead.maybe_open(now, self.probe_asked)  # a long route's handshakes overlap the wait
                 with self.lock:
                     if self.retries.crowded_at is not None:
