@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 
+from prefetch.engine.fetcher import Fetcher
 from prefetch.engine.hosts import host_key
 
 
@@ -45,32 +46,28 @@ class _Parked:
 
     def _run(self) -> None:
         t = self.owner.t
-        client = t.client_factory(timeouts=t.opt.timeouts, resolve=t.opt.resolve)
+        client = None
         try:
-            if client.connect(self.url):
-                self.owner.connected += 1
+            client = t.client_factory(timeouts=t.opt.timeouts, resolve=t.opt.resolve)
+            if not self.go.is_set():  # (told to go back before it began: no connect)
+                client.connect(self.url)
         except Exception:  # noqa: BLE001 - the worker's own request meets it again and reports it
             pass
         self.go.wait()
         if self.worker is None:  # not needed after all, or the transfer is over
-            client.close()  # (a host's client goes back to its warm ones)
+            if client is not None:
+                client.close()  # (a host's client goes back to its warm ones)
             if t.host is not None:
                 t.host.release()
             return
-        from prefetch.engine.fetcher import Fetcher
-
-        Fetcher(t).run(self.worker, client=client)  # (its end gives the host's slot back)
+        Fetcher(t).run(self.worker, client=client)  # (None: it makes its own; its end gives the slot back)
 
 
 class Preconnects:
-    """The connections a transfer opened ahead of its probe's answer (main loop only, but
-    :attr:`connected` counts from the parked threads)."""
+    """The connections a transfer opened ahead of its probe's answer (used by its main loop only)."""
 
     def __init__(self, t) -> None:
         self.t = t
-        self.opened = 0  # connections asked for (threads started)
-        self.connected = 0  # ... whose connect succeeded
-        self.used = 0  # ... that became workers
         self._parked: list[_Parked] = []
         self._asked = False
 
@@ -91,7 +88,6 @@ class Preconnects:
                 break  # the host's connections are all in use
             parked = _Parked(self, t.urls[0])
             self._parked.append(parked)
-            self.opened += 1
             parked.thread.start()
 
     def count(self) -> int:
@@ -120,7 +116,6 @@ class Preconnects:
             return None
         parked = self._parked.pop(0)
         parked.worker = worker
-        self.used += 1
         parked.go.set()
         return parked.thread
 
