@@ -95,7 +95,8 @@ class PooledClient:
     def connect(self, url: str) -> bool:
         """Open the connection ahead of the first request (``Client.connect``): it counts as one of the host's from now."""
         if not self._admitted:
-            self._host.admit()
+            if not self._host.try_admit():
+                return False  # the host's connections are all in use: the first request waits its turn
             self._admitted = True
         return self._client.connect(url)
 
@@ -176,6 +177,14 @@ class Host:
             while self.admitted >= self.cap and not self._stop.is_set():
                 self._turn.wait(0.1)
             self.admitted += 1
+
+    def try_admit(self) -> bool:
+        """:meth:`admit` if one more connection fits the cap now (never waits)."""
+        with self._turn:
+            if self.admitted >= self.cap:
+                return False
+            self.admitted += 1
+            return True
 
     def dismiss(self) -> None:
         """A connection admitted by :meth:`admit` is no longer in use."""
