@@ -2,7 +2,7 @@
 
 A file's first request (the probe) learns its size; only then can the other connections
 ask for ranges, and on a long route each new connection first costs a round trip of
-handshake (two with TLS). When the probe's answer is slow in coming (``2 x long_route``
+handshake (one or two more with TLS). When the probe's answer is slow in coming (``2 x long_route``
 seconds without it: the route judge will call the route long, and the ramp will open the
 long-route count at once), :class:`Preconnects` opens those connections now: TCP and TLS
 only, no request (``Client.connect``), each on the thread that will run it as a worker.
