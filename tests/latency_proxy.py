@@ -137,8 +137,10 @@ class LatencyProxy:
 
         try:
             await asyncio.gather(
+                # the client's end of input ends the connection (an HTTP client does not
+                # half-close), so upstream stops sending what nobody will read
                 self._pipe(reader, up_writer, half, not_before=established, broken=close_both,
-                           on_data=lambda: spoke.append(True)),
+                           on_data=lambda: spoke.append(True), last=close_both),
                 self._pipe(up_reader, writer, half, not_before=0.0, broken=close_both, pace=self.pace,
                            on_data=self._answered),
                 return_exceptions=True,
@@ -170,25 +172,31 @@ class LatencyProxy:
             writer.close()
 
     async def _pipe(self, reader, writer, delay: float, *, not_before: float, broken,
-                    pace: float | None = None, on_data=None) -> None:
+                    pace: float | None = None, on_data=None, last=None) -> None:
         """Copy ``reader`` to ``writer``, each piece ``delay`` after it arrived (in order), and
         with ``pace``, no faster than ``pace`` bytes per second: each piece of at most
-        ``_PACED_PIECE`` bytes is due once the one before it has had its time."""
+        ``_PACED_PIECE`` bytes is due once the one before it has had its time; ``last`` is
+        called once the end of input has been passed on."""
         # Paced: a short queue, so upstream is read only about as fast as the pace delivers.
         queue: asyncio.Queue = asyncio.Queue(maxsize=_PACED_QUEUE if pace else 0)
         free_at = 0.0  # paced: when the next piece may leave
 
         async def deliver() -> None:
+            dead = False  # the writer broke: take what comes (a paced reader may wait for room) until the end
             while True:
                 due, data = await queue.get()
+                if dead and data is not None:
+                    continue
                 wait = due - time.monotonic()
-                if wait > 0:
+                if wait > 0 and not dead:
                     await asyncio.sleep(wait)
                 if data is None:
                     try:
                         writer.write_eof()
                     except (OSError, RuntimeError):
                         pass
+                    if last is not None:
+                        last()
                     return
                 if on_data is not None:
                     on_data()
@@ -197,7 +205,7 @@ class LatencyProxy:
                     await writer.drain()
                 except (OSError, RuntimeError):
                     broken()
-                    return
+                    dead = True
 
         sender = asyncio.ensure_future(deliver())
         try:
