@@ -153,16 +153,30 @@ def write_completion(records_dir: Path, plan: FilePlan, transfer) -> None:
             "algorithm": plan.spec.expected.algorithm if plan.spec.expected else None,
             "placed": time.time(),
         }
-        from prefetch.fs.files import replace_file
-
         data = json.dumps(record).encode("utf-8")
+        path = completion_path(records_dir, plan.final)
         try:
-            replace_file(completion_path(records_dir, plan.final), data, checked=True)
+            _write_record(path, data)
         except FileNotFoundError:  # the first record of this state dir (not a mkdir per file)
             records_dir.mkdir(parents=True, exist_ok=True)
-            replace_file(completion_path(records_dir, plan.final), data, checked=True)
+            _write_record(path, data)
     except (OSError, safefs.UnsafePathError):
         pass  # without it, a file with no hash is downloaded again next time: never wrong
+
+
+def _write_record(path: Path, data: bytes) -> None:
+    """A new record is created in place (``O_EXCL | O_NOFOLLOW``: never through a planted name),
+    an existing one replaced through a temp file. No temp name and rename for the first
+    record of a file (one of thousands in a run of small files): a reader that meets a record
+    still being written, or one cut short by a crash, finds no valid JSON in it, which
+    counts as no record (the file is checked or fetched again), as before it existed."""
+    from prefetch.fs import safefs
+    from prefetch.fs.files import replace_file
+
+    try:
+        safefs.write_new(path, data, mode=0o666)  # (the umask applies, as to replace_file's temp file)
+    except FileExistsError:  # a record of an earlier placement (or a planted name: refused here)
+        replace_file(path, data, checked=True)
 
 
 def completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:
