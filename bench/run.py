@@ -97,6 +97,8 @@ class Scenario:
     limit_rate: str | None = None  # per connection (nginx syntax)
     rtt: float | None = None  # seconds of round trip added by tests/latency_proxy.py
     limit_conn: int | None = None  # connections per client; more get 503
+    pace: float | None = None  # bytes/s per connection, paced by the proxy with no burst
+    max_open: int | None = None  # connections per client the proxy serves at once; more get 503
     route: bool = False  # the smaller "route" file (--route-size-mib), slow single-connection tools once
     big: bool = False  # the big file (--big-size-mib, 1 GiB): start-up amortized
 
@@ -109,14 +111,19 @@ def scenarios(args) -> dict[str, Scenario]:
         "rtt50": Scenario("rtt50", limit_rate="1m", rtt=0.05, route=True),
         "rtt200": Scenario("rtt200", limit_rate="1m", rtt=0.2, route=True),
         "rtt400": Scenario("rtt400", limit_rate="1m", rtt=0.4, route=True),
-        "capped": Scenario("capped", limit_rate="2m", limit_conn=4, route=True),
+        # nginx's limit_rate grants each request a second's worth at once, so a client of many
+        # short requests outruns it and size / rate is no floor; the proxy paces exactly instead
+        # and caps the connections itself (nginx's limit_conn counts a request only while nginx
+        # is still sending it, which the proxy's buffering cuts short).
+        "capped": Scenario("capped", max_open=4, rtt=0.03, pace=CAPPED_PACE, route=True),
     }
 
 
 SCENARIOS = ("throttled", "unthrottled", "unthrottled1g", "rtt50", "rtt200", "rtt400", "capped")
 ROUTE_FILE = "route.bin"
 BIG_FILE = "big.bin"
-CAPPED_FLOOR_RATE = 4 * 2 * MIB  # capped: 4 connections x limit_rate 2m: the physical floor is size / this
+CAPPED_PACE = 2 * MIB  # capped: bytes/s per connection, paced by the latency proxy
+CAPPED_FLOOR_RATE = 4 * CAPPED_PACE  # 4 connections at the pace: the physical floor is size / this
 SLOW_TOOLS = ("wget", "curl")  # one connection: on a route scenario they run in round 1 only
 ROUTE_SKIP = ("prefetch+sha256", "prefetch-nohash")  # hashing costs show on the loopback rows
 # A bare click command: the floor for CLI start-up (click's own import).
@@ -542,7 +549,7 @@ def render(*, machine: dict, args, size: int, summaries: list[Summary], startup:
         (f"prefetch benchmark: {size // MIB} MiB file (loopback rows), {args.route_size_mib} MiB (route rows), "
         f"{args.rounds} round(s), nginx on 127.0.0.1 "
         f"(throttled: limit_rate {args.limit_rate} per connection; rttN: a proxy adding N ms of round trip "
-        f"in front of limit_rate 1m per connection; capped: limit_conn 4 per client (503 beyond), limit_rate 2m)"
+        f"in front of limit_rate 1m per connection; capped: 4 connections per client (503 beyond), each paced at 2 MiB/s by the proxy, 30 ms round trip)"
         + (f"; prefetch env: {' '.join(args.prefetch_env)}" if args.prefetch_env else "")),
         f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM, {machine['os']}",
         (f"python {machine['python']}, prefetch {machine['prefetch']} ({machine['commit']}); {machine['nginx']}; "
@@ -691,7 +698,8 @@ def main(argv: list[str] | None = None) -> int:
                 running.append(nginx)
                 url_base = nginx.url.rstrip("/")
                 if scenario.rtt:
-                    proxy = LatencyProxy(nginx.port, rtt=scenario.rtt).start()
+                    proxy = LatencyProxy(nginx.port, rtt=scenario.rtt, pace=scenario.pace,
+                                         max_open=scenario.max_open).start()
                     running.append(proxy)
                     url_base = proxy.url
                 file_name, file_size, file_sha = files["big" if scenario.big else scenario.route]

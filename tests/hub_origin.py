@@ -77,6 +77,9 @@ class HubServer(LocalHubApi):
     page_size: int = 1000
     tree_patch: object = None  # callable(entries) -> entries: a hostile or broken listing
     requests: list[HubRequest] = field(default_factory=list)
+    # TCP connections open at once that have asked for a file (``resolve``), and the most ever
+    downloading: int = 0
+    downloading_peak: int = 0
 
     def __post_init__(self) -> None:
         self._init_api()
@@ -120,6 +123,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args) -> None:  # noqa: A002
         pass
 
+    def finish(self) -> None:  # the connection ends
+        try:
+            super().finish()
+        finally:
+            if getattr(self, "downloading", False):
+                with self.server.hub.lock:
+                    self.server.hub.downloading -= 1
+
     def do_GET(self) -> None:
         self._handle(body=True)
 
@@ -132,6 +143,10 @@ class _Handler(BaseHTTPRequestHandler):
         record = HubRequest(self.command, self.path, dict(self.headers.items()), client=tuple(self.client_address))
         with hub.lock:
             hub.requests.append(record)
+            if "/resolve/" in self.path and not getattr(self, "downloading", False):
+                self.downloading = True
+                hub.downloading += 1
+                hub.downloading_peak = max(hub.downloading_peak, hub.downloading)
         self.record = record
         split = urlsplit(self.path)
         parts = split.path.strip("/").split("/")

@@ -10,7 +10,15 @@ each to ``127.0.0.1:upstream_port`` with the delays of a route ``rtt`` seconds l
 So a fresh connection's first answer comes two round trips after ``connect()`` and a
 request on a kept-alive connection one round trip after it was sent, as on a real
 route; bandwidth is whatever the upstream allows (nginx's ``limit_rate`` for a
-per-connection limit). The relay runs in one asyncio loop on a daemon thread; the
+per-connection limit), or ``pace`` bytes per second per connection towards the client when
+given: an exact pace with no burst, which nginx's ``limit_rate`` is not (it grants every
+request a second's worth at once, so a client making many short requests outruns it). A
+paced connection reads from upstream only as fast as it delivers, so the upstream's count of
+bytes served stays what the client really received. With ``max_open``, a connection beyond
+that many open at once gets ``503 Service Unavailable`` to its first request and is closed
+(``rejected`` counts them): a mirror's cap on connections per client, which nginx's
+``limit_conn`` only enforces while a request is being sent, and a paced proxy lets nginx
+finish sending long before the client has the bytes. The relay runs in one asyncio loop on a daemon thread; the
 bench (bench/run.py) and the tests use it alike. ``connections`` counts accepted
 connections and ``peak`` the most open at once.
 """
@@ -22,12 +30,20 @@ import threading
 import time
 
 
+_PACED_PIECE = 16 << 10  # a paced connection delivers in pieces this size
+_PACED_QUEUE = 16  # pieces a paced connection holds: 256 KiB
+
+
 class LatencyProxy:
     """Relay ``127.0.0.1:port`` -> ``127.0.0.1:upstream_port`` with ``rtt`` seconds of round trip."""
 
-    def __init__(self, upstream_port: int, *, rtt: float, upstream_host: str = "127.0.0.1") -> None:
+    def __init__(self, upstream_port: int, *, rtt: float, upstream_host: str = "127.0.0.1",
+                 pace: float | None = None, max_open: int | None = None) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.rtt = rtt
+        self.pace = pace
+        self.max_open = max_open
+        self.rejected = 0
         self.port = 0
         self.connections = 0
         self.open = 0
@@ -94,6 +110,9 @@ class LatencyProxy:
         accepted = time.monotonic()
         self.connections += 1
         self.open += 1
+        if self.max_open is not None and self.open > self.max_open:
+            await self._reject(reader, writer)
+            return
         self.peak = max(self.peak, self.open)
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
@@ -111,7 +130,7 @@ class LatencyProxy:
         try:
             await asyncio.gather(
                 self._pipe(reader, up_writer, half, not_before=established, broken=close_both),
-                self._pipe(up_reader, writer, half, not_before=0.0, broken=close_both),
+                self._pipe(up_reader, writer, half, not_before=0.0, broken=close_both, pace=self.pace),
                 return_exceptions=True,
             )
         finally:
@@ -119,9 +138,29 @@ class LatencyProxy:
             for w in (writer, up_writer):
                 w.close()
 
-    async def _pipe(self, reader, writer, delay: float, *, not_before: float, broken) -> None:
-        """Copy ``reader`` to ``writer``, each piece ``delay`` after it arrived (in order)."""
-        queue: asyncio.Queue = asyncio.Queue()
+    async def _reject(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answer the first request with 503 after the route's round trip, then close."""
+        self.rejected += 1
+        try:
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            await asyncio.sleep(self.rtt)
+            writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+        except (OSError, RuntimeError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                asyncio.TimeoutError):
+            pass
+        finally:
+            self.open -= 1
+            writer.close()
+
+    async def _pipe(self, reader, writer, delay: float, *, not_before: float, broken,
+                    pace: float | None = None) -> None:
+        """Copy ``reader`` to ``writer``, each piece ``delay`` after it arrived (in order), and
+        with ``pace``, no faster than ``pace`` bytes per second: each piece of at most
+        ``_PACED_PIECE`` bytes is due once the one before it has had its time."""
+        # Paced: a short queue, so upstream is read only about as fast as the pace delivers.
+        queue: asyncio.Queue = asyncio.Queue(maxsize=_PACED_QUEUE if pace else 0)
+        free_at = 0.0  # paced: when the next piece may leave
 
         async def deliver() -> None:
             while True:
@@ -150,9 +189,16 @@ class LatencyProxy:
                 except (OSError, RuntimeError):
                     data = b""
                 due = max(time.monotonic(), not_before) + delay
-                queue.put_nowait((due, data or None))
-                if not data:
-                    break
+                if not pace or not data:
+                    await queue.put((max(due, free_at), data or None))
+                    if not data:
+                        break
+                    continue
+                for at in range(0, len(data), _PACED_PIECE):
+                    piece = data[at:at + _PACED_PIECE]
+                    free_at = max(due, free_at)
+                    await queue.put((free_at, piece))
+                    free_at += len(piece) / pace
             await sender
         finally:
             sender.cancel()

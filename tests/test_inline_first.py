@@ -163,3 +163,39 @@ def test_files_are_pulled_in_order_within_the_limit_and_a_stop_reports_the_rest(
     assert sorted(started) == list(range(200))  # each file once (after the stop too)
     assert running[1] <= 3
     assert not [t for t in threading.enumerate() if t.name.startswith("prefetch-file")]
+
+
+def test_a_stop_ends_a_connect_to_a_host_that_answered_and_then_drops_handshakes(tmp_path):
+    """The host answered once (so its next file runs inline on the file's thread), then stops
+    accepting (its accept queue is full: a handshake dropped, as on a route that broke): a stop
+    during the next file's connect returns at once, not after the 8 s connect timeout."""
+    import socket
+
+    data = random.Random(9).randbytes(16 * KiB)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    base = f"http://127.0.0.1:{server.getsockname()[1]}"
+
+    def answer_once() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(data) + data)
+
+    threading.Thread(target=answer_once, daemon=True).start()
+    hosts = Hosts()
+    options = TransferOptions(hosts=hosts, timeouts=Timeouts(connect=8, read=8))
+    download_to_part(urls=[f"{base}/warm.bin"], part=tmp_path / "warm.part", state_file=tmp_path / "w.json",
+                     options=options)
+    assert (tmp_path / "warm.part").read_bytes() == data
+    filler = socket.create_connection(server.getsockname(), timeout=2)  # the accept queue is full now
+    try:
+        error, took = _stopped(lambda stop: download_to_part(
+            urls=[f"{base}/next.bin"], part=tmp_path / "next.part", state_file=tmp_path / "n.json",
+            options=options, stop=stop))
+        assert isinstance(error, InterruptedTransferError)
+        assert took < 2.5  # not the 8 s connect timeout
+    finally:
+        filler.close()
+        server.close()

@@ -11,6 +11,10 @@ urllib3 pools (:func:`pool_classes`; :func:`adapter_for` mounts them in requests
   byte a second would hold a worker for ever. The deadline shuts the socket down
   and the read ends in :class:`HeadTimeout`.
 
+A thread's socket is known from the moment it starts connecting until the response head
+is in (:func:`abort_head`), so a stop on a thread that runs its request itself ends a
+connect to a host that has stopped answering handshakes too, not after the connect timeout.
+
 Imported by ``prefetch.net.http`` and ``prefetch.net.direct`` when a client opens (requests and
 urllib3 load lazily).
 """
@@ -98,11 +102,12 @@ def pool_classes(resolve: dict[str, str | None]) -> dict[str, type]:
 
 
 _CLASSES: list = []
-_heads: dict = {}  # thread id -> the socket its request waits on for an answer's head
+_heads: dict = {}  # thread id -> the socket its request waits on: connecting, or for an answer's head
 
 
 def abort_head(thread_id: int) -> None:
-    """Shut down the socket thread ``thread_id`` waits on for a response head, if it does (a stop)."""
+    """Shut down the socket thread ``thread_id`` is connecting or waits on for a response head,
+    if it does (a stop); a blocked ``connect()`` returns at once with an error."""
     import socket
 
     sock = _heads.get(thread_id)
@@ -117,12 +122,15 @@ def _connection_classes():
     if _CLASSES:
         return _CLASSES
     import socket
+    import sys
     import threading
 
     from prefetch.net.deadlines import call_at
 
     from urllib3.connection import HTTPConnection, HTTPSConnection
-    from urllib3.exceptions import NameResolutionError
+    from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+    from urllib3.util.connection import allowed_gai_family
+    from urllib3.util.timeout import _DEFAULT_TIMEOUT
 
     class _Mixin:
         resolve_table: dict = {}
@@ -135,7 +143,43 @@ def _connection_classes():
                     lookup = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
                     raise NameResolutionError(self.host, self, lookup) from lookup
                 self._dns_host = address
-            return super()._new_conn()
+            # urllib3's own _new_conn, with the socket known to abort_head while it connects
+            try:
+                sock = self._connect_watched()
+            except socket.gaierror as exc:
+                raise NameResolutionError(self.host, self, exc) from exc
+            except socket.timeout as exc:
+                raise ConnectTimeoutError(
+                    self, f"Connection to {self.host} timed out. (connect timeout={self.timeout})") from exc
+            except OSError as exc:
+                raise NewConnectionError(self, f"Failed to establish a new connection: {exc}") from exc
+            sys.audit("http.client.connect", self, self.host, self.port)
+            return sock
+
+        def _connect_watched(self):
+            """Each address in turn, as urllib3's create_connection tries them."""
+            me = threading.get_ident()
+            error: OSError | None = None
+            found = socket.getaddrinfo(self._dns_host.strip("[]"), self.port, allowed_gai_family(),
+                                       socket.SOCK_STREAM)
+            for family, kind, proto, _name, address in found:
+                sock = socket.socket(family, kind, proto)
+                try:
+                    for option in self.socket_options or ():
+                        sock.setsockopt(*option)
+                    if self.timeout is not _DEFAULT_TIMEOUT:
+                        sock.settimeout(self.timeout)
+                    if self.source_address:
+                        sock.bind(self.source_address)
+                    _heads[me] = sock
+                    sock.connect(address)
+                    return sock
+                except OSError as exc:
+                    error = exc
+                    sock.close()
+                finally:
+                    _heads.pop(me, None)
+            raise error or OSError("getaddrinfo returns an empty list")
 
         def getresponse(self):
             deadline = self.timeout if isinstance(self.timeout, (int, float)) else None
