@@ -1,6 +1,6 @@
 """``python -m prefetch``."""
 
-from prefetch.cli import main
+from prefetch.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

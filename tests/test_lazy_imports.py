@@ -60,3 +60,25 @@ def test_a_get_that_finds_everything_cached_never_imports_requests(home, tmp_pat
         modules, proc = imported("get", origin.url_for("d.bin"), "-o", str(out), "--sha256", sha, "-q")
     assert proc.returncode == 0, proc.stderr
     assert "requests" in modules
+
+
+PLANNER_TABLES = ("tomllib", "prefetch.cache.registry", "prefetch.cache.nltk_data", "prefetch.cache.torchvision",
+                  "prefetch.hf.names", "prefetch.ms.names", "prefetch.ui.style")
+
+
+def test_a_get_of_a_url_never_loads_the_other_kinds_tables(home, tmp_path):
+    """Each kind's tables (the dataset registry's TOML, NLTK's snapshot, torchvision's) and
+    name modules (hf://, ms://) load where a name of that kind is planned, not at the start
+    of every ``get``; a quiet ``get`` never loads the terminal styles."""
+    data = os.urandom(10_000)
+    out = tmp_path / "u.bin"
+    with OriginServer() as origin:
+        origin.put("u.bin", data)
+        proc = subprocess.run([sys.executable, "-c", DRIVER.format(heavy=PLANNER_TABLES), "get",
+                               origin.url_for("u.bin"), "-o", str(out), "-q"],
+                              capture_output=True, text=True, timeout=120, env=os.environ.copy(),
+                              stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == data
+    line = [x for x in proc.stderr.splitlines() if x.startswith("IMPORTED=")]
+    assert line == ["IMPORTED="], proc.stderr

@@ -381,9 +381,10 @@ class Fetcher:
             return seg.end
         # The most this transfer may run soon: what the ramp settled on, or its next step.
         workers = max(t.active_workers, t.opt.connections or t.planned_workers or t.opt.max_connections)
+        settled = t.opt.connections is not None or t.planned_workers == t.worker_limit is not None  # none is coming
         return t.schedule.request_end(seg, start, remaining=t._remaining() or 0, workers=workers,
                                       smallest=t._smallest_piece(), least=t.opt.request_min,
-                                      most=t.opt.request_max, paced=int(t.conn_rate * _PACE))
+                                      most=t.opt.request_max, paced=int(t.conn_rate * _PACE), settled=settled)
 
     def _accept(self, answer: Answer, seg: Segment, src: Source, asked: int | None = None) -> bool:
         """Take in what an accepted answer tells: size, validators, a shorter range.
@@ -413,6 +414,7 @@ class Fetcher:
                     if self.t.schedule.piece and self.t.ranges_ok:  # (never inside the range asked)
                         self.t.schedule.cut(seg, max(self.t.schedule.piece, (answer.end or 0) - seg.pos))
                     self.t._preallocate_locked()
+                    self.t.wake.notify_all()  # the main loop opens the others now, not up to 50 ms later
                 self.t.dirty = True
             if answer.first > seg.pos and seg.end is not None:
                 # The answer starts later than asked (honestly): the gap goes back to the schedule.

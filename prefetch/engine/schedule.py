@@ -29,6 +29,9 @@ class Segment:
     asked_at: float = 0.0  # ... at this time (monotonic): the owner's own rate since
 
 
+_MANY = 16  # connections from which one share is a small part of what is left (request_end)
+
+
 class Schedule:
     """The pending and active segments of one transfer (callers hold the transfer's lock)."""
 
@@ -125,21 +128,34 @@ class Schedule:
         return mid
 
     def request_end(self, seg: Segment, start: int, *, remaining: int, workers: int, smallest: int,
-                    least: int, most: int, paced: int | None = None) -> int:
+                    least: int, most: int, paced: int | None = None, settled: bool = False) -> int:
         """Where a request for ``seg`` from ``start`` should end (exclusive): what this connection will fetch.
 
-        A closed range sized to the connection's share of what is left (``remaining``
-        over twice the ``workers``) and to ``paced`` bytes (what the connection reads in
-        a short while: no split needs to cut into it), between ``least`` (and two
-        ``smallest`` pieces: the rest of a segment stays splittable for a new connection)
-        and ``most``; the owner asks for the next one on the same
-        connection when it is read. A split cuts into it only at the tail, from a slow
-        owner (``split_point``, ``patience``).
+        A closed range sized to the connection's share of what is left and to ``paced``
+        bytes (what the connection reads in a short while: no split needs to cut into
+        it), between ``least`` (and two ``smallest`` pieces: the rest of a segment stays
+        splittable for a new connection) and ``most``; the owner asks for the next one on
+        the same connection when it is read. A split cuts into it only at the tail, from a
+        slow owner (``split_point``, ``patience``).
+
+        The share is ``remaining`` over twice the ``workers``: half of every segment stays
+        unasked, for connections the ramp adds and for the ones that finish first to split
+        without cutting into a range asked for. At the end, once the count is ``settled``
+        on many connections (``_MANY``: one share is a small part of what is left) and each
+        connection's whole share is at most ``paced`` (the connections finish together
+        within about a second), a connection asks for its whole share in one
+        request instead of halves of halves (a 200 MiB file at 32 connections: ~60
+        requests instead of ~120, each costing ~1-1.5 ms of CPU). Earlier, a connection
+        that finished first would find every byte asked for and split a range in flight:
+        bytes the server streams past the cut (1 GiB over 2 connections: up to 1.07 x on a
+        loaded machine; from 8: 1.006 x in 1 run of 15).
         """
-        share = remaining // (2 * max(1, workers))  # (workers: the most this transfer may run)
+        full = settled and paced and workers >= _MANY and remaining // workers <= paced
+        share = remaining // ((1 if full else 2) * max(1, workers))  # (workers: the most this transfer may run)
         window = max(least, 2 * smallest, min(most, share, paced or most))
-        if seg.end - (start + window) < smallest:
-            return seg.end  # never leave a runt for one more request
+        runt = max(smallest, window // 2) if full else smallest
+        if seg.end - (start + window) < runt:
+            return seg.end  # never leave a runt for one more request (nor, at the end, for a steal)
         return start + window
 
     def has_work(self, smallest: int) -> bool:

@@ -8,7 +8,6 @@ under them into one short cause and a kind.
 
 from __future__ import annotations
 
-import email.utils
 import time
 
 
@@ -47,6 +46,8 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     value = value.strip()
     if value.isdigit():
         return float(value)
+    import email.utils  # an HTTP-date: rare; not imported at start-up
+
     try:
         when = email.utils.parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError, IndexError):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from email.utils import formatdate
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -137,6 +136,8 @@ def open_local(url: str, *, headers: dict[str, str] | None = None, method: str =
             raise HTTPStatusError(f"{path} is not a regular file", status=403)
         size = st.st_size
         etag = local_etag(st)
+        from email.utils import formatdate  # file:// only: not imported at start-up
+
         modified = formatdate(st.st_mtime, usegmt=True)
         common = {"ETag": etag, "Last-Modified": modified, "Accept-Ranges": "bytes",
                   "Content-Type": "application/octet-stream"}

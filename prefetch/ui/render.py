@@ -323,11 +323,11 @@ def make_renderer(stream: TextIO | None = None, *, quiet: bool = False, skip_fai
     Args:
         skip_failures: leave FAILED events out (the caller prints one error line).
     """
-    from prefetch.ui.style import detect_style
-
     stream = stream or sys.stderr
     if quiet:
         return _Quiet()
+    from prefetch.ui.style import detect_style
+
     style = detect_style(stream)
     if style.plain or not style.live:
         renderer = LineRenderer(stream)

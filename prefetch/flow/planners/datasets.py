@@ -9,7 +9,6 @@ from pathlib import Path
 
 from prefetch.cache.layout import datasets_dir, detect_keras, keras_root
 from prefetch.cache.plans import plan_files
-from prefetch.cache.registry import load_registry
 from prefetch.flow.planners.base import PlanContext, Planner
 from prefetch.fs.paths import expand_path
 from prefetch.model.plans import FilePlan
@@ -55,6 +54,8 @@ class DatasetPlanner(Planner):
     def plan(self, names: Sequence[str], ctx: PlanContext) -> list[FilePlan]:
         if not names:
             return []
+        from prefetch.cache.registry import load_registry  # tomllib and the tables: only for dataset names
+
         request = ctx.request
         registry = load_registry(extra_files=[Path(r) for r in request.registries], config_dir=ctx.config)
         plans = [plan for name in names for plan in plan_files(registry.get(name), root=ctx.root)]

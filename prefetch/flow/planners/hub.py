@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from prefetch.errors import UsageError
 from prefetch.flow.planners.base import PlanContext, Planner, RunContext
 from prefetch.flow.request import GetRequest
-from prefetch.hf.names import hub_cache_root, is_hub_name
 from prefetch.model.plans import FileResult
 
 if TYPE_CHECKING:  # hf.plan, hf.download and ms.alternate load when a hub name is planned
@@ -23,7 +22,7 @@ class HubPlanner(Planner):
     flat_mirrors = False  # --mirror names the Hub endpoint (hf-mirror, or a URL)
 
     def claims(self, name: str) -> bool:
-        return is_hub_name(name)
+        return name[:5].lower() == "hf://"  # hf.names.is_hub_name, without importing hf/ at start-up
 
     def check(self, names: Sequence[str], ctx: PlanContext) -> None:
         request = ctx.request
@@ -63,6 +62,8 @@ class HubPlanner(Planner):
         """The Hugging Face cache root, fixed now (HF_HUB_CACHE, HF_HOME...)."""
         if request.hub_cache or not any(self.claims(n) for n in request.names):
             return request
+        from prefetch.hf.names import hub_cache_root
+
         return dataclasses.replace(request, hub_cache=str(hub_cache_root(env).absolute()))
 
 

@@ -21,7 +21,6 @@ from prefetch.flow.request import GetRequest
 from prefetch.fs.locks import hold_lock
 from prefetch.model.events import Event, EventKind
 from prefetch.model.plans import FileResult
-from prefetch.ms.names import is_ms_name, ms_cache_root, ms_token, repo_dir
 
 if TYPE_CHECKING:  # ms.plan, ms.api (and hf's) load when an ms:// name is planned
     from prefetch.ms.plan import MsPlan
@@ -34,7 +33,7 @@ class ModelScopePlanner(Planner):
     flat_mirrors = False  # --mirror names the ModelScope endpoint
 
     def claims(self, name: str) -> bool:
-        return is_ms_name(name)
+        return name[:5].lower() == "ms://"  # ms.names.is_ms_name, without importing ms/ at start-up
 
     def check(self, names: Sequence[str], ctx: PlanContext) -> None:
         if names and len(ctx.request.mirrors) > 1:
@@ -54,6 +53,8 @@ class ModelScopePlanner(Planner):
                        cache=request.ms_cache, env=ctx.env, config=ctx.config)
 
     def run(self, plans: Sequence[MsPlan], ctx: RunContext) -> list[FileResult]:
+        from prefetch.ms.names import repo_dir
+
         results: list[FileResult] = []
         for plan in plans:
             try:
@@ -73,6 +74,8 @@ class ModelScopePlanner(Planner):
         """The cache root, fixed now (MODELSCOPE_CACHE or ~/.cache/modelscope), for a background job."""
         if request.ms_cache or not any(self.claims(n) for n in request.names):
             return request
+        from prefetch.ms.names import ms_cache_root
+
         return dataclasses.replace(request, ms_cache=str(ms_cache_root(env).absolute()))
 
 
@@ -86,6 +89,7 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
     from prefetch.hf.plan import select_files
     from prefetch.ms import api
     from prefetch.ms.plan import file_plans
+    from prefetch.ms.names import ms_token
     from prefetch.ms.records import write_record
 
     started = time.monotonic()

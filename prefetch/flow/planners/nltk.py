@@ -23,13 +23,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from prefetch.cache import nltk_data
 from prefetch.errors import NetworkError, UsageError
 from prefetch.flow.planners.base import PlanContext, Planner
 from prefetch.flow.request import GetRequest
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import ExpectedHash, FileSpec
+
+if TYPE_CHECKING:
+    from prefetch.cache import nltk_data
+
+# cache/nltk_data.py (the snapshot, the index parser) is imported where an nltk: name is planned:
+# a command without one does not pay for it at start-up.
+SCHEME = "nltk:"  # cache.nltk_data.SCHEME
 
 INDEX_LIMIT = 16 << 20  # the real index.xml is about 64 kB
 
@@ -41,7 +48,7 @@ class NltkPlanner(Planner):
     flat_mirrors = False  # --mirror is a gh-pages layout mirror (BASE/index.xml), read here
 
     def claims(self, name: str) -> bool:
-        return nltk_data.is_nltk_name(name)
+        return name[: len(SCHEME)].lower() == SCHEME  # cache.nltk_data.is_nltk_name, without importing it
 
     def check(self, names: Sequence[str], ctx: PlanContext) -> None:
         if names and len(ctx.request.mirrors) > 1:
@@ -56,6 +63,8 @@ class NltkPlanner(Planner):
     def plan(self, names: Sequence[str], ctx: PlanContext) -> list[FilePlan]:
         if not names:
             return []
+        from prefetch.cache import nltk_data
+
         ids = [nltk_data.parse_nltk_name(n) for n in names]
         request = ctx.request
         data_dir = Path(request.nltk_data) if request.nltk_data else nltk_data.nltk_data_dir(ctx.env).absolute()
@@ -75,6 +84,7 @@ class NltkPlanner(Planner):
             return request
         import os
 
+        from prefetch.cache import nltk_data
         from prefetch.net.urls import is_local_path
 
         mirrors = [os.path.abspath(os.path.expanduser(m)) if is_local_path(m) else m for m in request.mirrors]
@@ -83,6 +93,8 @@ class NltkPlanner(Planner):
 
 
 def _plan_package(pkg: nltk_data.NltkPackage, *, base: str, data_dir: Path) -> FilePlan:
+    from prefetch.cache import nltk_data
+
     final = data_dir.joinpath(*pkg.path.split("/"))
     # A snapshot entry pinned to a commit is fetched from there; a mirror's by its place in the layout.
     url = pkg.url if pkg.url and base == nltk_data.ORIGIN else nltk_data.package_url(base, pkg)
@@ -141,6 +153,7 @@ def _read_index(base: str, ctx: PlanContext, *, missing: Sequence[str] = ()) -> 
     """
     import time
 
+    from prefetch.cache import nltk_data
     from prefetch.engine.options import TransferOptions
     from prefetch.net.failures import TransientHTTPError
     from prefetch.net.http import Client, open_url

@@ -16,11 +16,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from prefetch.cache.plans import plan_files
-from prefetch.cache.registry import load_registry
-from prefetch.cache.torchvision import TorchvisionTables, TvDataset, load_tables, torch_hub_dir
 from prefetch.errors import UnknownDatasetError, UsageError
 from prefetch.flow.planners.base import PlanContext, Planner
 from prefetch.flow.request import GetRequest
@@ -28,6 +27,12 @@ from prefetch.fs.paths import expand_path
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import ExpectedHash, FileSpec
 from prefetch.net.urls import check_url
+
+if TYPE_CHECKING:
+    from prefetch.cache.torchvision import TorchvisionTables, TvDataset
+
+# The tables (cache/torchvision.py, cache/registry.py) are imported where a torchvision: name is
+# planned: a command without one (a plain URL) does not pay for them at start-up.
 
 PREFIX = "torchvision:"
 DEFAULT_ROOT = "data"  # torchvision's examples: datasets.CIFAR10(root="data", download=True)
@@ -121,6 +126,8 @@ def plan_hub_urls(urls: Sequence[tuple[str, ExpectedHash | None]], ctx: PlanCont
     Checked by the given hash, else a full sha256 known for that name, else the sha256
     prefix in the name as torch.hub checks it (a name without one: not verified).
     """
+    from prefetch.cache.torchvision import torch_hub_dir
+
     tables = _tables(ctx)
     hub = torch_hub_dir(ctx.env)
     for url, _ in urls:
@@ -129,6 +136,8 @@ def plan_hub_urls(urls: Sequence[tuple[str, ExpectedHash | None]], ctx: PlanCont
 
 
 def _tables(ctx: PlanContext) -> TorchvisionTables:
+    from prefetch.cache.torchvision import load_tables
+
     return load_tables(extra_files=[Path(r) for r in ctx.request.registries], config_dir=ctx.config)
 
 
@@ -157,6 +166,9 @@ class TorchvisionPlanner(Planner):
     def plan(self, names: Sequence[str], ctx: PlanContext) -> list[FilePlan]:
         if not names:
             return []
+        from prefetch.cache.registry import load_registry
+        from prefetch.cache.torchvision import torch_hub_dir
+
         tables = _tables(ctx)
         root = dataset_root(ctx.request)
         keras_registry = None
