@@ -122,11 +122,15 @@ class Client:
         requests would add nothing to the request (``net/direct.py``)."""
         from prefetch.net.direct import plain_url
 
-        key = _check_url(url)
+        if self._last_url[0] != url:  # (prepare() then request(): the URL's checks once)
+            self._last_url = (url, _check_url(url), plain_url(url))
+        key, plain = self._last_url[1:]
         via, netrc_auth = self._env.get(key) or self._environment(url, key)
         direct = not via and netrc_auth is None and not (self._session is not None and self._session.cookies) \
-            and plain_url(url)
+            and plain
         return key, via, netrc_auth, direct
+
+    _last_url: tuple = (None, None, False)  # (url, its (scheme, netloc), plain_url(url)) of the last _route
 
     def request(self, url: str, *, headers: dict[str, str] | None = None, method: str = "GET",
                 timeouts: Timeouts | None = None) -> Response:
