@@ -20,7 +20,10 @@ that many open at once gets ``503 Service Unavailable`` to its first request and
 ``limit_conn`` only enforces while a request is being sent, and a paced proxy lets nginx
 finish sending long before the client has the bytes. The relay runs in one asyncio loop on a daemon thread; the
 bench (bench/run.py) and the tests use it alike. ``connections`` counts accepted
-connections and ``peak`` the most open at once.
+connections and ``peak`` the most open at once; ``accepted`` holds when each was accepted,
+``first_answer`` when the first byte from the server reached a client (both
+``time.monotonic()``), and ``silent`` counts connections that closed without the client
+ever sending a byte (opened ahead and never used).
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ class LatencyProxy:
         self.connections = 0
         self.open = 0
         self.peak = 0
+        self.accepted: list[float] = []
+        self.first_answer: float | None = None
+        self.silent = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server = None
         self._thread: threading.Thread | None = None
@@ -108,6 +114,7 @@ class LatencyProxy:
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         accepted = time.monotonic()
+        self.accepted.append(accepted)
         self.connections += 1
         self.open += 1
         if self.max_open is not None and self.open > self.max_open:
@@ -120,6 +127,7 @@ class LatencyProxy:
             writer.close()
             self.open -= 1
             return
+        spoke = []  # the client sent something
         established = accepted + self.rtt  # the handshake a real route would take
         half = self.rtt / 2
 
@@ -129,14 +137,24 @@ class LatencyProxy:
 
         try:
             await asyncio.gather(
-                self._pipe(reader, up_writer, half, not_before=established, broken=close_both),
-                self._pipe(up_reader, writer, half, not_before=0.0, broken=close_both, pace=self.pace),
+                # the client's end of input ends the connection (an HTTP client does not
+                # half-close), so upstream stops sending what nobody will read
+                self._pipe(reader, up_writer, half, not_before=established, broken=close_both,
+                           on_data=lambda: spoke.append(True), last=close_both),
+                self._pipe(up_reader, writer, half, not_before=0.0, broken=close_both, pace=self.pace,
+                           on_data=self._answered),
                 return_exceptions=True,
             )
         finally:
             self.open -= 1
+            if not spoke:
+                self.silent += 1
             for w in (writer, up_writer):
                 w.close()
+
+    def _answered(self) -> None:
+        if self.first_answer is None:
+            self.first_answer = time.monotonic()
 
     async def _reject(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Answer the first request with 503 after the route's round trip, then close."""
@@ -154,35 +172,40 @@ class LatencyProxy:
             writer.close()
 
     async def _pipe(self, reader, writer, delay: float, *, not_before: float, broken,
-                    pace: float | None = None) -> None:
+                    pace: float | None = None, on_data=None, last=None) -> None:
         """Copy ``reader`` to ``writer``, each piece ``delay`` after it arrived (in order), and
         with ``pace``, no faster than ``pace`` bytes per second: each piece of at most
-        ``_PACED_PIECE`` bytes is due once the one before it has had its time."""
+        ``_PACED_PIECE`` bytes is due once the one before it has had its time; ``last`` is
+        called once the end of input has been passed on."""
         # Paced: a short queue, so upstream is read only about as fast as the pace delivers.
         queue: asyncio.Queue = asyncio.Queue(maxsize=_PACED_QUEUE if pace else 0)
         free_at = 0.0  # paced: when the next piece may leave
 
         async def deliver() -> None:
-            gone = False  # the receiving side broke: drop what is queued until the reader ends
+            dead = False  # the writer broke: take what comes (a paced reader may wait for room) until the end
             while True:
                 due, data = await queue.get()
+                if dead and data is not None:
+                    continue
+                wait = due - time.monotonic()
+                if wait > 0 and not dead:
+                    await asyncio.sleep(wait)
                 if data is None:
                     try:
                         writer.write_eof()
                     except (OSError, RuntimeError):
                         pass
+                    if last is not None:
+                        last()
                     return
-                if gone:
-                    continue  # (a paced reader blocked on the full queue must see its end, not hang)
-                wait = due - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
+                if on_data is not None:
+                    on_data()
                 try:
                     writer.write(data)
                     await writer.drain()
                 except (OSError, RuntimeError):
                     broken()
-                    gone = True
+                    dead = True
 
         sender = asyncio.ensure_future(deliver())
         try:

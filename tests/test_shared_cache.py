@@ -311,6 +311,28 @@ def test_truncated_leftover_without_hash_is_downloaded_again(cli, origin, tmp_pa
     proc = get_url(cli, origin, out, "--json")
     assert json.loads(proc.stdout)[0]["status"] == "downloaded"
     assert out.read_bytes() == DATA
+    # ...and its record (there was one: it is replaced, not kept) names the new file.
+    proc = get_url(cli, origin, out, "--json")
+    assert json.loads(proc.stdout)[0]["status"] == "cached"
+
+
+def test_completion_record_planted_as_a_link_in_a_shared_state_dir_is_not_written_through(
+        cli, origin, shared, victim, tmp_path):
+    """A file's first record is created in place (no temp file): a link another user planted at
+    its name is never followed; the file is placed all the same, only unrecorded."""
+    from prefetch.cache.placement import completion_path
+
+    origin.put("d.bin", DATA)
+    out = tmp_path / "d.bin"
+    placed = shared / "ph" / "state" / "placed"
+    plant_dirs(shared / "ph", shared / "ph" / "state", placed)
+    as_other_user(lambda: os.symlink(victim, completion_path(placed, out)))
+    env = dict(os.environ, PREFETCH_HOME=str(shared / "ph"))
+    proc = cli("get", origin.url_for("d.bin"), "-o", str(out), "-q", env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == DATA
+    assert victim.read_bytes() == VICTIM_BYTES
+    assert os.path.islink(completion_path(placed, out))
 
 
 def test_lock_file_planted_as_a_link_in_a_shared_state_dir_is_refused(cli, origin, shared, victim, tmp_path):
@@ -354,3 +376,22 @@ def test_rm_and_clean_leave_another_users_entries_in_a_shared_cache(cli, home, s
     assert [Path(r["path"]).name for r in result["removed"]] == ["mine.bin.part"]
     assert any("another user" in line for line in result["not_ours"])
     assert (datasets / "theirs.bin.part").exists() and (datasets / ".theirs.bin.extract-0badf00d").exists()
+
+
+def test_safe_open_keeps_append_and_blocks(tmp_path):
+    """safefs opens with O_NONBLOCK (a planted FIFO never hangs it), then clears only that flag:
+    a log opened for appending still appends (a job's log across runs), and reads block."""
+    import fcntl
+
+    from prefetch.fs.safefs import open_file
+
+    log = tmp_path / "job.log"
+    for line in (b"first\n", b"second\n"):
+        fd = open_file(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+            assert flags & os.O_APPEND and not flags & os.O_NONBLOCK
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    assert log.read_bytes() == b"first\nsecond\n"

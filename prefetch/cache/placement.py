@@ -153,29 +153,77 @@ def write_completion(records_dir: Path, plan: FilePlan, transfer) -> None:
             "algorithm": plan.spec.expected.algorithm if plan.spec.expected else None,
             "placed": time.time(),
         }
-        from prefetch.fs.files import replace_file
-
+        # On the file, readable by whoever may read the file: no URLs (in a private records_dir, they are)
+        if _record_on_file(plan.final, json.dumps({k: v for k, v in record.items() if k != "urls"}).encode()):
+            return
         data = json.dumps(record).encode("utf-8")
+        path = completion_path(records_dir, plan.final)
         try:
-            replace_file(completion_path(records_dir, plan.final), data, checked=True)
+            _write_record(path, data)
         except FileNotFoundError:  # the first record of this state dir (not a mkdir per file)
             records_dir.mkdir(parents=True, exist_ok=True)
-            replace_file(completion_path(records_dir, plan.final), data, checked=True)
+            _write_record(path, data)
     except (OSError, safefs.UnsafePathError):
         pass  # without it, a file with no hash is downloaded again next time: never wrong
+
+
+def _write_record(path: Path, data: bytes) -> None:
+    """A new record is created in place (``O_EXCL | O_NOFOLLOW``: never through a planted name),
+    an existing one replaced through a temp file. No temp name and rename for the first
+    record of a file (one of thousands in a run of small files): a reader that meets a record
+    still being written, or one cut short by a crash, finds no valid JSON in it, which
+    counts as no record (the file is checked or fetched again), as before it existed."""
+    from prefetch.fs import safefs
+    from prefetch.fs.files import replace_file
+
+    try:
+        safefs.write_new(path, data, mode=0o666)  # (the umask applies, as to replace_file's temp file)
+    except FileExistsError:  # a record of an earlier placement (or a planted name: refused here)
+        replace_file(path, data, checked=True)
+
+
+_XATTR = "user.prefetch.placed"  # the record kept on the placed file itself (no file of its own)
+
+
+def _record_on_file(final: Path, data: bytes) -> bool:
+    """Keep the record as an extended attribute of the file just placed: no inode, open and
+    close of a record file per file (a run of thousands of small files). Only where the
+    filesystem takes user attributes, and only when the file has none yet (a hard link
+    shared with another cache keeps that cache's record: this one goes to ``records_dir``)."""
+    try:
+        os.setxattr(final, _XATTR, data, os.XATTR_CREATE, follow_symlinks=False)
+    except (OSError, AttributeError):  # no xattrs here (or not on this platform), or one is there
+        return False
+    return True
+
+
+def read_completion(records_dir: Path, final: Path) -> dict | None:
+    """The completion record of ``final`` (its attribute when it names ``final``, else its file
+    in ``records_dir``); None when there is none or it is unreadable. Trust it only as
+    :func:`completion_matches` does (the same inode, size and mtime)."""
+    from prefetch.fs import safefs
+
+    try:
+        record = json.loads(os.getxattr(final, _XATTR, follow_symlinks=False))
+        if isinstance(record, dict) and record.get("path") == str(final.absolute()):
+            return record
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        raw = safefs.read_bytes(completion_path(records_dir, final))
+        record = json.loads(raw) if raw else None
+    except (OSError, ValueError, safefs.UnsafePathError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:
     from prefetch.fs import safefs
 
-    if safefs.is_foreign(st):
+    if safefs.is_foreign(st) or not stat.S_ISREG(st.st_mode):
         return False
-    try:
-        raw = safefs.read_bytes(completion_path(records_dir, final))
-        record = json.loads(raw) if raw else None
-    except (OSError, ValueError, safefs.UnsafePathError):
-        return False
-    if not isinstance(record, dict):
+    record = read_completion(records_dir, final)
+    if record is None:
         return False
     want = (str(final.absolute()), st.st_size, st.st_dev, st.st_ino, st.st_mtime_ns)
     got = tuple(record.get(k) for k in ("path", "size", "dev", "ino", "mtime_ns"))

@@ -343,6 +343,8 @@ class Fetcher:
         if hasattr(client, "prepare"):
             client.prepare(url)  # (imports and session set-up are not the route's latency)
         asked = time.monotonic()
+        if known_size is None and self.t.probe_asked is None:
+            self.t.probe_asked = asked  # (the main loop opens connections ahead while it waits: preconnect.py)
         resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
         latency = time.monotonic() - asked
         with self.t.lock:

@@ -89,6 +89,14 @@ class PooledClient:
             self._host.refused(resp.status)  # ... and this worker's retry waits its turn
         return resp
 
+    def connect(self, url: str) -> bool:
+        """Open the connection ahead of the first request (``Client.connect``): it counts as one of the host's from now."""
+        if not self._admitted:
+            if not self._host.try_admit():
+                return False  # the host's connections are all in use: the first request waits its turn
+            self._admitted = True
+        return self._client.connect(url)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -166,6 +174,14 @@ class Host:
             while self.admitted >= self.cap and not self._stop.is_set():
                 self._turn.wait(0.1)
             self.admitted += 1
+
+    def try_admit(self) -> bool:
+        """:meth:`admit` if one more connection fits the cap now (never waits)."""
+        with self._turn:
+            if self.admitted >= self.cap:
+                return False
+            self.admitted += 1
+            return True
 
     def dismiss(self) -> None:
         """A connection admitted by :meth:`admit` is no longer in use."""

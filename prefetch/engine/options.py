@@ -42,6 +42,9 @@ class TransferOptions:
     long_route: float = 0.04  # a first answer slower than this (seconds) means a long route: ...
     long_route_connections: int = 32  # ... open this many connections together, ...
     piece_size: int = 1 << 20  # ... and request at most this much at a time
+    # While a probe's answer is that slow in coming, open up to this many of those connections
+    # ahead (TCP/TLS, no request: engine/preconnect.py); 0: never. PREFETCH_PRECONNECT.
+    preconnect: int = 31
     ramp_interval: float = 0.1  # the ramp judges each step over this long (after it settles)
     ramp_gain: float = 1.15  # ... and doubles again only if the rate grew by this factor
     state_interval: float = 0.5
@@ -131,6 +134,7 @@ _ENV_KNOBS = [
     ("long_route", "PREFETCH_LONG_ROUTE", float),
     ("long_route_connections", "PREFETCH_LONG_ROUTE_CONNECTIONS", int),
     ("piece_size", "PREFETCH_PIECE_SIZE", int),
+    ("preconnect", "PREFETCH_PRECONNECT", int),
     ("host_connections", "PREFETCH_HOST_CONNECTIONS", int),
     ("splice", "PREFETCH_SPLICE", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),
 ]

@@ -13,8 +13,8 @@ from pathlib import Path
 from prefetch.fs.files import local_error
 
 
-def open_part(part: Path) -> int:
-    """Open (creating) the ``.part`` file for positional writes; its fd.
+def open_part(part: Path) -> tuple[int, int]:
+    """Open (creating) the ``.part`` file for positional writes; its fd and its length.
 
     Never through a link, never a FIFO or device, never another user's file (a shared
     cache dir): those raise ``UnsafePathError``.
@@ -22,10 +22,11 @@ def open_part(part: Path) -> int:
     Raises:
         LocalFileError: it cannot be opened (UnsafePathError: it is not ours to write).
     """
-    from prefetch.fs.safefs import open_file
+    from prefetch.fs.safefs import open_file_stat
 
     try:
-        return open_file(part, os.O_RDWR | os.O_CREAT, 0o644)
+        fd, st = open_file_stat(part, os.O_RDWR | os.O_CREAT, 0o644)
+        return fd, st.st_size
     except OSError as exc:
         raise local_error(exc, part) from None
 
@@ -36,12 +37,15 @@ class PartFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.fd: int | None = None
+        self.empty = False  # known to hold no byte (a new file, nothing written yet): truncate() has nothing to do
 
     def open(self) -> None:
-        self.fd = open_part(self.path)
+        self.fd, length = open_part(self.path)
+        self.empty = not length
 
     def write_at(self, data, pos: int, *, needed=None) -> None:
         """Write ``data`` at offset ``pos`` (``needed()``: bytes still to come, for a disk-full message)."""
+        self.empty = False
         try:
             os.pwrite(self.fd, data, pos)
         except OSError as exc:
@@ -54,6 +58,7 @@ class PartFile:
         """
         from prefetch.net.splice import splice_out
 
+        self.empty = False
         try:
             try:
                 splice_out(pipe, self.fd, n, pos)
@@ -71,6 +76,8 @@ class PartFile:
 
     def truncate(self) -> None:
         """Empty it: the download starts over."""
+        if self.empty:
+            return  # (a new .part: a small file's ftruncate for nothing)
         try:
             os.ftruncate(self.fd, 0)
         except OSError as exc:
@@ -80,6 +87,7 @@ class PartFile:
         """Reserve ``size`` bytes on disk; a full disk raises now (other failures are ignored)."""
         if not size or not hasattr(os, "posix_fallocate"):
             return
+        self.empty = False
         try:
             os.posix_fallocate(self.fd, 0, size)
         except OSError as exc:

@@ -1,17 +1,57 @@
 """The ``.part``, its running hash and its state file while a transfer runs (a part of ``transfer._Transfer``).
 
-Truncating and preallocating the file, closing it when the last worker leaves, the
-contiguous prefix the hash has covered, and snapshots of the state saved beside it.
+Opening it with what its resume record says; trimming, truncating and preallocating the
+file, closing it when the last worker leaves, the contiguous prefix the hash has covered,
+and snapshots of the state saved beside it.
 """
 
 from __future__ import annotations
 
+import os
+
+from prefetch.fs.files import local_error, mib
 from prefetch.engine.ranges import RangeSet
-from prefetch.engine.resume_state import SMALL_FILE, TransferState
+from prefetch.engine.resume_check import check_kept_bytes
+from prefetch.engine.resume_state import SMALL_FILE, TransferState, check_state, usable_state
 
 
 class PartAndState:
     """Mixed into ``_Transfer``: uses its lock, file, done ranges, hash, sources and saver."""
+
+    def open(self) -> None:
+        """Open the ``.part`` and take what its resume record says (or start it over)."""
+        state, problem = check_state(self.state_file)
+        if problem:
+            self.note(f"the resume record {self.state_file.name} is unusable ({problem}); starting over")
+        usable = usable_state(state, self.part, self.urls)
+        if state is not None and not usable and state.done:
+            self.note("saved state does not fit this download; starting over")
+        self.file.open()
+        if usable:
+            self.size = state.size
+            self.ranges_ok = state.ranges
+            self.done = RangeSet(state.done)
+            self.sources.restore(state.validators)
+            self.reused = self.done.total()
+            self.saver.synced = self.done.total()
+            self._trim()
+            if self.reused and self.algorithm is None and self.size:
+                check_kept_bytes(self)  # no hash will judge the result: sample the kept bytes first
+            if self.reused:
+                self.note(f"resuming: {mib(self.reused)} of {mib(self.size)} already on disk")
+        else:
+            self._truncate()
+        self.hash.reset()
+
+    def _trim(self) -> None:
+        """A ``.part`` longer than the file (junk after it) is cut to the file's size."""
+        try:
+            length = os.fstat(self.file.fd).st_size
+            if self.size is not None and length > self.size:
+                os.ftruncate(self.file.fd, self.size)
+                self.note(f"{self.part.name} held {length - self.size} bytes past the file's {self.size}; cut them")
+        except OSError as exc:
+            raise local_error(exc, self.part) from None
 
     def _truncate(self) -> None:
         self.file.truncate()

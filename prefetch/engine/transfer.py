@@ -16,7 +16,6 @@ contiguous prefix is computed alongside (``stream.PrefixHasher``).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -25,11 +24,10 @@ from typing import Callable
 from prefetch.errors import InterruptedTransferError, RemoteChangedError
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.engine.fetcher import Fetcher
-from prefetch.fs.files import local_error, mib
+from prefetch.fs.files import mib
 from prefetch.engine.ranges import RangeSet
 from prefetch.engine.part_file import PartFile
-from prefetch.engine.resume_check import check_kept_bytes
-from prefetch.engine.resume_state import StateSaver, check_state, usable_state
+from prefetch.engine.resume_state import StateSaver
 from prefetch.engine.retry import RetryPolicy
 from prefetch.engine.schedule import Ramp, RateMeter, RouteJudge, Schedule, Segment
 from prefetch.engine.sources import Restart, Source, Sources
@@ -37,6 +35,7 @@ from prefetch.engine.stream import PrefixHasher
 from prefetch.engine.options import TransferOptions, TransferResult  # noqa: F401 - importable from here
 from prefetch.engine.demotion import SourceHandling
 from prefetch.engine.part_state import PartAndState
+from prefetch.engine.preconnect import Preconnects
 
 _STOP_GRACE = 0.8  # seconds a stop waits for workers before returning (they cannot write after)
 _HASH_THREAD_AFTER = 4 << 20  # bytes of contiguous prefix before the hash follows in its own thread
@@ -55,6 +54,7 @@ def download_to_part(
     stop: threading.Event | None = None,
     client_factory: Callable | None = None,
     name: str | None = None,
+    size_hint: int | None = None,
 ) -> TransferResult:
     """Download ``urls`` (sources of the same file) into ``part``, resuming from ``state_file``.
 
@@ -64,6 +64,8 @@ def download_to_part(
         stop: set it to stop cleanly (within about a second); the state is saved and
             InterruptedTransferError raised.
         client_factory: ``factory(timeouts=...)`` -> a ``prefetch.net.http.Client`` per worker.
+        size_hint: the file's size as a listing or registry states it (None: unknown); only
+            bounds how many connections open ahead of the first answer (``preconnect.py``).
     Returns:
         TransferResult with the digest of the complete ``part``.
     Raises:
@@ -87,6 +89,7 @@ def download_to_part(
         stop=stop or threading.Event(),
         client_factory=client_factory,
         name=name or Path(part).name.removesuffix(".part"),
+        size_hint=size_hint,
     )
     if host is not None:
         host.join()  # the host's share of connections counts this file from now on
@@ -105,7 +108,7 @@ class _Transfer(SourceHandling, PartAndState):
     """Shared state of one running transfer; workers are threads, ``lock`` guards it all."""
 
     def __init__(self, *, urls, part, state_file, algorithm, options, on_event, stop, client_factory, name,
-                 host=None):
+                 host=None, size_hint=None):
         self.urls = list(urls)
         self.host = host  # prefetch.engine.hosts.Host: the connection budget and route shared with other files
         self.part = part
@@ -146,6 +149,9 @@ class _Transfer(SourceHandling, PartAndState):
         self.route = host.route if host is not None else RouteJudge(options.long_route)  # learned once per host
         self.conn_rate = 0.0  # bytes/s per running connection, lately
         self.worker_source: dict[int, Source] = {}  # the source each worker's last request went to
+        self.size_hint = size_hint
+        self.probe_asked: float | None = None  # when the first request of unknown size went out (monotonic)
+        self.ahead = Preconnects(self)  # connections opened while that answer is on its way
 
     # -- the main loop -----------------------------------------------------
     def run(self) -> TransferResult:
@@ -187,40 +193,6 @@ class _Transfer(SourceHandling, PartAndState):
             sources_dropped=list(self.sources.dropped),
             served={s.url: s.served.total() for s in self.sources.all if s.served.total()},
         )
-
-    def open(self) -> None:
-        state, problem = check_state(self.state_file)
-        if problem:
-            self.note(f"the resume record {self.state_file.name} is unusable ({problem}); starting over")
-        usable = usable_state(state, self.part, self.urls)
-        if state is not None and not usable and state.done:
-            self.note("saved state does not fit this download; starting over")
-        self.file.open()
-        if usable:
-            self.size = state.size
-            self.ranges_ok = state.ranges
-            self.done = RangeSet(state.done)
-            self.sources.restore(state.validators)
-            self.reused = self.done.total()
-            self.saver.synced = self.done.total()
-            self._trim()
-            if self.reused and self.algorithm is None and self.size:
-                check_kept_bytes(self)  # no hash will judge the result: sample the kept bytes first
-            if self.reused:
-                self.note(f"resuming: {mib(self.reused)} of {mib(self.size)} already on disk")
-        else:
-            self._truncate()
-        self.hash.reset()
-
-    def _trim(self) -> None:
-        """A ``.part`` longer than the file (junk after it) is cut to the file's size."""
-        try:
-            length = os.fstat(self.file.fd).st_size
-            if self.size is not None and length > self.size:
-                os.ftruncate(self.file.fd, self.size)
-                self.note(f"{self.part.name} held {length - self.size} bytes past the file's {self.size}; cut them")
-        except OSError as exc:
-            raise local_error(exc, self.part) from None
 
     def _start_over(self, exc: Restart) -> None:
         """The remote changed (or ignores Range): the next generation starts from byte 0."""
@@ -283,6 +255,8 @@ class _Transfer(SourceHandling, PartAndState):
                                          cpu=time.process_time())
                 if self.host is not None:
                     target = min(target, self.host.share())  # the host's budget, split between its files
+                if self.size is None and self.opt.preconnect:
+                    self.ahead.maybe_open(now, self.probe_asked)  # a long route's handshakes overlap the wait
                 with self.lock:
                     if self.retries.crowded_at is not None:
                         target = min(target, self.retries.crowded_at)
@@ -292,23 +266,31 @@ class _Transfer(SourceHandling, PartAndState):
                     if ramp is not None and ramp.step_started is not None:  # (it has judged the route and the size)
                         # its next step at most doubles the count
                         self.planned_workers = target if ramp.done else min(self.opt.max_connections, 2 * target)
+                if self.size is not None and self.ahead.waiting:
+                    self.ahead.fit()  # (opened to a host that redirected elsewhere: no use)
                 # At most target - alive new workers per pass: a worker that exits at once
                 # (restart, fatal error, stop, nothing to split) must not make this spin.
                 for _ in range(max(0, target - alive)):
                     if alive and not self._has_work():
                         break
-                    if self.host is not None and not self.host.try_lease():
+                    parked = self.ahead.waiting > 0  # a connection opened ahead holds its slot already
+                    if not parked and self.host is not None and not self.host.try_lease():
                         break  # the host's connections are all in use: look again on the next pass
                     if self.host is not None and not next_id:
                         self.retries.progress()  # waiting for a slot is not time without bytes (no worker yet)
-                    thread = threading.Thread(target=Fetcher(self).run, args=(next_id,), daemon=True)
                     with self.lock:
                         self.active_workers += 1
                         alive = self.active_workers
                         self.max_workers_seen = max(self.max_workers_seen, alive)
+                    if parked:
+                        thread = self.ahead.start(next_id)
+                    else:
+                        thread = threading.Thread(target=Fetcher(self).run, args=(next_id,), daemon=True)
+                        thread.start()
                     next_id += 1
                     threads.append(thread)
-                    thread.start()
+                if self.size is not None and self.ahead.waiting:
+                    self.ahead.close()  # opened ahead but not called for: back to the host's warm ones
                 if self.algorithm and self._hasher is None and self.done.prefix_end() >= _HASH_THREAD_AFTER:
                     self._start_hasher()  # a small file is hashed at the end instead (no thread)
                 if now - last_rates >= _RATE_STEP:
@@ -342,6 +324,7 @@ class _Transfer(SourceHandling, PartAndState):
         connecting or waiting for an answer is given ``_STOP_GRACE`` seconds: it can
         no longer write or record anything, so the stop returns promptly.
         """
+        self.ahead.close()
         with self.lock:
             self.generation += 1
             self.interrupt.set()

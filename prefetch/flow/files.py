@@ -228,6 +228,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 stop=stop,
                 name=plan.label,
                 client_factory=options.client_factory,
+                size_hint=plan.spec.size,
             )
         except PrefetchError as exc:
             _drop_empty_partial(part, state)

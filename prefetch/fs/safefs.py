@@ -141,6 +141,12 @@ def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, 
         UnsafePathError: a symlink, FIFO, device, directory, or (``own``) another user's file.
         OSError: any other failure (permission, read-only...).
     """
+    return open_file_stat(path, flags, mode, own=own)[0]
+
+
+def open_file_stat(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *,
+                   own: bool = True) -> tuple[int, os.stat_result]:
+    """:func:`open_file`, and the ``fstat`` of what it opened (its size, for one)."""
     try:
         fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK | _CLOEXEC, mode)
     except OSError as exc:
@@ -163,11 +169,14 @@ def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, 
         if _NONBLOCK:
             import fcntl
 
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
+            # Blocking from now on. F_SETFL sets only the status flags (O_APPEND, O_NONBLOCK, ...)
+            # and ignores the access mode and creation flags: the ones we opened with, less
+            # O_NONBLOCK, are the flags to keep (no F_GETFL round trip).
+            fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~_NONBLOCK)
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, st
 
 
 def open_readable(path: Path | str) -> int:

@@ -278,7 +278,7 @@ def _download_blob(ctx: _BlobContext, f: api.HubFile, blob: Path, label: str, re
             transfer = download_to_part(urls=[url, *copies], part=part, state_file=state, algorithm=algorithm,
                                         options=replace(ctx.transfer, small_record=False), on_event=sink,
                                         stop=ctx.stop,
-                                        client_factory=ctx.factory, name=label)
+                                        client_factory=ctx.factory, name=label, size_hint=f.size)
         except PrefetchError:
             from prefetch.engine.resume_state import load_state
 

@@ -2,7 +2,9 @@
 
 Owns:
     http.py        ``Client`` (one requests session per transfer, bounded reads,
-                   redirects, proxies), ``open_url``, ``Timeouts``
+                   redirects, proxies; ``connect``: a connection opened ahead), ``open_url``, ``Timeouts``
+    response.py    ``Response``: one answer, its body read into a reused buffer or spliced
+    direct.py      the urllib3 path for requests that need nothing of requests
     connection.py  urllib3 adapters with connect/read deadlines, address overrides
     deadlines.py   one watchdog thread for every response-head deadline (no timer thread per request)
     failures.py    ``Failure`` kinds and ``TransientHTTPError``: what went wrong, retryable or not

@@ -79,14 +79,32 @@ class DirectPools:
             self._tls = tls
         return self._tls
 
+    def _pool(self, url: str):
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        return parts, self.manager.connection_from_host(parts.hostname, parts.port, scheme=scheme,
+                                                        pool_kwargs=self._tls_kwargs() if scheme == "https" else None)
+
+    def connect(self, url: str, timeout: float) -> None:
+        """Open a connection (TCP, and TLS for https) to ``url``'s host without sending
+        anything; it waits in the pool for the next request there (urllib3's exception when
+        the connect fails)."""
+        _, pool = self._pool(url)
+        conn = pool._get_conn()  # (urllib3's own take / put back, as urlopen does)
+        try:
+            conn.timeout = timeout
+            conn.connect()
+        except BaseException:
+            conn.close()
+            pool._put_conn(None)
+            raise
+        pool._put_conn(conn)
+
     def send(self, method: str, url: str, headers: dict[str, str], connect: float, read: float):
         """Send one request; the urllib3 response, its body unread (urllib3's, http.client's or
         the socket's exception when it fails)."""
-        parts = urlsplit(url)
+        parts, pool = self._pool(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        scheme = parts.scheme.lower()
-        pool = self.manager.connection_from_host(parts.hostname, parts.port, scheme=scheme,
-                                                 pool_kwargs=self._tls_kwargs() if scheme == "https" else None)
         return pool.urlopen(method, path, body=None, headers=headers, retries=False, redirect=False,
                             assert_same_host=False, preload_content=False, decode_content=False,
                             timeout=self._timeout(connect=connect, read=read))

@@ -20,7 +20,7 @@ from typing import Mapping
 
 from prefetch.cache import nltk_data
 from prefetch.cache.layout import part_path, state_path
-from prefetch.cache.placement import completion_path, marker_path
+from prefetch.cache.placement import completion_path, marker_path, read_completion
 from prefetch.model.plans import VerifyResult
 from prefetch.model.specs import ExpectedHash
 from prefetch.operations.listing import _verify_one
@@ -43,14 +43,8 @@ def _packages(ident: str, data_dir: Path) -> list[tuple[str, Path, nltk_data.Nlt
 
 def _recorded(state: Path, final: Path) -> ExpectedHash | None:
     """The hash prefetch placed ``final`` with, from its completion record."""
-    from prefetch.fs import safefs
-
-    try:
-        raw = safefs.read_bytes(completion_path(state / "placed", final))
-        record = json.loads(raw) if raw else None
-    except (OSError, ValueError, safefs.UnsafePathError):
-        return None
-    if not isinstance(record, dict) or record.get("path") != str(final.absolute()):
+    record = read_completion(state / "placed", final)
+    if record is None or record.get("path") != str(final.absolute()):
         return None
     algorithm, digest = record.get("algorithm"), record.get("digest")
     if algorithm in ("md5", "sha256") and isinstance(digest, str) and digest:

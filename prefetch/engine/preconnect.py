@@ -1,0 +1,136 @@
+"""Connections opened while the probe's answer is on its way, on a long route.
+
+A file's first request (the probe) learns its size; only then can the other connections
+ask for ranges, and on a long route each new connection first costs a round trip of
+handshake (one or two more with TLS). When the probe's answer is slow in coming (``2 x long_route``
+seconds without it: the route judge will call the route long, and the ramp will open the
+long-route count at once), :class:`Preconnects` opens those connections now: TCP and TLS
+only, no request (``Client.connect``), each on the thread that will run it as a worker.
+Once the size is known the transfer's main loop hands each a worker id
+(:meth:`Preconnects.start`) instead of starting a new thread, and its range request goes
+out at once on the open connection: the handshake overlapped the probe's wait.
+
+Kept polite:
+
+* only as many as the transfer would run on a long route (``--connections``, else the
+  long-route count), within the host's budget: each holds one of the host's connection
+  slots from the moment it opens, as a worker does;
+* none when a size hint says the file fits the probe's answer, and no more than the
+  pieces the rest needs; at most ``preconnect`` (``PREFETCH_PRECONNECT``; 0: never);
+* none through a proxy (``Client.connect`` declines), none to a host known to be near;
+* the ones the answer does not call for go back at once: to the host's warm clients
+  (the next file's) or closed; so do all of them when the answer came from another host
+  (a redirect, to a CDN: the workers open their own there);
+* a stop never waits for one: a parked thread ends as soon as it is told, one still
+  connecting has its connect cut short (``net.connection.abort_head``), and each gives its
+  slot in the host's budget back as it ends.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from prefetch.engine.fetcher import Fetcher
+from prefetch.engine.hosts import host_key
+
+
+class _Parked:
+    """One connection opened ahead, on its own thread: a worker once it is given an id."""
+
+    def __init__(self, owner: "Preconnects", url: str) -> None:
+        self.owner = owner
+        self.url = url
+        self.worker: int | None = None
+        self.go = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        t = self.owner.t
+        client = None
+        try:
+            client = t.client_factory(timeouts=t.opt.timeouts, resolve=t.opt.resolve)
+            if not self.go.is_set():  # (told to go back before it began: no connect)
+                client.connect(self.url)
+        except Exception:  # noqa: BLE001 - the worker's own request meets it again and reports it
+            pass
+        self.go.wait()
+        if self.worker is None:  # not needed after all, or the transfer is over
+            if client is not None:
+                client.close()  # (a host's client goes back to its warm ones)
+            if t.host is not None:
+                t.host.release()
+            return
+        Fetcher(t).run(self.worker, client=client)  # (None: it makes its own; its end gives the slot back)
+
+
+class Preconnects:
+    """The connections a transfer opened ahead of its probe's answer (used by its main loop only)."""
+
+    def __init__(self, t) -> None:
+        self.t = t
+        self._parked: list[_Parked] = []
+        self._asked = False
+
+    def maybe_open(self, now: float, asked_at: float | None) -> None:
+        """Open them when the probe has waited ``2 x long_route`` for its answer (once a transfer)."""
+        t = self.t
+        if self._asked or asked_at is None or now - asked_at < 2 * t.opt.long_route:
+            return
+        self._asked = True
+        if t.size is not None or t.answered or t.stop.is_set() or t.sources.pinned is not None:
+            return
+        if t.host is not None and t.host.route.near:
+            return  # the host answered quickly before: the wait is the server's, not the route's
+        if len({host_key(u) for u in t.urls}) != 1:
+            return  # several hosts: which one a worker will ask is not known yet
+        for _ in range(self.count()):
+            if t.host is not None and not t.host.try_lease():
+                break  # the host's connections are all in use
+            parked = _Parked(self, t.urls[0])
+            self._parked.append(parked)
+            parked.thread.start()
+
+    def count(self) -> int:
+        """How many to open: what the transfer would add to its probe on a long route."""
+        t, opt = self.t, self.t.opt
+        n = opt.connections if opt.connections is not None else min(opt.long_route_connections, opt.max_connections)
+        if t.host is not None:
+            n = min(n, t.host.share())
+        n = min(n - 1, opt.preconnect)
+        hint = t.size_hint
+        if hint is not None:
+            rest = hint - opt.first_request  # what the probe's answer leaves, in pieces
+            n = min(n, 0 if rest <= 0 else -(-rest // max(1, opt.piece_size)))
+        return max(0, n)
+
+    def fit(self) -> None:
+        """The probe's answer is in: if it came from another host (a redirect), the connections
+        opened ahead are to the wrong one: they go back now, and the workers open their own."""
+        src = self.t.worker_source.get(0) or self.t.sources.all[0]  # (worker 0: the probe)
+        if self._parked and host_key(src.effective_url or src.url) != host_key(self._parked[0].url):
+            self.close()
+
+    def start(self, worker: int) -> threading.Thread | None:
+        """A parked connection becomes worker ``worker`` (its thread, already running), or None."""
+        if not self._parked:
+            return None
+        parked = self._parked.pop(0)
+        parked.worker = worker
+        parked.go.set()
+        return parked.thread
+
+    @property
+    def waiting(self) -> int:
+        return len(self._parked)
+
+    def close(self) -> None:
+        """The ones not needed go back; a connect still in progress is cut short (``abort_head``)."""
+        parked, self._parked = self._parked, []
+        if not parked:
+            return
+        from prefetch.net.connection import abort_head
+
+        for p in parked:
+            p.go.set()
+            if p.thread.ident is not None:
+                abort_head(p.thread.ident)  # (nothing when it is connected and waiting on ``go``)
