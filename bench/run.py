@@ -74,18 +74,18 @@ def no_hash(**kw):
     kw["algorithm"] = None
     return dataclasses.replace(real(**kw), digest="not-computed")
 fetch.download_to_part = no_hash
-from prefetch.cli import main
+from prefetch.cli import run
 sys.argv[0] = "prefetch"
-main()
+run()
 """
 RUN_TIMEOUT = 600.0
 # prefetch-base: `prefetch get` imported from another checkout (argv[1]), for A/B in one run.
 BASE_DRIVER = """\
 import sys
 sys.path.insert(0, sys.argv.pop(1))
-from prefetch.cli import main
+import prefetch.cli as cli
 sys.argv[0] = "prefetch"
-main()
+getattr(cli, "run", cli.main)()  # the process entry point of that version (run() skips the teardown)
 """
 
 
