@@ -70,6 +70,14 @@ def victim(tmp_path):
     return path
 
 
+def _home_with_a_planted_link(shared: Path, state_dir: Path, name: Path, victim: Path) -> dict:
+    """PREFETCH_HOME=shared/ph whose ``state_dir`` the other user made, with their link to
+    ``victim`` at ``name``; the environment that uses it."""
+    plant_dirs(shared / "ph", shared / "ph" / "state", state_dir)
+    as_other_user(lambda: os.symlink(victim, name))
+    return dict(os.environ, PREFETCH_HOME=str(shared / "ph"))
+
+
 def plant_dirs(*dirs: Path) -> None:
     """The other user creates these directories first (world-writable, as they would)."""
     def make():
@@ -325,9 +333,7 @@ def test_completion_record_planted_as_a_link_in_a_shared_state_dir_is_not_writte
     origin.put("d.bin", DATA)
     out = tmp_path / "d.bin"
     placed = shared / "ph" / "state" / "placed"
-    plant_dirs(shared / "ph", shared / "ph" / "state", placed)
-    as_other_user(lambda: os.symlink(victim, completion_path(placed, out)))
-    env = dict(os.environ, PREFETCH_HOME=str(shared / "ph"))
+    env = _home_with_a_planted_link(shared, placed, completion_path(placed, out), victim)
     proc = cli("get", origin.url_for("d.bin"), "-o", str(out), "-q", env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == DATA
@@ -342,9 +348,7 @@ def test_lock_file_planted_as_a_link_in_a_shared_state_dir_is_refused(cli, origi
     origin.put("d.bin", DATA)
     out = tmp_path / "d.bin"
     locks = shared / "ph" / "state" / "locks"
-    plant_dirs(shared / "ph", shared / "ph" / "state", locks)
-    as_other_user(lambda: os.symlink(victim, lock_path(locks, out)))
-    env = dict(os.environ, PREFETCH_HOME=str(shared / "ph"))
+    env = _home_with_a_planted_link(shared, locks, lock_path(locks, out), victim)
     line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(out), "-q", env=env, timeout=60),
                           ExitCode.FILESYSTEM)
     assert str(lock_path(locks, out)) in line and "symbolic link" in line
