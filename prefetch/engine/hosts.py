@@ -8,8 +8,9 @@ a :class:`Host` keeps:
   on its own, so one big file loses nothing): a transfer starts a worker only when
   :meth:`Host.try_lease` grants a slot, and a worker's client sends only when
   :meth:`Host.admit` finds room, so the files in flight together never hold more
-  connections than that; a 429 or 503 from the host lowers the cap for the rest of the
-  run (:meth:`Host.refused`), and the refused request waits for its turn to try again;
+  connections than that; a 429 or 503 from the host lowers the cap (:meth:`Host.refused`),
+  and the refused request waits for its turn to try again; after a while without a
+  refusal the cap goes up by one again (:meth:`Host.relax`);
 * **a fair share** of it per transfer (:meth:`Host.share`): many small files get one
   connection each, a lone big file gets all of them;
 * **warm connections**: a worker's HTTP client goes back to the host's idle list when the
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from urllib.parse import urlsplit
 
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
@@ -136,6 +138,7 @@ class Host:
         self.transfers = 0  # transfers to this host running now
         self.lent = 0  # clients lent to workers now
         self.refusals = 0
+        self.lowered_at = 0.0  # when the cap was last lowered or raised (monotonic)
         self._idle: dict = {}  # client factory -> warm clients
 
     # -- transfers and their share --------------------------------------------------
@@ -202,11 +205,26 @@ class Host:
             lowered = 0 < lower < self.cap
             if lowered:
                 self.cap = lower
+                self.lowered_at = time.monotonic()
                 # Warm connections beyond the new cap are closed as they come back (give_back).
             self._turn.notify()
         if lowered:
             self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key} refused a connection (HTTP {status}); "
                              f"at most {lower} connection{'s' if lower != 1 else ''} to it from now on"))
+
+    def relax(self, now: float, after: float) -> None:
+        """One connection more than a lowered cap once ``after`` seconds passed without a
+        refusal (0: never): a passing storm of 503s does not hold the host's files to a low
+        count for the rest of the run; a real cap refuses the extra one and comes back."""
+        with self._turn:
+            if after <= 0 or self.cap >= self.budget or now - self.lowered_at < after:
+                return
+            self.cap += 1
+            self.lowered_at = now
+            cap = self.cap
+            self._turn.notify()
+        self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key}: no refusal for {after:g}s; "
+                         f"trying {cap} connections to it"))
 
     # -- warm clients ----------------------------------------------------------------
     def lender(self, factory=None):

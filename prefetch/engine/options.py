@@ -62,6 +62,9 @@ class TransferOptions:
     # Connections to one host from all the files of a run together (engine/hosts.py); a 429/503
     # from the host lowers it. PREFETCH_HOST_CONNECTIONS, --host-connections.
     host_connections: int = 32  # as many as one file may open (max_connections): one big file loses nothing
+    # After this many seconds without a 429/503, a cap the server set (engine/retry.py,
+    # engine/hosts.py) is tried one connection higher; 0: a cap holds for the run. PREFETCH_CAP_RETRY.
+    cap_retry: float = 60.0
     # prefetch.engine.hosts.Hosts shared by the transfers of one run (None: this transfer on its own).
     hosts: object | None = field(default=None, repr=False, compare=False)
     # Extra request headers for every request of this transfer (--header); secrets maybe:
@@ -136,6 +139,7 @@ _ENV_KNOBS = [
     ("piece_size", "PREFETCH_PIECE_SIZE", int),
     ("preconnect", "PREFETCH_PRECONNECT", int),
     ("host_connections", "PREFETCH_HOST_CONNECTIONS", int),
+    ("cap_retry", "PREFETCH_CAP_RETRY", float),
     ("splice", "PREFETCH_SPLICE", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),
 ]
 

@@ -8,7 +8,10 @@ connection or a web page, which seconds do not mend); any byte that arrives
 resets both. A server that answers (429, 5xx) is alive: only the count applies. A 429/503 (twice) or a 403 (once) on
 an extra connection while other connections to the same source deliver is a
 per-client connection cap, not a failure: the transfer keeps the connections
-that had answers.
+that had answers. A cap is not for ever: after ``cap_retry`` seconds without a
+refusal one more connection is tried (:meth:`RetryPolicy.relax`), so a storm of 503s
+at the start does not hold a long download at its low count; a real cap refuses the
+extra one and stays, at one refused request per ``cap_retry``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class RetryPolicy:
         self.in_a_row = 0
         self.refusals = 0  # 429/503 answers while other connections delivered
         self.crowded_at: int | None = None  # connections the server accepts, once it refused one more
+        self.crowded_since = 0.0  # when the cap was last found or raised (monotonic)
         self.progress_at = time.monotonic()  # when the last byte arrived (or the transfer started)
 
     def progress(self) -> None:
@@ -100,4 +104,14 @@ class RetryPolicy:
         limit = delivering * live_sources
         first = self.crowded_at is None
         self.crowded_at = limit if first else min(self.crowded_at, limit)
+        self.crowded_since = time.monotonic()
         return limit, first
+
+    def relax(self, now: float, after: float, most: int) -> int | None:
+        """One connection more than the cap once ``after`` seconds passed without a refusal
+        (0: never), up to ``most``; the new cap, or None when it stays."""
+        if self.crowded_at is None or after <= 0 or self.crowded_at >= most or now - self.crowded_since < after:
+            return None
+        self.crowded_at += 1
+        self.crowded_since = now
+        return self.crowded_at

@@ -254,10 +254,12 @@ class _Transfer(SourceHandling, PartAndState):
                                          latency=self.latency or 0.0, route=self.route.route,
                                          cpu=time.process_time())
                 if self.host is not None:
+                    self.host.relax(now, self.opt.cap_retry)  # a cap the host set is tried higher now and then
                     target = min(target, self.host.share())  # the host's budget, split between its files
                 if self.size is None and self.opt.preconnect:
                     self.ahead.maybe_open(now, self.probe_asked)  # a long route's handshakes overlap the wait
                 with self.lock:
+                    raised = self.retries.relax(now, self.opt.cap_retry, self.opt.max_connections)
                     if self.retries.crowded_at is not None:
                         target = min(target, self.retries.crowded_at)
                         if ramp is not None:
@@ -266,6 +268,8 @@ class _Transfer(SourceHandling, PartAndState):
                     if ramp is not None and ramp.step_started is not None:  # (it has judged the route and the size)
                         # its next step at most doubles the count
                         self.planned_workers = target if ramp.done else min(self.opt.max_connections, 2 * target)
+                if raised:
+                    self.note(f"no refusal for {self.opt.cap_retry:g}s; trying {raised} connections")
                 if self.size is not None and self.ahead.waiting:
                     self.ahead.fit()  # (opened to a host that redirected elsewhere: no use)
                 # At most target - alive new workers per pass: a worker that exits at once

@@ -1,0 +1,78 @@
+"""A connection cap the server set is tried again (issue 20's 503 handling, made temporary).
+
+A 429/503 on an extra connection while others deliver is taken as a per-client cap
+(engine/retry.py, engine/hosts.py). A storm of 503s at the start of a long download must not
+hold it to that low count for good: after ``cap_retry`` seconds without a refusal one more
+connection is tried, and a real cap refuses it and stays (one refused request per
+``cap_retry``). The mirror here is the latency proxy's ``max_open`` in front of the local
+origin: a cap of 2, lifted once the download has found it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+
+from prefetch.engine.hosts import Hosts
+from prefetch.engine.options import TransferOptions
+from prefetch.engine.transfer import download_to_part
+from prefetch.model.events import EventKind
+from prefetch.net.http import Timeouts
+from tests.latency_proxy import LatencyProxy
+from tests.origin import OriginServer
+
+MiB = 1 << 20
+DATA = random.Random(31).randbytes(6 * MiB)
+
+
+def _download(tmp_path, proxy, *, cap_retry: float, lift: bool):
+    """Fetch through ``proxy`` (at most 2 connections at first); with ``lift``, the cap goes away
+    once the download has been refused twice. (the result, the peak before the lift, notes)."""
+    notes: list[str] = []
+    seen: dict = {}
+
+    def lift_cap() -> None:
+        while proxy.rejected < 2:
+            time.sleep(0.02)
+        time.sleep(0.2)  # the refusals are taken as a cap
+        seen["peak"] = proxy.peak
+        proxy.max_open = None
+
+    if lift:
+        threading.Thread(target=lift_cap, daemon=True).start()
+    hosts = Hosts()
+    opts = TransferOptions(hosts=hosts, cap_retry=cap_retry, max_connections=8, initial_connections=4,
+                           min_split=256 << 10, backoff_base=0.01, backoff_cap=0.05,
+                           timeouts=Timeouts(connect=5, read=5))
+    try:
+        result = download_to_part(urls=[proxy.url_for("c.bin")], part=tmp_path / "c.part",
+                                  state_file=tmp_path / "c.json", algorithm="sha256", options=opts,
+                                  on_event=lambda e: notes.append(e.message or "") if e.kind == EventKind.NOTE else None)
+    finally:
+        hosts.close()
+    assert result.digest == hashlib.sha256(DATA).hexdigest()
+    assert (tmp_path / "c.part").read_bytes() == DATA
+    return result, seen.get("peak"), notes
+
+
+def test_a_cap_found_in_a_passing_storm_is_tried_higher_and_grows_back(tmp_path):
+    with OriginServer() as origin:
+        origin.put("c.bin", DATA)
+        with LatencyProxy(origin.port, rtt=0.01, pace=1 * MiB, max_open=2) as proxy:
+            _, before, notes = _download(tmp_path, proxy, cap_retry=0.3, lift=True)
+            assert before is not None and before <= 2  # the cap held while the server had one
+            assert proxy.peak > 2, notes  # ... and the download went past it once it was gone
+    assert any("trying 3 connections" in n for n in notes), notes
+
+
+def test_a_real_cap_refuses_the_extra_connection_and_the_count_stays(tmp_path):
+    with OriginServer() as origin:
+        origin.put("c.bin", DATA)
+        with LatencyProxy(origin.port, rtt=0.01, pace=1 * MiB, max_open=2) as proxy:
+            _, _, notes = _download(tmp_path, proxy, cap_retry=0.3, lift=False)
+            assert proxy.peak == 2  # never more at once than the server serves
+            tries = sum("trying 3 connections" in n for n in notes)
+            assert tries >= 2  # tried again and again (about every cap_retry) ...
+            assert proxy.rejected <= 4 + 2 * tries  # ... at a refused request or two each time
