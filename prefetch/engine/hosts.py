@@ -216,6 +216,8 @@ class Host:
         """One connection more than a lowered cap once ``after`` seconds passed without a
         refusal (0: never): a passing storm of 503s does not hold the host's files to a low
         count for the rest of the run; a real cap refuses the extra one and comes back."""
+        if self.cap >= self.budget:
+            return  # (the usual case, read without the lock: every transfer's loop asks)
         with self._turn:
             if after <= 0 or self.cap >= self.budget or now - self.lowered_at < after:
                 return
