@@ -101,3 +101,19 @@ def test_a_link_planted_at_a_record_file_is_not_written_through(tmp_path):
     placement.write_completion(records, _plan(final), _Transfer())
     assert victim.read_bytes() == b"mine"
     assert not placement.completion_matches(records, final, os.lstat(final))
+
+
+def test_an_attribute_left_from_an_earlier_placement_does_not_hide_the_new_record(tmp_path):
+    """The same inode placed again (adopted in place after a change of mtime): the old
+    attribute stays (it is only ever created, never replaced), the new record goes to placed/,
+    and that one is trusted."""
+    if not _xattrs_work(tmp_path):
+        pytest.skip("this filesystem takes no user extended attributes")
+    final, records = tmp_path / "d.bin", tmp_path / "placed"
+    final.write_bytes(DATA)
+    placement.write_completion(records, _plan(final), _Transfer())
+    os.utime(final, ns=(1, 1))  # the attribute's mtime is no longer the file's
+    assert not placement.completion_matches(records, final, os.lstat(final))
+    placement.write_completion(records, _plan(final), _Transfer())
+    assert placement.completion_path(records, final).is_file()
+    assert placement.completion_matches(records, final, os.lstat(final))

@@ -197,24 +197,39 @@ def _record_on_file(final: Path, data: bytes) -> bool:
     return True
 
 
-def read_completion(records_dir: Path, final: Path) -> dict | None:
-    """The completion record of ``final`` (its attribute when it names ``final``, else its file
-    in ``records_dir``); None when there is none or it is unreadable. Trust it only as
-    :func:`completion_matches` does (the same inode, size and mtime)."""
+def read_completion(records_dir: Path, final: Path, st: os.stat_result | None = None) -> dict | None:
+    """The completion record of ``final``: its attribute when it names ``final``, else its file
+    in ``records_dir``; with ``st``, the first of the two that also names that inode, size and
+    mtime (an attribute left from an earlier placement of the same inode does not hide a newer
+    record in ``records_dir``). None when there is none or it is unreadable."""
+    for record in _records(records_dir, final):
+        if st is None or _names(record, final, st):
+            return record
+    return None
+
+
+def _records(records_dir: Path, final: Path):
+    """The records that may be ``final``'s, in the order they are trusted: attribute, then file."""
     from prefetch.fs import safefs
 
     try:
         record = json.loads(os.getxattr(final, _XATTR, follow_symlinks=False))
         if isinstance(record, dict) and record.get("path") == str(final.absolute()):
-            return record
+            yield record
     except (OSError, ValueError, AttributeError):
         pass
     try:
         raw = safefs.read_bytes(completion_path(records_dir, final))
         record = json.loads(raw) if raw else None
     except (OSError, ValueError, safefs.UnsafePathError):
-        return None
-    return record if isinstance(record, dict) else None
+        return
+    if isinstance(record, dict):
+        yield record
+
+
+def _names(record: dict, final: Path, st: os.stat_result) -> bool:
+    want = (str(final.absolute()), st.st_size, st.st_dev, st.st_ino, st.st_mtime_ns)
+    return tuple(record.get(k) for k in ("path", "size", "dev", "ino", "mtime_ns")) == want
 
 
 def completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:
@@ -222,12 +237,7 @@ def completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bo
 
     if safefs.is_foreign(st) or not stat.S_ISREG(st.st_mode):
         return False
-    record = read_completion(records_dir, final)
-    if record is None:
-        return False
-    want = (str(final.absolute()), st.st_size, st.st_dev, st.st_ino, st.st_mtime_ns)
-    got = tuple(record.get(k) for k in ("path", "size", "dev", "ino", "mtime_ns"))
-    return want == got and stat.S_ISREG(st.st_mode)
+    return read_completion(records_dir, final, st) is not None
 
 
 def own_paths(plan: FilePlan) -> list[Path]:
