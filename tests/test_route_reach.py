@@ -22,7 +22,7 @@ MIB = 1 << 20
 def request(schedule: Schedule, *, remaining: int, workers: int) -> int:
     seg = Segment(0, 0, 64 * MIB, owner=1)
     return schedule.request_end(seg, 0, remaining=remaining, workers=workers, smallest=512 << 10,
-                                least=1 * MIB, most=64 * MIB, paced=schedule.paced, reach=schedule.reach)
+                                least=1 * MIB, most=64 * MIB)  # (paced and reach: what pace() measured)
 
 
 def test_on_a_long_route_a_request_asks_for_its_share_not_a_second():

@@ -385,8 +385,7 @@ class Fetcher:
         settled = t.opt.connections is not None or t.planned_workers == t.worker_limit is not None  # none is coming
         return t.schedule.request_end(seg, start, remaining=t._remaining() or 0, workers=workers,
                                       smallest=t._smallest_piece(), least=t.opt.request_min,
-                                      most=t.opt.request_max, paced=t.schedule.paced, reach=t.schedule.reach,
-                                      settled=settled)
+                                      most=t.opt.request_max, settled=settled)
 
     def _accept(self, answer: Answer, seg: Segment, src: Source, asked: int | None = None) -> bool:
         """Take in what an accepted answer tells: size, validators, a shorter range.

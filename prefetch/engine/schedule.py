@@ -183,7 +183,10 @@ class Schedule:
         ``reach`` (at least ``paced``): on a long route a window is up to what the connection
         reads in ``_ROUND_TRIPS`` round trips instead (see :meth:`pace`); "whole share at the
         end" is still judged on ``paced`` (connections finishing within about a second).
+        Both default to what :meth:`pace` measured last.
         """
+        paced = self.paced if paced is None else paced
+        reach = self.reach if reach is None else reach
         full = settled and paced and workers >= _MANY and remaining // workers <= paced
         share = remaining // ((1 if full else 2) * max(1, workers))  # (workers: the most this transfer may run)
         self.share = share
