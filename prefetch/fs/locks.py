@@ -154,6 +154,8 @@ class _FileLock:
         self.path = path
         self.fd: int | None = None
         self._other = None
+        self.writable = False  # the holder may write its owner record into the file (write_owner)
+        self.wrote = False  # ... and did: emptied again on release
         try:
             import fcntl  # noqa: F401
         except ImportError:  # pragma: no cover - not POSIX
@@ -164,14 +166,11 @@ class _FileLock:
             return
         from prefetch.errors import UnsafePathError
 
-        self.writable = True  # the holder writes its owner record into the file (write_owner)
         try:
             self.fd = open_file(path, os.O_RDWR | os.O_CREAT, 0o644, own=False)
+            self.writable = True
         except (PermissionError, UnsafePathError):  # another user's lock file (a shared state dir): read-only
-            self.writable = False
             self.fd = open_file(path, os.O_RDONLY | os.O_CREAT, 0o644, own=False)
-
-    writable = False
 
     def write_owner(self, data: bytes) -> bool:
         """Record the holder in the (held) lock file; False when it cannot be written here."""
@@ -181,8 +180,6 @@ class _FileLock:
         os.ftruncate(self.fd, len(data))
         self.wrote = True
         return True
-
-    wrote = False
 
     def try_acquire(self) -> bool:
         if self._other is not None:  # pragma: no cover - not POSIX
