@@ -36,8 +36,9 @@ from pathlib import Path, PurePosixPath
 from typing import Mapping, Sequence
 
 from prefetch.errors import NetworkError, UsageError
+from prefetch.model.specs import NLTK_SCHEME, named_by
 
-SCHEME = "nltk:"
+SCHEME = NLTK_SCHEME
 ORIGIN = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages"
 _ID = re.compile(r"^[A-Za-z0-9][\w.+-]{0,99}$")
 _SUBDIR = re.compile(r"^[A-Za-z0-9_][\w.-]{0,99}(/[A-Za-z0-9_][\w.-]{0,99})*$")
@@ -108,7 +109,7 @@ class NltkIndex:
 
 
 def is_nltk_name(text: str) -> bool:
-    return text[: len(SCHEME)].lower() == SCHEME
+    return named_by(text, SCHEME)
 
 
 def parse_nltk_name(text: str) -> str:

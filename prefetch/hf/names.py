@@ -23,8 +23,9 @@ from typing import Mapping
 from urllib.parse import unquote
 
 from prefetch.errors import UsageError
+from prefetch.model.specs import HF_SCHEME, named_by
 
-SCHEME = "hf://"
+SCHEME = HF_SCHEME
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_REVISION = "main"
 _TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
@@ -65,7 +66,7 @@ class HubRepo:
 
 def is_hub_name(text: str) -> bool:
     """True for ``hf://...`` names."""
-    return text[: len(SCHEME)].lower() == SCHEME
+    return named_by(text, SCHEME)
 
 
 def parse_hub_name(text: str) -> HubRepo:

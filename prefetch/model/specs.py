@@ -11,6 +11,17 @@ from dataclasses import dataclass
 
 from prefetch.errors import BadHashError
 
+# The name schemes of the hubs and collections (hf/names.py, ms/names.py, cache/nltk_data.py own
+# their parsing): here so that a planner can tell its names without importing those modules.
+HF_SCHEME = "hf://"
+MS_SCHEME = "ms://"
+NLTK_SCHEME = "nltk:"
+
+
+def named_by(text: str, scheme: str) -> bool:
+    """Whether ``text`` is a name of ``scheme`` (case-insensitive prefix)."""
+    return text[: len(scheme)].lower() == scheme
+
 
 @dataclass(frozen=True)
 class FileSpec:

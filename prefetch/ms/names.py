@@ -26,8 +26,9 @@ from typing import Mapping
 from urllib.parse import unquote
 
 from prefetch.errors import UsageError
+from prefetch.model.specs import MS_SCHEME, named_by
 
-SCHEME = "ms://"
+SCHEME = MS_SCHEME
 DEFAULT_ENDPOINT = "https://modelscope.cn"
 DEFAULT_REVISION = "master"
 _PART = re.compile(r"^[A-Za-z0-9_][\w.-]{0,127}$")
@@ -54,7 +55,7 @@ class MsRepo:
 
 
 def is_ms_name(text: str) -> bool:
-    return text[: len(SCHEME)].lower() == SCHEME
+    return named_by(text, SCHEME)
 
 
 def parse_ms_name(text: str) -> MsRepo:

@@ -10,6 +10,7 @@ from prefetch.errors import UsageError
 from prefetch.flow.planners.base import PlanContext, Planner, RunContext
 from prefetch.flow.request import GetRequest
 from prefetch.model.plans import FileResult
+from prefetch.model.specs import HF_SCHEME, named_by
 
 if TYPE_CHECKING:  # hf.plan, hf.download and ms.alternate load when a hub name is planned
     from prefetch.hf.plan import HubPlan
@@ -22,7 +23,7 @@ class HubPlanner(Planner):
     flat_mirrors = False  # --mirror names the Hub endpoint (hf-mirror, or a URL)
 
     def claims(self, name: str) -> bool:
-        return name[:5].lower() == "hf://"  # hf.names.is_hub_name, without importing hf/ at start-up
+        return named_by(name, HF_SCHEME)  # (hf.names.is_hub_name, without importing hf/ at start-up)
 
     def check(self, names: Sequence[str], ctx: PlanContext) -> None:
         request = ctx.request

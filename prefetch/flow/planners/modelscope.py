@@ -21,6 +21,7 @@ from prefetch.flow.request import GetRequest
 from prefetch.fs.locks import hold_lock
 from prefetch.model.events import Event, EventKind
 from prefetch.model.plans import FileResult
+from prefetch.model.specs import MS_SCHEME, named_by
 
 if TYPE_CHECKING:  # ms.plan, ms.api (and hf's) load when an ms:// name is planned
     from prefetch.ms.plan import MsPlan
@@ -33,7 +34,7 @@ class ModelScopePlanner(Planner):
     flat_mirrors = False  # --mirror names the ModelScope endpoint
 
     def claims(self, name: str) -> bool:
-        return name[:5].lower() == "ms://"  # ms.names.is_ms_name, without importing ms/ at start-up
+        return named_by(name, MS_SCHEME)  # (ms.names.is_ms_name, without importing ms/ at start-up)
 
     def check(self, names: Sequence[str], ctx: PlanContext) -> None:
         if names and len(ctx.request.mirrors) > 1:

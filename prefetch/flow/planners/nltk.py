@@ -29,14 +29,13 @@ from prefetch.errors import NetworkError, UsageError
 from prefetch.flow.planners.base import PlanContext, Planner
 from prefetch.flow.request import GetRequest
 from prefetch.model.plans import FilePlan
-from prefetch.model.specs import ExpectedHash, FileSpec
+from prefetch.model.specs import NLTK_SCHEME, ExpectedHash, FileSpec, named_by
 
 if TYPE_CHECKING:
     from prefetch.cache import nltk_data
 
 # cache/nltk_data.py (the snapshot, the index parser) is imported where an nltk: name is planned:
 # a command without one does not pay for it at start-up.
-SCHEME = "nltk:"  # cache.nltk_data.SCHEME
 
 INDEX_LIMIT = 16 << 20  # the real index.xml is about 64 kB
 
@@ -48,7 +47,7 @@ class NltkPlanner(Planner):
     flat_mirrors = False  # --mirror is a gh-pages layout mirror (BASE/index.xml), read here
 
     def claims(self, name: str) -> bool:
-        return name[: len(SCHEME)].lower() == SCHEME  # cache.nltk_data.is_nltk_name, without importing it
+        return named_by(name, NLTK_SCHEME)  # (cache.nltk_data.is_nltk_name, without importing it)
 
     def check(self, names: Sequence[str], ctx: PlanContext) -> None:
         if names and len(ctx.request.mirrors) > 1:
