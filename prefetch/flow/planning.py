@@ -54,12 +54,13 @@ def _plan_groups(request: GetRequest, *, env: Mapping[str, str]) -> tuple[list[t
         planner.check(by_kind.get(planner, []), ctx)
     groups: list[tuple[Planner, list]] = []
     seen: set[Path] = set()
+    name_max: dict[Path, int] = {}  # per parent directory: one pathconf walk per folder, not per file
     for planner, names in by_kind.items():
         plans = []
         for plan in planner.plan(names, ctx):
             if isinstance(plan, FilePlan):
                 for path in plan.paths:
-                    check_name_length(path)
+                    check_name_length(path, name_max)
             if plan.final in seen:
                 continue
             seen.add(plan.final)
@@ -111,26 +112,33 @@ def _fetch_options(request: GetRequest, env: Mapping[str, str], bases: tuple[str
 IN_FLIGHT_EXTRA = len("..part.json.") + 10 + len("-12345678.tmp")
 
 
-def check_name_length(path: Path) -> None:
+def check_name_length(path: Path, name_max: dict[Path, int] | None = None) -> None:
     """Refuse a file name the filesystem cannot hold together with prefetch's suffixes.
+
+    ``name_max``: the limits already looked up, by parent directory (filled in here).
 
     Raises:
         UsageError: the name is longer than NAME_MAX (usually 255 bytes) minus what
             prefetch appends for its partial, state and temp files.
     """
-    name_max = 255
-    for parent in (path.parent, *path.parent.parents):
-        try:
-            name_max = os.pathconf(parent, "PC_NAME_MAX")
-            break
-        except (OSError, ValueError):
-            continue
     size = len(os.fsencode(path.name))
-    if size + IN_FLIGHT_EXTRA > name_max:
+    folder = path.parent
+    limit = name_max.get(folder) if name_max is not None else None
+    if limit is None:
+        limit = 255
+        for parent in (folder, *folder.parents):
+            try:
+                limit = os.pathconf(parent, "PC_NAME_MAX")
+                break
+            except (OSError, ValueError):
+                continue
+        if name_max is not None:
+            name_max[folder] = limit
+    if size + IN_FLIGHT_EXTRA > limit:
         raise UsageError(
-            f"file name too long: {path.name[:40]}... is {size} bytes; this filesystem allows {name_max} "
+            f"file name too long: {path.name[:40]}... is {size} bytes; this filesystem allows {limit} "
             f"and prefetch needs {IN_FLIGHT_EXTRA} more for its partial and state files, so at most "
-            f"{name_max - IN_FLIGHT_EXTRA}: give -o PATH with a shorter name"
+            f"{limit - IN_FLIGHT_EXTRA}: give -o PATH with a shorter name"
         )
 
 

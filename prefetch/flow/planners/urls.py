@@ -24,7 +24,7 @@ file a path starts with ``/``, ``./``, ``../`` or ``~/``). It becomes a ``file:/
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
@@ -52,7 +52,9 @@ class UrlEntry:
     dir: str | None = None
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        # (not dataclasses.asdict: its deep copy is most of reading a list of thousands of URLs)
+        return {k: v for k, v in (("url", self.url), ("sha256", self.sha256), ("md5", self.md5), ("out", self.out),
+                                  ("dir", self.dir)) if v is not None}
 
     @classmethod
     def from_dict(cls, data: Mapping | str) -> "UrlEntry":
@@ -196,7 +198,8 @@ def plan_url_specs(
     """
     cwd = Path(os.getcwd()) if cwd is None else cwd
     specs: list[DatasetSpec] = []
-    taken: dict[Path, str] = {}
+    taken: dict[str, str] = {}
+    bases: dict[str | None, str] = {}  # entry.dir -> its absolute folder (a list's entries share one or few)
     for entry in entries:
         url, expected = entry_hash(entry, where=entry.url)
         url = local_to_url(url)
@@ -205,29 +208,30 @@ def plan_url_specs(
             raise UsageError(f"{url}: the URL's password is never stored in job records, so a resumed job cannot "
                              f"send it; run the same `prefetch get URL ...` again (it resumes from the bytes on disk)")
         _check_local_origin(url)
-        base = Path(entry.dir or output_dir or cwd).expanduser()
-        base = base if base.is_absolute() else cwd / base
+        base = bases.get(entry.dir)
+        if base is None:
+            folder = Path(entry.dir or output_dir or cwd).expanduser()
+            base = bases[entry.dir] = str(folder if folder.is_absolute() else cwd / folder)
         name = url_file_name(url)
         if entry.out:
-            target = Path(entry.out).expanduser()
-            target = target if target.is_absolute() else base / target
+            target = os.path.join(base, os.path.expanduser(entry.out))  # (an absolute out= replaces base)
         elif name:
-            target = base / name
+            target = os.path.join(base, name)
         else:
             raise UsageError(f"cannot tell a file name from {url!r}; give -o PATH (or out=NAME in an input file)")
-        target = Path(os.path.abspath(target))
+        target = os.path.abspath(target)
         if target in taken and taken[target] != url:
             raise UsageError(f"{taken[target]} and {url} would both be saved as {target}; give one of them out=NAME")
         taken[target] = url
         into: tuple[str, ...] = ()
         if extract:
-            where = Path(extract_to).expanduser() if extract_to else target.parent
+            where = Path(extract_to).expanduser() if extract_to else Path(target).parent
             into = (os.path.abspath(where if where.is_absolute() else cwd / where),)
         specs.append(
             DatasetSpec(
-                name=name or target.name,
+                name=name or os.path.basename(target),
                 description=url,
-                files=(FileSpec(name=name or target.name, url=url, target=str(target), expected=expected,
+                files=(FileSpec(name=name or os.path.basename(target), url=url, target=target, expected=expected,
                                 extract=into),),
                 source="url",
             )
