@@ -117,3 +117,52 @@ def test_https_direct_is_verified(tls_origin, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with Client() as client, pytest.raises(NetworkError, match="TLS verification failed"):
         _get(client, tls_origin.url_for("f.bin"))
+
+
+_HEADS = [
+    b"Server: nginx/1.24.0\r\nContent-Type: application/octet-stream\r\nContent-Length: 4\r\n"
+    b"ETag: \"6926a1ae-4\"\r\nAccept-Ranges: bytes\r\n\r\n",
+    b"Content-Length: 4\r\nA:b\r\nC:   d  \r\nE: \t x\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nX:\r\n\r\n",
+    b"Content-Length: 4\r\nX-Folded: a\r\n b\r\n\r\n",  # an obsolete folded line
+    b"Content-Length: 4\r\nX-Cr: a\rb\r\n\r\n",  # a stray CR inside a value
+    b"Content-Length: 4\r\nBad Header: x\r\nY: z\r\n\r\n",  # not a header line: the rest is "body"
+    b"Content-Length: 4\r\nContent-Type: multipart/byteranges; boundary=x\r\n\r\n",
+    b"Content-Length: 4\r\nX-Latin: \xe9t\xe9\r\n\r\n",
+    b"Content-Length: 4\n\n",
+]
+
+
+@pytest.mark.parametrize("head", _HEADS)
+def test_a_head_parsed_without_the_email_package_is_the_message_http_client_builds(head):
+    """A plain head skips the email parser (net/connection.py); every head, plain or not,
+    gives the HTTPMessage http.client's own parser gives, through a real connection too."""
+    import http.client
+    import io
+    import socket
+
+    from prefetch.net.connection import _quick_headers
+
+    def same(a, b) -> bool:
+        return (type(a) is type(b) and a.items() == b.items() and a.get_payload() == b.get_payload()
+                and [type(d) for d in a.defects] == [type(d) for d in b.defects])
+
+    assert same(_quick_headers(io.BytesIO(head)), http.client.parse_headers(io.BytesIO(head)))
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n" + head + b"data")
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        with Client() as client:
+            resp = client.request(f"http://127.0.0.1:{listener.getsockname()[1]}/x")
+            parsed = resp._raw  # (http.client's response under urllib3's)
+            assert type(parsed).__name__ == "QuickHeadResponse"  # (the pools' connections parse with it)
+            assert same(parsed.msg, http.client.parse_headers(io.BytesIO(head)))
+            resp.close()
+    finally:
+        listener.close()

@@ -33,7 +33,7 @@ _DEFAULT_HEADERS = (("Accept", "*/*"), ("Connection", "keep-alive"))
 
 def plain_url(url: str) -> bool:
     """Whether requests would send ``url`` unchanged and without credentials taken from it."""
-    return all(c in _PLAIN for c in url)
+    return _PLAIN.issuperset(url)
 
 
 def merged_headers(defaults: dict[str, str], headers: dict[str, str] | None) -> dict[str, str]:
@@ -42,11 +42,15 @@ def merged_headers(defaults: dict[str, str], headers: dict[str, str] | None) -> 
     merged = dict(defaults)
     for name, value in _DEFAULT_HEADERS:
         merged.setdefault(name, value)
-    for name, value in (headers or {}).items():
-        for existing in [k for k in merged if k.lower() == name.lower()]:
-            del merged[existing]
-        if value is not None:
-            merged[name] = value
+    if headers:
+        named = {k.lower(): k for k in merged}  # (names compared without case, as requests' merge does)
+        for name, value in headers.items():
+            existing = named.pop(name.lower(), None)
+            if existing is not None:
+                del merged[existing]
+            if value is not None:
+                merged[name] = value
+                named[name.lower()] = name
     return merged
 
 
