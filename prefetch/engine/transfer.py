@@ -81,8 +81,8 @@ def download_to_part(
     transfer = _Transfer(
         host=host,
         urls=urls,
-        part=Path(part),
-        state_file=Path(state_file),
+        part=part if isinstance(part, Path) else Path(part),
+        state_file=state_file if isinstance(state_file, Path) else Path(state_file),
         algorithm=algorithm,
         options=options,
         on_event=on_event,

@@ -436,6 +436,7 @@ def fetch_files(
             on_file_done(index, result)
 
     leftovers = LeftoverScan()  # each directory listed once for the whole run
+    locks_dir, markers_dir, records_dir = state / "locks", state / "extracted", state / "placed"
 
     def run(index: int) -> None:
         plan = plans[index]
@@ -445,8 +446,8 @@ def fetch_files(
 
                 raise InterruptedTransferError(f"{plan.label}: not started (stopped)")
             result = fetch_file(
-                plan, options=options, locks_dir=state / "locks", markers_dir=state / "extracted",
-                records_dir=state / "placed", on_event=on_event, stop=stop, leftovers=leftovers,
+                plan, options=options, locks_dir=locks_dir, markers_dir=markers_dir,
+                records_dir=records_dir, on_event=on_event, stop=stop, leftovers=leftovers,
             )
         except PrefetchError as exc:
             result = _failed(plan, exc)

@@ -41,8 +41,9 @@ class LockOwner:
 
 def lock_path(locks_dir: Path, target: Path) -> Path:
     """The lock file for ``target`` (named by a hash of its absolute path)."""
-    digest = hashlib.sha1(str(Path(target).absolute()).encode()).hexdigest()[:20]
-    return locks_dir / f"{digest}.lock"
+    target = target if isinstance(target, Path) else Path(target)
+    name = str(target if target.is_absolute() else target.absolute())
+    return locks_dir / f"{hashlib.sha1(name.encode()).hexdigest()[:20]}.lock"
 
 
 def read_owner(lock_file: Path) -> LockOwner | None:

@@ -243,7 +243,8 @@ def replace(source: Path | str, target: Path | str) -> None:
     link or another user's entry at ``target`` is still refused: it is not ours to drop.
     Both names must be in the same directory; the rename is relative to its fd.
     """
-    source, target = Path(source), Path(target)
+    source = source if isinstance(source, Path) else Path(source)  # (a Path per file is parsed again)
+    target = target if isinstance(target, Path) else Path(target)
     check_replaceable(target)
     if source.parent == target.parent and _DIRECTORY:
         dfd = os.open(source.parent, os.O_RDONLY | _DIRECTORY | _CLOEXEC)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlsplit
 
 from prefetch.errors import UsageError
@@ -73,6 +74,7 @@ _SECRET_PARAMS = ("x-amz-signature", "x-amz-credential", "x-amz-security-token",
                   "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "token", "access_token", "se", "sp")
 
 
+@functools.lru_cache(maxsize=1024)  # (a file's URL is redacted for its record, its sources and its message)
 def redact_url(url: str) -> str:
     """``url`` for logs, records and messages: no ``user:password@``, no signature or token in the query."""
     parts = urlsplit(url)
