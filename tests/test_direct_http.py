@@ -166,3 +166,22 @@ def test_a_head_parsed_without_the_email_package_is_the_message_http_client_buil
             resp.close()
     finally:
         listener.close()
+
+
+def test_the_last_host_s_pool_is_reused_until_its_manager_closes_it(recorder):
+    """Requests to one host skip the pool manager's lookup (net/direct.py); a pool the manager
+    closed (evicted, or cleared) is never used again: the next request gets a live one."""
+    base, seen = recorder
+    other = base.replace("127.0.0.1", "localhost")
+    with Client() as client:
+        assert _get(client, base + "/a") == b"data"
+        pools = client._direct
+        first = pools._last[1]
+        assert _get(client, base + "/b") == b"data" and pools._last[1] is first
+        assert _get(client, other + "/c") == b"data" and pools._last[1] is not first
+        assert _get(client, base + "/d") == b"data"
+        evicted = pools._last[1]
+        pools.manager.clear()  # dropped from the manager's 10 pools, and closed as urllib3 1.x closes one
+        evicted.close()
+        assert _get(client, base + "/e") == b"data"
+    assert [path for path, _ in seen] == ["/a", "/b", "/c", "/d", "/e"]

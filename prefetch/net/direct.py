@@ -83,11 +83,18 @@ class DirectPools:
             self._tls = tls
         return self._tls
 
+    _last: tuple | None = None  # ((scheme, netloc), pool) of the last request: a list's files go to one host
+
     def _pool(self, url: str):
         parts = urlsplit(url)
+        last = self._last
+        if last is not None and last[0] == (parts.scheme, parts.netloc) and last[1].pool is not None:
+            return parts, last[1]  # (the manager's own pool for it, unless closed: urllib3 1.x closes the pools it evicts)
         scheme = parts.scheme.lower()
-        return parts, self.manager.connection_from_host(parts.hostname, parts.port, scheme=scheme,
-                                                        pool_kwargs=self._tls_kwargs() if scheme == "https" else None)
+        pool = self.manager.connection_from_host(parts.hostname, parts.port, scheme=scheme,
+                                                 pool_kwargs=self._tls_kwargs() if scheme == "https" else None)
+        self._last = ((parts.scheme, parts.netloc), pool)
+        return parts, pool
 
     def connect(self, url: str, timeout: float) -> None:
         """Open a connection (TCP, and TLS for https) to ``url``'s host without sending
@@ -114,4 +121,5 @@ class DirectPools:
                             timeout=self._timeout(connect=connect, read=read))
 
     def close(self) -> None:
+        self._last = None
         self.manager.clear()
