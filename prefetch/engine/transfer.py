@@ -331,7 +331,11 @@ class _Transfer(SourceHandling, PartAndState):
         self.ahead.close()
         with self.lock:
             self.generation += 1
-            self.interrupt.set()
+            # No worker thread was started and none runs (a small file done inline): nobody
+            # waits on the event, and the next generation, if any, finds it clear as it is.
+            idle = not threads and not self.active_workers
+            if not idle:
+                self.interrupt.set()
             responses = list(self.responses.values())
             self.wake.notify_all()
         for resp in responses:
@@ -339,7 +343,7 @@ class _Transfer(SourceHandling, PartAndState):
         deadline = time.monotonic() + _STOP_GRACE
         for thread in threads:
             thread.join(None if wait else max(0.0, deadline - time.monotonic()))
-        if wait:
+        if wait and not idle:
             self.interrupt = threading.Event()  # for the next generation (a straggler keeps seeing it set)
 
     # -- workers -----------------------------------------------------------
