@@ -66,6 +66,10 @@ class DirectPools:
         self.manager = urllib3.PoolManager(num_pools=10, maxsize=10, block=False)
         self.manager.pool_classes_by_scheme = pool_classes(resolve)
         self._timeout = urllib3.Timeout
+        self._timeouts: dict = {}  # (connect, read) -> urllib3.Timeout (the pool clones it per request)
+        # No retries, no redirects: what urlopen would build from retries=False, redirect=False on every
+        # request (a Retry is immutable: increment() returns a new one).
+        self._no_retries = urllib3.Retry(False, redirect=False)
         self._verify = verify
         self._tls: dict | None = None  # https pools' verification, worked out on the first https request
 
@@ -116,9 +120,12 @@ class DirectPools:
         the socket's exception when it fails)."""
         parts, pool = self._pool(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        return pool.urlopen(method, path, body=None, headers=headers, retries=False, redirect=False,
+        timeout = self._timeouts.get((connect, read))
+        if timeout is None:
+            timeout = self._timeouts[(connect, read)] = self._timeout(connect=connect, read=read)
+        return pool.urlopen(method, path, body=None, headers=headers, retries=self._no_retries, redirect=False,
                             assert_same_host=False, preload_content=False, decode_content=False,
-                            timeout=self._timeout(connect=connect, read=read))
+                            timeout=timeout)
 
     def close(self) -> None:
         self._last = None
