@@ -226,10 +226,10 @@ def _paced(start_switches: int = 0):
     now, cpu, switches = [0.0], [1.0], [start_switches]
     pace = FilesPace(clock=lambda: now[0], usage=lambda: (cpu[0], switches[0]))
 
-    def look(per_cpu_ms: float, top: int = 8) -> int:  # a LOOK's worth of CPU at that switch rate
+    def look(per_cpu_ms: float, top: int = 8, busy: float = 0.4) -> int:  # a LOOK at that switch rate and CPU
         now[0] += FilesPace.LOOK
-        cpu[0] += 0.2
-        switches[0] += int(per_cpu_ms * 200)
+        cpu[0] += FilesPace.LOOK * busy
+        switches[0] += int(per_cpu_ms * FilesPace.LOOK * busy * 1000)
         return pace.limit(top)
     return pace, look
 
@@ -240,11 +240,12 @@ def test_a_short_route_keeps_fewer_files_in_flight_while_the_file_threads_thrash
     pace, look = _paced()
     assert pace.limit(8) == 8, "all of them to start with"
     assert pace.limit(8) == 8, "no look before LOOK seconds passed"
-    seen = [look(18.0) for _ in range(10)]  # 8 file threads on loopback nginx: 12-23 switches per CPU ms
+    seen = [look(18.0, busy=1.0) for _ in range(10)]  # 8 file threads on loopback nginx: 12-23 per CPU ms
     assert seen[:3] == [7, 6, 5] and seen[-1] == FEWEST_FILES
     assert look(7.0) == FEWEST_FILES, "between CALM and THRASH: as it is"
     assert look(FilesPace.THRASH) == FEWEST_FILES, "never fewer than FEWEST_FILES"
-    seen = [look(2.0) for _ in range(10)]  # calm (the threads wait for a server, not for each other)
+    assert look(1.0, busy=1.0) == FEWEST_FILES, "calm but busy (2 files keep it busy): as it is"
+    seen = [look(2.0) for _ in range(10)]  # calm and waiting (the threads wait for a server, not each other)
     assert seen[:2] == [FEWEST_FILES + 1, FEWEST_FILES + 2] and seen[-1] == 8
     assert look(2.0, top=4) == 4, "never more than it is given"
     assert look(18.0, top=4) == 3, "from what it was given"
@@ -259,7 +260,7 @@ def test_the_run_asks_the_pace_on_a_short_route_only():
     near.route.add(0.001)
     assert hosts.files_now(32) == min(32, SHORT_ROUTE_FILES)
     for _ in range(SHORT_ROUTE_FILES):  # thrashing all the time: down to FEWEST_FILES
-        look(18.0)
+        look(18.0, busy=1.0)
     assert hosts.files_now(32) == FEWEST_FILES
     far = hosts.host_for("http://example.org/b")
     for _ in range(5):

@@ -334,14 +334,17 @@ class FilesPace:
     each offer one). Every ``LOOK`` seconds this counts the process's voluntary context
     switches per millisecond of CPU: ``THRASH`` or more (2,000 files of 16 KiB from nginx on
     loopback, 8 files in flight: 12-23) takes one file off, down to ``FEWEST_FILES``;
-    ``CALM`` or fewer (there, 2 files: 0.3-5; a server that keeps each file waiting,
-    8 files: 2-5) adds one back, up to the ``top`` it is given. No count (no ``resource``
-    module): always ``top``. Thread-safe.
+    ``CALM`` or fewer adds one back, up to the ``top`` it is given, while the process is not
+    busy (below ``BUSY`` CPU seconds a second): a server that keeps each file waiting (8
+    files: 2-5 switches, 0.4 CPU with 2 files) gets them back, while loopback nginx with 2
+    files (0.3-5 switches, the process busy) keeps 2. No count (no ``resource`` module):
+    always ``top``. Thread-safe.
     """
 
     LOOK = 0.25  # seconds between looks
     THRASH = 10.0  # voluntary context switches per CPU millisecond: files wait for each other
-    CALM = 5.0  # at most this many: more files in flight would overlap more waiting
+    CALM = 5.0  # at most this many: more files in flight would overlap more waiting...
+    BUSY = 0.8  # ... unless the process already uses this much CPU per second
 
     def __init__(self, *, clock=time.monotonic, usage=None, least: int = FEWEST_FILES) -> None:
         self._clock, self._usage, self.least = clock, usage or _usage, least
@@ -363,9 +366,10 @@ class FilesPace:
             mark, self._mark = self._mark, (now, *used)
             if mark is not None and used[0] > mark[1]:
                 switches = (used[1] - mark[2]) / ((used[0] - mark[1]) * 1000)
+                busy = (used[0] - mark[1]) / max(1e-6, now - mark[0])
                 if switches >= self.THRASH:
                     self.count = max(self.least, min(self.count, top) - 1)
-                elif switches <= self.CALM:
+                elif switches <= self.CALM and busy < self.BUSY:
                     self.count = min(self.count, top) + 1
             return max(1, min(self.count, top))
 
