@@ -175,45 +175,44 @@ class PrefixHasher:
         self.hasher = new_hasher(self.algorithm) if self.algorithm else None
         self.hashed = 0
 
-    def _slice(self, prefix_end, transfer_lock, most: int | None, read: int = CHUNK) -> bool:
-        """Hash the next bytes of the prefix (at most ``most``, in reads of ``read`` bytes); True when
-        more are waiting. Holds ``lock``."""
+    def _slice(self, prefix_end, transfer_lock, most: int | None) -> bool:
+        """Hash the next bytes of the prefix (at most ``most``); True when more are waiting. Holds ``lock``."""
         with transfer_lock:
             end = prefix_end()
             start, hasher = self.hashed, self.hasher
         stop = end if most is None else min(end, start + most)
         if stop <= start or hasher is None:
             return False
-        read = min(read, stop - start)
-        if self._buffer is None or len(self._buffer) < read:
-            self._buffer = memoryview(bytearray(read))  # (a small file's hash needs no 8 MiB buffer)
-        stop = start + update_from_file(hasher, self.part, start, stop, buffer=self._buffer[:read])
+        stop = start + update_from_file(hasher, self.part, start, stop, buffer=self._read_buffer(stop - start))
         with transfer_lock:
             if self.hasher is hasher:
                 self.hashed = stop
         return start < stop < end
+
+    def _read_buffer(self, wanted: int) -> memoryview:
+        """The reused read buffer: 1 MiB (a read stays in the CPU's cache for the hash: 8 MiB
+        reads hashed 200 MiB ~8% slower), less for a small file. Under ``lock``."""
+        size = min(CHUNK, wanted)
+        if self._buffer is None or len(self._buffer) < size:
+            self._buffer = memoryview(bytearray(size))
+        return self._buffer[:size]
 
     def advance(self, prefix_end, transfer_lock) -> None:
         """A worker's turn: hash a slice of the prefix unless another thread is at it (never waits)."""
         if self.hasher is None or not self.lock.acquire(blocking=False):
             return
         try:
-            # One read and one update per slice: each hands the GIL back, and taking it again
-            # among a dozen busy workers costs more than the read itself (1 MiB reads: 8 MiB
-            # took 90-160 ms on a loaded machine, 25-75 ms in one read).
-            self._slice(prefix_end, transfer_lock, self.SLICE, self.SLICE)
+            self._slice(prefix_end, transfer_lock, self.SLICE)
         except OSError:
             pass  # the end (finish) reads the file again and reports it
         finally:
             self.lock.release()
 
-    def catch_up(self, prefix_end, transfer_lock, stop: threading.Event | None = None, read: int = CHUNK) -> None:
-        """Hash bytes up to ``prefix_end()`` (read under ``transfer_lock``), a slice at a time (until
-        ``stop``), in reads of ``read`` bytes (a 1 MiB read stays in the CPU's cache for the hash:
-        8 MiB reads hash 200 MiB ~8% slower once nothing else runs)."""
+    def catch_up(self, prefix_end, transfer_lock, stop: threading.Event | None = None) -> None:
+        """Hash bytes up to ``prefix_end()`` (read under ``transfer_lock``), a slice at a time (until ``stop``)."""
         while self.hasher is not None and not (stop is not None and stop.is_set()):
             with self.lock:
-                if not self._slice(prefix_end, transfer_lock, self.SLICE, read):
+                if not self._slice(prefix_end, transfer_lock, self.SLICE):
                     return
 
     def follow(self, stop: threading.Event, wake: threading.Condition, prefix_end) -> None:
@@ -223,7 +222,7 @@ class PrefixHasher:
                 if not stop.is_set():  # checked under the lock: a stop's notify cannot slip in before the wait
                     wake.wait(0.2)
             try:
-                self.catch_up(prefix_end, wake, stop, self.SLICE)  # (beside the workers: see advance)
+                self.catch_up(prefix_end, wake, stop)
             except OSError:
                 pass  # the main thread reports file errors
 
@@ -233,9 +232,6 @@ class PrefixHasher:
             return None
         with self.lock:
             if self.hashed < size:
-                read = min(CHUNK, size - self.hashed)
-                if self._buffer is None or len(self._buffer) < read:
-                    self._buffer = memoryview(bytearray(read))
-                update_from_file(self.hasher, self.part, self.hashed, size, buffer=self._buffer[:read])
+                update_from_file(self.hasher, self.part, self.hashed, size, buffer=self._read_buffer(size - self.hashed))
                 self.hashed = size
         return self.hasher.hexdigest()
