@@ -385,10 +385,15 @@ class _Transfer(SourceHandling, PartAndState):
             # read costs real CPU). The last bytes are hashed there: a worker still hashing
             # would hold its answer open while the main loop ends the generation (and aborts
             # it: its kept-alive connection lost).
+            # The hash is taken up by a worker behind the front of the prefix: the one that just
+            # grew it holds the lowest window, which the prefix waits for (while it hashed, the
+            # prefix stood still); by the only one, alone.
             finished = self._finished_locked()
             if finished:
                 self.wake.notify_all()
-            behind = not finished and self.algorithm is not None and self.done.prefix_end() > self.hash.hashed
+            front = self.done.prefix_end()
+            behind = (not finished and self.algorithm is not None and front > self.hash.hashed
+                      and (front != pos + n or self.active_workers <= 1))
         if behind:
             self.hash.advance(self._prefix_end, self.lock)  # the hash keeps pace on the workers' CPU
         return True
