@@ -115,3 +115,30 @@ def test_a_small_file_is_hashed_by_its_worker_as_it_arrives(tmp_path, algorithm)
         assert 0 < result.hash_tail <= 1 << 20, result.hash_tail  # the last read at most (a splice: 1 MiB)
     else:
         assert result.hash_tail == 0
+
+
+def test_the_worker_that_grows_the_prefix_leaves_the_hash_to_the_others(tmp_path):
+    """It holds the lowest window, which the prefix waits for; a worker behind the front (or
+    the only worker) hashes. Drives the real transfer's ``record`` on a real ``.part``."""
+    from prefetch.engine.schedule import Segment
+    from prefetch.engine.transfer import _Transfer
+    from prefetch.model.events import ignore_event
+
+    size = 24 * MIB
+    data = os.urandom(size)
+    part = tmp_path / "f.part"
+    part.write_bytes(data)
+    t = _Transfer(urls=["http://127.0.0.1:9/f"], part=part, state_file=tmp_path / "f.state", algorithm="sha256",
+                  options=TransferOptions(), on_event=ignore_event, stop=threading.Event(), client_factory=None,
+                  name="f")
+    t.size = size
+    src = t.sources.all[0]
+    t.active_workers = 2
+    assert t.record(Segment(0, 0, 12 * MIB), src, 0, 12 * MIB, t.generation)  # the front grows: no hashing here
+    assert t.hash.hashed == 0
+    assert t.record(Segment(16 * MIB, 16 * MIB, size), src, 16 * MIB, MIB, t.generation)  # behind it: a slice
+    assert t.hash.hashed == PrefixHasher.SLICE
+    t.active_workers = 1
+    assert t.record(Segment(12 * MIB, 12 * MIB, 16 * MIB), src, 12 * MIB, MIB, t.generation)  # alone: it hashes
+    assert t.hash.hashed == 13 * MIB  # (the prefix: 0-13 MiB)
+    assert t.hash.finish(size) == hashlib.sha256(data).hexdigest()
