@@ -5,9 +5,7 @@
 * locks are one ``flock`` per file: a second holder waits (naming the first), times out,
   or stops within a fraction of a second;
 * the environment (proxies, ``.netrc``) is read once per client and host, not per request;
-* on a short route at most ``SHORT_ROUTE_FILES`` files are in flight, fewer while the file threads
-  thrash (many voluntary context switches per CPU millisecond), back up when calm; a long
-  route keeps them all.
+* on a short route at most ``SHORT_ROUTE_FILES`` files are in flight; a long route keeps them all.
 """
 
 from __future__ import annotations
@@ -217,55 +215,6 @@ def test_a_short_route_keeps_few_files_in_flight_and_a_long_one_all(tmp_path):
 
     run_in_order(60, one, workers=16, stop=threading.Event(), limit=lambda: 3)
     assert peak[0] == 3
-
-
-def _paced(start_switches: int = 0):
-    """A FilesPace on a clock and a CPU/switch count the test moves."""
-    from prefetch.engine.hosts import FilesPace
-
-    now, cpu, switches = [0.0], [1.0], [start_switches]
-    pace = FilesPace(clock=lambda: now[0], usage=lambda: (cpu[0], switches[0]))
-
-    def look(per_cpu_ms: float, top: int = 8, busy: float = 0.4) -> int:  # a LOOK at that switch rate and CPU
-        now[0] += FilesPace.LOOK
-        cpu[0] += FilesPace.LOOK * busy
-        switches[0] += int(per_cpu_ms * FilesPace.LOOK * busy * 1000)
-        return pace.limit(top)
-    return pace, look
-
-
-def test_a_short_route_keeps_fewer_files_in_flight_while_the_file_threads_thrash_and_more_when_calm():
-    from prefetch.engine.hosts import FEWEST_FILES, FilesPace
-
-    pace, look = _paced()
-    assert pace.limit(8) == 8, "all of them to start with"
-    assert pace.limit(8) == 8, "no look before LOOK seconds passed"
-    seen = [look(18.0, busy=1.0) for _ in range(10)]  # 8 file threads on loopback nginx: 12-23 per CPU ms
-    assert seen[:3] == [7, 6, 5] and seen[-1] == FEWEST_FILES
-    assert look(7.0) == FEWEST_FILES, "between CALM and THRASH: as it is"
-    assert look(FilesPace.THRASH) == FEWEST_FILES, "never fewer than FEWEST_FILES"
-    assert look(1.0, busy=1.0) == FEWEST_FILES, "calm but busy (2 files keep it busy): as it is"
-    seen = [look(2.0) for _ in range(10)]  # calm and waiting (the threads wait for a server, not each other)
-    assert seen[:2] == [FEWEST_FILES + 1, FEWEST_FILES + 2] and seen[-1] == 8
-    assert look(2.0, top=4) == 4, "never more than it is given"
-    assert look(18.0, top=4) == 3, "from what it was given"
-
-
-def test_the_run_asks_the_pace_on_a_short_route_only():
-    from prefetch.engine.hosts import FEWEST_FILES, SHORT_ROUTE_FILES, Hosts
-
-    hosts = Hosts(long_route=0.04)
-    hosts.pace, look = _paced()
-    near = hosts.host_for("http://127.0.0.1:1/a")
-    near.route.add(0.001)
-    assert hosts.files_now(32) == min(32, SHORT_ROUTE_FILES)
-    for _ in range(SHORT_ROUTE_FILES):  # thrashing all the time: down to FEWEST_FILES
-        look(18.0, busy=1.0)
-    assert hosts.files_now(32) == FEWEST_FILES
-    far = hosts.host_for("http://example.org/b")
-    for _ in range(5):
-        far.route.add(0.2)
-    assert hosts.files_now(32) == 32, "a long route in the run: every file in flight, however busy"
 
 
 def test_the_api_bar_of_many_files_is_one_summary_at_a_constant_cost_per_event(monkeypatch):

@@ -36,7 +36,6 @@ from prefetch.engine.schedule import RouteJudge
 DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
 _CROWDED = (429, 503)
 SHORT_ROUTE_FILES = max(8, 2 * (os.cpu_count() or 1))  # files in flight on a short route (Hosts.files_now)
-FEWEST_FILES = 2  # files in flight on a short route while the file threads take turns at the interpreter (FilesPace)
 
 
 def host_key(url: str) -> str:
@@ -282,7 +281,6 @@ class Hosts:
 
     def __init__(self, *, budget: int = DEFAULT_HOST_CONNECTIONS, long_route: float = 0.04,
                  client_factory=None, on_event: EventSink = ignore_event, stop: threading.Event | None = None) -> None:
-        self.pace = FilesPace()
         self.stop = stop
         self.budget = budget
         self.long_route = long_route
@@ -309,76 +307,16 @@ class Hosts:
         """How many files may be in flight now, of ``workers`` at most.
 
         All of them until a host has answered; once every host of the run has answered
-        quicker than a long route can (loopback, a LAN: :attr:`SharedRouteJudge.near`) at
-        most ``SHORT_ROUTE_FILES``, and fewer while the file threads mostly wait for each
-        other (:class:`FilesPace`): there a small file costs CPU, not waiting, and more files
-        in flight only add thread switches. A long route keeps them all: there files overlap
-        their round trips.
+        quicker than a long route can (loopback, a LAN: :attr:`SharedRouteJudge.near`) a
+        small file costs CPU, not waiting, and more files in flight than
+        ``SHORT_ROUTE_FILES`` only add thread switches. A long route keeps them all:
+        there files overlap their round trips.
         """
         hosts = self.all()
         if hosts and all(h.route.near for h in hosts):
-            return self.pace.limit(max(1, min(workers, SHORT_ROUTE_FILES)))
+            return max(1, min(workers, SHORT_ROUTE_FILES))
         return workers
 
     def close(self) -> None:
         for host in self.all():
             host.close()
-
-
-class FilesPace:
-    """How many files a short route keeps in flight: fewer while the file threads thrash.
-
-    Python runs one thread at a time: a file thread that waits for the server or the disk
-    lets another run, but file threads that all have work only hand the interpreter to
-    each other, and every hand-over is a context switch (a small file's 40-odd system calls
-    each offer one). Every ``LOOK`` seconds this counts the process's voluntary context
-    switches per millisecond of CPU: ``THRASH`` or more (2,000 files of 16 KiB from nginx on
-    loopback, 8 files in flight: 12-23) takes one file off, down to ``FEWEST_FILES``;
-    ``CALM`` or fewer adds one back, up to the ``top`` it is given, while the process is not
-    busy (below ``BUSY`` CPU seconds a second): a server that keeps each file waiting (8
-    files: 2-5 switches, 0.4 CPU with 2 files) gets them back, while loopback nginx with 2
-    files (0.3-5 switches, the process busy) keeps 2. No count (no ``resource`` module):
-    always ``top``. Thread-safe.
-    """
-
-    LOOK = 0.25  # seconds between looks
-    THRASH = 10.0  # voluntary context switches per CPU millisecond: files wait for each other
-    CALM = 5.0  # at most this many: more files in flight would overlap more waiting...
-    BUSY = 0.8  # ... unless the process already uses this much CPU per second
-
-    def __init__(self, *, clock=time.monotonic, usage=None, least: int = FEWEST_FILES) -> None:
-        self._clock, self._usage, self.least = clock, usage or _usage, least
-        self._lock = threading.Lock()
-        self.count: int | None = None  # files allowed now (None: not started)
-        self._mark: tuple[float, float, int] | None = None  # (clock, CPU seconds, switches) at the last look
-
-    def limit(self, top: int) -> int:
-        """Files allowed in flight now, of ``top`` at most."""
-        with self._lock:
-            now = self._clock()
-            if self.count is None:
-                self.count = top
-            elif self._mark is not None and now - self._mark[0] < self.LOOK:
-                return max(1, min(self.count, top))
-            used = self._usage()
-            if used is None:
-                return top
-            mark, self._mark = self._mark, (now, *used)
-            if mark is not None and used[0] > mark[1]:
-                switches = (used[1] - mark[2]) / ((used[0] - mark[1]) * 1000)
-                busy = (used[0] - mark[1]) / max(1e-6, now - mark[0])
-                if switches >= self.THRASH:
-                    self.count = max(self.least, min(self.count, top) - 1)
-                elif switches <= self.CALM and busy < self.BUSY:
-                    self.count = min(self.count, top) + 1
-            return max(1, min(self.count, top))
-
-
-def _usage() -> tuple[float, int] | None:
-    """(CPU seconds, voluntary context switches) of this process; None where unknown."""
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not POSIX
-        return None
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw
