@@ -326,7 +326,7 @@ class Fetcher:
             known_size = self.t.size
             ranged = self.t.ranges_ok
             generation = self.t.generation
-            ask_end = asked_end(self.t, seg, start) if ranged else seg.end
+            ask_end = self._asked_end(seg, start) if ranged else seg.end
             seg.asked_to, seg.asked_from, seg.asked_at = ask_end or 0, start, time.monotonic()
         overlap = 0
         if ranged:
@@ -365,6 +365,27 @@ class Fetcher:
         elif (self.t.opt.splice and url[:5].lower() == "http:" and answer.end is not None
               and answer.end - answer.first >= _SPLICE_FROM):
             self.pipe = Pipe.open()
+
+    def _asked_end(self, seg: Segment, start: int) -> int | None:
+        """Where this request's range ends (exclusive; None: open-ended). Callers hold the lock.
+
+        One connection (``--connections 1``, or one stream pinned) asks for the whole rest:
+        nobody splits it. Otherwise a closed range of what this connection will really
+        fetch: a first window while the size is unknown, then a share of what is left.
+        """
+        t = self.t
+        if t.opt.connections == 1 or t.sources.pinned is not None:
+            return seg.end
+        if seg.end is None:
+            return start + t.opt.first_request
+        if not t._splittable_locked():
+            return seg.end
+        # The most this transfer may run soon: what the ramp settled on, or its next step.
+        workers = max(t.active_workers, t.opt.connections or t.planned_workers or t.opt.max_connections)
+        settled = t.opt.connections is not None or t.planned_workers == t.worker_limit is not None  # none is coming
+        return t.schedule.request_end(seg, start, remaining=t._remaining() or 0, workers=workers,
+                                      smallest=t._smallest_piece(), least=t.opt.request_min,
+                                      most=t.opt.request_max, settled=settled)
 
     def _accept(self, answer: Answer, seg: Segment, src: Source, asked: int | None = None) -> bool:
         """Take in what an accepted answer tells: size, validators, a shorter range.
@@ -442,27 +463,3 @@ class Fetcher:
         delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message, kind=kind)
         self.t.note(f"{message}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
         self._pause(delay)
-
-
-def asked_end(t, seg: Segment, start: int) -> int | None:
-    """Where a request for ``seg`` from ``start`` ends (exclusive; None: open-ended). Callers hold the lock.
-
-    One connection (``--connections 1``, or one stream pinned) asks for the whole rest:
-    nobody splits it. Otherwise a closed range of what this connection will really
-    fetch: a first window while the size is unknown, then a share of what is left.
-    (``_Transfer.take_segment`` asks it too: with a hash, a new connection takes the
-    bytes right after the window the owner of a segment is about to ask for.)
-    """
-    if t.opt.connections == 1 or t.sources.pinned is not None:
-        return seg.end
-    if seg.end is None:
-        return start + t.opt.first_request
-    if not t._splittable_locked():
-        return seg.end
-    # The most this transfer may run soon: what the ramp settled on, or its next step.
-    workers = max(t.active_workers, t.opt.connections or t.planned_workers or t.opt.max_connections)
-    settled = t.opt.connections is not None or t.planned_workers == t.worker_limit is not None  # none is coming
-    return t.schedule.request_end(seg, start, remaining=t._remaining() or 0, workers=workers,
-                                  smallest=t._smallest_piece(), least=t.opt.request_min,
-                                  most=t.opt.request_max, settled=settled)
-

@@ -158,4 +158,3 @@ class TransferResult:
     restarts: int
     sources_dropped: list[str]
     served: dict[str, int] = field(default_factory=dict)  # source URL -> bytes of the file it delivered
-    hash_tail: int = 0  # bytes hashed after the last byte arrived (the hash follows the download: see stream.py)

@@ -8,7 +8,6 @@ and snapshots of the state saved beside it.
 from __future__ import annotations
 
 import os
-import threading
 
 from prefetch.fs.files import local_error, mib
 from prefetch.engine.ranges import RangeSet
@@ -96,20 +95,6 @@ class PartAndState:
 
     def _catch_up_hash(self) -> None:
         self.hash.catch_up(self._prefix_end, self.lock)
-
-    def _start_hasher(self) -> None:
-        self._hasher_stop = threading.Event()
-        self._hasher = threading.Thread(target=self.hash.follow, args=(self._hasher_stop, self.wake, self._prefix_end),
-                                        daemon=True)
-        self._hasher.start()
-
-    def _stop_hasher(self, *, wait: bool) -> None:
-        if self._hasher is not None:
-            self._hasher_stop.set()
-            with self.lock:
-                self.wake.notify_all()  # the hash loop sleeps on it: wake it to see the stop
-            if wait:
-                self._hasher.join()
 
     def _snapshot(self, force: bool) -> tuple[TransferState, int, int | None] | None:
         """(the state to save, bytes done in it, the .part's fd), or None when nothing changed."""

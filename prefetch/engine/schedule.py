@@ -81,30 +81,21 @@ class Schedule:
         self.segments.append(seg)
         return seg
 
-    def take(self, worker: int, *, splittable: bool, smallest: int, low_first: bool, asked=None) -> Segment | None:
+    def take(self, worker: int, *, splittable: bool, smallest: int, low_first: bool) -> Segment | None:
         """Give ``worker`` a pending segment, or split the largest active one.
 
         Args:
             splittable: the size is known and Range works.
             smallest: the smallest piece worth a new request.
-            low_first: hashing needs a contiguous prefix: the bytes are fetched in file
-                order, so the prefix (and the hash, which follows it) keeps up with the
-                download instead of waiting for the end. A pending segment is taken
-                lowest first, and a split takes the bytes right after the lowest range
-                asked for, or about to be (``asked(seg)``: where the owner's next request
-                will end; ``split_point(in_order=True)``): each connection's next
-                request is the next window of the file, not the next window of a
-                segment of its own (eight connections on eight eighths of the file grow
-                the prefix at one connection's rate: 200 MiB on loopback left ~180 MiB
-                to hash after the last byte).
+            low_first: hashing needs a contiguous prefix: prefer splitting the lowest
+                segment while it is not much smaller than the largest, so the prefix
+                (and the hash) keep up with the download instead of waiting for the end.
         """
         pending = [s for s in self.segments if s.owner is None and (s.end is None or s.pos < s.end)]
         if pending:
             if self.piece and splittable:
                 seg = min(pending, key=lambda s: s.pos)  # in file order: the hashed prefix grows
                 self.cut(seg, self.piece_size())
-            elif low_first:
-                seg = min(pending, key=lambda s: s.pos)
             else:
                 seg = max(pending, key=lambda s: (s.end or 1 << 62) - s.pos)
             seg.owner = worker
@@ -115,15 +106,11 @@ class Schedule:
         if not active:
             return None
         victim = max(active, key=lambda s: s.end - s.pos)
-        mid = None
         if low_first:
-            for seg in sorted(active, key=lambda s: s.pos):
-                mid = self.split_point(seg, smallest, in_order=True, asked=asked)
-                if mid is not None:
-                    victim = seg
-                    break
-        if mid is None:
-            mid = self.split_point(victim, smallest)
+            lowest = min(active, key=lambda s: s.pos)
+            if 2 * (lowest.end - lowest.pos) >= victim.end - victim.pos:
+                victim = lowest
+        mid = self.split_point(victim, smallest)
         if mid is None:
             return None
         seg = Segment(mid, mid, victim.end, owner=worker)
@@ -146,20 +133,12 @@ class Schedule:
             self.add(seg.pos + length, seg.end)
             seg.end = seg.pos + length
 
-    def split_point(self, seg: Segment, smallest: int, *, in_order: bool = False, asked=None) -> int | None:
+    def split_point(self, seg: Segment, smallest: int) -> int | None:
         """Where an active segment may be split, or None (take and has_work agree).
 
         A split pays when the half it takes away would take the owner longer than a new
-        request costs: pieces are at least ``smallest``. ``in_order``: only right after
-        the range its owner asked for, or (not asked yet) will ask for (``asked(seg)``;
-        None: unknown): the bytes stay in file order; None when too little is left beyond.
+        request costs: pieces are at least ``smallest``.
         """
-        if in_order:
-            to = seg.asked_to if seg.asked_to > seg.pos else asked(seg) if asked is not None else None
-            if to is None:
-                return None
-            mid = max(to, seg.reading_to)
-            return mid if seg.end - mid >= smallest else None
         remaining = seg.end - seg.pos
         if remaining < 2 * smallest:
             return None

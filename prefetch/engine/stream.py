@@ -16,7 +16,7 @@ from collections import deque
 
 from prefetch.net.failures import TransientHTTPError, describe_error
 from prefetch.net.urls import host_of
-from prefetch.fs.hashing import CHUNK, new_hasher, update_from_file
+from prefetch.fs.hashing import new_hasher, update_from_file
 
 _FIRST_READ = 64 << 10
 
@@ -150,16 +150,7 @@ def _is_timeout(exc: BaseException) -> bool:
 
 
 class PrefixHasher:
-    """The hash of the file's contiguous prefix, caught up from the page cache as it grows.
-
-    The workers that write the file hash it as its prefix grows (:meth:`advance`, a
-    slice at a time, by whichever worker finds the hash free), so it keeps pace with
-    the download on whatever share of the CPU the workers get; a thread
-    (:meth:`follow`) catches up what was on disk before (a resumed file); the end
-    (:meth:`finish`) hashes what is left.
-    """
-
-    SLICE = 8 << 20  # bytes hashed per turn: a worker is back at its socket within milliseconds
+    """The hash of the file's contiguous prefix, caught up from the page cache as it grows."""
 
     def __init__(self, algorithm: str | None, part) -> None:
         self.algorithm = algorithm
@@ -167,7 +158,6 @@ class PrefixHasher:
         self.lock = threading.Lock()  # one hashing pass at a time
         self.hasher = None
         self.hashed = 0
-        self._buffer: memoryview | None = None  # reused read buffer (under ``lock``)
         self.reset()
 
     def reset(self) -> None:
@@ -175,54 +165,28 @@ class PrefixHasher:
         self.hasher = new_hasher(self.algorithm) if self.algorithm else None
         self.hashed = 0
 
-    def _slice(self, prefix_end, transfer_lock, most: int | None) -> bool:
-        """Hash the next bytes of the prefix (at most ``most``); True when more are waiting. Holds ``lock``."""
-        with transfer_lock:
-            end = prefix_end()
-            start, hasher = self.hashed, self.hasher
-        stop = end if most is None else min(end, start + most)
-        if stop <= start or hasher is None:
-            return False
-        stop = start + update_from_file(hasher, self.part, start, stop, buffer=self._read_buffer(stop - start))
-        with transfer_lock:
-            if self.hasher is hasher:
-                self.hashed = stop
-        return start < stop < end
-
-    def _read_buffer(self, wanted: int) -> memoryview:
-        """The reused read buffer: 1 MiB (a read stays in the CPU's cache for the hash: 8 MiB
-        reads hashed 200 MiB ~8% slower), less for a small file. Under ``lock``."""
-        size = min(CHUNK, wanted)
-        if self._buffer is None or len(self._buffer) < size:
-            self._buffer = memoryview(bytearray(size))
-        return self._buffer[:size]
-
-    def advance(self, prefix_end, transfer_lock) -> None:
-        """A worker's turn: hash a slice of the prefix unless another thread is at it (never waits)."""
-        if self.hasher is None or not self.lock.acquire(blocking=False):
+    def catch_up(self, prefix_end, transfer_lock) -> None:
+        """Hash bytes up to ``prefix_end()`` (read under ``transfer_lock``)."""
+        if self.hasher is None:
             return
-        try:
-            self._slice(prefix_end, transfer_lock, self.SLICE)
-        except OSError:
-            pass  # the end (finish) reads the file again and reports it
-        finally:
-            self.lock.release()
-
-    def catch_up(self, prefix_end, transfer_lock, stop: threading.Event | None = None) -> None:
-        """Hash bytes up to ``prefix_end()`` (read under ``transfer_lock``), a slice at a time (until ``stop``)."""
-        while self.hasher is not None and not (stop is not None and stop.is_set()):
-            with self.lock:
-                if not self._slice(prefix_end, transfer_lock, self.SLICE):
-                    return
+        with self.lock:
+            with transfer_lock:
+                end = prefix_end()
+                start, hasher = self.hashed, self.hasher
+            if end > start:
+                update_from_file(hasher, self.part, start, end)
+                with transfer_lock:
+                    if self.hasher is hasher:
+                        self.hashed = end
 
     def follow(self, stop: threading.Event, wake: threading.Condition, prefix_end) -> None:
-        """Catch up every 0.2 s (or when ``wake`` is notified) until ``stop``; a thread's loop."""
+        """Catch up whenever ``wake`` is notified (or every 0.2 s) until ``stop``; a thread's loop."""
         while not stop.is_set():
             with wake:
                 if not stop.is_set():  # checked under the lock: a stop's notify cannot slip in before the wait
                     wake.wait(0.2)
             try:
-                self.catch_up(prefix_end, wake, stop)
+                self.catch_up(prefix_end, wake)
             except OSError:
                 pass  # the main thread reports file errors
 
@@ -232,6 +196,6 @@ class PrefixHasher:
             return None
         with self.lock:
             if self.hashed < size:
-                update_from_file(self.hasher, self.part, self.hashed, size, buffer=self._read_buffer(size - self.hashed))
+                update_from_file(self.hasher, self.part, self.hashed, size)
                 self.hashed = size
         return self.hasher.hexdigest()

@@ -23,7 +23,7 @@ from typing import Callable
 
 from prefetch.errors import InterruptedTransferError, RemoteChangedError
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
-from prefetch.engine.fetcher import Fetcher, asked_end
+from prefetch.engine.fetcher import Fetcher
 from prefetch.fs.files import mib
 from prefetch.engine.ranges import RangeSet
 from prefetch.engine.part_file import PartFile
@@ -169,16 +169,13 @@ class _Transfer(SourceHandling, PartAndState):
                 except Restart as exc:
                     self._start_over(exc)
             self._trim()  # preallocation or an old .part never leave bytes past the end
-            hash_tail = (self.size or 0) - self.hash.hashed if self.hash.hasher is not None else 0
-            if hash_tail >= _HASH_THREAD_AFTER:
-                # The last flush of the .part (fdatasync: ~0.1 s for 200 MiB) runs on the saver
-                # thread while the rest is hashed here: the disk and the CPU at once (a small
-                # file's is no thread's worth).
-                self._save_soon()
-            self._stop_hasher(wait=False)  # the rest is hashed here (two threads taking turns cost more)
             self._catch_up_hash()
         finally:
-            self._stop_hasher(wait=True)
+            if self._hasher is not None:
+                self._hasher_stop.set()
+                with self.lock:
+                    self.wake.notify_all()  # the hash loop sleeps on it: wake it to see the stop
+                self._hasher.join()
             self._join_saver()
             with self.lock:
                 self.dirty = True
@@ -195,7 +192,6 @@ class _Transfer(SourceHandling, PartAndState):
             restarts=self.restarts,
             sources_dropped=list(self.sources.dropped),
             served={s.url: s.served.total() for s in self.sources.all if s.served.total()},
-            hash_tail=hash_tail,
         )
 
     def _start_over(self, exc: Restart) -> None:
@@ -318,6 +314,12 @@ class _Transfer(SourceHandling, PartAndState):
         finally:
             self._end_generation(threads, wait=ended)
 
+    def _start_hasher(self) -> None:
+        self._hasher_stop = threading.Event()
+        self._hasher = threading.Thread(target=self.hash.follow, args=(self._hasher_stop, self.wake, self._prefix_end),
+                                        daemon=True)
+        self._hasher.start()
+
     def _end_generation(self, threads: list[threading.Thread], *, wait: bool) -> None:
         """Wake sleeping workers, unblock their reads, and let them go.
 
@@ -385,21 +387,10 @@ class _Transfer(SourceHandling, PartAndState):
             self.retries.progress()
             src.failures = 0
             self.dirty = True
-            # Wake the main loop when the file is complete; not on every read (a wake per
-            # read costs real CPU). The last bytes are hashed there: a worker still hashing
-            # would hold its answer open while the main loop ends the generation (and aborts
-            # it: its kept-alive connection lost).
-            # The hash is taken up by a worker behind the front of the prefix: the one that just
-            # grew it holds the lowest window, which the prefix waits for (while it hashed, the
-            # prefix stood still); by the only one, alone.
-            finished = self._finished_locked()
-            if finished:
+            # Wake the hash loop when the contiguous prefix grew, the main loop when the
+            # file is complete; not on every read (a wake per read costs real CPU).
+            if (self.algorithm and self.done.prefix_end() == pos + n) or self._finished_locked():
                 self.wake.notify_all()
-            front = self.done.prefix_end()
-            behind = (not finished and self.algorithm is not None and front > self.hash.hashed
-                      and (front != pos + n or self.active_workers <= 1))
-        if behind:
-            self.hash.advance(self._prefix_end, self.lock)  # the hash keeps pace on the workers' CPU
         return True
 
     def body_ended(self, seg: Segment, pos: int) -> None:
@@ -430,8 +421,7 @@ class _Transfer(SourceHandling, PartAndState):
             if self._finished_locked() or self.fatal or self.restart:
                 return None
             return self.schedule.take(worker, splittable=self._splittable_locked(),
-                                      smallest=self._smallest_piece(), low_first=self.hash.hasher is not None,
-                                      asked=lambda seg: asked_end(self, seg, seg.pos))
+                                      smallest=self._smallest_piece(), low_first=self.hash.hasher is not None)
 
     def _splittable_locked(self) -> bool:
         return self.size is not None and self.ranges_ok and self.sources.pinned is None

@@ -28,22 +28,18 @@ def hash_file(path: Path | str, algorithm: str = "sha256", *, length: int | None
     return hasher.hexdigest()
 
 
-def update_from_file(hasher, path: Path | str, start: int, end: int | None, *, buffer=None) -> int:
-    """Feed bytes ``[start, end)`` of ``path`` to ``hasher``; return bytes read.
-
-    ``buffer``: a writable memoryview to read through (a caller that hashes often
-    reuses one: a fresh 1 MiB buffer costs its page faults every time).
-    """
+def update_from_file(hasher, path: Path | str, start: int, end: int | None) -> int:
+    """Feed bytes ``[start, end)`` of ``path`` to ``hasher``; return bytes read."""
     done = 0
-    view = buffer if buffer is not None else memoryview(bytearray(CHUNK))
-    chunk = len(view)
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
     from prefetch.fs.safefs import open_readable
 
     fd = open_readable(path)  # never blocks on a FIFO; regular files only
     try:
         pos = start
         while end is None or pos < end:
-            want = chunk if end is None else min(chunk, end - pos)
+            want = CHUNK if end is None else min(CHUNK, end - pos)
             n = os.preadv(fd, [view[:want]], pos)
             if n <= 0:
                 break
