@@ -25,6 +25,7 @@ from prefetch.errors import InterruptedTransferError, RemoteChangedError
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.engine.fetcher import Fetcher
 from prefetch.fs.files import mib
+from prefetch.fs.safefs import as_path
 from prefetch.engine.ranges import RangeSet
 from prefetch.engine.part_file import PartFile
 from prefetch.engine.resume_state import StateSaver
@@ -81,8 +82,8 @@ def download_to_part(
     transfer = _Transfer(
         host=host,
         urls=urls,
-        part=part if isinstance(part, Path) else Path(part),
-        state_file=state_file if isinstance(state_file, Path) else Path(state_file),
+        part=as_path(part),
+        state_file=as_path(state_file),
         algorithm=algorithm,
         options=options,
         on_event=on_event,

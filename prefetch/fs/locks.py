@@ -21,6 +21,7 @@ from typing import Callable, Iterator
 
 from prefetch.errors import InterruptedTransferError, LockTimeoutError
 from prefetch.fs.files import replace_file
+from prefetch.fs.safefs import as_path
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class LockOwner:
 
 def lock_path(locks_dir: Path, target: Path) -> Path:
     """The lock file for ``target`` (named by a hash of its absolute path)."""
-    target = target if isinstance(target, Path) else Path(target)
+    target = as_path(target)
     name = str(target if target.is_absolute() else target.absolute())
     return locks_dir / f"{hashlib.sha1(name.encode()).hexdigest()[:20]}.lock"
 

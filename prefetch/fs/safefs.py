@@ -37,6 +37,12 @@ _KINDS = {
 }
 
 
+def as_path(value: str | os.PathLike) -> Path:
+    """``value`` as a Path, the same object when it is one (a new Path parses the text again:
+    per file of a list of thousands, that shows)."""
+    return value if isinstance(value, Path) else Path(value)
+
+
 def euid() -> int:
     """Our effective uid (-1 where the platform has none: then ownership is not checked)."""
     return os.geteuid() if hasattr(os, "geteuid") else -1
@@ -243,8 +249,8 @@ def replace(source: Path | str, target: Path | str) -> None:
     link or another user's entry at ``target`` is still refused: it is not ours to drop.
     Both names must be in the same directory; the rename is relative to its fd.
     """
-    source = source if isinstance(source, Path) else Path(source)  # (a Path per file is parsed again)
-    target = target if isinstance(target, Path) else Path(target)
+    source = as_path(source)
+    target = as_path(target)
     check_replaceable(target)
     if source.parent == target.parent and _DIRECTORY:
         dfd = os.open(source.parent, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
