@@ -118,8 +118,10 @@ def test_a_path_urllib3_would_encode_goes_through_urlopen(urlopens):
     assert server.seen[1][1].startswith(b"GET /x%5B1%5D.bin HTTP/1.1\r\n")
 
 
-def test_a_warm_answer_s_headers_read_as_urllib3_s(urlopens):
-    answer = (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nLink: <a>\r\nlink: <b>\r\n"
+@pytest.mark.parametrize("extra", [b"", b"X-Folded: a\r\n b\r\n", b"X-Latin: \xe9t\xe9\r\n"],
+                         ids=["plain", "folded", "latin-1"])
+def test_a_warm_answer_s_headers_read_as_urllib3_s(urlopens, extra):
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nLink: <a>\r\nlink: <b>\r\n" + extra +
               b"Set-Cookie: k=v; Path=/\r\n\r\nhello")
     server = _KeepAlive([answer])
     try:
@@ -196,3 +198,15 @@ def test_a_header_http_client_refuses_is_refused_on_a_warm_connection_too(urlope
     finally:
         server.close()
     assert all(b"Injected" not in head for _, head in server.seen)
+
+
+def test_warm_https_requests_read_whole_files_on_one_verified_connection(tls_origin, urlopens):
+    data = bytes(range(256)) * 200
+    tls_origin.put("f.bin", data)
+    with Client(timeouts=QUICK) as client:
+        for start in (0, 1000, 40_000):
+            resp, _ = open_url(client, tls_origin.url_for("f.bin"), headers={"Range": f"bytes={start}-"})
+            assert resp.status == 206 and resp.read() == data[start:]
+            resp.close()
+    assert len(urlopens) == 1
+    assert len({r.client for r in tls_origin.data_requests("f.bin")}) == 1  # one TLS connection

@@ -180,6 +180,9 @@ def _warm_conn(pool):
     return conn
 
 
+_SKIP_HEADER = "@@@SKIP_HEADER@@@"  # urllib3.util.SKIP_HEADER: a value that makes urllib3 leave its header out
+
+
 def _header_block(pool, lines: tuple) -> bytes | None:
     """The headers http.client's putrequest and putheader write after the request line for
     urllib3's ``request(method, path, headers=...)`` on ``pool``'s connection (Host unless
@@ -206,7 +209,7 @@ def _header_block(pool, lines: tuple) -> bytes | None:
         port = pool.port or (443 if pool.scheme == "https" else 80)
         out.append(b"Host: " + (enc if port == (443 if pool.scheme == "https" else 80) else b"%s:%d" % (enc, port)))
     for name, value in lines:
-        if not isinstance(name, str) or not isinstance(value, str):
+        if not isinstance(name, str) or not isinstance(value, str) or value == _SKIP_HEADER:
             return None
         try:
             name_b, value_b = name.encode("ascii"), value.encode("latin-1")
@@ -302,6 +305,12 @@ class WarmAnswer:
             self._connection.close()
 
 
+def _compat32():
+    from email.policy import compat32
+
+    return compat32
+
+
 class Head:
     """An answer's headers as urllib3's ``HTTPHeaderDict`` presents them: names without case,
     a repeated header's values joined with ", "."""
@@ -309,7 +318,10 @@ class Head:
     __slots__ = ("_items", "_values")
 
     def __init__(self, message) -> None:
-        self._items = message.items()
+        # The lines as read: what compat32's items() returns for a head http.client decoded
+        # as Latin-1 (no surrogates), without a policy call per header.
+        raw = getattr(message, "_headers", None)
+        self._items = list(raw) if raw is not None and message.policy is _compat32() else message.items()
         values: dict[str, str] = {}
         for name, value in self._items:
             key = name.lower()
