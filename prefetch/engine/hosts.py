@@ -17,7 +17,9 @@ a :class:`Host` keeps:
   worker ends, and the next worker (of any file) takes it, so its keep-alive connection
   passes from file to file instead of a new TCP and TLS handshake per file;
 * **the route judgement** (:class:`SharedRouteJudge`): the first answers from the host
-  say whether the route is long; later files start with the verdict.
+  say whether the route is long; later files start with the verdict;
+* **what a file waits for** (:meth:`Host.file_wait`): the recent answers' latency and the
+  flush of a finished file, from which :meth:`Hosts.files_now` sizes the files in flight.
 
 No lock here is held while waiting on the network. A transfer without a ``Host`` (one
 ``download_to_part`` call on its own) behaves as before.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 import time
 from urllib.parse import urlsplit
 
@@ -35,7 +38,8 @@ from prefetch.engine.schedule import RouteJudge
 
 DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
 _CROWDED = (429, 503)
-SHORT_ROUTE_FILES = max(8, 2 * (os.cpu_count() or 1))  # files in flight on a short route (Hosts.files_now)
+SHORT_ROUTE_FILES = max(8, 2 * (os.cpu_count() or 1))  # at most this many files in flight on a short route (Hosts.files_now)
+_RECENT = 16  # answers (and finished files) a host remembers for Host.file_wait
 
 
 def host_key(url: str) -> str:
@@ -55,10 +59,19 @@ class SharedRouteJudge(RouteJudge):
     def __init__(self, threshold: float) -> None:
         super().__init__(threshold)
         self._lock = threading.Lock()
+        self.recent: deque[float] = deque(maxlen=_RECENT)
 
     def add(self, latency: float) -> str | None:
         with self._lock:
+            self.recent.append(latency)
             return super().add(latency)  # (and the quickest answer yet: ``fastest``, the route's round trip)
+
+    def lately(self) -> float:
+        """The quickest of the recent answers: what a request waits for on this route now. A busy
+        process only ever adds to an answer's time (the thread waits for the interpreter too), so
+        the least of a few recent ones is the route's, and it follows a route that slows down."""
+        with self._lock:
+            return min(self.recent, default=0.0)
 
     @property
     def near(self) -> bool:
@@ -140,15 +153,27 @@ class Host:
         self.refusals = 0
         self.lowered_at = 0.0  # when the cap was last lowered or raised (monotonic)
         self._idle: dict = {}  # client factory -> warm clients
+        self._flushes: deque[float] = deque(maxlen=_RECENT)  # fdatasync seconds of the recent files
 
     # -- transfers and their share --------------------------------------------------
     def join(self) -> None:
         with self._lock:
             self.transfers += 1
 
-    def leave(self) -> None:
+    def leave(self, flushed: float | None = None) -> None:
+        """A transfer ended; ``flushed``: the seconds it spent in ``fdatasync`` (None: not known)."""
         with self._lock:
             self.transfers = max(0, self.transfers - 1)
+            if flushed is not None:
+                self._flushes.append(flushed)
+
+    def file_wait(self) -> float:
+        """Seconds a small file of this host waits rather than computes: its answer (the route's
+        recent latency) and its flush to disk (the least of the recent files': a busy disk or
+        process only adds to it)."""
+        with self._lock:
+            flush = min(self._flushes, default=0.0)
+        return self.route.lately() + flush
 
     def share(self) -> int:
         """Connections one transfer may run now: the cap split evenly between the running transfers."""
@@ -303,19 +328,29 @@ class Hosts:
         with self._lock:
             return list(self._hosts.values())
 
-    def files_now(self, workers: int) -> int:
+    def files_now(self, workers: int, cpu_per_file: float | None = None) -> int:
         """How many files may be in flight now, of ``workers`` at most.
 
-        All of them until a host has answered; once every host of the run has answered
-        quicker than a long route can (loopback, a LAN: :attr:`SharedRouteJudge.near`) a
-        small file costs CPU, not waiting, and more files in flight than
-        ``SHORT_ROUTE_FILES`` only add thread switches. A long route keeps them all:
-        there files overlap their round trips.
+        All of them until a host has answered, and on a long route: there files overlap
+        their round trips. Once every host of the run has answered quicker than a long
+        route can (loopback, a LAN: :attr:`SharedRouteJudge.near`) a small file costs CPU
+        more than waiting, and a second file in flight helps only while the first waits:
+        with ``cpu_per_file`` (the CPU seconds a recent file took on its own thread,
+        :class:`prefetch.engine.many.FileCost`) it is Little's law, ``1 + wait / cpu``
+        files, with ``wait`` twice :meth:`Host.file_wait` (the least recent wait: the
+        answers scatter above it), rounded down, and never more than ``SHORT_ROUTE_FILES``.
+        Each file more on the interpreter lock costs every file its hand-offs: from
+        loopback nginx, 2,000 files of 16 KiB took 1.6x the time with 8 files in flight
+        as with one; through a 2-5 ms route, 2 in flight took 1.2-1.6x the time of 4 or 8.
         """
         hosts = self.all()
-        if hosts and all(h.route.near for h in hosts):
-            return max(1, min(workers, SHORT_ROUTE_FILES))
-        return workers
+        if not hosts or not all(h.route.near for h in hosts):
+            return workers
+        few = max(1, min(workers, SHORT_ROUTE_FILES))
+        if not cpu_per_file or cpu_per_file <= 0:
+            return few
+        wait = 2 * max(h.file_wait() for h in hosts)
+        return max(1, min(few, 1 + int(wait / cpu_per_file)))
 
     def close(self) -> None:
         for host in self.all():

@@ -4,16 +4,43 @@
 and ``hf/download.py`` (repos) use. It only decides *when* a file starts; how many
 connections each gets is the host's business (``engine/hosts.py``): the files in flight
 share one budget per host, so starting many of them at once costs no extra connections.
+It measures what a file costs on its own thread (:class:`FileCost`) and hands that to
+``limit``, which sizes the files in flight from it (:meth:`Hosts.files_now`).
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from typing import Callable
 
 from prefetch.engine.hosts import Hosts
 
 _POLL = 0.2  # seconds: the caller's thread wakes this often, so Ctrl-C reaches it
+
+
+class FileCost:
+    """The CPU seconds recent files took on their own threads (``time.thread_time``): the median
+    of the last ``KEEP`` (a file that first imported a module, or waited on the interpreter
+    lock's hand-offs, does not move it). None until ``FEWEST`` files have ended."""
+
+    KEEP = 15
+    FEWEST = 3
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._recent: deque[float] = deque(maxlen=self.KEEP)
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self._recent.append(seconds)
+
+    def median(self) -> float | None:
+        with self._lock:
+            if len(self._recent) < self.FEWEST:
+                return None
+            return sorted(self._recent)[len(self._recent) // 2]
 
 
 def files_in_flight(count: int, *, limit: int | None, host_connections: int) -> int:
@@ -25,7 +52,7 @@ def files_in_flight(count: int, *, limit: int | None, host_connections: int) -> 
 def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, stop: threading.Event,
                  before_start: Callable[[int], bool] | None = None,
                  not_started: Callable[[int], None] | None = None,
-                 limit: Callable[[], int] | None = None) -> None:
+                 limit: Callable[[float | None], int] | None = None) -> None:
     """Call ``run_one(i)`` for ``i`` in ``range(count)`` on up to ``workers`` threads, started in index order.
 
     ``before_start(i)`` runs on the caller's thread just before file ``i`` starts (it may
@@ -34,15 +61,19 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
     still go through ``run_one`` (which sees the stop and reports them interrupted) on
     the caller's thread, without waiting for a free thread. ``run_one`` must not raise.
     A KeyboardInterrupt sets ``stop`` and waits for the running files to save their state.
-    ``limit()``, when given, is how many files may run now (at most ``workers``): it may
-    change as the run learns its hosts' routes (:meth:`Hosts.files_now`).
+    ``limit(cpu_per_file)``, when given, is how many files may run now (at most
+    ``workers``): it may change as the run learns its hosts' routes and what a file costs
+    (:meth:`Hosts.files_now`; ``cpu_per_file`` is :meth:`FileCost.median`, None at first).
     """
     if workers <= 1 and before_start is None:
         for i in range(count):
             run_one(i)
         return
+    cost = FileCost()
+    run_one = _measured(run_one, cost)
+    allowed = None if limit is None else (lambda: limit(cost.median()))
     if before_start is None:
-        _run_pulled(count, run_one, workers=workers, stop=stop, limit=limit)
+        _run_pulled(count, run_one, workers=workers, stop=stop, limit=allowed)
         return
     from concurrent.futures import ThreadPoolExecutor
 
@@ -61,12 +92,12 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
             free.release()
 
     def room() -> bool:
-        """Wait (in short slices) until ``limit()`` allows one more file; False: look again."""
+        """Wait (in short slices) until ``allowed()`` lets one more file start; False: look again."""
         with changed:
-            if running[0] < limit():
+            if running[0] < allowed():
                 return True
             changed.wait(_POLL)
-            return running[0] < limit()
+            return running[0] < allowed()
 
     index = 0
     # A pool: its threads go from file to file (starting a thread per file costs more than a small file).
@@ -77,7 +108,7 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
                 run_one(index)
                 index += 1
                 continue
-            if limit is not None and not room():
+            if allowed is not None and not room():
                 continue
             if not free.acquire(timeout=_POLL):
                 continue
@@ -177,6 +208,20 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
                     return
             ended.wait(_POLL)
             ended.clear()
+
+
+def _measured(run_one: Callable[[int], None], cost: FileCost) -> Callable[[int], None]:
+    """``run_one`` that adds each file's CPU seconds on its thread to ``cost``."""
+    clock = time.thread_time
+
+    def measured(i: int) -> None:
+        began = clock()
+        try:
+            run_one(i)
+        finally:
+            cost.add(clock() - began)
+
+    return measured
 
 
 def _rest_here(take, done, run_one) -> None:
