@@ -247,6 +247,9 @@ def test_the_notebook_line_summarizes_many_files():
     permanent = [line.split("\r")[-1].strip() for line in lines if line.strip()]
     assert any("f007.bin" in line and "gone" in line for line in permanent)
     assert permanent[-1].startswith("199/200 files, 1 failed"), permanent[-3:]
+    # Once every file has ended, the last line says what came and how fast on average
+    # (no "0B/s, eta ?" of a run with nothing left in flight).
+    assert re.fullmatch(r"199/200 files, 1 failed, 194\.3KiB in \d+\.\ds( \(.+/s\))?", permanent[-1]), permanent[-1]
     assert len(permanent) <= 4, permanent
 
     # At its real interval the line is redrawn a few times, not once per event (a cell's

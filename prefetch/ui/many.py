@@ -8,6 +8,8 @@ per finished file.
 
 from __future__ import annotations
 
+import time
+
 from prefetch.model.events import Event, EventKind
 from prefetch.ui.units import human_bytes, human_seconds
 
@@ -25,6 +27,8 @@ class ManyFiles:
         self.failed = 0
         self.finished_bytes = 0
         self.finished_sizes: list[int] = []
+        self.began: float | None = None  # monotonic: the first file's first event
+        self.last_end: float | None = None  # monotonic: the latest file's end
 
     @property
     def many(self) -> bool:
@@ -38,7 +42,11 @@ class ManyFiles:
         if event.kind is EventKind.NOTE and event.file not in self.seen and event.file not in self.active:
             return  # a note about a host or the run, not a file
         self.seen.add(event.file)
+        now = time.monotonic()
+        if self.began is None:
+            self.began = now
         if event.kind in (EventKind.DONE, EventKind.CACHED, EventKind.FAILED):
+            self.last_end = now
             self.active.pop(event.file, None)
             if event.kind is EventKind.FAILED:
                 self.failed += 1
@@ -50,8 +58,11 @@ class ManyFiles:
             self.active[event.file] = event
 
     def summary(self, *, names: int = 2) -> str:
-        """``120/300 files, 4.1MiB/~45.0MiB, 2.3MiB/s, eta 0:12; now a.bin 41%, b.bin +30``."""
+        """``120/300 files, 4.1MiB/~45.0MiB, 2.3MiB/s, eta 0:12; now a.bin 41%, b.bin +30``;
+        once every file has ended: ``300/300 files, 9.4MiB in 3.2s (2.9MiB/s)``."""
         count = self.expected or len(self.seen)
+        if not self.active and count and self.finished + self.failed >= count:
+            return self._ended(count)
         done = self.finished_bytes + sum(e.done for e in self.active.values())
         rate = sum(e.rate for e in self.active.values() if e.kind is EventKind.PROGRESS)
         total = self._total(count)
@@ -69,6 +80,17 @@ class ManyFiles:
             now = ", ".join(f"{e.file} {e.percent:.0f}%" if e.percent is not None else e.file for e in shown)
             more = len(self.active) - len(shown)
             line += f"; now {now}" + (f" +{more}" if more else "")
+        return line
+
+    def _ended(self, count: int) -> str:
+        """The last summary: what came, in how long, at what average rate."""
+        took = (self.last_end or 0.0) - (self.began or 0.0)
+        line = f"{self.finished}/{count} files"
+        if self.failed:
+            line += f", {self.failed} failed"
+        line += f", {human_bytes(self.finished_bytes)} in {took:.1f}s"
+        if took > 0 and self.finished_bytes:
+            line += f" ({human_bytes(self.finished_bytes / took)}/s)"
         return line
 
     def _estimated(self, count: int) -> bool:
