@@ -17,9 +17,7 @@ a :class:`Host` keeps:
   worker ends, and the next worker (of any file) takes it, so its keep-alive connection
   passes from file to file instead of a new TCP and TLS handshake per file;
 * **the route judgement** (:class:`SharedRouteJudge`): the first answers from the host
-  say whether the route is long; later files start with the verdict;
-* **what a file waits for** (:meth:`Host.file_wait`): the recent answers' latency and the
-  flush of a finished file, from which :meth:`Hosts.files_now` sizes the files in flight.
+  say whether the route is long; later files start with the verdict.
 
 No lock here is held while waiting on the network. A transfer without a ``Host`` (one
 ``download_to_part`` call on its own) behaves as before.
@@ -29,7 +27,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
 import time
 from urllib.parse import urlsplit
 
@@ -39,7 +36,7 @@ from prefetch.engine.schedule import RouteJudge
 DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
 _CROWDED = (429, 503)
 SHORT_ROUTE_FILES = max(8, 2 * (os.cpu_count() or 1))  # at most this many files in flight on a short route (Hosts.files_now)
-_RECENT = 16  # answers (and finished files) a host remembers for Host.file_wait
+BUSY = 0.9  # CPU seconds a second the files in flight on a short route keep the process at (Hosts.files_now)
 
 
 def host_key(url: str) -> str:
@@ -59,19 +56,10 @@ class SharedRouteJudge(RouteJudge):
     def __init__(self, threshold: float) -> None:
         super().__init__(threshold)
         self._lock = threading.Lock()
-        self.recent: deque[float] = deque(maxlen=_RECENT)
 
     def add(self, latency: float) -> str | None:
         with self._lock:
-            self.recent.append(latency)
             return super().add(latency)  # (and the quickest answer yet: ``fastest``, the route's round trip)
-
-    def lately(self) -> float:
-        """The quickest of the recent answers: what a request waits for on this route now. A busy
-        process only ever adds to an answer's time (the thread waits for the interpreter too), so
-        the least of a few recent ones is the route's, and it follows a route that slows down."""
-        with self._lock:
-            return min(self.recent, default=0.0)
 
     @property
     def near(self) -> bool:
@@ -153,27 +141,15 @@ class Host:
         self.refusals = 0
         self.lowered_at = 0.0  # when the cap was last lowered or raised (monotonic)
         self._idle: dict = {}  # client factory -> warm clients
-        self._flushes: deque[float] = deque(maxlen=_RECENT)  # fdatasync seconds of the recent files
 
     # -- transfers and their share --------------------------------------------------
     def join(self) -> None:
         with self._lock:
             self.transfers += 1
 
-    def leave(self, flushed: float | None = None) -> None:
-        """A transfer ended; ``flushed``: the seconds it spent in ``fdatasync`` (None: not known)."""
+    def leave(self) -> None:
         with self._lock:
             self.transfers = max(0, self.transfers - 1)
-            if flushed is not None:
-                self._flushes.append(flushed)
-
-    def file_wait(self) -> float:
-        """Seconds a small file of this host waits rather than computes: its answer (the route's
-        recent latency) and its flush to disk (the least of the recent files': a busy disk or
-        process only adds to it)."""
-        with self._lock:
-            flush = min(self._flushes, default=0.0)
-        return self.route.lately() + flush
 
     def share(self) -> int:
         """Connections one transfer may run now: the cap split evenly between the running transfers."""
@@ -328,29 +304,30 @@ class Hosts:
         with self._lock:
             return list(self._hosts.values())
 
-    def files_now(self, workers: int, cpu_per_file: float | None = None) -> int:
+    def files_now(self, workers: int, busy: tuple[float, float] | None = None) -> int:
         """How many files may be in flight now, of ``workers`` at most.
 
         All of them until a host has answered, and on a long route: there files overlap
         their round trips. Once every host of the run has answered quicker than a long
-        route can (loopback, a LAN: :attr:`SharedRouteJudge.near`) a small file costs CPU
-        more than waiting, and a second file in flight helps only while the first waits:
-        with ``cpu_per_file`` (the CPU seconds a recent file took on its own thread,
-        :class:`prefetch.engine.many.FileCost`) it is Little's law, ``1 + wait / cpu``
-        files, with ``wait`` twice :meth:`Host.file_wait` (the least recent wait: the
-        answers scatter above it), rounded down, and never more than ``SHORT_ROUTE_FILES``.
-        Each file more on the interpreter lock costs every file its hand-offs: from
-        loopback nginx, 2,000 files of 16 KiB took 1.6x the time with 8 files in flight
-        as with one; through a 2-5 ms route, 2 in flight took 1.2-1.6x the time of 4 or 8.
+        route can (loopback, a LAN: :attr:`SharedRouteJudge.near`) small files may keep the
+        interpreter busy rather than wait, and then each file more in flight only adds
+        hand-offs of the interpreter lock between file threads: from loopback nginx, 2,000
+        files of 16 KiB took 1.6x the time with 8 files in flight as with one (CPU 5.5 s
+        against 2.9 s). With ``busy``, ``(cpu, files)`` of the recent files
+        (:class:`prefetch.engine.many.Busy`: the process's CPU seconds per second with
+        ``files`` in flight), the count is scaled to keep the process ``BUSY`` (0.9 CPU
+        seconds a second), rounded down, at least one and never more than
+        ``SHORT_ROUTE_FILES``: one file on loopback (its process already at ~1.0), 4-8 through
+        a 2-5 ms route, all 8 from a server that sends a body 40 ms after its head.
         """
         hosts = self.all()
         if not hosts or not all(h.route.near for h in hosts):
             return workers
         few = max(1, min(workers, SHORT_ROUTE_FILES))
-        if not cpu_per_file or cpu_per_file <= 0:
+        if busy is None or busy[0] <= 0:
             return few
-        wait = 2 * max(h.file_wait() for h in hosts)
-        return max(1, min(few, 1 + int(wait / cpu_per_file)))
+        cpu, files = busy
+        return max(1, min(few, int(files * BUSY / cpu)))
 
     def close(self) -> None:
         for host in self.all():

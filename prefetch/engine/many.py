@@ -20,27 +20,34 @@ from prefetch.engine.hosts import Hosts
 _POLL = 0.2  # seconds: the caller's thread wakes this often, so Ctrl-C reaches it
 
 
-class FileCost:
-    """The CPU seconds recent files took on their own threads (``time.thread_time``): the median
-    of the last ``KEEP`` (a file that first imported a module, or waited on the interpreter
-    lock's hand-offs, does not move it). None until ``FEWEST`` files have ended."""
+class Busy:
+    """How busy the process was over the last ``KEEP`` file ends, and with how many files in
+    flight: ``(cpu, files)``, the process's CPU seconds per wall second (all its threads,
+    ``time.process_time``) and the mean count of files running at those ends. None until
+    ``FEWEST`` files have ended (and a little time has passed)."""
 
-    KEEP = 15
-    FEWEST = 3
+    KEEP = 16
+    FEWEST = 4
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._recent: deque[float] = deque(maxlen=self.KEEP)
+        self._ends: deque[tuple[float, float, int]] = deque(maxlen=self.KEEP)  # (wall, cpu, files running)
 
-    def add(self, seconds: float) -> None:
+    def ended(self, running: int) -> None:
+        """A file ended while ``running`` files (itself included) were in flight."""
+        sample = (time.monotonic(), time.process_time(), running)
         with self._lock:
-            self._recent.append(seconds)
+            self._ends.append(sample)
 
-    def median(self) -> float | None:
+    def now(self) -> tuple[float, float] | None:
         with self._lock:
-            if len(self._recent) < self.FEWEST:
+            if len(self._ends) < self.FEWEST:
                 return None
-            return sorted(self._recent)[len(self._recent) // 2]
+            (wall0, cpu0, _), (wall1, cpu1, _) = self._ends[0], self._ends[-1]
+            files = sum(e[2] for e in self._ends) / len(self._ends)
+        if wall1 - wall0 < 0.005:
+            return None
+        return (cpu1 - cpu0) / (wall1 - wall0), files
 
 
 def files_in_flight(count: int, *, limit: int | None, host_connections: int) -> int:
@@ -52,7 +59,7 @@ def files_in_flight(count: int, *, limit: int | None, host_connections: int) -> 
 def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, stop: threading.Event,
                  before_start: Callable[[int], bool] | None = None,
                  not_started: Callable[[int], None] | None = None,
-                 limit: Callable[[float | None], int] | None = None) -> None:
+                 limit: Callable[[tuple[float, float] | None], int] | None = None) -> None:
     """Call ``run_one(i)`` for ``i`` in ``range(count)`` on up to ``workers`` threads, started in index order.
 
     ``before_start(i)`` runs on the caller's thread just before file ``i`` starts (it may
@@ -61,17 +68,18 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
     still go through ``run_one`` (which sees the stop and reports them interrupted) on
     the caller's thread, without waiting for a free thread. ``run_one`` must not raise.
     A KeyboardInterrupt sets ``stop`` and waits for the running files to save their state.
-    ``limit(cpu_per_file)``, when given, is how many files may run now (at most
-    ``workers``): it may change as the run learns its hosts' routes and what a file costs
-    (:meth:`Hosts.files_now`; ``cpu_per_file`` is :meth:`FileCost.median`, None at first).
+    ``limit(busy)``, when given, is how many files may run now (at most ``workers``): it
+    may change as the run learns its hosts' routes and how busy the files keep the process
+    (:meth:`Hosts.files_now`; ``busy`` is :meth:`Busy.now`, None at first).
     """
     if workers <= 1 and before_start is None:
         for i in range(count):
             run_one(i)
         return
-    cost = FileCost()
-    run_one = _measured(run_one, cost)
-    allowed = None if limit is None else (lambda: limit(cost.median()))
+    busy = Busy()
+    running = [0]
+    run_one = _measured(run_one, busy, running)
+    allowed = None if limit is None else (lambda: limit(busy.now()))
     if before_start is None:
         _run_pulled(count, run_one, workers=workers, stop=stop, limit=allowed)
         return
@@ -210,16 +218,19 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
             ended.clear()
 
 
-def _measured(run_one: Callable[[int], None], cost: FileCost) -> Callable[[int], None]:
-    """``run_one`` that adds each file's CPU seconds on its thread to ``cost``."""
-    clock = time.thread_time
+def _measured(run_one: Callable[[int], None], busy: Busy, running: list[int]) -> Callable[[int], None]:
+    """``run_one`` that counts the files in flight (``running[0]``) and tells ``busy`` of each end."""
+    lock = threading.Lock()
 
     def measured(i: int) -> None:
-        began = clock()
+        with lock:
+            running[0] += 1
         try:
             run_one(i)
         finally:
-            cost.add(clock() - began)
+            with lock:
+                busy.ended(running[0])
+                running[0] -= 1
 
     return measured
 

@@ -102,7 +102,7 @@ def download_to_part(
         ) from None
     finally:
         if host is not None:
-            host.leave(transfer.saver.sync_seconds)
+            host.leave()
 
 
 class _Transfer(SourceHandling, PartAndState):
