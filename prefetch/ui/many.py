@@ -27,6 +27,8 @@ class ManyFiles:
         self.failed = 0
         self.finished_bytes = 0
         self.finished_sizes: list[int] = []
+        self.cached = 0  # of the finished: already here (nothing fetched)
+        self.cached_bytes = 0
         self.began: float | None = None  # monotonic: the first file's first event
         self.last_end: float | None = None  # monotonic: the latest file's end
 
@@ -54,12 +56,16 @@ class ManyFiles:
                 self.finished += 1
                 self.finished_bytes += event.done
                 self.finished_sizes.append(event.done)
+                if event.kind is EventKind.CACHED:
+                    self.cached += 1
+                    self.cached_bytes += event.done
         elif event.kind in (EventKind.START, EventKind.PROGRESS):
             self.active[event.file] = event
 
     def summary(self, *, names: int = 2) -> str:
         """``120/300 files, 4.1MiB/~45.0MiB, 2.3MiB/s, eta 0:12; now a.bin 41%, b.bin +30``;
-        once every file has ended: ``300/300 files, 9.4MiB in 3.2s (2.9MiB/s)``."""
+        once every file has ended: ``300/300 files, 9.4MiB in 3.2s (2.9MiB/s)``, or
+        ``300/300 files (all already here)``."""
         count = self.expected or len(self.seen)
         if not self.active and count and self.finished + self.failed >= count:
             return self._ended(count)
@@ -83,14 +89,19 @@ class ManyFiles:
         return line
 
     def _ended(self, count: int) -> str:
-        """The last summary: what came, in how long, at what average rate."""
+        """The last summary: what came, in how long, at what average rate (files already here
+        counted apart: they moved no bytes)."""
         took = (self.last_end or 0.0) - (self.began or 0.0)
+        fetched = self.finished_bytes - self.cached_bytes
         line = f"{self.finished}/{count} files"
+        if self.cached:
+            line += " (all already here)" if self.cached == self.finished else f" ({self.cached} already here)"
         if self.failed:
             line += f", {self.failed} failed"
-        line += f", {human_bytes(self.finished_bytes)} in {took:.1f}s"
-        if took > 0 and self.finished_bytes:
-            line += f" ({human_bytes(self.finished_bytes / took)}/s)"
+        if self.cached < self.finished:
+            line += f", {human_bytes(fetched)} in {took:.1f}s"
+            if took > 0 and fetched:
+                line += f" ({human_bytes(fetched / took)}/s)"
         return line
 
     def _estimated(self, count: int) -> bool:
