@@ -159,7 +159,7 @@ def test_files_are_pulled_in_order_within_the_limit_and_a_stop_reports_the_rest(
         with lock:
             running[0] -= 1
 
-    run_in_order(200, run_one, workers=8, stop=stop, limit=lambda: 3)
+    run_in_order(200, run_one, workers=8, stop=stop, limit=lambda busy: 3)
     assert sorted(started) == list(range(200))  # each file once (after the stop too)
     assert running[1] <= 3
     assert not [t for t in threading.enumerate() if t.name.startswith("prefetch-file")]

@@ -247,7 +247,28 @@ def test_the_notebook_line_summarizes_many_files():
     permanent = [line.split("\r")[-1].strip() for line in lines if line.strip()]
     assert any("f007.bin" in line and "gone" in line for line in permanent)
     assert permanent[-1].startswith("199/200 files, 1 failed"), permanent[-3:]
+    # Once every file has ended, the last line says what came and how fast on average
+    # (no "0B/s, eta ?" of a run with nothing left in flight).
+    assert re.fullmatch(r"199/200 files, 1 failed, 194\.3KiB in \d+\.\ds( \(.+/s\))?", permanent[-1]), permanent[-1]
     assert len(permanent) <= 4, permanent
+
+    # Files already here moved no bytes: counted apart, not in the rate.
+    stream = io.StringIO()
+    render = LiveLineRenderer(stream, interval=0.0)
+    render(Event(EventKind.NOTE, "prefetch", files=20, message="20 files, up to 32 at once"))
+    for i in range(20):
+        kind = EventKind.CACHED if i < 15 else EventKind.DONE
+        render(Event(kind, f"g{i:03d}.bin", done=1000, total=1000, message="ok"))
+    render.close()
+    last = stream.getvalue().split("\n")[-2].split("\r")[-1].strip()
+    assert re.fullmatch(r"20/20 files \(15 already here\), 4\.9KiB in \d+\.\ds( \(.+/s\))?", last), last
+    stream = io.StringIO()
+    render = LiveLineRenderer(stream, interval=0.0)
+    render(Event(EventKind.NOTE, "prefetch", files=20, message="20 files, up to 32 at once"))
+    for i in range(20):
+        render(Event(EventKind.CACHED, f"g{i:03d}.bin", done=1000, total=1000, message="ok"))
+    render.close()
+    assert stream.getvalue().split("\n")[-2].split("\r")[-1].strip() == "20/20 files (all already here)"
 
     # At its real interval the line is redrawn a few times, not once per event (a cell's
     # message stream would flood).

@@ -213,8 +213,64 @@ def test_a_short_route_keeps_few_files_in_flight_and_a_long_one_all(tmp_path):
         with lock:
             running[0] -= 1
 
-    run_in_order(60, one, workers=16, stop=threading.Event(), limit=lambda: 3)
+    run_in_order(60, one, workers=16, stop=threading.Event(), limit=lambda busy: 3)
     assert peak[0] == 3
+
+
+def test_a_near_host_keeps_as_many_files_in_flight_as_keep_the_process_busy():
+    """On a short route the files in flight follow how busy they keep the process: one when
+    one file already keeps it at ~1 CPU second a second (on loopback more files only add
+    interpreter-lock hand-offs), more while it waits, never more than SHORT_ROUTE_FILES;
+    a long route keeps every worker."""
+    from prefetch.engine.hosts import SHORT_ROUTE_FILES, Hosts
+
+    hosts = Hosts(long_route=0.04)
+    near = hosts.host_for("http://127.0.0.1:1/a")
+    near.route.add(0.0003)
+    few = min(32, SHORT_ROUTE_FILES)
+    assert hosts.files_now(32, None) == few, "nothing measured yet: as before"
+    assert hosts.files_now(32, (1.1, 8.0)) == 6, "8 files keep it at 1.1: fewer"
+    assert hosts.files_now(32, (0.98, 1.0)) == 1, "one file keeps it busy: one"
+    assert hosts.files_now(32, (0.3, 2.0)) == 6, "2 files keep it at 0.3: more"
+    assert hosts.files_now(32, (0.05, 1.0)) == few, "a server slow to send its bodies: all of them"
+    assert hosts.files_now(3, (0.05, 1.0)) == 3, "never more than the workers"
+    far = hosts.host_for("http://example.org/b")
+    for _ in range(5):
+        far.route.add(0.2)
+    assert hosts.files_now(32, (1.1, 8.0)) == 32, "a long route in the run keeps every file in flight"
+
+
+def test_run_in_order_hands_limit_how_busy_the_files_keep_the_process():
+    """Busy.now: the process's CPU seconds per second over the recent file ends, with the
+    files in flight then; files that only wait keep it idle, files that compute keep it busy."""
+    from prefetch.engine.many import run_in_order
+
+    def measure(one, files: int) -> list:
+        seen: list = []
+
+        def limit(busy):
+            seen.append(busy)
+            return files
+
+        run_in_order(24, one, workers=4, stop=threading.Event(), limit=limit)
+        return seen
+
+    def sleeps(i: int) -> None:
+        time.sleep(0.01)
+
+    def computes(i: int) -> None:
+        end = time.thread_time() + 0.01
+        while time.thread_time() < end:
+            pass
+
+    idle = measure(sleeps, 2)
+    assert idle[0] is None, "nothing is known before the first files end"
+    idle = [b for b in idle if b is not None]
+    assert idle and all(b[0] < 0.2 for b in idle), idle
+    assert all(1.0 <= b[1] <= 2.0 for b in idle), "up to 2 files in flight"
+    busy = [b for b in measure(computes, 1) if b is not None]
+    assert busy and max(b[0] for b in busy) > 0.3, busy  # (a loaded machine lends a busy thread less than a core)
+    assert all(b[1] == 1.0 for b in busy), "one file in flight"
 
 
 def test_the_api_bar_of_many_files_is_one_summary_at_a_constant_cost_per_event(monkeypatch):

@@ -4,16 +4,50 @@
 and ``hf/download.py`` (repos) use. It only decides *when* a file starts; how many
 connections each gets is the host's business (``engine/hosts.py``): the files in flight
 share one budget per host, so starting many of them at once costs no extra connections.
+It measures what a file costs on its own thread (:class:`FileCost`) and hands that to
+``limit``, which sizes the files in flight from it (:meth:`Hosts.files_now`).
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from typing import Callable
 
 from prefetch.engine.hosts import Hosts
 
 _POLL = 0.2  # seconds: the caller's thread wakes this often, so Ctrl-C reaches it
+
+
+class Busy:
+    """How busy the process was over the last ``KEEP`` file ends, and with how many files in
+    flight: ``(cpu, files)``, the process's CPU seconds per wall second (all its threads,
+    ``time.process_time``) and the mean count of files running at those ends. None until
+    ``FEWEST`` files have ended (and a little time has passed)."""
+
+    KEEP = 16
+    FEWEST = 4
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ends: deque[tuple[float, float, int]] = deque(maxlen=self.KEEP)  # (wall, cpu, files running)
+
+    def ended(self, running: int) -> None:
+        """A file ended while ``running`` files (itself included) were in flight."""
+        sample = (time.monotonic(), time.process_time(), running)
+        with self._lock:
+            self._ends.append(sample)
+
+    def now(self) -> tuple[float, float] | None:
+        with self._lock:
+            if len(self._ends) < self.FEWEST:
+                return None
+            (wall0, cpu0, _), (wall1, cpu1, _) = self._ends[0], self._ends[-1]
+            files = sum(e[2] for e in self._ends) / len(self._ends)
+        if wall1 - wall0 < 0.005:
+            return None
+        return (cpu1 - cpu0) / (wall1 - wall0), files
 
 
 def files_in_flight(count: int, *, limit: int | None, host_connections: int) -> int:
@@ -25,7 +59,7 @@ def files_in_flight(count: int, *, limit: int | None, host_connections: int) -> 
 def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, stop: threading.Event,
                  before_start: Callable[[int], bool] | None = None,
                  not_started: Callable[[int], None] | None = None,
-                 limit: Callable[[], int] | None = None) -> None:
+                 limit: Callable[[tuple[float, float] | None], int] | None = None) -> None:
     """Call ``run_one(i)`` for ``i`` in ``range(count)`` on up to ``workers`` threads, started in index order.
 
     ``before_start(i)`` runs on the caller's thread just before file ``i`` starts (it may
@@ -34,15 +68,20 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
     still go through ``run_one`` (which sees the stop and reports them interrupted) on
     the caller's thread, without waiting for a free thread. ``run_one`` must not raise.
     A KeyboardInterrupt sets ``stop`` and waits for the running files to save their state.
-    ``limit()``, when given, is how many files may run now (at most ``workers``): it may
-    change as the run learns its hosts' routes (:meth:`Hosts.files_now`).
+    ``limit(busy)``, when given, is how many files may run now (at most ``workers``): it
+    may change as the run learns its hosts' routes and how busy the files keep the process
+    (:meth:`Hosts.files_now`; ``busy`` is :meth:`Busy.now`, None at first).
     """
     if workers <= 1 and before_start is None:
         for i in range(count):
             run_one(i)
         return
+    busy = Busy()
+    running = [0]
+    run_one = _measured(run_one, busy, running)
+    allowed = None if limit is None else (lambda: limit(busy.now()))
     if before_start is None:
-        _run_pulled(count, run_one, workers=workers, stop=stop, limit=limit)
+        _run_pulled(count, run_one, workers=workers, stop=stop, limit=allowed)
         return
     from concurrent.futures import ThreadPoolExecutor
 
@@ -61,12 +100,12 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
             free.release()
 
     def room() -> bool:
-        """Wait (in short slices) until ``limit()`` allows one more file; False: look again."""
+        """Wait (in short slices) until ``allowed()`` lets one more file start; False: look again."""
         with changed:
-            if running[0] < limit():
+            if running[0] < allowed():
                 return True
             changed.wait(_POLL)
-            return running[0] < limit()
+            return running[0] < allowed()
 
     index = 0
     # A pool: its threads go from file to file (starting a thread per file costs more than a small file).
@@ -77,7 +116,7 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
                 run_one(index)
                 index += 1
                 continue
-            if limit is not None and not room():
+            if allowed is not None and not room():
                 continue
             if not free.acquire(timeout=_POLL):
                 continue
@@ -177,6 +216,23 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
                     return
             ended.wait(_POLL)
             ended.clear()
+
+
+def _measured(run_one: Callable[[int], None], busy: Busy, running: list[int]) -> Callable[[int], None]:
+    """``run_one`` that counts the files in flight (``running[0]``) and tells ``busy`` of each end."""
+    lock = threading.Lock()
+
+    def measured(i: int) -> None:
+        with lock:
+            running[0] += 1
+        try:
+            run_one(i)
+        finally:
+            with lock:
+                busy.ended(running[0])
+                running[0] -= 1
+
+    return measured
 
 
 def _rest_here(take, done, run_one) -> None:

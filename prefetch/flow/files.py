@@ -474,7 +474,7 @@ def fetch_files(
     try:
         hosts = options.transfer.hosts
         run_in_order(len(plans), run, workers=workers, stop=stop, before_start=before_start, not_started=not_started,
-                     limit=(lambda: hosts.files_now(workers)) if hosts is not None else None)
+                     limit=(lambda busy: hosts.files_now(workers, busy)) if hosts is not None else None)
     finally:
         if own_hosts is not None:
             own_hosts.close()

@@ -139,7 +139,7 @@ def fetch_repo(
     workers = files_in_flight(len(order), limit=max_parallel_files, host_connections=transfer.host_connections)
     hosts = transfer.hosts
     run_in_order(len(order), lambda i: run(order[i]), stop=stop, workers=workers,
-                 limit=(lambda: hosts.files_now(workers)) if hosts is not None else None)
+                 limit=(lambda busy: hosts.files_now(workers, busy)) if hosts is not None else None)
     results: list[FileResult] = []
     for etag in order:
         outcome = outcomes[etag]

@@ -8,6 +8,8 @@ per finished file.
 
 from __future__ import annotations
 
+import time
+
 from prefetch.model.events import Event, EventKind
 from prefetch.ui.units import human_bytes, human_seconds
 
@@ -25,6 +27,10 @@ class ManyFiles:
         self.failed = 0
         self.finished_bytes = 0
         self.finished_sizes: list[int] = []
+        self.cached = 0  # of the finished: already here (nothing fetched)
+        self.cached_bytes = 0
+        self.began: float | None = None  # monotonic: the first file's first event
+        self.last_end: float | None = None  # monotonic: the latest file's end
 
     @property
     def many(self) -> bool:
@@ -38,7 +44,11 @@ class ManyFiles:
         if event.kind is EventKind.NOTE and event.file not in self.seen and event.file not in self.active:
             return  # a note about a host or the run, not a file
         self.seen.add(event.file)
+        now = time.monotonic()
+        if self.began is None:
+            self.began = now
         if event.kind in (EventKind.DONE, EventKind.CACHED, EventKind.FAILED):
+            self.last_end = now
             self.active.pop(event.file, None)
             if event.kind is EventKind.FAILED:
                 self.failed += 1
@@ -46,12 +56,19 @@ class ManyFiles:
                 self.finished += 1
                 self.finished_bytes += event.done
                 self.finished_sizes.append(event.done)
+                if event.kind is EventKind.CACHED:
+                    self.cached += 1
+                    self.cached_bytes += event.done
         elif event.kind in (EventKind.START, EventKind.PROGRESS):
             self.active[event.file] = event
 
     def summary(self, *, names: int = 2) -> str:
-        """``120/300 files, 4.1MiB/~45.0MiB, 2.3MiB/s, eta 0:12; now a.bin 41%, b.bin +30``."""
+        """``120/300 files, 4.1MiB/~45.0MiB, 2.3MiB/s, eta 0:12; now a.bin 41%, b.bin +30``;
+        once every file has ended: ``300/300 files, 9.4MiB in 3.2s (2.9MiB/s)``, or
+        ``300/300 files (all already here)``."""
         count = self.expected or len(self.seen)
+        if not self.active and count and self.finished + self.failed >= count:
+            return self._ended(count)
         done = self.finished_bytes + sum(e.done for e in self.active.values())
         rate = sum(e.rate for e in self.active.values() if e.kind is EventKind.PROGRESS)
         total = self._total(count)
@@ -69,6 +86,22 @@ class ManyFiles:
             now = ", ".join(f"{e.file} {e.percent:.0f}%" if e.percent is not None else e.file for e in shown)
             more = len(self.active) - len(shown)
             line += f"; now {now}" + (f" +{more}" if more else "")
+        return line
+
+    def _ended(self, count: int) -> str:
+        """The last summary: what came, in how long, at what average rate (files already here
+        counted apart: they moved no bytes)."""
+        took = (self.last_end or 0.0) - (self.began or 0.0)
+        fetched = self.finished_bytes - self.cached_bytes
+        line = f"{self.finished}/{count} files"
+        if self.cached:
+            line += " (all already here)" if self.cached == self.finished else f" ({self.cached} already here)"
+        if self.failed:
+            line += f", {self.failed} failed"
+        if self.cached < self.finished:
+            line += f", {human_bytes(fetched)} in {took:.1f}s"
+            if took > 0 and fetched:
+                line += f" ({human_bytes(fetched / took)}/s)"
         return line
 
     def _estimated(self, count: int) -> bool:
