@@ -126,13 +126,10 @@ class DirectPools:
         the socket's exception when it fails)."""
         parts, pool = self._pool(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        if method == "GET":
+        if method == "GET" and (head := self._head(pool, method, path, headers)) is not None:
             conn = _warm_conn(pool)
             if conn is not None:
-                head = self._head(pool, method, path, headers)
-                if head is not None:
-                    return _send_warm(pool, conn, head, method, path, connect, read)
-                pool._put_conn(conn)
+                return _send_warm(pool, conn, head, method, path, connect, read)
         timeout = self._timeouts.get((connect, read))
         if timeout is None:
             timeout = self._timeouts[(connect, read)] = self._timeout(connect=connect, read=read)
