@@ -141,7 +141,7 @@ class DirectPools:
         self._last = None
         self.manager.clear()
 
-    _heads: dict | None = None  # (pool host, port, scheme, the headers' lines) -> the request head after its request line
+    _heads: dict | None = None  # (pool host, port, scheme, header lines) -> the head after its request line
 
     def _head(self, pool, method: str, path: str, headers: dict[str, str]) -> bytes | None:
         """The request head urllib3 and http.client would send for ``path`` on ``pool``'s
