@@ -21,7 +21,7 @@ from prefetch.errors import InterruptedTransferError
 from prefetch.model.events import EventKind
 from prefetch.net.http import Timeouts
 from tests.origin import OriginServer
-from tests.origin_faults import CloseAfter, Delay, Status
+from tests.origin_faults import CloseAfter, Delay, Redirect, Status
 
 KiB = 1 << 10
 
@@ -202,3 +202,14 @@ def test_a_stop_while_the_one_answer_is_awaited_ends_within_a_second(origin, tmp
     assert time.monotonic() - began < 2.5  # well before the 8 s read timeout
     host = hosts.all()[0]
     assert host.leased == 0 and host.transfers == 0
+
+
+def test_a_redirected_small_file_comes_in_one_answer_and_is_served_by_its_url(origin, tmp_path, transfers):
+    hosts = Hosts()
+    _warm(origin, tmp_path, hosts)
+    data = _put(origin, "real.bin", 20 * KiB, 9)
+    origin.add_fault(Redirect(origin.url_for("real.bin"), path="alias.bin"))
+    result = _get(origin.url_for("alias.bin"), "alias.bin", tmp_path, hosts)
+    assert result.digest == hashlib.sha256(data).hexdigest()
+    assert result.served == {origin.url_for("alias.bin"): len(data)}  # (as the transfer reports it)
+    assert transfers == ["warm.bin"]
