@@ -210,3 +210,19 @@ def test_warm_https_requests_read_whole_files_on_one_verified_connection(tls_ori
             resp.close()
     assert len(urlopens) == 1
     assert len({r.client for r in tls_origin.data_requests("f.bin")}) == 1  # one TLS connection
+
+
+def test_a_kept_connection_to_a_resolved_name_still_names_the_host_asked_for(monkeypatch):
+    """With PREFETCH_RESOLVE, urllib3's connection takes the override address as its host once
+    connected: urlopen's later requests on it sent ``Host: 127.0.0.1:port``. The warm path sends
+    the name asked for on every request."""
+    monkeypatch.setenv("PREFETCH_RESOLVE", "example.test=127.0.0.1")
+    server = _KeepAlive([OK])
+    port = server.base.rsplit(":", 1)[1]
+    try:
+        with Client(timeouts=QUICK) as client:
+            for _ in range(3):
+                assert _get(client, f"http://example.test:{port}/a.bin")[0] == b"hello"
+    finally:
+        server.close()
+    assert [head.split(b"\r\n")[1] for _, head in server.seen] == [f"Host: example.test:{port}".encode()] * 3
