@@ -79,15 +79,21 @@ class Fetcher:
         file then needs no worker thread and no main-loop pass at all. A long answer goes on
         in a worker thread (added to ``threads``) and the main loop ramps up as after any
         probe. False: not possible now (the main loop starts worker 0 as usual)."""
+        handed = t.first_answer  # (engine/single.py: the request went out already, on a slot it holds)
         if t.size is not None or t.stop.is_set() or t.fatal or t.restart:
+            if handed is not None:
+                t.first_answer = None
+                handed.close()
+                t.host.release()
             return False
-        if t.host is None or t.host.route.fastest is None:
-            # Only to a host that has answered in this run: a connect to a host that never
-            # answers the handshake (a route blocked abroad) cannot be aborted on this thread
-            # and would hold a stop for the connect timeout; a worker thread can be left behind.
-            return False
-        if not t.host.try_lease():
-            return False
+        if handed is None:
+            if t.host is None or t.host.route.fastest is None:
+                # Only to a host that has answered in this run: a connect to a host that never
+                # answers the handshake (a route blocked abroad) cannot be aborted on this thread
+                # and would hold a stop for the connect timeout; a worker thread can be left behind.
+                return False
+            if not t.host.try_lease():
+                return False
         t.retries.progress()
         with t.lock:
             t.active_workers += 1
@@ -105,7 +111,7 @@ class Fetcher:
         fetcher = cls(t)
         t.inline_tick = tick
         try:
-            fetcher.run(0, inline=True)
+            fetcher.run(0, inline=True, client=handed.client if handed is not None else None)
         finally:
             t.inline_tick = None
         if fetcher.handed_to is not None:
@@ -340,13 +346,21 @@ class Fetcher:
             if start > 0 or src.etag or src.last_modified:
                 headers.update(src.validator_headers())
         url = src.effective_url or src.url
-        if hasattr(client, "prepare"):
-            client.prepare(url)  # (imports and session set-up are not the route's latency)
-        asked = time.monotonic()
-        if known_size is None and self.t.probe_asked is None:
-            self.t.probe_asked = asked  # (the main loop opens connections ahead while it waits: preconnect.py)
-        resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
-        latency = time.monotonic() - asked
+        handed, self.t.first_answer = self.t.first_answer, None
+        if handed is not None:  # this very request was sent already (engine/single.py): take what it met
+            if self.t.probe_asked is None:
+                self.t.probe_asked = time.monotonic() - handed.latency
+            if handed.error is not None:
+                raise handed.error
+            resp, final_url, latency = handed.resp, handed.final_url, handed.latency
+        else:
+            if hasattr(client, "prepare"):
+                client.prepare(url)  # (imports and session set-up are not the route's latency)
+            asked = time.monotonic()
+            if known_size is None and self.t.probe_asked is None:
+                self.t.probe_asked = asked  # (the main loop opens connections ahead while it waits: preconnect.py)
+            resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
+            latency = time.monotonic() - asked
         with self.t.lock:
             self.t.responses[worker] = resp
             self.t.answered.add(worker)

@@ -37,6 +37,7 @@ from prefetch.engine.options import TransferOptions, TransferResult  # noqa: F40
 from prefetch.engine.demotion import SourceHandling
 from prefetch.engine.part_state import PartAndState
 from prefetch.engine.preconnect import Preconnects
+from prefetch.engine import single
 
 _STOP_GRACE = 0.8  # seconds a stop waits for workers before returning (they cannot write after)
 _HASH_THREAD_AFTER = 4 << 20  # bytes of contiguous prefix before the hash follows in its own thread
@@ -75,31 +76,31 @@ def download_to_part(
     """
     options = options or TransferOptions()
     host = options.hosts.host_for(urls[0]) if options.hosts is not None and urls else None
-    if host is not None:
-        client_factory = host.lender(client_factory)  # warm connections pass from file to file (engine/hosts.py)
-    elif client_factory is None:
-        from prefetch.net.http import Client as client_factory
-    transfer = _Transfer(
-        host=host,
-        urls=urls,
-        part=as_path(part),
-        state_file=as_path(state_file),
-        algorithm=algorithm,
-        options=options,
-        on_event=on_event,
-        stop=stop or threading.Event(),
-        client_factory=client_factory,
-        name=name or Path(part).name.removesuffix(".part"),
-        size_hint=size_hint,
-    )
+    part, state_file = as_path(part), as_path(state_file)
+    stop = stop or threading.Event()
+    name = name or part.name.removesuffix(".part")
     if host is not None:
         host.join()  # the host's share of connections counts this file from now on
     try:
+        handover = None
+        if single.applies(host, urls, part, state_file, options, stop):
+            # A small file from a near host: one answer, without the transfer (engine/single.py).
+            handover = single.try_single(host=host, url=urls[0], part=part, state_file=state_file,
+                                         algorithm=algorithm, options=options, on_event=on_event, stop=stop,
+                                         client_factory=client_factory, name=name)
+            if isinstance(handover, TransferResult):
+                return handover
+        if host is not None:
+            client_factory = host.lender(client_factory)  # warm connections pass from file to file (engine/hosts.py)
+        elif client_factory is None:
+            from prefetch.net.http import Client as client_factory
+        transfer = _Transfer(host=host, urls=urls, part=part, state_file=state_file, algorithm=algorithm,
+                             options=options, on_event=on_event, stop=stop, client_factory=client_factory,
+                             name=name, size_hint=size_hint)
+        transfer.first_answer = handover  # (what the one-answer attempt leaves: its answer, or its failure)
         return transfer.run()
     except KeyboardInterrupt:
-        raise InterruptedTransferError(
-            f"{transfer.name}: interrupted; run the same command again to resume"
-        ) from None
+        raise InterruptedTransferError(f"{name}: interrupted; run the same command again to resume") from None
     finally:
         if host is not None:
             host.leave()
@@ -349,6 +350,7 @@ class _Transfer(SourceHandling, PartAndState):
 
     # -- workers -----------------------------------------------------------
     inline_tick: Callable[[], None] | None = None  # progress while the first request runs inline
+    first_answer = None  # engine.single.Handover: the first request's answer (or failure), already in
 
     def quitting(self, src: Source, generation: int) -> bool:
         """A worker's read loop should end now (asked before each read)."""

@@ -187,10 +187,36 @@ def _connection_classes():
             raise error or OSError("getaddrinfo returns an empty list")
 
         def getresponse(self):
+            return self._within_deadline(super().getresponse)
+
+        def read_head(self, method: str):
+            """http.client's answer to a request already sent on this connection's socket
+            (``net/direct.py``'s warm path): its response class and ``begin``, under the same
+            head deadline as :meth:`getresponse`; as http.client does, a connection the answer
+            says will close is closed (the answer keeps reading from its socket)."""
+            sock = self.sock
+            sock.settimeout(self.timeout)
+
+            def begin():
+                response = self.response_class(sock, method=method)
+                try:
+                    response.begin()
+                except BaseException:
+                    response.close()
+                    raise
+                return response
+
+            response = self._within_deadline(begin)
+            if response.will_close:
+                self.close()
+            return response
+
+        def _within_deadline(self, read):
+            """``read()`` (a response head), the socket shut down when it takes longer than the read timeout."""
             deadline = self.timeout if isinstance(self.timeout, (int, float)) else None
             sock = self.sock
             if not deadline or sock is None:
-                return super().getresponse()
+                return read()
             expired = []  # (a list, not an Event: an Event is a Condition and a lock per request)
 
             def expire() -> None:
@@ -204,7 +230,7 @@ def _connection_classes():
             me = threading.get_ident()
             _heads[me] = sock  # (abort_head: a stop on a thread with no main loop watching it)
             try:
-                response = super().getresponse()
+                response = read()
             except Exception:
                 if expired:
                     raise HeadTimeout(f"timed out: no complete response head within {deadline:g}s") from None
