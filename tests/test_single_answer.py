@@ -213,3 +213,34 @@ def test_a_redirected_small_file_comes_in_one_answer_and_is_served_by_its_url(or
     assert result.digest == hashlib.sha256(data).hexdigest()
     assert result.served == {origin.url_for("alias.bin"): len(data)}  # (as the transfer reports it)
     assert transfers == ["warm.bin"]
+
+
+def test_a_handed_over_answer_is_let_go_when_the_transfer_fails_before_taking_it(origin, tmp_path, monkeypatch):
+    """The one-answer attempt hands a big answer to the transfer, and the transfer fails before
+    its first request (here: opening its .part): the answer, its connection and the host's
+    connection slot are let go, so the run's other files still get every slot."""
+    from prefetch.errors import LocalFileError
+
+    hosts = Hosts()
+    _warm(origin, tmp_path, hosts)
+    _put(origin, "big.bin", 600 * KiB, 7)
+    host = hosts.host_for(origin.url_for("big.bin"))
+    leased_before = host.leased
+    handed = []
+    real_try = transfer_module.single.try_single
+
+    def spy(**kw):
+        out = real_try(**kw)
+        handed.append(out)
+        return out
+
+    def broken_open(self):
+        raise LocalFileError("the disk went away")
+
+    monkeypatch.setattr(transfer_module.single, "try_single", spy)
+    monkeypatch.setattr(transfer_module._Transfer, "open", broken_open)
+    with pytest.raises(LocalFileError):
+        _get(origin.url_for("big.bin"), "big.bin", tmp_path, hosts)
+    assert len(handed) == 1 and isinstance(handed[0], transfer_module.single.Handover), handed
+    assert handed[0].resp is not None and handed[0].resp._raw.isclosed(), "the open answer is closed"
+    assert host.leased == leased_before, "the connection slot went back to the host"

@@ -81,8 +81,8 @@ def download_to_part(
     name = name or part.name.removesuffix(".part")
     if host is not None:
         host.join()  # the host's share of connections counts this file from now on
+    handover = transfer = None
     try:
-        handover = None
         if single.applies(host, urls, part, state_file, options, stop):
             # A small file from a near host: one answer, without the transfer (engine/single.py).
             handover = single.try_single(host=host, url=urls[0], part=part, state_file=state_file,
@@ -102,6 +102,9 @@ def download_to_part(
     except KeyboardInterrupt:
         raise InterruptedTransferError(f"{name}: interrupted; run the same command again to resume") from None
     finally:
+        if isinstance(handover, single.Handover) and (transfer is None or transfer.first_answer is handover):
+            handover.close()  # never taken over (the transfer failed before its first request): the
+            host.release()  # answer, its client and its connection slot must not be left held
         if host is not None:
             host.leave()
 
