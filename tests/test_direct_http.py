@@ -119,6 +119,22 @@ def test_https_direct_is_verified(tls_origin, monkeypatch):
         _get(client, tls_origin.url_for("f.bin"))
 
 
+
+def test_a_resolve_override_connects_there_but_verifies_the_name_asked_for(tls_origin, monkeypatch):
+    """PREFETCH_RESOLVE, like curl's --resolve, only says where to connect: TLS still checks the
+    certificate against the name in the URL. The test certificate is for 127.0.0.1 and
+    localhost, so a name it does not cover is refused even though the override points at
+    127.0.0.1 (checking the address instead would take any certificate the address has)."""
+    tls_origin.put("f.bin", b"x" * 1000)
+    port = tls_origin.url_for("f.bin").split(":")[2].split("/")[0]
+    monkeypatch.setenv("PREFETCH_RESOLVE", "localhost=127.0.0.1,example.test=127.0.0.1")
+    with Client() as client:
+        for _ in range(2):  # (the second request on the kept connection, then a fresh one)
+            assert _get(client, f"https://localhost:{port}/f.bin") == b"x" * 1000
+    with Client() as client, pytest.raises(NetworkError, match="TLS verification failed"):
+        _get(client, f"https://example.test:{port}/f.bin")
+
+
 _HEADS = [
     b"Server: nginx/1.24.0\r\nContent-Type: application/octet-stream\r\nContent-Length: 4\r\n"
     b"ETag: \"6926a1ae-4\"\r\nAccept-Ranges: bytes\r\n\r\n",

@@ -226,3 +226,22 @@ def test_a_kept_connection_to_a_resolved_name_still_names_the_host_asked_for(mon
     finally:
         server.close()
     assert [head.split(b"\r\n")[1] for _, head in server.seen] == [f"Host: example.test:{port}".encode()] * 3
+
+
+def test_urlopen_also_names_the_host_asked_for_with_a_resolve_override(monkeypatch):
+    """The same through urlopen (the warm path off): the override is only where to connect,
+    so the Host header (and a TLS name) stays the name asked for on every request."""
+    import prefetch.net.direct as direct
+
+    monkeypatch.setenv("PREFETCH_RESOLVE", "example.test=127.0.0.1")
+    monkeypatch.setattr(direct.DirectPools, "_head", lambda *args: None)
+    server = _KeepAlive([OK])
+    port = server.base.rsplit(":", 1)[1]
+    try:
+        with Client(timeouts=QUICK) as client:
+            for _ in range(3):
+                assert _get(client, f"http://example.test:{port}/a.bin")[0] == b"hello"
+    finally:
+        server.close()
+    assert [head.split(b"\r\n")[1] for _, head in server.seen] == [f"Host: example.test:{port}".encode()] * 3
+    assert len({conn for conn, _ in server.seen}) == 1, "one kept-alive connection"

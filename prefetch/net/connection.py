@@ -143,14 +143,14 @@ def _connection_classes():
         def _new_conn(self):
             host = (self._dns_host or "").lower().strip("[]")
             overridden, address = _lookup(self.resolve_table, host)
-            if overridden:
-                if address is None:
-                    lookup = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-                    raise NameResolutionError(self.host, self, lookup) from lookup
-                self._dns_host = address
-            # urllib3's own _new_conn, with the socket known to abort_head while it connects
+            if overridden and address is None:
+                lookup = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+                raise NameResolutionError(self.host, self, lookup) from lookup
+            # urllib3's own _new_conn, with the socket known to abort_head while it connects. The
+            # override is only where to connect: ``_dns_host`` stays the name (urllib3's ``host``
+            # reads it, and the Host header and TLS name of every request come from it).
             try:
-                sock = self._connect_watched()
+                sock = self._connect_watched(address if overridden else self._dns_host)
             except socket.gaierror as exc:
                 raise NameResolutionError(self.host, self, exc) from exc
             except socket.timeout as exc:
@@ -161,11 +161,11 @@ def _connection_classes():
             sys.audit("http.client.connect", self, self.host, self.port)
             return sock
 
-        def _connect_watched(self):
-            """Each address in turn, as urllib3's create_connection tries them."""
+        def _connect_watched(self, where: str):
+            """Each address of ``where`` in turn, as urllib3's create_connection tries them."""
             me = threading.get_ident()
             error: OSError | None = None
-            found = socket.getaddrinfo(self._dns_host.strip("[]"), self.port, allowed_gai_family(),
+            found = socket.getaddrinfo(where.strip("[]"), self.port, allowed_gai_family(),
                                        socket.SOCK_STREAM)
             for family, kind, proto, _name, address in found:
                 sock = socket.socket(family, kind, proto)
