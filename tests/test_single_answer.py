@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import socket
 import threading
 import time
 
@@ -20,6 +19,7 @@ from prefetch.engine.transfer import download_to_part
 from prefetch.errors import InterruptedTransferError
 from prefetch.model.events import EventKind
 from prefetch.net.http import Timeouts
+from tests.keepalive import KeepAliveServer
 from tests.origin import OriginServer
 from tests.origin_faults import CloseAfter, Delay, Redirect, Status
 
@@ -97,47 +97,15 @@ def test_a_bigger_answer_is_read_on_by_the_transfer_without_asking_again(origin,
     assert _from_zero(origin, "big.bin") == 1  # the first answer was read on, not asked for again
 
 
-class _Chunked:
-    """Answers every GET with a chunked body (no length, no range), keeping the connection open."""
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.requests = 0
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.base = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn) -> None:
-        pending = b""
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    pending += chunk
-                _, _, pending = pending.partition(b"\r\n\r\n")
-                self.requests += 1
-                body = b"".join(b"%x\r\n%s\r\n" % (len(self.body[i:i + 5000]), self.body[i:i + 5000])
-                                for i in range(0, len(self.body), 5000))
-                conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: \"c1\"\r\n\r\n" + body
-                             + b"0\r\n\r\n")
-
-    def close(self) -> None:
-        self.sock.close()
+def _chunked(body: bytes) -> bytes:
+    """A 200 answer with ``body`` chunked (no length, no range)."""
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 5000]), body[i:i + 5000]) for i in range(0, len(body), 5000))
+    return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: \"c1\"\r\n\r\n" + chunks + b"0\r\n\r\n"
 
 
 def test_an_answer_without_a_length_is_read_on_by_the_transfer(tmp_path, transfers):
     data = random.Random(3).randbytes(20 * KiB)
-    server = _Chunked(data)
+    server = KeepAliveServer([_chunked(data)])
     try:
         hosts = Hosts()
         _get(f"{server.base}/warm.bin", "warm.bin", tmp_path, hosts)
@@ -146,7 +114,7 @@ def test_an_answer_without_a_length_is_read_on_by_the_transfer(tmp_path, transfe
         server.close()
     assert result.digest == hashlib.sha256(data).hexdigest()
     assert transfers == ["warm.bin", "c.bin"]
-    assert server.requests == 2  # one per file: the one-answer attempt's answer was read on
+    assert server.served == 2  # one per file: the one-answer attempt's answer was read on
 
 
 def test_a_503_on_the_one_answer_is_the_transfer_s_failure_to_retry(origin, tmp_path):

@@ -1,0 +1,52 @@
+"""A bare HTTP/1.1 server on 127.0.0.1 that keeps each connection open and answers its
+requests in turn with canned bytes: what a test needs to see the exact request heads sent
+and to script a connection's answers (tests/test_warm_requests.py, test_single_answer.py)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class KeepAliveServer:
+    """Answers each request on a connection in turn with ``answers[i]`` (the last one again
+    after them); ``None`` closes the connection without answering. Records (connection number,
+    raw request head)."""
+
+    def __init__(self, answers: list[bytes | None]) -> None:
+        self.answers = answers
+        self.seen: list[tuple[int, bytes]] = []
+        self.served = 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.base = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        number = 0
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            number += 1
+            threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, number: int) -> None:
+        pending = b""
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in pending:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    pending += chunk
+                head, _, pending = pending.partition(b"\r\n\r\n")
+                self.seen.append((number, head + b"\r\n\r\n"))
+                answer = self.answers[min(self.served, len(self.answers) - 1)]
+                self.served += 1
+                if answer is None:
+                    return
+                conn.sendall(answer)
+
+    def close(self) -> None:
+        self.sock.close()
