@@ -241,8 +241,10 @@ def test_a_near_host_keeps_as_many_files_in_flight_as_keep_the_process_busy():
 
 
 def test_run_in_order_hands_limit_how_busy_the_files_keep_the_process():
-    """Busy.now: the process's CPU seconds per second over the recent file ends, with the
-    files in flight then; files that only wait keep it idle, files that compute keep it busy."""
+    """Busy.now: the files' CPU seconds on their own threads per second over the recent file
+    ends, with the files in flight then; files that only wait keep it idle (even while another
+    thread of the process computes: a training loop in the same kernel is not the files'),
+    files that compute keep it busy."""
     from prefetch.engine.many import run_in_order
 
     def measure(one, files: int) -> list:
@@ -263,7 +265,19 @@ def test_run_in_order_hands_limit_how_busy_the_files_keep_the_process():
         while time.thread_time() < end:
             pass
 
-    idle = measure(sleeps, 2)
+    other_stop = threading.Event()
+
+    def other() -> None:  # another thread of the process, busy all along
+        while not other_stop.is_set():
+            pass
+
+    other_thread = threading.Thread(target=other, daemon=True)
+    other_thread.start()
+    try:
+        idle = measure(sleeps, 2)
+    finally:
+        other_stop.set()
+        other_thread.join()
     assert idle[0] is None, "nothing is known before the first files end"
     idle = [b for b in idle if b is not None]
     assert idle and all(b[0] < 0.2 for b in idle), idle

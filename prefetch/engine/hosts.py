@@ -36,7 +36,7 @@ from prefetch.engine.schedule import RouteJudge
 DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
 _CROWDED = (429, 503)
 SHORT_ROUTE_FILES = max(8, 2 * (os.cpu_count() or 1))  # at most this many files in flight on a short route (Hosts.files_now)
-BUSY = 0.9  # CPU seconds a second the files in flight on a short route keep the process at (Hosts.files_now)
+BUSY = 0.9  # CPU seconds a second the files in flight on a short route are kept at (Hosts.files_now)
 
 
 def host_key(url: str) -> str:
@@ -314,11 +314,11 @@ class Hosts:
         hand-offs of the interpreter lock between file threads: from loopback nginx, 2,000
         files of 16 KiB took 1.6x the time with 8 files in flight as with one (CPU 5.5 s
         against 2.9 s). With ``busy``, ``(cpu, files)`` of the recent files
-        (:class:`prefetch.engine.many.Busy`: the process's CPU seconds per second with
-        ``files`` in flight), the count is scaled to keep the process ``BUSY`` (0.9 CPU
-        seconds a second), rounded down, at least one and never more than
-        ``SHORT_ROUTE_FILES``: one file on loopback (its process already at ~1.0), 4-8 through
-        a 2-5 ms route, all 8 from a server that sends a body 40 ms after its head.
+        (:class:`prefetch.engine.many.Busy`: the CPU seconds a second they took on their
+        threads, with ``files`` in flight), the count is scaled to keep them at ``BUSY`` (0.9
+        CPU seconds a second), rounded down, at least one and never more than
+        ``SHORT_ROUTE_FILES``: one file on loopback (already at ~0.8-1.0), 4-8 through a 2-5 ms
+        route, all 8 from a server that sends a body 40 ms after its head.
         """
         hosts = self.all()
         if not hosts or not all(h.route.near for h in hosts):

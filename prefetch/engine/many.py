@@ -21,21 +21,24 @@ _POLL = 0.2  # seconds: the caller's thread wakes this often, so Ctrl-C reaches 
 
 
 class Busy:
-    """How busy the process was over the last ``KEEP`` file ends, and with how many files in
-    flight: ``(cpu, files)``, the process's CPU seconds per wall second (all its threads,
-    ``time.process_time``) and the mean count of files running at those ends. None until
-    ``FEWEST`` files have ended (and a little time has passed)."""
+    """How busy the files kept the interpreter over the last ``KEEP`` file ends, and with how
+    many in flight: ``(cpu, files)``, the CPU seconds the files took on their own threads
+    (``time.thread_time``: the interpreter lock's hand-offs between them included, another
+    thread's work, a training loop in the same kernel say, not) per wall second, and the mean
+    count of files running at those ends. None until ``FEWEST`` files have ended (and a
+    little time has passed)."""
 
     KEEP = 16
     FEWEST = 4
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ends: deque[tuple[float, float, int]] = deque(maxlen=self.KEEP)  # (wall, cpu, files running)
+        self._ends: deque[tuple[float, float, int]] = deque(maxlen=self.KEEP)  # (wall, the file's CPU, files running)
 
-    def ended(self, running: int) -> None:
-        """A file ended while ``running`` files (itself included) were in flight."""
-        sample = (time.monotonic(), time.process_time(), running)
+    def ended(self, cpu: float, running: int) -> None:
+        """A file that took ``cpu`` seconds on its thread ended while ``running`` files (itself
+        included) were in flight."""
+        sample = (time.monotonic(), cpu, running)
         with self._lock:
             self._ends.append(sample)
 
@@ -43,11 +46,13 @@ class Busy:
         with self._lock:
             if len(self._ends) < self.FEWEST:
                 return None
-            (wall0, cpu0, _), (wall1, cpu1, _) = self._ends[0], self._ends[-1]
-            files = sum(e[2] for e in self._ends) / len(self._ends)
-        if wall1 - wall0 < 0.005:
+            ends = list(self._ends)
+        took = ends[-1][0] - ends[0][0]
+        if took < 0.005:
             return None
-        return (cpu1 - cpu0) / (wall1 - wall0), files
+        # The CPU of the files that ended after the first one, over the time since it ended: in a
+        # steady run, what the files in flight spend in that time.
+        return sum(e[1] for e in ends[1:]) / took, sum(e[2] for e in ends) / len(ends)
 
 
 def files_in_flight(count: int, *, limit: int | None, host_connections: int) -> int:
@@ -219,17 +224,21 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
 
 
 def _measured(run_one: Callable[[int], None], busy: Busy, running: list[int]) -> Callable[[int], None]:
-    """``run_one`` that counts the files in flight (``running[0]``) and tells ``busy`` of each end."""
+    """``run_one`` that counts the files in flight (``running[0]``) and tells ``busy`` what each
+    file took on its thread when it ends."""
     lock = threading.Lock()
+    clock = time.thread_time
 
     def measured(i: int) -> None:
         with lock:
             running[0] += 1
+        began = clock()
         try:
             run_one(i)
         finally:
+            cpu = clock() - began
             with lock:
-                busy.ended(running[0])
+                busy.ended(cpu, running[0])
                 running[0] -= 1
 
     return measured
