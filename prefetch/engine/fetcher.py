@@ -18,7 +18,8 @@ from prefetch.net.failures import Failure, TransientHTTPError
 from prefetch.net.http import open_url
 from prefetch.net.splice import Pipe
 from prefetch.net.urls import host_of
-from prefetch.engine.response_check import Answer, check_response
+from prefetch.engine.inline import INLINE_BODY, WATCH, drop_thread_buffer, thread_buffer, watch_inline
+from prefetch.engine.response_check import Answer, check_response, one_stream_note
 from prefetch.engine.retry import CROWDED
 from prefetch.engine.schedule import Segment
 from prefetch.engine.sources import Restart, Source, SourceBad
@@ -27,37 +28,6 @@ from prefetch.engine.stream import stream_body
 
 _OVERLAP = 64 << 10  # bytes asked again when a stream nothing can check resumes
 _SPLICE_FROM = 1 << 20  # bodies this long open the worker's pipe (a small file never needs one)
-_INLINE_BODY = 256 << 10  # an answer this short is read on the file's own thread (Fetcher.run(inline=True))
-_WATCH = 0.25  # seconds between looks at the stop while a request runs on the file's own thread
-_buffers = threading.local()  # a read buffer per thread that runs files inline (a pool thread goes from file to file)
-
-
-_inline_lock = threading.Lock()
-_inline: dict = {}  # thread id -> the transfer whose request runs inline on it
-_inline_watched = [False]  # a look at them is booked on the deadline watchdog
-
-
-def _watch_inline() -> None:
-    """On the watchdog thread every ``_WATCH`` seconds while requests run inline: a stopped
-    transfer's response is aborted, or the socket its request waits on for the head."""
-    from prefetch.net.connection import abort_head
-    from prefetch.net.deadlines import call_at
-
-    with _inline_lock:
-        running = list(_inline.items())
-        if not running:
-            _inline_watched[0] = False
-            return
-    for ident, t in running:
-        if t.stop.is_set():
-            with t.lock:
-                responses = list(t.responses.values())
-            for resp in responses:
-                resp.abort()
-            abort_head(ident)
-    call_at(_WATCH, _watch_inline)
-
-
 class _HandedOver(BaseException):
     """The inline first request's answer is long: a worker thread reads it on (Fetcher._hand_over)."""
 
@@ -123,7 +93,7 @@ class Fetcher:
         """Run worker ``worker_id`` until nothing is left for it.
 
         ``inline``: on the caller's thread (the file's own), for the first request only: no
-        new thread for a small file. Its answer, when short (``_INLINE_BODY``), is read here;
+        new thread for a small file. Its answer, when short (``INLINE_BODY``), is read here;
         a long one is handed to a new worker thread at once (:attr:`handed_to`), so a big
         file ramps up as before. The stop is watched on the shared watchdog thread meanwhile.
         """
@@ -131,9 +101,9 @@ class Fetcher:
         if client is None:
             client = self.t.client_factory(timeouts=self.t.opt.timeouts, resolve=self.t.opt.resolve)
         if buffer is None:
-            buffer = self._buffer() if inline else memoryview(bytearray(self.t.opt.chunk_size))
+            buffer = thread_buffer(self.t.opt.chunk_size) if inline else memoryview(bytearray(self.t.opt.chunk_size))
         self.pipe: Pipe | None = None  # opened for the first large plain-HTTP body (net/splice.py)
-        watch = self._watch_stop() if inline else None
+        watch = watch_inline(self.t) if inline else None
         try:
             self._loop(worker_id, client, buffer, first=first, once=inline)
         except _HandedOver:
@@ -150,31 +120,6 @@ class Fetcher:
         if self.pipe is not None:
             self.pipe.close()
         self.t.worker_left(worker_id)
-
-    def _buffer(self) -> memoryview:
-        """This thread's reused read buffer (a fresh 512 KiB one per small file costs page faults)."""
-        buffer = getattr(_buffers, "view", None)
-        if buffer is None or len(buffer) != self.t.opt.chunk_size:
-            buffer = _buffers.view = memoryview(bytearray(self.t.opt.chunk_size))
-        return buffer
-
-    def _watch_stop(self):
-        """While this worker runs inline, a stop aborts its request (the head wait or the body);
-        returns the function that ends the watch. One watch for every inline request of the
-        process (a booking per file cost more than the rest of the engine's bookkeeping)."""
-        ident = threading.get_ident()
-        with _inline_lock:
-            _inline[ident] = self.t
-            if not _inline_watched[0]:
-                from prefetch.net.deadlines import call_at
-
-                _inline_watched[0] = True
-                call_at(_WATCH, _watch_inline)
-
-        def end() -> None:
-            with _inline_lock:
-                _inline.pop(ident, None)
-        return end
 
     def _loop(self, worker_id: int, client, buffer: memoryview, *, first=None, once: bool = False) -> None:
         tries = 0
@@ -239,7 +184,7 @@ class Fetcher:
         rest = Fetcher(self.t)
         rest.pending = pending
         self.t.inline_tick = None  # the main loop reports progress again
-        _buffers.view = None  # the buffer goes with it: this thread takes a fresh one for its next file
+        drop_thread_buffer()  # the buffer goes with it: this thread takes a fresh one for its next file
         thread = threading.Thread(target=rest.run, args=(worker,), daemon=True,
                                   kwargs={"client": client, "buffer": buffer, "first": (seg, src)})
         self.handed_to = thread
@@ -252,7 +197,7 @@ class Fetcher:
             return
         until = time.monotonic() + seconds
         while not self.t.stop.is_set() and (left := until - time.monotonic()) > 0:
-            if self.t.interrupt.wait(min(left, _WATCH)):
+            if self.t.interrupt.wait(min(left, WATCH)):
                 return
 
     def _dead(self, src: Source, exc: TransientHTTPError) -> bool:
@@ -302,9 +247,8 @@ class Fetcher:
                 if answer.note:
                     self.t.note(answer.note)
                 if pinned_now:
-                    self.t.note(f"no expected hash and no ETag or Last-Modified from {host_of(src.url)}: one stream "
-                                f"from it, since pieces from separate requests could mix versions of the file")
-                if self.inline and (answer.end is None or answer.end - answer.first > _INLINE_BODY):
+                    self.t.note(one_stream_note(src.url))
+                if self.inline and (answer.end is None or answer.end - answer.first > INLINE_BODY):
                     self._hand_over(worker, seg, src, client, buffer,
                                     (resp, final_url, answer, overlap, generation, start, ask_end))
                     handed = True

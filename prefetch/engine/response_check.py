@@ -187,3 +187,12 @@ def _check_validator(src: Source, etag: str | None, last_modified: str | None, *
     if others and have_bytes:
         raise SourceBad(f"{host} changed its file (ETag {src.etag} -> {etag})")
     raise Restart(f"{host}: the remote file changed (ETag {src.etag} -> {etag}); restarting from 0")
+
+
+def one_stream_note(url: str) -> str:
+    """What a transfer says when it keeps to one stream from ``url``: no expected hash and no
+    validator, so pieces from separate requests could not be told apart by version."""
+    from prefetch.net.urls import host_of
+
+    return (f"no expected hash and no ETag or Last-Modified from {host_of(url)}: one stream "
+            f"from it, since pieces from separate requests could mix versions of the file")

@@ -10,7 +10,7 @@ It applies to one source on a host that has answered quicker than a long route c
 limit, before any stop. It takes one of the host's connection slots and a warm client as the
 transfer's first request would, sends that same request (the first window of the file), and
 keeps the answer only when ``check_response`` (the transfer's own check) accepts it as the
-whole file in one answer of at most the inline size (``fetcher._INLINE_BODY``). Then the body
+whole file in one answer of at most the inline size (``fetcher.INLINE_BODY``). Then the body
 goes into the ``.part`` through ``stream_body`` (the transfer's reads, stall watch and errors),
 is flushed and recorded as the transfer's saver does (``StateSaver.save``: no record for a
 small complete file unless asked), and hashed when a hash is expected; the events are the
@@ -38,10 +38,10 @@ import threading
 import time
 
 from prefetch.model.events import Event, EventKind
-from prefetch.engine.fetcher import _INLINE_BODY, Fetcher
+from prefetch.engine.inline import INLINE_BODY, thread_buffer, watch_inline
 from prefetch.engine.part_file import PartFile
 from prefetch.engine.resume_state import StateSaver, TransferState
-from prefetch.engine.response_check import check_response
+from prefetch.engine.response_check import check_response, one_stream_note
 from prefetch.engine.schedule import Segment
 from prefetch.engine.sources import Source
 from prefetch.engine.stream import PrefixHasher, stream_body
@@ -98,7 +98,7 @@ def _ask(host, client, url: str, part, state_file, algorithm, options, on_event,
     ask_end = None if options.connections == 1 else options.first_request
     headers = dict(options.headers)
     headers["Range"] = f"bytes=0-{'' if ask_end is None else ask_end - 1}"
-    watch = Fetcher(one)._watch_stop()  # (a stop aborts the answer or the head wait, as for the inline request)
+    watch = watch_inline(one)  # (a stop aborts the answer or the head wait, as for the inline request)
     resp = None
     try:
         try:
@@ -122,7 +122,7 @@ def _ask(host, client, url: str, part, state_file, algorithm, options, on_event,
         except Exception:  # noqa: BLE001 - the transfer checks the same answer again and handles it
             answer = None
         if (answer is None or answer.total is None or answer.first or answer.skip or answer.end != answer.total
-                or answer.total > _INLINE_BODY or stop.is_set()):
+                or answer.total > INLINE_BODY or stop.is_set()):
             with one.lock:
                 one.responses.pop(0, None)
             handed, resp = resp, None
@@ -136,10 +136,7 @@ def _ask(host, client, url: str, part, state_file, algorithm, options, on_event,
         if answer.note:
             one.note(answer.note, answer.total)
         if algorithm is None and not (src.etag or src.last_modified):
-            from prefetch.net.urls import host_of
-
-            one.note(f"no expected hash and no ETag or Last-Modified from {host_of(url)}: one stream "
-                     f"from it, since pieces from separate requests could mix versions of the file", answer.total)
+            one.note(one_stream_note(url), answer.total)
         done, resp = _complete(one, host, client, resp, src, answer, algorithm, started, state_file, part,
                                url, options), None
         return done
@@ -161,7 +158,7 @@ def _complete(one: "_One", host, client, resp, src: Source, answer, algorithm, s
     """Read the whole small body into the ``.part``, flush it and record it as the transfer's saver does."""
     one.size = size = answer.total
     seg = Segment(start=0, pos=0, end=size)
-    buffer = Fetcher(one)._buffer()  # (the thread's reused read buffer, as for the inline request)
+    buffer = thread_buffer(options.chunk_size)  # (the thread's reused read buffer, as for the inline request)
     one.file.open()
     try:
         broke = None
