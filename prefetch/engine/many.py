@@ -82,8 +82,7 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
             run_one(i)
         return
     busy = Busy()
-    running = [0]
-    run_one = _measured(run_one, busy, running)
+    run_one = _measured(run_one, busy)
     allowed = None if limit is None else (lambda: limit(busy.now()))
     if before_start is None:
         _run_pulled(count, run_one, workers=workers, stop=stop, limit=allowed)
@@ -223,11 +222,12 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
             ended.clear()
 
 
-def _measured(run_one: Callable[[int], None], busy: Busy, running: list[int]) -> Callable[[int], None]:
-    """``run_one`` that counts the files in flight (``running[0]``) and tells ``busy`` what each
-    file took on its thread when it ends."""
+def _measured(run_one: Callable[[int], None], busy: Busy) -> Callable[[int], None]:
+    """``run_one`` that tells ``busy`` what each file took on its thread and how many files were
+    in flight when it ended."""
     lock = threading.Lock()
     clock = time.thread_time
+    running = [0]
 
     def measured(i: int) -> None:
         with lock:
