@@ -22,7 +22,7 @@ from prefetch.net.urls import host_of, redact_url
 
 _PROXY_PAGE_STATUSES = {502, 503, 504}
 _PROXY_SERVERS = ("proxy", "squid", "tinyproxy", "privoxy", "clash", "v2ray", "polipo", "ccproxy")
-_TITLE = re.compile(rb"<title[^>]*>([^<]{1,120})</title>", re.I)
+_TITLE = rb"<title[^>]*>([^<]{1,120})</title>"  # compiled on first use (re's cache): a proxy's error page only
 
 
 def proxy_for(url: str, env=None) -> str | None:
@@ -102,5 +102,5 @@ def _title(resp) -> str:
         head = resp.peek(2048)
     except Exception:  # noqa: BLE001 - the title is a courtesy
         return ""
-    match = _TITLE.search(head)
+    match = re.search(_TITLE, head, re.I)
     return match.group(1).decode("utf-8", "replace").strip() if match else ""
