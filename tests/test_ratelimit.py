@@ -129,3 +129,41 @@ def test_bad_limit_rate_is_a_usage_error(home, tmp_path):
     proc = run_cli("get", "http://127.0.0.1:1/x.bin", "-o", str(tmp_path / "x"), "--limit-rate", "fast")
     assert proc.returncode == 2
     assert proc.stderr.startswith("prefetch: error: --limit-rate 'fast' is not a rate")
+
+
+def test_an_open_limiter_never_waits_nor_shortens_reads_and_counts_what_passed():
+    clock = FakeClock()
+    limiter = RateLimiter(None, clock=clock.time, sleep=clock.sleep)
+    assert not limiter.limiting and limiter.chunk >= 1 << 30
+    for _ in range(100):
+        limiter.wait(1 << 20)
+    limiter.refund(1 << 19)
+    assert clock.now == 100.0  # nothing slept
+    assert limiter.passed == 100 * (1 << 20) - (1 << 19)
+
+
+def test_set_rate_limits_an_open_limiter_from_now_and_none_opens_it_again():
+    clock = FakeClock()
+    limiter = RateLimiter(None, burst=50.0, clock=clock.time, sleep=clock.sleep)
+    limiter.wait(10_000)  # open: free
+    clock.now = 200.0
+    limiter.set_rate(1000.0)
+    assert limiter.limiting and limiter.chunk == 16 << 10
+    limiter.wait(50 + 1000)  # the 50-byte burst, then one second's worth from *now*, not from 100
+    assert clock.now == pytest.approx(201.0)
+    limiter.set_rate(None)
+    limiter.wait(1 << 20)
+    assert clock.now == pytest.approx(201.0)
+
+
+def test_a_ceiling_caps_every_rate_asked_for_and_is_where_none_goes_back_to():
+    clock = FakeClock()
+    limiter = RateLimiter(None, clock=clock.time, sleep=clock.sleep)
+    limiter.set_ceiling(2000.0)  # --limit-rate under a steered limiter
+    assert limiter.rate == 2000.0
+    limiter.set_rate(5000.0)
+    assert limiter.rate == 2000.0
+    limiter.set_rate(500.0)
+    assert limiter.rate == 500.0
+    limiter.set_rate(None)
+    assert limiter.rate == 2000.0 and limiter.limiting
