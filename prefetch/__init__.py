@@ -68,19 +68,25 @@ _LAZY = {
 }
 
 
+# The modules behind them: ``import prefetch`` then ``prefetch.api`` works as when they were imported here.
+_SUBMODULES = ("adapters", "api", "dropins", "streaming")
+
+
 def __getattr__(name: str):
+    import importlib
+
+    if name in _SUBMODULES:
+        return importlib.import_module(f"prefetch.{name}")  # (the import sets the attribute)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'prefetch' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # found directly from now on
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
 
 
 __all__ = [

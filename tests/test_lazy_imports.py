@@ -168,3 +168,18 @@ def test_a_get_with_no_proxy_naming_the_host_never_imports_requests(home, tmp_pa
     assert out.read_bytes() == data
     assert ("requests" in modules) == ("/" in no_proxy), modules
     assert "urllib3" in modules
+
+
+def test_importing_prefetch_loads_the_api_modules_only_when_a_name_is_used():
+    code = """\
+import sys, prefetch
+before = sorted(m for m in sys.modules if m.startswith("prefetch."))
+from prefetch import *
+import prefetch.api, prefetch.streaming, prefetch.dropins, prefetch.adapters
+same = all(getattr(prefetch, n) is getattr(sys.modules[prefetch._LAZY[n]], n) for n in prefetch._LAZY)
+print(before, sorted(set(prefetch.__all__) - set(globals())), same, prefetch.api.ensure is prefetch.ensure,
+      prefetch.adapters.samples.__name__, set(prefetch.__all__) <= set(dir(prefetch)))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["['prefetch.errors']", "[]", "True", "True", "prefetch.adapters.samples", "True"]
