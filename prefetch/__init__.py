@@ -6,8 +6,9 @@ its adapters ``torch_dataset()`` and ``tf_generator()`` (``prefetch.adapters``),
 ``get_file()`` (a drop-in for ``keras.utils.get_file``) and ``fetch()`` (in
 ``pooch.retrieve``'s spirit; see ``prefetch.dropins``), the cache housekeeping
 ``cache_usage()``, ``remove()`` and ``clean()`` (see ``prefetch.api``) and
-the error classes in ``prefetch.errors``. Importing ``prefetch`` stays light: these
-modules import their machinery when a function is first called.
+the error classes in ``prefetch.errors``. Importing ``prefetch`` stays light: each name
+but the errors is loaded from its module on first use, and these modules import their
+machinery when a function is first called.
 
 Layers, lowest first; a module imports only from its own layer or lower ones, in
 any form (``tests/test_layers.py`` holds the rule):
@@ -33,10 +34,6 @@ any form (``tests/test_layers.py`` holds the rule):
     commands/, cli  the command line
 """
 
-from prefetch.adapters import tf_generator, torch_dataset
-from prefetch.api import cache_usage, clean, ensure, remove, status, wait, watch
-from prefetch.dropins import fetch, get_file
-from prefetch.streaming import as_completed
 from prefetch.errors import (
     ExitCode,
     HashMismatchError,
@@ -52,6 +49,45 @@ from prefetch.errors import (
     UsageError,
     WaitTimeoutError,
 )
+
+# The API's functions, each loaded from its module on first access (PEP 562): ``prefetch``
+# itself is imported by every command line and background worker, which use none of them.
+_LAZY = {
+    "tf_generator": "prefetch.adapters",
+    "torch_dataset": "prefetch.adapters",
+    "cache_usage": "prefetch.api",
+    "clean": "prefetch.api",
+    "ensure": "prefetch.api",
+    "remove": "prefetch.api",
+    "status": "prefetch.api",
+    "wait": "prefetch.api",
+    "watch": "prefetch.api",
+    "fetch": "prefetch.dropins",
+    "get_file": "prefetch.dropins",
+    "as_completed": "prefetch.streaming",
+}
+
+
+# The modules behind them: ``import prefetch`` then ``prefetch.api`` works as when they were imported here.
+_SUBMODULES = ("adapters", "api", "dropins", "streaming")
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _SUBMODULES:
+        return importlib.import_module(f"prefetch.{name}")  # (the import sets the attribute)
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'prefetch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
+
 
 __all__ = [
     "ExitCode",

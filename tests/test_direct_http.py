@@ -66,12 +66,20 @@ def test_a_plain_request_goes_out_without_importing_requests(recorder, monkeypat
     assert run.returncode == 0, run.stderr
     netrc = any(os.path.exists(os.path.expanduser(n)) for n in ("~/.netrc", "~/_netrc"))
     assert run.stdout.strip() == ("True" if netrc else "False")
-    # With a proxy variable (the host excluded by no_proxy, so the request still arrives), requests is used.
-    env.update(http_proxy="http://127.0.0.1:9", no_proxy="127.0.0.1")
+    # With a proxy variable (the host excluded by no_proxy, so the request still arrives), requests
+    # decides whether the proxy applies: imported ...
+    env.update(http_proxy="http://127.0.0.1:9", no_proxy="127.0.0.0/8")
     run = subprocess.run([sys.executable, "-c", code, base + "/proxied"], capture_output=True, text=True, env=env,
                          timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "True"
+    # ... unless no_proxy names the host itself: requests' answer is known then (no proxy), and
+    # it is not imported to give it (net/proxies.py's no_proxy_names).
+    env.update(no_proxy="localhost, 127.0.0.1")
+    run = subprocess.run([sys.executable, "-c", code, base + "/named"], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == ("True" if netrc else "False")
 
 
 def test_the_direct_head_is_the_head_requests_sends(recorder, monkeypatch):

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from prefetch.cache.layout import KerasInstall, KerasLayout, detect_keras, keras_root, part_path, state_path
+from prefetch.cache.keras import KerasInstall, KerasLayout, detect_keras
+from prefetch.cache.layout import keras_root, part_path, state_path
 from tests import datasets_synth
 from tests.conftest import run_cli
 

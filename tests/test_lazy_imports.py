@@ -53,13 +53,14 @@ def test_a_get_that_finds_everything_cached_never_imports_requests(home, tmp_pat
         assert proc.returncode == 0, proc.stderr
         assert len(origin.data_requests("d.bin")) == 1  # the second get sent nothing
     assert "requests" not in modules and "urllib3" not in modules
-    # ... while a get that downloads does import it (the check above can fail).
+    # ... while a get that downloads does import urllib3 (the check above can fail; requests is not
+    # imported: NO_PROXY names the origin's host, see test_a_get_with_no_proxy_naming_the_host...).
     out.unlink()
     with OriginServer() as origin:
         origin.put("d.bin", data)
         modules, proc = imported("get", origin.url_for("d.bin"), "-o", str(out), "--sha256", sha, "-q")
     assert proc.returncode == 0, proc.stderr
-    assert "requests" in modules
+    assert "urllib3" in modules
 
 
 PLANNER_TABLES = ("tomllib", "prefetch.cache.registry", "prefetch.cache.nltk_data", "prefetch.cache.torchvision",
@@ -82,3 +83,103 @@ def test_a_get_of_a_url_never_loads_the_other_kinds_tables(home, tmp_path):
     assert out.read_bytes() == data
     line = [x for x in proc.stderr.splitlines() if x.startswith("IMPORTED=")]
     assert line == ["IMPORTED="], proc.stderr
+
+
+# What a plain get never needs: the public API's modules (``prefetch/__init__`` loads them on
+# first use), the installed Keras's names (cache/keras.py: a dataset under KERAS_HOME asks),
+# the resume check of kept bytes, a notebook's HTML table, and the idna codec (getaddrinfo is
+# given an ASCII host's bytes: net/connection.py's idna_free).
+GET_NEVER = ("prefetch.api", "prefetch.streaming", "prefetch.adapters", "prefetch.dropins", "prefetch.cache.keras",
+             "prefetch.engine.resume_check", "html", "encodings.idna", "stringprep", "unicodedata")
+
+
+def test_a_plain_http_get_loads_only_what_it_uses(home, tmp_path, monkeypatch):
+    # No proxy variable at all (NO_PROXY alone makes the proxy lookup import requests, and
+    # requests imports the idna codec itself).
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    data = os.urandom(100_000)
+    out = tmp_path / "p.bin"
+    with OriginServer() as origin:
+        origin.put("p.bin", data)
+        modules, proc = imported_of(GET_NEVER + ("urllib3", "requests"), "get", origin.url_for("p.bin"), "-o", str(out),
+                                    "-q")
+        assert len(origin.data_requests("p.bin")) == 1
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == data
+    assert modules == {"urllib3"}, modules  # (urllib3: the check above sees what a download imports)
+
+
+def test_status_and_a_worker_never_load_the_html_table_machinery(home, tmp_path):
+    data = os.urandom(10_000)
+    out = tmp_path / "w.bin"
+    with OriginServer() as origin:
+        origin.put("w.bin", data)
+        started = run_cli("get", origin.url_for("w.bin"), "-o", str(out), "-q", "-b")
+        assert started.returncode == 0, started.stderr
+        assert run_cli("wait").returncode == 0
+    assert out.read_bytes() == data
+    modules, proc = imported_of(GET_NEVER, "status")
+    assert proc.returncode == 0, proc.stderr
+    assert modules == set(), modules
+
+
+def imported_of(watch: tuple[str, ...], *args: str) -> tuple[set[str], subprocess.CompletedProcess]:
+    """``imported`` for the modules in ``watch``."""
+    proc = subprocess.run([sys.executable, "-c", DRIVER.format(heavy=watch), *args], capture_output=True,
+                          text=True, timeout=120, env=os.environ.copy(), stdin=subprocess.DEVNULL)
+    line = [x for x in proc.stderr.splitlines() if x.startswith("IMPORTED=")]
+    assert line, proc.stderr
+    return {m for m in line[-1].removeprefix("IMPORTED=").split(",") if m}, proc
+
+
+@pytest.mark.parametrize("name", ["127.0.0.1", "localhost", "Example.COM", "example.com.", "::1", "fe80::1%eth0",
+                                  "a" * 63 + ".org", "a" * 64 + ".org", "x." + "b" * 64, "a..b", ".a", "",
+                                  "bücher.example", "xn--bcher-kva.example"])
+def test_idna_free_hands_getaddrinfo_what_the_idna_codec_would(name):
+    """An ASCII name whose labels the codec accepts goes as its bytes (the codec's own
+    result); any other name goes as the str, for getaddrinfo's codec to encode or refuse."""
+    from prefetch.net.connection import idna_free
+
+    try:
+        encoded = name.encode("idna")
+    except UnicodeError:
+        encoded = None
+    given = idna_free(name)
+    if isinstance(given, bytes):
+        assert given == encoded
+    else:
+        assert given == name and (encoded is None or not name.isascii())
+
+
+@pytest.mark.parametrize("no_proxy", ["127.0.0.1,localhost", " localhost , 127.0.0.1 ", "127.0.0.0/8"])
+def test_a_get_with_no_proxy_naming_the_host_never_imports_requests(home, tmp_path, monkeypatch, no_proxy):
+    """NO_PROXY naming the host itself (as test suites and benches set it) settles requests'
+    proxy lookup without it: no proxy. Any other form (a CIDR block) still asks requests."""
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # never used: the host is excluded
+    data = os.urandom(50_000)
+    out = tmp_path / "n.bin"
+    with OriginServer() as origin:
+        origin.put("n.bin", data)
+        modules, proc = imported("get", origin.url_for("n.bin"), "-o", str(out), "-q")
+        assert len(origin.data_requests("n.bin")) == 1  # it went straight to the origin
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == data
+    assert ("requests" in modules) == ("/" in no_proxy), modules
+    assert "urllib3" in modules
+
+
+def test_importing_prefetch_loads_the_api_modules_only_when_a_name_is_used():
+    code = """\
+import sys, prefetch
+before = sorted(m for m in sys.modules if m.startswith("prefetch."))
+from prefetch import *
+import prefetch.api, prefetch.streaming, prefetch.dropins, prefetch.adapters
+same = all(getattr(prefetch, n) is getattr(sys.modules[prefetch._LAZY[n]], n) for n in prefetch._LAZY)
+print(before, sorted(set(prefetch.__all__) - set(globals())), same, prefetch.api.ensure is prefetch.ensure,
+      prefetch.adapters.samples.__name__, set(prefetch.__all__) <= set(dir(prefetch)))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["['prefetch.errors']", "[]", "True", "True", "prefetch.adapters.samples", "True"]

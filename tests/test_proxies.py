@@ -183,3 +183,30 @@ def test_url_credentials_travel_to_a_job_but_are_never_stored(home, origin, tmp_
     # A resumed job cannot send a password it never stored: refused in one line, as for --header.
     resumed = run_cli("resume", job)
     assert resumed.returncode == 2 and "password is never stored" in resumed.stderr, resumed.stderr
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/f", "https://LocalHost/f", "http://[::1]:81/f",
+                                 "http://files.example.org/f", "http://example.org:99999/f", "http://user:pw@127.0.0.1/f"])
+@pytest.mark.parametrize("no_proxy", ["127.0.0.1,localhost", " ::1 , example.org", "10.0.0.0/8,127.0.0.1",
+                                      "files.example.org", ".example.org", "*", ""])
+def test_no_proxy_names_is_true_only_where_requests_finds_no_proxy(monkeypatch, url, no_proxy):
+    """Where net/proxies.py's shortcut says "no proxy" without importing requests, requests says so too."""
+    from requests.utils import get_environ_proxies
+
+    from prefetch.net.proxies import no_proxy_names
+
+    monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")
+    monkeypatch.setenv("https_proxy", "http://proxy.invalid:3128")
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    monkeypatch.delenv("no_proxy", raising=False)
+    if no_proxy_names(url):
+        assert get_environ_proxies(url) == {}
+    exact = no_proxy.replace(" ", "") in ("127.0.0.1,localhost", "::1,example.org", "10.0.0.0/8,127.0.0.1",
+                                          "files.example.org")
+    # the cases it is meant for are taken (a host named as it is, and a port that parses)
+    assert no_proxy_names(url) == (exact and url in {
+        "127.0.0.1,localhost": ("http://127.0.0.1:8080/f", "https://LocalHost/f", "http://user:pw@127.0.0.1/f"),
+        "::1,example.org": ("http://[::1]:81/f",),
+        "10.0.0.0/8,127.0.0.1": ("http://127.0.0.1:8080/f", "http://user:pw@127.0.0.1/f"),
+        "files.example.org": ("http://files.example.org/f",),
+    }.get(no_proxy.replace(" ", ""), ()))

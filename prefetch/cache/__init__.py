@@ -2,6 +2,7 @@
 
 Owns:
     layout.py     the Keras root (``KERAS_HOME``), ``datasets/``, ``.part`` and state names
+    keras.py      which Keras is installed (package metadata) and the cache layouts it reads
     registry.py   built-in ``datasets.toml`` plus user registry files -> ``DatasetSpec``
     plans.py      ``plan_files``: a dataset's ``FilePlan`` s under a Keras root
     placement.py  what is already good at a final path; renames, aliases, extraction markers

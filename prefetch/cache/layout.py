@@ -1,22 +1,16 @@
-"""Where files go: the Keras cache root and the per-version file names."""
+"""Where files go: the Keras cache root and the per-version file names.
+
+Which Keras is installed, and the cache layouts it reads, is ``cache/keras.py`` (loaded when
+a dataset is planned).
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Mapping
 
 from prefetch.fs.paths import expand_path
-
-
-class KerasLayout(str, Enum):
-    """The cache naming a Keras version expects for archive datasets (cifar)."""
-
-    LEGACY = "legacy"  # Keras 2, tf-keras, Keras 3.0-3.5: <name>.tar.gz + <name>/
-    TARGET = "target"  # Keras >= 3.6: <name>-target_archive + <name>-target/<name>/
-    NONE = "none"  # no Keras installed
 
 
 def keras_root(*, cache_dir: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path:
@@ -41,45 +35,6 @@ def datasets_dir(root: Path) -> Path:
     return root / "datasets"
 
 
-@dataclass(frozen=True)
-class KerasInstall:
-    """Which Keras packages are installed, read from package metadata (no import)."""
-
-    keras: str | None
-    tf_keras: str | None
-
-    @property
-    def layouts(self) -> list[KerasLayout]:
-        """The cache layouts the installed packages read."""
-        found = []
-        if self.tf_keras or (self.keras and _version_tuple(self.keras) < (3, 6)):
-            found.append(KerasLayout.LEGACY)
-        if self.keras and _version_tuple(self.keras) >= (3, 6):
-            found.append(KerasLayout.TARGET)
-        return found or [KerasLayout.NONE]
-
-
-def detect_keras() -> KerasInstall:
-    """Read the installed keras / tf-keras versions without importing them."""
-    from importlib import metadata
-
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return KerasInstall(keras=version("keras"), tf_keras=version("tf-keras") or version("tf_keras"))
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in text.split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
-
-
 def part_path(final: Path) -> Path:
     """The in-flight data file for ``final``."""
     return final.with_name(final.name + ".part")
@@ -88,3 +43,4 @@ def part_path(final: Path) -> Path:
 def state_path(final: Path) -> Path:
     """The resume state file that sits beside ``final``'s ``.part``."""
     return final.with_name(final.name + ".part.json")
+

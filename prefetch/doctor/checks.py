@@ -296,7 +296,8 @@ def _check_dataset_mirror(env: Mapping[str, str], config_dir: Path, checks: list
 
 
 def _check_keras(env: Mapping[str, str], checks: list[Check]) -> None:
-    from prefetch.cache.layout import datasets_dir, detect_keras, keras_root
+    from prefetch.cache.keras import detect_keras
+    from prefetch.cache.layout import datasets_dir, keras_root
 
     root = keras_root(env=env)
     why = "KERAS_HOME" if env.get("KERAS_HOME") else "default"

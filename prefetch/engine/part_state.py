@@ -11,7 +11,6 @@ import os
 
 from prefetch.fs.files import local_error, mib
 from prefetch.engine.ranges import RangeSet
-from prefetch.engine.resume_check import check_kept_bytes
 from prefetch.engine.resume_state import SMALL_FILE, TransferState, check_state, usable_state
 
 
@@ -36,6 +35,8 @@ class PartAndState:
             self.saver.synced = self.done.total()
             self._trim()
             if self.reused and self.algorithm is None and self.size:
+                from prefetch.engine.resume_check import check_kept_bytes  # only a resume loads it
+
                 check_kept_bytes(self)  # no hash will judge the result: sample the kept bytes first
             if self.reused:
                 self.note(f"resuming: {mib(self.reused)} of {mib(self.size)} already on disk")

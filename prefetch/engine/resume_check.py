@@ -25,7 +25,7 @@ from prefetch.net.urls import host_of
 WINDOW = 16 << 10  # bytes per sampled window
 _ATTEMPTS = 3
 _IGNORED = "ignored Range"
-_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+)\s*$", re.I)
+_CONTENT_RANGE = r"^\s*bytes\s+(\d+)-(\d+)/(\d+)\s*$"  # compiled on first use (re's cache): only a resume reads it
 
 
 def sample_windows(done: list[tuple[int, int]], *, width: int = WINDOW) -> list[tuple[int, int]]:
@@ -111,7 +111,7 @@ def _compare_window(fd, start, end, *, size, source, client, headers, timeouts, 
                 return f"{host}: file size changed from {size} to {unsatisfied.group(1)}"
         if resp.status != 206:
             return f"{host} answered HTTP {resp.status} to a check of the bytes kept from an earlier run"
-        match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+        match = re.match(_CONTENT_RANGE, resp.headers.get("Content-Range", ""), re.I)
         if not match or int(match.group(1)) != start or int(match.group(2)) != end - 1:
             return f"{host} answered another range than asked when checking the bytes kept from an earlier run"
         if int(match.group(3)) != size:

@@ -6,7 +6,6 @@ a notebook, and by ``prefetch.watch()``. Nothing here prints.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 HEADERS = ("JOB", "FILE", "STATE", "BYTES", "%", "SPEED", "ETA")
@@ -103,6 +102,8 @@ def html_table(records) -> str:
     """An HTML table of ``records`` for a notebook's rich output."""
     if not records:
         return "<p>no jobs</p>"
+    import html  # (and html.entities): only a notebook's rich output needs them, never a worker or `status`
+
     head = "".join(f"<th style='text-align:{'right' if i >= 3 else 'left'}'>{h}</th>" for i, h in enumerate(HEADERS))
     body = []
     for row in table_rows(records):

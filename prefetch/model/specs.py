@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass
 
 from prefetch.errors import BadHashError
@@ -52,7 +51,7 @@ class DatasetSpec:
     source: str = "built-in"  # which registry file defined it
 
 
-_HEX = set(string.hexdigits)
+_HEX = set("0123456789abcdefABCDEF")  # string.hexdigits (the string module costs a regex compile)
 
 
 _LENGTHS = {64: "sha256", 32: "md5"}

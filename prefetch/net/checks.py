@@ -66,6 +66,8 @@ def _check_proxy(url: str) -> None:
     """Refuse, in one line, a proxy from the environment that requests cannot use."""
     if not _proxy_variables():
         return  # the usual case
+    if proxies.no_proxy_names(url):
+        return  # no proxy for this host (requests would say so, without a check to fail)
     from requests.utils import get_environ_proxies, select_proxy
 
     try:

@@ -188,11 +188,12 @@ class Client:
         The proxy (``*_proxy`` with ``no_proxy``; one that cannot be used refused here) and
         the ``~/.netrc`` (or ``$NETRC``) credentials for the host; both depend on the scheme,
         host and port only. requests prefers the netrc entry to credentials in the URL, as here.
-        Without proxy variables or a netrc file, requests is not imported to find that out.
+        Without proxy variables (or with the host named in ``no_proxy``) or a netrc file,
+        requests is not imported to find that out.
         """
         _check_proxy(url)
         via: dict = {}
-        if _proxy_variables():
+        if _proxy_variables() and not proxies.no_proxy_names(url):
             from requests.utils import get_environ_proxies
 
             via = dict(get_environ_proxies(url))

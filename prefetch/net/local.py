@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 from prefetch.errors import HTTPStatusError, NetworkError
 
-_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d+)-(\d*)\s*$", re.I)
+_RANGE = r"^\s*bytes\s*=\s*(\d+)-(\d*)\s*$"  # compiled on first use (re's cache): file:// only
 _LOCAL_HOSTS = ("", "localhost")
 
 
@@ -141,7 +141,7 @@ def open_local(url: str, *, headers: dict[str, str] | None = None, method: str =
         modified = formatdate(st.st_mtime, usegmt=True)
         common = {"ETag": etag, "Last-Modified": modified, "Accept-Ranges": "bytes",
                   "Content-Type": "application/octet-stream"}
-        wanted = _RANGE.match(headers.get("range", ""))
+        wanted = re.match(_RANGE, headers.get("range", ""), re.I)
         if_range = headers.get("if-range")
         if wanted and if_range is not None and if_range.strip() not in (etag, modified):
             wanted = None  # the file changed since the validator was taken: the whole file, as HTTP says

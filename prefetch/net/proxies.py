@@ -22,7 +22,31 @@ from prefetch.net.urls import host_of, redact_url
 
 _PROXY_PAGE_STATUSES = {502, 503, 504}
 _PROXY_SERVERS = ("proxy", "squid", "tinyproxy", "privoxy", "clash", "v2ray", "polipo", "ccproxy")
-_TITLE = re.compile(rb"<title[^>]*>([^<]{1,120})</title>", re.I)
+_TITLE = rb"<title[^>]*>([^<]{1,120})</title>"  # compiled on first use (re's cache): a proxy's error page only
+
+
+def no_proxy_names(url: str) -> bool:
+    """Whether ``no_proxy`` (else ``NO_PROXY``) lists ``url``'s host exactly (spaces ignored).
+
+    requests' ``should_bypass_proxies`` is then true, whatever the other entries and proxy
+    variables say, so ``get_environ_proxies(url)`` is ``{}``: no proxy, and requests need not
+    be imported to find that out (about 75 ms of CPU; the test suite and the bench set
+    ``NO_PROXY=127.0.0.1,localhost``). Anything less plain (a suffix, a CIDR block, ``*``, a
+    URL requests' own parsing would refuse) is left to requests. Reads ``os.environ``, as
+    requests does.
+    """
+    listed = os.environ.get("no_proxy") or os.environ.get("NO_PROXY")
+    if not listed:
+        return False
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - requests' check reads it (and raises on a bad one) for a named host
+        host = parts.hostname
+    except ValueError:
+        return False
+    return bool(host) and host in listed.replace(" ", "").split(",")
 
 
 def proxy_for(url: str, env=None) -> str | None:
@@ -30,6 +54,8 @@ def proxy_for(url: str, env=None) -> str | None:
     env = os.environ if env is None else env
     if not any(key.lower().endswith("_proxy") and value for key, value in env.items()):
         return None
+    if no_proxy_names(url):
+        return None  # what requests would find: no proxy for a host no_proxy names
     from requests.utils import get_environ_proxies, select_proxy
 
     try:
@@ -102,5 +128,5 @@ def _title(resp) -> str:
         head = resp.peek(2048)
     except Exception:  # noqa: BLE001 - the title is a courtesy
         return ""
-    match = _TITLE.search(head)
+    match = re.search(_TITLE, head, re.I)
     return match.group(1).decode("utf-8", "replace").strip() if match else ""

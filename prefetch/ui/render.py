@@ -28,11 +28,20 @@ from prefetch.model.events import Event, EventKind
 # A progress line, for tests and tools:
 #   2026-11-22T05:40:01Z mnist.npz progress 4.5MiB/11.0MiB 41.1% 2.3MiB/s eta 0:03
 _SIZE = r"[\d.]+(?:B|KiB|MiB|GiB)"
-PROGRESS_LINE = re.compile(
-    r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (?P<file>.+) progress "
-    rf"(?P<done>{_SIZE})/(?P<total>{_SIZE}|\?) (?P<percent>\d+\.\d|\?)% (?P<rate>{_SIZE})/s eta (?P<eta>[\d:]+|\?)$"
-)
-EVENT_LINE = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (?P<file>.+?) (?P<kind>[a-z]+)(?: (?P<rest>.*))?$")
+_LINES = {  # PROGRESS_LINE and EVENT_LINE, compiled when first imported (no command of prefetch reads them)
+    "PROGRESS_LINE": (
+        r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (?P<file>.+) progress "
+        rf"(?P<done>{_SIZE})/(?P<total>{_SIZE}|\?) (?P<percent>\d+\.\d|\?)% (?P<rate>{_SIZE})/s eta (?P<eta>[\d:]+|\?)$"
+    ),
+    "EVENT_LINE": r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (?P<file>.+?) (?P<kind>[a-z]+)(?: (?P<rest>.*))?$",
+}
+
+
+def __getattr__(name: str) -> re.Pattern:
+    if name not in _LINES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    pattern = globals()[name] = re.compile(_LINES[name])
+    return pattern
 
 
 def timestamp(now: float | None = None) -> str:

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from prefetch.cache.layout import datasets_dir, detect_keras, keras_root
+from prefetch.cache.layout import datasets_dir, keras_root
 from prefetch.cache.plans import plan_files
 from prefetch.flow.planners.base import PlanContext, Planner
 from prefetch.fs.paths import expand_path
@@ -24,7 +24,11 @@ def add_tf_keras_names(plan: FilePlan, *, env: Mapping[str, str], root: Path) ->
     if os.path.isabs(plan.spec.target):
         return plan
     tf_root = keras_root(env={k: v for k, v in env.items() if k != "KERAS_HOME"})
-    if tf_root.absolute() == root.absolute() or not detect_keras().tf_keras:
+    if tf_root.absolute() == root.absolute():
+        return plan
+    from prefetch.cache.keras import detect_keras  # the installed Keras: only a dataset under KERAS_HOME asks
+
+    if not detect_keras().tf_keras:
         return plan
     base = datasets_dir(tf_root)
     legacy_dirs = tuple(base / d for d in plan.spec.extract if d in (".", ""))
