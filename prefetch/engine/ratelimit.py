@@ -6,10 +6,6 @@ to every transfer through ``TransferOptions.limiter``; each connection books
 what the read did not use with ``refund``. Reading slower makes TCP slow the
 sender down, so the *total* of all connections stays at the limit and other
 programs on the same link (pip, the notebook itself) keep their share.
-
-A polite background job (``jobs/yielding.py``) steers one with ``set_rate``: open (no
-limit) while the machine has idle CPU, lower while other processes need it. Open, a
-limiter only counts the bytes read (``passed``) and never shortens a read.
 """
 
 from __future__ import annotations
@@ -29,66 +25,30 @@ class RateLimiter:
     ``wait(n)`` books ``n`` bytes on a shared schedule (GCRA: the "theoretical
     arrival time" of the next byte) and sleeps until the schedule allows them, so
     over any interval ``t`` the bytes let through stay below ``rate * t + burst``
-    whatever the number of threads. ``rate=None`` is open: nothing waits until
-    ``set_rate`` gives a rate. ``ceiling`` (the user's ``--limit-rate``, if any) is
-    the most ``set_rate`` can ask for; ``set_rate(None)`` goes back to it.
+    whatever the number of threads.
     """
 
-    OPEN_CHUNK = 1 << 30  # open: a read is never shortened
-
-    def __init__(self, rate: float | None, *, burst: float | None = None,
+    def __init__(self, rate: float, *, burst: float | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
-        if rate is not None and not rate > 0:
+        if not rate > 0:
             raise ValueError(f"rate must be > 0 bytes/s, got {rate!r}")
+        self.rate = float(rate)
+        # A small burst: 50 ms of the rate (at least 16 KiB) absorbs the jitter of
+        # sleeping without letting a noticeable excess through.
+        self.burst = float(burst) if burst is not None else max(16 << 10, self.rate * 0.05)
         self._clock = clock
         self._sleep = sleep
         self._lock = threading.Lock()
         self._next = 0.0  # when the schedule is free again (clock seconds)
-        self._burst = burst
-        self.passed = 0  # bytes booked and not refunded: what the connections read, in all
-        self.ceiling = None if rate is None else float(rate)
-        self._apply(self.ceiling)
-
-    def _apply(self, rate: float | None) -> None:
-        self.rate = rate
-        # A small burst: 50 ms of the rate (at least 16 KiB) absorbs the jitter of
-        # sleeping without letting a noticeable excess through.
-        self.burst = 0.0 if rate is None else (
-            float(self._burst) if self._burst is not None else max(16 << 10, rate * 0.05))
         # The most one read may book: a sixteenth of a second of the rate (16-128 KiB), so
         # all connections together are never more than that ahead of the limit.
-        self.chunk = self.OPEN_CHUNK if rate is None else int(max(16 << 10, min(128 << 10, rate / 16)))
-
-    @property
-    def limiting(self) -> bool:
-        """Whether reads wait for a rate now."""
-        return self.rate is not None
-
-    def set_ceiling(self, rate: float | None) -> None:
-        """The most ``set_rate`` may ask for from now on (None: no ceiling); the rate follows it."""
-        self.ceiling = None if rate is None else float(rate)
-        if self.rate is None or (self.ceiling is not None and self.rate > self.ceiling):
-            self.set_rate(self.ceiling)
-
-    def set_rate(self, rate: float | None) -> None:
-        """Limit to ``rate`` bytes/s (at most the ceiling); None: back to the ceiling (open without one)."""
-        if rate is not None and not rate > 0:
-            raise ValueError(f"rate must be > 0 bytes/s, got {rate!r}")
-        if self.ceiling is not None:
-            rate = self.ceiling if rate is None else min(rate, self.ceiling)
-        with self._lock:
-            if self.rate is None and rate is not None:
-                self._next = self._clock()  # the schedule starts now, not in the past
-            self._apply(rate)
+        self.chunk = int(max(16 << 10, min(128 << 10, self.rate / 16)))
 
     def wait(self, n: int) -> None:
         """Block until ``n`` more bytes fit under the rate (returns at once for n <= 0)."""
         if n <= 0:
             return
         with self._lock:
-            self.passed += n
-            if self.rate is None:
-                return
             now = self._clock()
             start = max(self._next, now)
             self._next = start + n / self.rate
@@ -101,9 +61,7 @@ class RateLimiter:
         if n <= 0:
             return
         with self._lock:
-            self.passed -= n
-            if self.rate is not None:
-                self._next = max(self._next - n / self.rate, 0.0)
+            self._next = max(self._next - n / self.rate, 0.0)
 
 
 def parse_rate(text: str | float | int) -> float:

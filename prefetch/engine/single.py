@@ -67,7 +67,7 @@ class Handover:
 
 def applies(host, urls: list[str], part, state_file, options, stop: threading.Event) -> bool:
     """Whether :func:`try_single` may run for this download (see the module docstring)."""
-    if host is None or len(urls) != 1 or stop.is_set() or (options.limiter is not None and options.limiter.limiting):
+    if host is None or len(urls) != 1 or stop.is_set() or options.limiter is not None:
         return False
     if not host.route.near or not urls[0][:4].lower() == "http":
         return False

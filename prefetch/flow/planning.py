@@ -211,7 +211,6 @@ def run_request(
     env: Mapping[str, str] | None = None,
     before_start: Callable[[int], bool] | None = None,
     on_file_done: Callable[[int, FileResult], None] | None = None,
-    limiter=None,
 ) -> list[FileResult]:
     """Plan and fetch everything in ``request``; per-file results (failures included).
 
@@ -219,8 +218,7 @@ def run_request(
     ``fetch_files`` (``before_start``/``on_file_done`` are its hooks, for those files:
     indices count the ``FilePlan`` s in plan order); a kind's own plans (hub repos) are run
     by its planner after them and do not call the hooks. All of them share one connection
-    budget, the warm connections and the route judgement per host. ``limiter`` is a
-    ``RateLimiter`` the caller steers (a polite job's); ``--limit-rate`` becomes its ceiling.
+    budget, the warm connections and the route judgement per host.
     """
     from dataclasses import replace
 
@@ -228,10 +226,6 @@ def run_request(
 
     env = os.environ if env is None else env
     groups, options = _plan_groups(request, env=env)
-    if limiter is not None:
-        if options.transfer.limiter is not None:
-            limiter.set_ceiling(options.transfer.limiter.rate)
-        options = replace(options, transfer=replace(options.transfer, limiter=limiter))
     stop = stop or threading.Event()
     transfer, hosts = shared_hosts(options.transfer, on_event, stop)
     options = replace(options, transfer=transfer)

@@ -11,8 +11,6 @@ One module per concern (nothing here prints; all return dataclasses or raise
     views.py         table rows, short repr, HTML (status, notebooks, watch)
     watch.py         ``prefetch.watch()``: the table updated in place
     worker.py        the detached process: ``python -m prefetch.jobs.worker JOB``
-    priority.py      the worker's nice and I/O class
-    yielding.py      the worker's rate while other processes fill the CPUs
 
 Inside: views <- records <- liveness <- wait/launch/housekeeping <- worker.
 May import every layer below it (``flow`` and what ``flow`` may import, and

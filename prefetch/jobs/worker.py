@@ -107,14 +107,9 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
     return code
 
 
-def _polite(record) -> bool:
-    """Whether the job runs politely: low priority and yielding the CPU (not ``--no-nice``)."""
-    return not (isinstance(record.request, dict) and record.request.get("nice") is False)
-
-
 def _lower_priority(record) -> str:
     """Nice 19 and the idle I/O class unless the request said ``--no-nice``; what was done, for the log."""
-    if not _polite(record):
+    if isinstance(record.request, dict) and record.request.get("nice") is False:
         return "normal priority (--no-nice)"
     from prefetch.jobs.priority import lower_priority
 
@@ -147,21 +142,12 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
     from prefetch.flow.request import restore_url_passwords
 
     restore_url_passwords(request, env)  # URL passwords too
-    yielder = None
     try:
         plan_request(request, env=env)  # a registry that changed since: fail the job, not the worker
-        if _polite(record):  # slower while other processes need the CPU (jobs/yielding.py)
-            from prefetch.jobs.yielding import start_yielding
-
-            yielder = start_yielding(progress.log_line)
-        results: list[FileResult] = run_request(request, on_event=progress, stop=stop, env=env,
-                                                limiter=yielder.limiter if yielder is not None else None)
+        results: list[FileResult] = run_request(request, on_event=progress, stop=stop, env=env)
     except PrefetchError as exc:
         progress.log_line(f"job {record.id} failed: {exc}")
         return progress.finish(state="failed", exit_code=int(exc.exit_code), error=str(exc))
-    finally:
-        if yielder is not None:
-            yielder.stop()
     from prefetch.model.plans import overall_exit_code
 
     code = overall_exit_code(results)
