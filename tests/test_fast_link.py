@@ -205,6 +205,30 @@ def test_the_ramp_still_climbs_while_connections_pay():
     assert ramp.done and counts[-1] == 16 and min(counts) == 2
 
 
+def test_a_watched_fast_probe_starts_the_climb_from_one_connection_and_may_end_there():
+    """A polite job's ramp (one_connection_rate): the probe's connection alone brings 500 MB/s
+    on a CPU-bound link, so the ramp starts from one, not eight; two bring nothing more,
+    so it settles at one."""
+    ramp = Ramp(TransferOptions(initial_connections=8, max_connections=32, one_connection_rate=200e6))
+    counts = drive(ramp, lambda n: 500e6, cpu_load=1.0)
+    assert max(counts) <= 2 and counts[0] == 1
+    assert ramp.done and counts[-1] == 1
+
+
+def test_a_watched_slow_probe_climbs_from_initial_connections_as_before():
+    """A per-connection throttle (10 MB/s each) is no fast single connection: after the watch
+    the ramp opens its initial eight and climbs to the cap as without the watch."""
+    ramp = Ramp(TransferOptions(initial_connections=8, max_connections=32, one_connection_rate=200e6))
+    counts = drive(ramp, lambda n: 10e6 * n, cpu_load=0.4, steps=120)
+    assert counts[0] == 1 and 8 in counts
+    assert ramp.done and counts[-1] == 32
+
+
+def test_without_one_connection_rate_the_ramp_opens_its_initial_count_at_once():
+    ramp = Ramp(TransferOptions(initial_connections=8, max_connections=32))
+    assert drive(ramp, lambda n: 500e6, cpu_load=1.0, steps=1) == [8]
+
+
 def test_a_first_answer_two_round_trips_of_a_long_route_late_is_a_long_route_at_once():
     """A new connection's first answer takes two round trips (handshake, request): on a route
     of the threshold's round trip or more the jump comes with the first answer; loopback's

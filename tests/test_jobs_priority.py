@@ -89,3 +89,27 @@ def test_a_bad_prefetch_nice_is_a_usage_error_and_starts_nothing(synth, cli):
     assert result.returncode == 2
     assert "PREFETCH_NICE='maybe'" in result.stderr
     assert "started job" not in result.stdout
+
+
+def connections_used(nginx) -> int:
+    """Distinct TCP connections that carried a request, from nginx's ``$connection`` log."""
+    return len({conn for conn, *_ in nginx.requests()})
+
+
+@pytest.mark.parametrize("polite", [True, False])
+def test_a_polite_job_takes_one_connection_where_one_is_as_fast_as_many(nginx_origin, home, tmp_path, polite):
+    size = 64 << 20  # loopback: one connection brings it at hundreds of MB/s
+    (nginx_origin.root / "big.bin").write_bytes(os.urandom(size))
+    out = tmp_path / "big.bin"
+    from tests.conftest import run_cli
+
+    started = run_cli("get", nginx_origin.url_for("big.bin"), "-o", str(out), "-b", *([] if polite else ["--no-nice"]))
+    assert started.returncode == 0, started.stderr
+    waited = run_cli("wait", job_id_from(started.stdout), "--timeout", "60")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert out.stat().st_size == size
+    used = connections_used(nginx_origin)
+    if polite:
+        assert used <= 2, f"{used} connections for a file one loopback connection brings as fast"
+    else:  # the ramp's own way: it starts several at once (what the polite job spares)
+        assert used > 2, used

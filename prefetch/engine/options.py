@@ -16,6 +16,11 @@ class TransferOptions:
     connections: int | None = None  # None: automatic (grow while throughput grows)
     max_connections: int = 32  # cap per file; the ramp reaches it only while connections pay
     initial_connections: int = 8
+    # On a short route, the probe's connection is watched alone first (a few hundredths of a
+    # second): one connection this fast (bytes/s) means the machine, not the network, is the
+    # limit, and the ramp starts from one instead of initial_connections. 0: never (the
+    # default; a polite background job sets POLITE_ONE_CONNECTION_RATE, jobs/worker.py).
+    one_connection_rate: float = 0.0
     min_split: int = 512 << 10  # never split into pieces smaller than this (nor than latency x rate)
     chunk_size: int = 512 << 10  # the largest read (a read returns what has arrived)
     # Each request asks for a closed range: the first (size unknown) for first_request
@@ -116,6 +121,8 @@ class TransferOptions:
         return cls(**values)
 
 
+POLITE_ONE_CONNECTION_RATE = 200e6  # bytes/s: a polite background job's one_connection_rate
+
 _ENV_KNOBS = [
     ("read_timeout", "PREFETCH_READ_TIMEOUT", float),
     ("connect_timeout", "PREFETCH_CONNECT_TIMEOUT", float),
@@ -135,6 +142,7 @@ _ENV_KNOBS = [
     ("max_connections", "PREFETCH_MAX_CONNECTIONS", int),
     ("sync_data", "PREFETCH_SYNC", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),  # never raises
     ("long_route", "PREFETCH_LONG_ROUTE", float),
+    ("one_connection_rate", "PREFETCH_ONE_CONNECTION_RATE", float),
     ("long_route_connections", "PREFETCH_LONG_ROUTE_CONNECTIONS", int),
     ("piece_size", "PREFETCH_PIECE_SIZE", int),
     ("preconnect", "PREFETCH_PRECONNECT", int),

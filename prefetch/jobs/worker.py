@@ -142,6 +142,12 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
     from prefetch.flow.request import restore_url_passwords
 
     restore_url_passwords(request, env)  # URL passwords too
+    if not (isinstance(record.request, dict) and record.request.get("nice") is False):
+        # Polite: where one connection is as fast as many (loopback, a LAN), take one
+        # (engine/schedule.py, Ramp._watch_one); PREFETCH_ONE_CONNECTION_RATE overrides.
+        from prefetch.engine.options import POLITE_ONE_CONNECTION_RATE
+
+        env = {"PREFETCH_ONE_CONNECTION_RATE": f"{POLITE_ONE_CONNECTION_RATE:g}", **env}
     try:
         plan_request(request, env=env)  # a registry that changed since: fail the job, not the worker
         results: list[FileResult] = run_request(request, on_event=progress, stop=stop, env=env)
