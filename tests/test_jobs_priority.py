@@ -97,15 +97,14 @@ def connections_used(nginx) -> int:
 
 
 @pytest.mark.parametrize("polite", [True, False])
-def test_a_polite_job_takes_one_connection_where_one_is_as_fast_as_many(nginx_origin, home, tmp_path, polite):
+def test_a_polite_job_takes_one_connection_where_one_is_as_fast_as_many(nginx_origin, cli, tmp_path, polite):
     size = 64 << 20  # loopback: one connection brings it at hundreds of MB/s
     (nginx_origin.root / "big.bin").write_bytes(os.urandom(size))
     out = tmp_path / "big.bin"
-    from tests.conftest import run_cli
 
-    started = run_cli("get", nginx_origin.url_for("big.bin"), "-o", str(out), "-b", *([] if polite else ["--no-nice"]))
+    started = cli("get", nginx_origin.url_for("big.bin"), "-o", str(out), "-b", *([] if polite else ["--no-nice"]))
     assert started.returncode == 0, started.stderr
-    waited = run_cli("wait", job_id_from(started.stdout), "--timeout", "60")
+    waited = cli("wait", job_id_from(started.stdout), "--timeout", "60")
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert out.stat().st_size == size
     used = connections_used(nginx_origin)

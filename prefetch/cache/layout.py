@@ -43,4 +43,3 @@ def part_path(final: Path) -> Path:
 def state_path(final: Path) -> Path:
     """The resume state file that sits beside ``final``'s ``.part``."""
     return final.with_name(final.name + ".part.json")
-

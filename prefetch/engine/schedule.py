@@ -396,10 +396,11 @@ class Ramp:
         tenth of a second later (which is why only background jobs watch: a foreground
         download on a throttled link would pay that wait).
         """
+        if route is None:
+            return 1  # no answer judged yet
         if route != "short":
-            if route is not None:
-                self.one = False  # a long or uncertain route: the ramp's own way
-            return None if route is not None else 1
+            self.one = False  # a long or uncertain route: the ramp's own way
+            return None
         if self.one is None:
             self.one = (now, downloaded)
             return 1

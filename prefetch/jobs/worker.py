@@ -107,9 +107,14 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
     return code
 
 
+def _polite(record) -> bool:
+    """Whether the job runs politely (low priority, few connections): not ``--no-nice``."""
+    return not (isinstance(record.request, dict) and record.request.get("nice") is False)
+
+
 def _lower_priority(record) -> str:
     """Nice 19 and the idle I/O class unless the request said ``--no-nice``; what was done, for the log."""
-    if isinstance(record.request, dict) and record.request.get("nice") is False:
+    if not _polite(record):
         return "normal priority (--no-nice)"
     from prefetch.jobs.priority import lower_priority
 
@@ -142,8 +147,8 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
     from prefetch.flow.request import restore_url_passwords
 
     restore_url_passwords(request, env)  # URL passwords too
-    if not (isinstance(record.request, dict) and record.request.get("nice") is False):
-        # Polite: where one connection is as fast as many (loopback, a LAN), take one
+    if _polite(record):
+        # Where one connection is as fast as many (loopback, a LAN), take one
         # (engine/schedule.py, Ramp._watch_one); PREFETCH_ONE_CONNECTION_RATE overrides.
         from prefetch.engine.options import POLITE_ONE_CONNECTION_RATE
 
