@@ -257,8 +257,8 @@ def test_run_in_order_hands_limit_how_busy_the_files_keep_the_process():
         run_in_order(24, one, workers=4, stop=threading.Event(), limit=limit)
         return seen
 
-    def sleeps(i: int) -> None:
-        time.sleep(0.01)
+    def sleeps(i: int) -> None:  # long enough that a thread's wake-up (its share of a busy
+        time.sleep(0.05)          # interpreter's lock hand-offs) stays a small part of it
 
     def computes(i: int) -> None:
         end = time.thread_time() + 0.01
