@@ -142,13 +142,14 @@ def test_a_lock_waits_names_its_holder_times_out_and_stops_quickly(tmp_path):
 
 def test_a_planted_link_at_a_lock_name_is_refused(tmp_path):
     from prefetch.errors import PrefetchError
-    from prefetch.fs.locks import hold_lock, lock_path
+    from prefetch.fs import rangelocks
+    from prefetch.fs.locks import hold_lock, lock_path, shared_lock_path
 
     locks, target = tmp_path / "locks", tmp_path / "file.bin"
     locks.mkdir()
     victim = tmp_path / "victim"
     victim.write_text("keep me")
-    lock_path(locks, target).symlink_to(victim)
+    (shared_lock_path(locks) if rangelocks.AVAILABLE else lock_path(locks, target)).symlink_to(victim)
     with pytest.raises(PrefetchError):
         with hold_lock(locks, target, timeout=0):
             pass
