@@ -6,6 +6,7 @@ and the background worker are two drivers of ``fetch_files``.
 
 from __future__ import annotations
 
+import stat
 import threading
 import time
 from dataclasses import replace
@@ -20,14 +21,13 @@ from prefetch.cache.layout import part_path, state_path
 from prefetch.cache import placement
 from prefetch.fs.files import local_error
 from prefetch.fs.locks import hold_lock
+from prefetch.fs.safefs import lstat_or_none
 from prefetch.model.specs import FileSpec
 from prefetch.engine.transfer import download_to_part
 from prefetch.fs.hashing import check_hash
 from prefetch.flow.options import FetchOptions
 from prefetch.model.plans import FilePlan, FileResult
 from prefetch.flow.leftovers import LeftoverScan, extraction_lock, remove_leftovers
-
-
 
 
 def source_urls(spec: FileSpec, options: FetchOptions, *, explicit_url: bool = False) -> list[str]:
@@ -47,7 +47,6 @@ def source_urls(spec: FileSpec, options: FetchOptions, *, explicit_url: bool = F
 
 def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + quote(name)
-
 
 
 def fetch_file(
@@ -81,19 +80,20 @@ def fetch_file(
         leftovers.make_dirs(plan.final.parent, placement.make_dirs)
     else:
         placement.make_dirs(plan.final.parent)
-    if plan.final.is_dir() and not plan.final.is_symlink():
-        # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
-        raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")
 
     def waiting(owner) -> None:
         who = owner.describe() if owner else "another process"
         on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
 
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
+        there = lstat_or_none(plan.final)  # (one look at the final path, under the lock, for both checks)
+        if there is not None and stat.S_ISDIR(there.st_mode):
+            # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
+            raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")
         remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout, scan=leftovers)
         expected = plan.spec.expected
         adopted = False
-        if not options.force and (placement.existing_is_good(plan, records_dir, on_event)
+        if not options.force and (placement.existing_is_good(plan, records_dir, on_event, lst=there)
                                   or (adopted := placement.adopt_copy(plan, on_event))):
             if adopted:  # prefetch made this name: recorded, so `rm` knows it is its own
                 placement.write_completion(records_dir, plan, _Adopted(expected.hexdigest))
@@ -209,7 +209,9 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
 
             raise NetworkError(f"{plan.label}: the store does not have it and no other source was given"
                                " (add --also-origin, or --seed to fetch it elsewhere and upload it)")
-    if expected is None:
+    # Nothing from an earlier run (a list of new files): no record to read, nor for the engine to look for.
+    fresh = lstat_or_none(part) is None and lstat_or_none(state) is None
+    if expected is None and not fresh:
         _drop_unverifiable_partial(part, state, plan.label, on_event)
     alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
     transfer_options = options.transfer
@@ -229,8 +231,10 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 name=plan.label,
                 client_factory=options.client_factory,
                 size_hint=plan.spec.size,
+                fresh=fresh,
             )
         except PrefetchError as exc:
+            fresh = None  # (after an attempt the engine looks for itself)
             _drop_empty_partial(part, state)
             fallback = options.sources.fallback(plan) if options.sources is not None else []
             if fallback and exc.exit_code == ExitCode.NETWORK:
@@ -244,6 +248,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 urls = [alone.pop(0)]
                 continue
             raise
+        fresh = None
         result.downloaded += transfer.downloaded
         result.reused = transfer.reused
         result.sources_dropped += transfer.sources_dropped

@@ -211,7 +211,8 @@ def _connection_classes():
             head deadline as :meth:`getresponse`; as http.client does, a connection the answer
             says will close is closed (the answer keeps reading from its socket)."""
             sock = self.sock
-            sock.settimeout(self.timeout)
+            if sock.gettimeout() != self.timeout:  # (settimeout is an ioctl even when nothing changes)
+                sock.settimeout(self.timeout)
 
             def begin():
                 response = self.response_class(sock, method=method)

@@ -236,9 +236,14 @@ def _send_warm(pool, conn, head: bytes, method: str, path: str, connect: float, 
     try:
         try:
             conn.timeout = connect
-            conn.sock.settimeout(connect)
+            sock = conn.sock
+            if sock.gettimeout() != read or connect > read:
+                # (a request head on a kept-alive connection is sent at once: under the answer's
+                # deadline the socket still has from the last request, when that one is not
+                # shorter, no ioctl to switch the socket's timeout there and back per request)
+                sock.settimeout(connect)
             try:
-                conn.sock.sendall(head)
+                sock.sendall(head)
             except BrokenPipeError:
                 pass  # (urllib3: the server may close after a valid answer, which is still readable)
             except OSError as exc:
