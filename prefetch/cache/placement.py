@@ -142,12 +142,13 @@ def completion_path(records_dir: Path, final: Path) -> Path:
     return records_dir / (hashlib.sha1(str(final.absolute()).encode()).hexdigest()[:24] + ".json")
 
 
-def write_completion(records_dir: Path, plan: FilePlan, transfer) -> None:
-    """Record that prefetch placed this very file complete (size, inode, mtime, validators)."""
+def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat_result | None = None) -> None:
+    """Record that prefetch placed this very file complete (size, inode, mtime, validators);
+    ``st``: its stat when the caller took it (of the ``.part`` just renamed into place)."""
     from prefetch.fs import safefs
 
     try:
-        st = os.lstat(plan.final)
+        st = st or os.lstat(plan.final)
         record = {
             "path": str(plan.final.absolute()),
             "size": st.st_size,

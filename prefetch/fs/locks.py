@@ -128,23 +128,26 @@ def hold_lock(
         LocalFileError: ``locks_dir`` cannot be used (DiskFullError when it is full).
     """
     key = lock_key(target)
-    path = locks_dir / f"{key}.lock"
     try:
         try:
-            lock = _new_lock(locks_dir, key, path)  # never through a planted link or FIFO (safefs' opens)
+            lock = _new_lock(locks_dir, key)  # never through a planted link or FIFO (safefs' opens)
         except FileNotFoundError:  # the first lock of this state dir (not a mkdir per file)
             locks_dir.mkdir(parents=True, exist_ok=True)
-            lock = _new_lock(locks_dir, key, path)
+            lock = _new_lock(locks_dir, key)
     except OSError as exc:
         raise _locks_dir_error(exc, locks_dir) from None
     try:
-        waited = _acquire(lock, path, target, locks_dir, timeout=timeout, on_wait=on_wait, stop=stop)
-        owner = LockOwner(pid=rangelocks.pid(), host=_HOST, started=time.time(), target=str(target), job=job)
-        data = _record(owner, key) if isinstance(lock, rangelocks.RangeLock) else json.dumps(owner.__dict__).encode()
+        waited = _acquire(lock, key, target, locks_dir, timeout=timeout, on_wait=on_wait, stop=stop)
+        started = time.time()
+        if isinstance(lock, rangelocks.RangeLock):
+            data = _record(key, started, str(target), job)
+        else:
+            data = json.dumps(LockOwner(pid=rangelocks.pid(), host=_HOST, started=started, target=str(target),
+                                        job=job).__dict__).encode()
         owner_file = None
         try:
             if not lock.write_owner(data):  # (in the lock file itself: no temp file, rename and unlink per lock)
-                owner_file = path.with_suffix(".owner")  # another user's lock file: the owner beside it
+                owner_file = locks_dir / f"{key}.owner"  # another user's lock file: the owner beside it
                 replace_file(owner_file, data)
         except OSError as exc:
             raise _locks_dir_error(exc, locks_dir) from None
@@ -163,33 +166,36 @@ def hold_lock(
 
 
 _HOST = socket.gethostname()
+_HOST_JSON = json.dumps(_HOST)
 _POLL = 0.05  # seconds between tries while another process holds a lock
 
 
-def _new_lock(locks_dir: Path, key: str, path: Path):
+def _new_lock(locks_dir: Path, key: str):
     """``key``'s lock: its byte of the shared file, or (that file being another user's) that
     byte read-locked and the per-target file; a per-target file where there are no OFD locks."""
     if not rangelocks.AVAILABLE:
-        return _FileLock(path)
+        return _FileLock(locks_dir / f"{key}.lock")
     shared = rangelocks.RangeLock(locks_dir, key)
     if shared.writable:
         return shared
     try:
-        return _Both(_FileLock(path), shared)
+        return _Both(_FileLock(locks_dir / f"{key}.lock"), shared)
     except BaseException:
         shared.close()
         raise
 
 
-def _record(owner: LockOwner, key: str) -> bytes:
-    """The owner record for the shared file (at most ``rangelocks.RECORD`` bytes: a long
-    target is kept by its end)."""
-    fields = dict(owner.__dict__, key=key)
-    data = json.dumps(fields).encode()
+def _record(key: str, started: float, target: str, job: str | None) -> bytes:
+    """The owner record for the shared file: ``LockOwner``'s fields and the key, as JSON of at
+    most ``rangelocks.RECORD`` bytes (a long target is kept by its end)."""
+    from json.encoder import encode_basestring_ascii as quoted
+
+    head = f'{{"pid": {rangelocks.pid()}, "host": {_HOST_JSON}, "started": {started!r}, "target": '
+    tail = f', "job": {"null" if job is None else quoted(job)}, "key": "{key}"}}'
+    data = (head + quoted(target) + tail).encode()
     if len(data) >= rangelocks.RECORD:
         cut = len(data) - rangelocks.RECORD + 8
-        fields["target"] = "..." + owner.target[cut:] if cut < len(owner.target) else ""
-        data = json.dumps(fields).encode()
+        data = (head + quoted("..." + target[cut:] if cut < len(target) else "") + tail).encode()
     return data
 
 
@@ -291,12 +297,13 @@ class _FileLock:
             os.close(fd)
 
 
-def _acquire(lock: _FileLock, path: Path, target: Path, locks_dir: Path, *, timeout: float,
+def _acquire(lock: _FileLock, key: str, target: Path, locks_dir: Path, *, timeout: float,
              on_wait, stop: threading.Event | None) -> bool:
     """Take ``lock``; True when another process held it first (we waited)."""
     try:
         if lock.try_acquire():
             return False
+        path = locks_dir / f"{key}.lock"  # (read_owner finds the record by it, wherever it is)
         if on_wait is not None:
             on_wait(read_owner(path))
         deadline = time.monotonic() + timeout
