@@ -234,3 +234,20 @@ def test_a_connection_out_when_its_client_closes_is_closed_when_it_comes_back(re
     assert client._direct._idle
     client.close()
     assert [path for path, _ in seen] == ["/a", "/b"]
+
+
+def test_an_https_connection_opened_ahead_carries_the_next_request(tls_origin):
+    """A TLS 1.3 server sends its session tickets after the handshake: on a connection opened
+    ahead (Client.connect) and not used yet they wait unread, and an idle connection with
+    something to read looks closed. Tickets are not an answer: the request goes out on it."""
+    import time
+
+    tls_origin.put("f.bin", b"x" * 1000)
+    with Client() as client:
+        assert client.connect(tls_origin.url_for("f.bin"))
+        (opened,) = [conn for conns in client._direct._idle.values() for conn in conns]
+        assert opened.sock.version() == "TLSv1.3"
+        port = opened.sock.getsockname()[1]
+        time.sleep(0.3)  # (the tickets are in)
+        assert _get(client, tls_origin.url_for("f.bin")) == b"x" * 1000
+    assert [r.client[1] for r in tls_origin.data_requests("f.bin")] == [port]

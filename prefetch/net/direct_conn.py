@@ -62,7 +62,11 @@ class Connection:
         self.sock = sock
 
     def dropped(self) -> bool:
-        """Closed, or readable while idle: the server closed it (or sent what nobody asked for)."""
+        """Closed, or readable while idle: the server closed it (or sent what nobody asked for).
+
+        On TLS, what is readable may be only the session tickets a TLS 1.3 server sends after
+        the handshake (a connection opened ahead and not used yet has them unread): a read
+        that finds no application data says the connection is alive (urllib3 drops it)."""
         sock = self.sock
         if sock is None:
             return True
@@ -70,7 +74,23 @@ class Connection:
 
         poller = select.poll()
         poller.register(sock, select.POLLIN)
-        return bool(poller.poll(0))
+        if not poller.poll(0):
+            return False
+        if not hasattr(sock, "pending"):  # (a plain socket: EOF, or bytes nobody asked for)
+            return True
+        import ssl
+
+        timeout = sock.gettimeout()
+        sock.setblocking(False)
+        try:
+            sock.recv(1)  # (b"": closed; a byte: something unasked for; either way not reusable)
+        except ssl.SSLWantReadError:
+            return False  # TLS records without application data: tickets
+        except OSError:
+            pass
+        finally:
+            sock.settimeout(timeout)
+        return True
 
     def close(self) -> None:
         sock, self.sock = self.sock, None
