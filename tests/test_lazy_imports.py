@@ -89,10 +89,11 @@ def test_a_get_of_a_url_never_loads_the_other_kinds_tables(home, tmp_path):
 
 # What a plain get never needs: the public API's modules (``prefetch/__init__`` loads them on
 # first use), the installed Keras's names (cache/keras.py: a dataset under KERAS_HOME asks),
-# the resume check of kept bytes, a notebook's HTML table, and the idna codec (getaddrinfo is
-# given an ASCII host's bytes: net/connection.py's idna_free).
+# the resume check of kept bytes, a notebook's HTML table, the idna codec (getaddrinfo is
+# given an ASCII host's bytes: net/open_socket.py's idna_free), and email.policy's header
+# registry (an answer's headers are read without it: net/answer.py).
 GET_NEVER = ("prefetch.api", "prefetch.streaming", "prefetch.adapters", "prefetch.dropins", "prefetch.cache.keras",
-             "prefetch.engine.resume_check", "html", "encodings.idna", "stringprep", "unicodedata")
+             "prefetch.engine.resume_check", "html", "encodings.idna", "stringprep", "unicodedata", "email.policy")
 
 
 def test_a_plain_http_get_loads_only_what_it_uses(home, tmp_path, monkeypatch):

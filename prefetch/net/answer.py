@@ -48,7 +48,9 @@ class Answer:
 
 
 def _compat32():
-    from email.policy import compat32
+    # email.policy's compat32 is this one; importing email.policy itself would load the header
+    # registry (~7 ms of a process), which http.client's parser has not loaded.
+    from email._policybase import compat32
 
     return compat32
 
