@@ -2,7 +2,7 @@
 
 What urllib3 2.x builds for requests' ``verify`` (``create_urllib3_context`` and
 ``ssl_wrap_socket``): a client context at TLS 1.2 or later, no compression, no session
-tickets, post-handshake authentication allowed, the certificate required and checked against
+tickets, strict X.509 checks from Python 3.13 on, post-handshake authentication allowed, the certificate required and checked against
 the host name (never its common name), the trust store given (the bundle the environment names,
 a directory of them as ``capath``, else certifi's: as ``Client`` works it out), ALPN
 ``http/1.1``, and ``SSLKEYLOGFILE`` honoured. One context per bundle per process: urllib3
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
+import sys
 
 _CONTEXTS: dict = {}  # (verify, the bundle's mtime and size, SSLKEYLOGFILE) -> SSLContext
 
@@ -46,6 +47,8 @@ def _build(where: str) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.options |= ssl.OP_NO_SSLv2 | ssl.OP_NO_SSLv3 | ssl.OP_NO_COMPRESSION | ssl.OP_NO_TICKET
+    if sys.version_info >= (3, 13):  # (as ssl.create_default_context there, and urllib3 with it)
+        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
     if getattr(context, "post_handshake_auth", None) is not None:
         context.post_handshake_auth = True
     context.verify_mode = ssl.CERT_REQUIRED

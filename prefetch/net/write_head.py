@@ -60,7 +60,10 @@ def _header_block(method: str, host: str, port: int, scheme: str, lines: tuple) 
         except UnicodeEncodeError:
             enc = host.encode("idna")
         if ":" in host:
-            enc = http.client._strip_ipv6_iface(b"[" + enc + b"]")
+            enc = b"[" + enc + b"]"
+            strip = getattr(http.client, "_strip_ipv6_iface", None)  # (Python 3.10's http.client keeps a zone)
+            if strip is not None:
+                enc = strip(enc)
         default = 443 if scheme == "https" else 80
         out.append(_header_line("Host", enc if port == default else f"{enc.decode('ascii')}:{port}"))
     if "accept-encoding" not in names:
