@@ -1,4 +1,4 @@
-"""Requests that need nothing of requests go through urllib3 directly (net/direct.py), and
+"""Requests that need nothing of requests go out on connections of our own (net/direct.py), and
 look exactly like requests' own to the server: same head, cookies kept, TLS still verified."""
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ def _get(client, url, headers=None):
 
 
 def test_a_plain_request_goes_out_without_importing_requests(recorder, monkeypatch):
-    """No proxy, no netrc, a plain URL: urllib3 alone (requests costs 0.1-0.2 s to import)."""
+    """No proxy, no netrc, a plain URL: neither requests (0.1-0.2 s to import) nor urllib3."""
     base, _ = recorder
     code = ("import sys\nfrom prefetch.net.http import Client, open_url\n"
             "c = Client()\nr, _ = open_url(c, sys.argv[1])\nassert r.read() == b'data'\nr.close()\n"
-            "print('requests' in sys.modules)")
+            "print('requests' in sys.modules, 'urllib3' in sys.modules)")
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["HOME"] = str(os.environ.get("HOME", "/root"))
     env.pop("NETRC", None)
@@ -65,21 +65,21 @@ def test_a_plain_request_goes_out_without_importing_requests(recorder, monkeypat
                          timeout=60)
     assert run.returncode == 0, run.stderr
     netrc = any(os.path.exists(os.path.expanduser(n)) for n in ("~/.netrc", "~/_netrc"))
-    assert run.stdout.strip() == ("True" if netrc else "False")
+    assert run.stdout.strip() == ("True True" if netrc else "False False")
     # With a proxy variable (the host excluded by no_proxy, so the request still arrives), requests
     # decides whether the proxy applies: imported ...
     env.update(http_proxy="http://127.0.0.1:9", no_proxy="127.0.0.0/8")
     run = subprocess.run([sys.executable, "-c", code, base + "/proxied"], capture_output=True, text=True, env=env,
                          timeout=60)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "True"
+    assert run.stdout.strip() == "True True"
     # ... unless no_proxy names the host itself: requests' answer is known then (no proxy), and
     # it is not imported to give it (net/proxies.py's no_proxy_names).
     env.update(no_proxy="localhost, 127.0.0.1")
     run = subprocess.run([sys.executable, "-c", code, base + "/named"], capture_output=True, text=True, env=env,
                          timeout=60)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == ("True" if netrc else "False")
+    assert run.stdout.strip() == ("True True" if netrc else "False False")
 
 
 def test_the_direct_head_is_the_head_requests_sends(recorder, monkeypatch):
@@ -164,7 +164,7 @@ def test_a_head_parsed_without_the_email_package_is_the_message_http_client_buil
     import io
     import socket
 
-    from prefetch.net.connection import _quick_headers
+    from prefetch.net.read_head import _quick_headers
 
     def same(a, b) -> bool:
         return (type(a) is type(b) and a.items() == b.items() and a.get_payload() == b.get_payload()
@@ -175,37 +175,79 @@ def test_a_head_parsed_without_the_email_package_is_the_message_http_client_buil
     listener = socket.create_server(("127.0.0.1", 0))
 
     def answer() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\n" + head + b"data")
+        for _ in range(2):
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\n" + head + b"data")
 
     threading.Thread(target=answer, daemon=True).start()
     try:
-        with Client() as client:
-            resp = client.request(f"http://127.0.0.1:{listener.getsockname()[1]}/x")
-            parsed = resp._raw  # (http.client's response under urllib3's)
-            assert type(parsed).__name__ == "QuickHeadResponse"  # (the pools' connections parse with it)
-            assert same(parsed.msg, http.client.parse_headers(io.BytesIO(head)))
-            resp.close()
+        # Direct, then through requests (an escape in the URL): both parse with it.
+        for path in ("/x.bin", "/x%2Ebin"):
+            with Client() as client:
+                resp = client.request(f"http://127.0.0.1:{listener.getsockname()[1]}{path}")
+                assert (client._direct is not None) == (path == "/x.bin")
+                parsed = resp._raw  # (http.client's response)
+                assert type(parsed).__name__ == "QuickHeadResponse"
+                assert same(parsed.msg, http.client.parse_headers(io.BytesIO(head)))
+                resp.close()
     finally:
         listener.close()
 
 
-def test_the_last_host_s_pool_is_reused_until_its_manager_closes_it(recorder):
-    """Requests to one host skip the pool manager's lookup (net/direct.py); a pool the manager
-    closed (evicted, or cleared) is never used again: the next request gets a live one."""
+def test_idle_connections_are_kept_for_the_last_ten_hosts_ten_each(monkeypatch):
+    """Each host's connection waits for its next request there (net/direct.py); past 10 hosts
+    the least recently used host's are closed, and a host keeps at most 10 idle (requests'
+    adapter: 10 pools of 10)."""
+    from tests.keepalive import KeepAliveServer
+
+    names = [f"h{i}.test" for i in range(11)]
+    monkeypatch.setenv("PREFETCH_RESOLVE", ",".join(f"{name}=127.0.0.1" for name in names))
+    server = KeepAliveServer([b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndata"])
+    port = server.base.rsplit(":", 1)[1]
+    try:
+        with Client() as client:
+            for name in names + [names[10], names[1], names[0]]:
+                assert _get(client, f"http://{name}:{port}/f") == b"data"
+            for _ in range(12):
+                client.connect(f"http://{names[5]}:{port}/f")
+            idle = client._direct._idle
+            assert len(idle) == 10 and len(idle[("http", names[5], int(port))]) == 10
+    finally:
+        server.close()
+    # h0..h10 each open one; h10 and h1 reuse theirs; h0's was closed with the 11th host: a new one.
+    assert [number for number, _ in server.seen] == list(range(1, 12)) + [11, 2, 12]
+    assert [head.split(b"\r\n")[1] for _, head in server.seen][-1] == f"Host: h0.test:{port}".encode()
+
+
+def test_a_connection_out_when_its_client_closes_is_closed_when_it_comes_back(recorder):
+    """As urllib3's closed pool: what a request still held at the client's close is not kept."""
     base, seen = recorder
-    other = base.replace("127.0.0.1", "localhost")
+    client = Client()
+    resp, _ = open_url(client, base + "/a")
+    client.close()
+    assert resp.read() == b"data"
+    resp.close()
+    assert client._direct._idle == {}
+    assert _get(client, base + "/b") == b"data"  # (a client closed can still be used: a fresh connection)
+    assert client._direct._idle
+    client.close()
+    assert [path for path, _ in seen] == ["/a", "/b"]
+
+
+def test_an_https_connection_opened_ahead_carries_the_next_request(tls_origin):
+    """A TLS 1.3 server sends its session tickets after the handshake: on a connection opened
+    ahead (Client.connect) and not used yet they wait unread, and an idle connection with
+    something to read looks closed. Tickets are not an answer: the request goes out on it."""
+    import time
+
+    tls_origin.put("f.bin", b"x" * 1000)
     with Client() as client:
-        assert _get(client, base + "/a") == b"data"
-        pools = client._direct
-        first = pools._last[1]
-        assert _get(client, base + "/b") == b"data" and pools._last[1] is first
-        assert _get(client, other + "/c") == b"data" and pools._last[1] is not first
-        assert _get(client, base + "/d") == b"data"
-        evicted = pools._last[1]
-        pools.manager.clear()  # dropped from the manager's 10 pools, and closed as urllib3 1.x closes one
-        evicted.close()
-        assert _get(client, base + "/e") == b"data"
-    assert [path for path, _ in seen] == ["/a", "/b", "/c", "/d", "/e"]
+        assert client.connect(tls_origin.url_for("f.bin"))
+        (opened,) = [conn for conns in client._direct._idle.values() for conn in conns]
+        assert opened.sock.version() == "TLSv1.3"
+        port = opened.sock.getsockname()[1]
+        time.sleep(0.3)  # (the tickets are in)
+        assert _get(client, tls_origin.url_for("f.bin")) == b"x" * 1000
+    assert [r.client[1] for r in tls_origin.data_requests("f.bin")] == [port]

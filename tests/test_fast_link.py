@@ -248,7 +248,7 @@ def test_the_first_answers_latency_leaves_out_the_clients_own_set_up(origin, tmp
     from prefetch.net.http import Client
 
     class SlowStart(Client):
-        def _open(self, direct):  # the urllib3 pools or the requests session, whichever the request takes
+        def _open(self, direct):  # the direct pools or the requests session, whichever the request takes
             if (self._direct if direct else self._session) is None:
                 time.sleep(0.3)
             return super()._open(direct)

@@ -53,14 +53,16 @@ def test_a_get_that_finds_everything_cached_never_imports_requests(home, tmp_pat
         assert proc.returncode == 0, proc.stderr
         assert len(origin.data_requests("d.bin")) == 1  # the second get sent nothing
     assert "requests" not in modules and "urllib3" not in modules
-    # ... while a get that downloads does import urllib3 (the check above can fail; requests is not
-    # imported: NO_PROXY names the origin's host, see test_a_get_with_no_proxy_naming_the_host...).
+    # ... while a get that downloads does import the direct path (the check above can fail; neither
+    # requests nor urllib3 is imported: NO_PROXY names the origin's host, see
+    # test_a_get_with_no_proxy_naming_the_host...).
     out.unlink()
     with OriginServer() as origin:
         origin.put("d.bin", data)
-        modules, proc = imported("get", origin.url_for("d.bin"), "-o", str(out), "--sha256", sha, "-q")
+        modules, proc = imported_of(HEAVY + ("prefetch.net.direct",), "get", origin.url_for("d.bin"), "-o", str(out),
+                                    "--sha256", sha, "-q")
     assert proc.returncode == 0, proc.stderr
-    assert "urllib3" in modules
+    assert modules == {"prefetch.net.direct"}, modules
 
 
 PLANNER_TABLES = ("tomllib", "prefetch.cache.registry", "prefetch.cache.nltk_data", "prefetch.cache.torchvision",
@@ -87,10 +89,11 @@ def test_a_get_of_a_url_never_loads_the_other_kinds_tables(home, tmp_path):
 
 # What a plain get never needs: the public API's modules (``prefetch/__init__`` loads them on
 # first use), the installed Keras's names (cache/keras.py: a dataset under KERAS_HOME asks),
-# the resume check of kept bytes, a notebook's HTML table, and the idna codec (getaddrinfo is
-# given an ASCII host's bytes: net/connection.py's idna_free).
+# the resume check of kept bytes, a notebook's HTML table, the idna codec (getaddrinfo is
+# given an ASCII host's bytes: net/open_socket.py's idna_free), and email.policy's header
+# registry (an answer's headers are read without it: net/answer.py).
 GET_NEVER = ("prefetch.api", "prefetch.streaming", "prefetch.adapters", "prefetch.dropins", "prefetch.cache.keras",
-             "prefetch.engine.resume_check", "html", "encodings.idna", "stringprep", "unicodedata")
+             "prefetch.engine.resume_check", "html", "encodings.idna", "stringprep", "unicodedata", "email.policy")
 
 
 def test_a_plain_http_get_loads_only_what_it_uses(home, tmp_path, monkeypatch):
@@ -102,12 +105,30 @@ def test_a_plain_http_get_loads_only_what_it_uses(home, tmp_path, monkeypatch):
     out = tmp_path / "p.bin"
     with OriginServer() as origin:
         origin.put("p.bin", data)
-        modules, proc = imported_of(GET_NEVER + ("urllib3", "requests"), "get", origin.url_for("p.bin"), "-o", str(out),
-                                    "-q")
+        modules, proc = imported_of(GET_NEVER + ("urllib3", "requests", "prefetch.net.direct"), "get",
+                                    origin.url_for("p.bin"), "-o", str(out), "-q")
         assert len(origin.data_requests("p.bin")) == 1
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == data
-    assert modules == {"urllib3"}, modules  # (urllib3: the check above sees what a download imports)
+    # Neither requests nor urllib3 (net/direct.py sends it); the direct path is seen, so the
+    # check sees what a download imports.
+    assert modules == {"prefetch.net.direct"}, modules
+
+
+def test_a_plain_https_get_never_imports_urllib3(home, tls_origin, tmp_path, monkeypatch):
+    """The direct path verifies TLS itself (net/tls_context.py: the bundle the environment names,
+    here the test CA through REQUESTS_CA_BUNDLE): an https get needs urllib3 no more than http."""
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    data = os.urandom(100_000)
+    out = tmp_path / "s.bin"
+    tls_origin.put("s.bin", data)
+    modules, proc = imported_of(("urllib3", "requests", "prefetch.net.direct", "prefetch.net.tls_context"), "get",
+                                tls_origin.url_for("s.bin"), "-o", str(out), "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == data
+    assert len(tls_origin.data_requests("s.bin")) >= 1
+    assert modules == {"prefetch.net.direct", "prefetch.net.tls_context"}, modules
 
 
 def test_status_and_a_worker_never_load_the_html_table_machinery(home, tmp_path):
@@ -139,7 +160,7 @@ def imported_of(watch: tuple[str, ...], *args: str) -> tuple[set[str], subproces
 def test_idna_free_hands_getaddrinfo_what_the_idna_codec_would(name):
     """An ASCII name whose labels the codec accepts goes as its bytes (the codec's own
     result); any other name goes as the str, for getaddrinfo's codec to encode or refuse."""
-    from prefetch.net.connection import idna_free
+    from prefetch.net.open_socket import idna_free
 
     try:
         encoded = name.encode("idna")
@@ -167,7 +188,7 @@ def test_a_get_with_no_proxy_naming_the_host_never_imports_requests(home, tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == data
     assert ("requests" in modules) == ("/" in no_proxy), modules
-    assert "urllib3" in modules
+    assert ("urllib3" in modules) == ("/" in no_proxy), modules  # (requests imports urllib3; the get does not)
 
 
 def test_importing_prefetch_loads_the_api_modules_only_when_a_name_is_used():

@@ -57,7 +57,7 @@ def watch_inline(t):
 def _watch_inline() -> None:
     """On the watchdog thread every ``WATCH`` seconds while requests run inline: a stopped
     transfer's response is aborted, or the socket its request waits on for the head."""
-    from prefetch.net.connection import abort_head
+    from prefetch.net.open_socket import abort_head
     from prefetch.net.deadlines import call_at
 
     with _inline_lock:

@@ -96,7 +96,7 @@ class TransferOptions:
 
                     raise UsageError(f"{name}={env[name]!r} is not a valid {kind.__name__}") from None
         if env.get("PREFETCH_RESOLVE"):
-            from prefetch.net.connection import resolve_overrides
+            from prefetch.net.open_socket import resolve_overrides
 
             values["resolve"] = resolve_overrides(env)
         values.update({k: v for k, v in overrides.items() if v is not None})

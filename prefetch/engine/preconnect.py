@@ -22,7 +22,7 @@ Kept polite:
   (the next file's) or closed; so do all of them when the answer came from another host
   (a redirect, to a CDN: the workers open their own there);
 * a stop never waits for one: a parked thread ends as soon as it is told, one still
-  connecting has its connect cut short (``net.connection.abort_head``), and each gives its
+  connecting has its connect cut short (``net.open_socket.abort_head``), and each gives its
   slot in the host's budget back as it ends.
 """
 
@@ -128,7 +128,7 @@ class Preconnects:
         parked, self._parked = self._parked, []
         if not parked:
             return
-        from prefetch.net.connection import abort_head
+        from prefetch.net.open_socket import abort_head
 
         for p in parked:
             p.go.set()

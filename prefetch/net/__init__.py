@@ -4,8 +4,14 @@ Owns:
     http.py        ``Client`` (one requests session per transfer, bounded reads,
                    redirects, proxies; ``connect``: a connection opened ahead), ``open_url``, ``Timeouts``
     response.py    ``Response``: one answer, its body read into a reused buffer or spliced
-    direct.py      the urllib3 path for requests that need nothing of requests
-    connection.py  urllib3 adapters with connect/read deadlines, address overrides
+    direct.py      the direct path for requests that need nothing of requests: a pool of our own connections
+    direct_conn.py one direct connection (TCP, TLS by tls_context.py), ``ConnectFailed``
+    write_head.py  a direct request's head, as urllib3 and http.client write it
+    answer.py      a direct answer as ``Response`` reads it (``Answer``, ``Head``)
+    tls_context.py requests' TLS verification for the direct connections (one context per bundle)
+    connection.py  the urllib3 adapters under requests (the same resolve, connect and head deadline)
+    open_socket.py ``PREFETCH_RESOLVE``, the watched TCP connect, ``abort_head`` (a stop)
+    read_head.py   an answer's head within the read timeout, parsed without the email package
     deadlines.py   one watchdog thread for every response-head deadline (no timer thread per request)
     failures.py    ``Failure`` kinds and ``TransientHTTPError``: what went wrong, retryable or not
     urls.py        which URLs are accepted (``check_url``, ``is_url``), ``redact_url`` for messages

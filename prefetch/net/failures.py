@@ -60,7 +60,7 @@ def describe_error(exc: BaseException) -> str:
     import http.client
     import socket
 
-    from prefetch.net.connection import HeadTimeout
+    from prefetch.net.read_head import HeadTimeout
 
     exc = _root_cause(exc)
     if isinstance(exc, HeadTimeout):
@@ -80,12 +80,13 @@ def describe_error(exc: BaseException) -> str:
 
 
 def failure_kind(exc: BaseException) -> str:
-    """The :class:`Failure` kind of an exception from requests (or the socket under it)."""
+    """The :class:`Failure` kind of an exception from requests, urllib3, a direct connection or the socket."""
     import socket
 
     chain = chain_of(exc)
     names = {type(e).__name__ for e in chain}
-    if names & {"NameResolutionError", "ConnectTimeoutError", "ConnectTimeout", "NewConnectionError"} or any(
+    if names & {"NameResolutionError", "ConnectTimeoutError", "ConnectTimeout", "NewConnectionError",
+                 "ConnectFailed"} or any(  # (ConnectFailed: a direct connect's, net/direct_conn.py)
             isinstance(e, (socket.gaierror, ConnectionRefusedError)) for e in chain):
         return Failure.UNREACHABLE
     if any(isinstance(e, OSError) and e.errno in _UNREACHABLE_ERRNOS for e in chain):

@@ -5,9 +5,8 @@ connection pool and keep-alive, proxies from ``http_proxy`` / ``https_proxy`` /
 ``all_proxy`` with ``no_proxy``, proxy authentication, CONNECT tunnels, IDNA
 hosts, URL quoting, cookies and separate connect / read timeouts per request. A
 request that needs none of that (no proxy, no netrc or URL credentials, no cookie,
-a URL with nothing to quote) goes through the same urllib3 pools directly
-(``net/direct.py``), without importing requests. This module adds what a
-downloader needs on top:
+a URL with nothing to quote) goes out on connections of our own (``net/direct.py``),
+without importing requests or urllib3. This module adds what a downloader needs on top:
 
 * bodies are read with :meth:`Response.readinto` (``net/response.py``) into the caller's reused buffer,
   one receive at a time (a slow connection reports progress as bytes trickle in),
@@ -20,11 +19,11 @@ downloader needs on top:
   once on a fresh one;
 * the whole response head must arrive within the read timeout, and
   ``PREFETCH_RESOLVE`` overrides name resolution where connections are made
-  (both in ``prefetch.net.connection``);
+  (``net/read_head.py``, ``net/open_socket.py``; under requests by ``net/connection.py``);
 * every failure has a ``kind`` (:class:`Failure`) that the retry policy reads;
 * every failure maps to ours (``net/send_errors.py``): :class:`TransientHTTPError`
-  (worth retrying) or ``NetworkError`` / ``HTTPStatusError`` (final); requests' and
-  urllib3's exceptions never leave.
+  (worth retrying) or ``NetworkError`` / ``HTTPStatusError`` (final); requests', urllib3's,
+  http.client's and the socket's exceptions never leave.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ class Timeouts:
 
 
 class Client:
-    """One worker's HTTP: urllib3 directly where requests would add nothing (``net/direct.py``),
+    """One worker's HTTP: connections of our own where requests would add nothing (``net/direct.py``),
     else a requests ``Session``; and what it knows: which hosts have a warm connection.
 
     Not thread-safe: give each worker thread its own.
@@ -81,7 +80,7 @@ class Client:
         self._env: dict[tuple[str, str], tuple[dict, object]] = {}  # (scheme, netloc) -> (proxies, netrc auth)
 
     def _open(self, direct: bool):
-        """The urllib3 pools (``direct``) or the requests session, opened on first use."""
+        """The direct pools (``direct``) or the requests session, opened on first use."""
         if direct:
             if self._direct is None:
                 from prefetch.net.direct import DirectPools
@@ -91,7 +90,7 @@ class Client:
         return self._session or self._open_session()
 
     def _resolve_table(self):
-        from prefetch.net.connection import resolve_overrides
+        from prefetch.net.open_socket import resolve_overrides
 
         return self.resolve if self.resolve is not None else resolve_overrides()
 
@@ -159,7 +158,7 @@ class Client:
                     raw = opened.request(method, url, headers=headers, stream=True, allow_redirects=False,
                                          timeout=(timeouts.connect, timeouts.read), verify=verify,
                                          auth=_explicit_auth(headers) or netrc_auth, proxies=via).raw
-            except (OSError, ValueError, *_urllib3_errors(direct)) as exc:  # requests' errors are OSErrors
+            except (OSError, ValueError, *_direct_errors(direct)) as exc:  # requests' errors are OSErrors
                 problem = send_failure(exc, url, key)
                 if problem is None and reused and attempt == 1:
                     continue  # the server closed the idle keep-alive connection: once more, fresh
@@ -220,7 +219,7 @@ class Client:
         """Open a connection to ``url``'s host now (TCP, and TLS for https), sending nothing:
         this client's next request there goes out on it at once (``engine/preconnect.py``).
 
-        Only where that request would go through urllib3 directly: through a proxy (or with
+        Only where that request would go out directly (``net/direct.py``): through a proxy (or with
         credentials or cookies for requests to send) nothing is done and False returned.
 
         Raises:
@@ -233,7 +232,7 @@ class Client:
             return False
         try:
             self._open(True).connect(url, self.timeouts.connect)
-        except (OSError, ValueError, *_urllib3_errors(True)) as exc:
+        except (OSError, ValueError, *_direct_errors(True)) as exc:
             raise (send_failure(exc, url, key) or transient_failure(exc, url, key)) from None
         self._warm.add(key)  # idle until used: one the server closed meanwhile is retried once, fresh
         return True
@@ -259,13 +258,14 @@ _HEADERS = {
 }
 
 
-def _urllib3_errors(direct: bool) -> tuple[type, ...]:
-    """urllib3's base exception, which a direct request raises as it is (requests wraps it)."""
+def _direct_errors(direct: bool) -> tuple[type, ...]:
+    """http.client's base exception (a bad status line, a line too long), which a direct
+    request raises as it is (requests wraps it in an OSError)."""
     if not direct:
         return ()
-    from urllib3.exceptions import HTTPError
+    from http.client import HTTPException
 
-    return (HTTPError,)
+    return (HTTPException,)
 
 
 _CREDENTIAL_HEADERS = {"authorization", "cookie", "proxy-authorization"}

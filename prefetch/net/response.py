@@ -1,8 +1,8 @@
 """One HTTP answer as prefetch reads it (:class:`Response`, made by ``net/http.py``'s ``Client``).
 
 Its body is read with :meth:`Response.readinto` into the caller's reused buffer, one receive
-at a time, straight from the ``http.client`` response under urllib3 (no layer copies or
-decodes it), or moved from the socket into a pipe (:meth:`Response.splice_into`,
+at a time, straight from the ``http.client`` response (under urllib3's for an answer through
+requests; ``net/answer.py``'s for a direct one: no layer copies or decodes it), or moved from the socket into a pipe (:meth:`Response.splice_into`,
 ``net/splice.py``).
 """
 
@@ -13,13 +13,13 @@ class Response:
     """One response; its body is read with :meth:`readinto` / :meth:`read`.
 
     ``status``, ``headers`` (case-insensitive) and ``url`` (the URL that answered).
-    The body is read from the ``http.client`` response under requests/urllib3, so
-    no layer copies or decodes it.
+    The body is read from the ``http.client`` response under urllib3's (requests) or
+    ``net/answer.py``'s (direct), so no layer copies or decodes it.
     """
 
     def __init__(self, resp, url: str, on_done) -> None:
-        self._resp = resp  # urllib3's HTTPResponse (requests' ``Response.raw``, or net/direct.py's)
-        self._raw = resp._fp  # http.client.HTTPResponse under urllib3's
+        self._resp = resp  # urllib3's HTTPResponse (requests' ``Response.raw``), or net/answer.py's Answer
+        self._raw = resp._fp  # the http.client.HTTPResponse under it
         self._on_done = on_done
         self._closed = False
         self._pushback = b""  # bytes :meth:`peek` read, served again first

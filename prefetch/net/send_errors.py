@@ -1,7 +1,8 @@
 """What a failed send means, in prefetch's errors: requests', urllib3's and the socket's exceptions.
 
 ``Client.request`` (``net/http.py``) sends through requests or, where requests would add
-nothing, through urllib3 directly (``net/direct.py``); either way a failure becomes one of
+nothing, on connections of its own (``net/direct.py``: the socket's, http.client's and ssl's
+exceptions as they are, a TCP connect's in ``ConnectFailed``); either way a failure becomes one of
 ours here: NetworkError (TLS, an invalid URL or header: final), the proxy's failure named
 (``net/proxies.py``), or :class:`TransientHTTPError` with its kind (worth retrying).
 """

@@ -1,0 +1,152 @@
+"""Where a connection is made: ``PREFETCH_RESOLVE``, the TCP connect, and a stop that cuts it short.
+
+Shared by the connections under requests (``net/connection.py``, urllib3's) and the direct
+ones (``net/direct_conn.py``, http.client's response on a socket of our own):
+
+* :func:`resolve_overrides` reads ``PREFETCH_RESOLVE`` (``host=address`` pairs, like curl's
+  ``--resolve``; ``host=fail`` makes the name fail to resolve, which is how the tests
+  simulate a DNS failure; ``*`` is every other name: the same hook as ``prefetch doctor``'s);
+  :func:`address_for` applies it: only where to connect, never the name sent or checked;
+* :func:`connect_watched` tries each address of a name in turn, as urllib3's
+  ``create_connection`` does, with the socket known to :func:`abort_head` while it connects;
+* :func:`abort_head` shuts down the socket a thread is connecting or waits on for an answer's
+  head (``net/read_head.py`` registers that one), so a stop on a thread that runs its request
+  itself ends a connect to a host that has stopped answering handshakes too, not after the
+  connect timeout.
+
+Failures are the socket's own exceptions (the caller wraps them as its library does).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+watched: dict = {}  # thread id -> the socket its request waits on: connecting, or for an answer's head
+
+
+def resolve_overrides(env=None) -> dict[str, str | None]:
+    """``PREFETCH_RESOLVE``: ``host=address`` pairs (comma- or space-separated); ``fail`` (or
+    nothing) as the address means the name does not resolve, ``*`` stands for every other
+    name (the same hook ``prefetch doctor`` reads). Malformed pairs are ignored."""
+    text = (os.environ if env is None else env).get("PREFETCH_RESOLVE", "")
+    table: dict[str, str | None] = {}
+    for item in text.replace(",", " ").split():
+        host, sep, address = item.partition("=")
+        if sep and host:
+            address = address.strip().strip("[]")
+            table[host.strip().lower().strip("[]")] = None if address.lower() in ("", "fail") else address
+    return table
+
+
+def _lookup(table: dict[str, str | None], host: str) -> tuple[bool, str | None]:
+    """(overridden, address) for ``host``; ``*`` applies to names, never to IP literals."""
+    if host in table:
+        return True, table[host]
+    if "*" in table:
+        import ipaddress
+
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return True, table["*"]
+    return False, None
+
+
+def address_for(table: dict[str, str | None], host: str) -> str:
+    """Where to connect for ``host`` (the name itself unless ``table`` overrides it).
+
+    Raises:
+        socket.gaierror: ``table`` says the name does not resolve (as a failed lookup would).
+    """
+    if not table:
+        return host
+    overridden, address = _lookup(table, host.lower().strip("[]"))
+    if not overridden:
+        return host
+    if address is None:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    return address
+
+
+def abort_head(thread_id: int) -> None:
+    """Shut down the socket thread ``thread_id`` is connecting or waits on for a response head,
+    if it does (a stop); a blocked ``connect()`` returns at once with an error."""
+    sock = watched.get(thread_id)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def idna_free(name: str) -> str | bytes:
+    """``name`` as ``socket.getaddrinfo`` would pass it on, without loading the ``idna`` codec.
+
+    getaddrinfo encodes a str host with the ``idna`` codec, whose first use imports
+    ``encodings.idna``, ``stringprep`` and ``unicodedata`` (about 4 ms of every plain-HTTP
+    process). For an ASCII name whose labels that codec accepts it returns the name's ASCII
+    bytes unchanged, so those bytes are passed instead; any other name goes as it came (the
+    codec's own encoding, or its own error).
+    """
+    if name.isascii():
+        labels = name.split(".")
+        if all(0 < len(label) < 64 for label in labels[:-1]) and len(labels[-1]) < 64:
+            return name.encode("ascii")
+    return name
+
+
+_FAMILY: list = []
+
+
+def gai_family() -> int:
+    """urllib3's ``allowed_gai_family``: any family where this machine can bind ``::1``, else IPv4 only."""
+    if not _FAMILY:
+        family = socket.AF_INET
+        if socket.has_ipv6:
+            try:
+                with socket.socket(socket.AF_INET6) as probe:
+                    probe.bind(("::1", 0))
+                family = socket.AF_UNSPEC
+            except Exception:  # noqa: BLE001 - as urllib3's _has_ipv6: no IPv6 here
+                pass
+        _FAMILY.append(family)
+    return _FAMILY[0]
+
+
+# urllib3's default socket options (requests keeps them): no Nagle delay on the request head.
+NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
+
+
+def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int | None = None,
+                    source_address=None) -> socket.socket:
+    """A socket connected to ``where`` (each of its addresses in turn, as urllib3's
+    create_connection tries them), ``timeout`` on it (None: leave it blocking); while it
+    connects, :func:`abort_head` on this thread shuts it down.
+
+    Raises:
+        socket.gaierror, socket.timeout, OSError: the socket's own.
+    """
+    me = threading.get_ident()
+    error: OSError | None = None
+    found = socket.getaddrinfo(idna_free(where.strip("[]")), port, gai_family() if family is None else family,
+                               socket.SOCK_STREAM)
+    for family_, kind, proto, _name, address in found:
+        sock = socket.socket(family_, kind, proto)
+        try:
+            for option in options or ():
+                sock.setsockopt(*option)
+            if timeout is not None:
+                sock.settimeout(timeout)
+            if source_address:
+                sock.bind(source_address)
+            watched[me] = sock
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+        finally:
+            watched.pop(me, None)
+    raise error or OSError("getaddrinfo returns an empty list")
