@@ -142,13 +142,14 @@ def test_a_lock_waits_names_its_holder_times_out_and_stops_quickly(tmp_path):
 
 def test_a_planted_link_at_a_lock_name_is_refused(tmp_path):
     from prefetch.errors import PrefetchError
-    from prefetch.fs.locks import hold_lock, lock_path
+    from prefetch.fs import rangelocks
+    from prefetch.fs.locks import hold_lock, lock_path, shared_lock_path
 
     locks, target = tmp_path / "locks", tmp_path / "file.bin"
     locks.mkdir()
     victim = tmp_path / "victim"
     victim.write_text("keep me")
-    lock_path(locks, target).symlink_to(victim)
+    (shared_lock_path(locks) if rangelocks.AVAILABLE else lock_path(locks, target)).symlink_to(victim)
     with pytest.raises(PrefetchError):
         with hold_lock(locks, target, timeout=0):
             pass
@@ -362,3 +363,42 @@ def test_the_hub_blob_lock_is_the_one_huggingface_hub_takes(tmp_path):
         with _hf_lock(path, ctx, "x"):
             pass
     theirs.release()
+
+
+def test_partials_left_in_a_list_of_new_files_are_resumed_not_fetched_again(home, tmp_path, cli):
+    """Most files of a list are new (no ``.part``, no record: flow/files.py looks once and tells
+    the engine); the few a killed run left half done, with their records, still resume from
+    where they stopped, once the host is known to be near (the one-answer path)."""
+    import urllib.request
+
+    from prefetch.engine.resume_state import TransferState, save_state
+
+    root = tmp_path / "www"
+    root.mkdir()
+    size = 16 << 10
+    files = _files(root, 60, size)
+    out = tmp_path / "out"
+    out.mkdir()
+    with NginxServer(root) as server:
+        left = [f"s{i:04d}.bin" for i in (40, 45, 50)]  # (after the first files: the host answered quickly)
+        for name in left:
+            url = server.url_for(name)
+            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD")) as answer:
+                validators = {"etag": answer.headers["ETag"], "last_modified": answer.headers["Last-Modified"]}
+            (out / f"{name}.part").write_bytes(files[name][:size // 2] + bytes(size // 2))
+            save_state(out / f"{name}.part.json", TransferState(urls=[url], size=size, validators={url: validators},
+                                                                 done=[[0, size // 2]]))
+        listing = tmp_path / "urls.txt"
+        listing.write_text("".join(f"{server.url_for(n)} sha256={hashlib.sha256(d).hexdigest()}\n"
+                                   for n, d in files.items()))  # (with a hash, kept bytes are not sampled again)
+        first = len(server.served())
+        proc = cli("get", "-i", str(listing), "-P", str(out), "--host-connections", "1", "-q")
+        assert proc.returncode == 0, proc.stderr
+        served = server.served()[first:]
+    for name, data in files.items():
+        assert (out / name).read_bytes() == data, name
+    assert sorted(p.name for p in out.iterdir()) == sorted(files), "no .part or record left"
+    for name in left:
+        asked = [(body, rng) for body, _status, _conn, rng, line in served if f"/{name} " in line]
+        assert asked and all(rng.startswith(f"bytes={size // 2}-") for _, rng in asked), (name, asked)
+        assert sum(body for body, _ in asked) == size // 2, "only the missing half is sent"

@@ -343,16 +343,85 @@ def test_completion_record_planted_as_a_link_in_a_shared_state_dir_is_not_writte
 
 def test_lock_file_planted_as_a_link_in_a_shared_state_dir_is_refused(cli, origin, shared, victim, tmp_path):
     """PREFETCH_HOME on a disk shared with others: a link at a lock's name is never truncated through."""
-    from prefetch.fs.locks import lock_path
+    from prefetch.fs import rangelocks
+    from prefetch.fs.locks import lock_path, shared_lock_path
 
     origin.put("d.bin", DATA)
     out = tmp_path / "d.bin"
     locks = shared / "ph" / "state" / "locks"
-    env = _home_with_a_planted_link(shared, locks, lock_path(locks, out), victim)
+    name = shared_lock_path(locks) if rangelocks.AVAILABLE else lock_path(locks, out)
+    env = _home_with_a_planted_link(shared, locks, name, victim)
     line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(out), "-q", env=env, timeout=60),
                           ExitCode.FILESYSTEM)
-    assert str(lock_path(locks, out)) in line and "symbolic link" in line
+    assert str(name) in line and "symbolic link" in line
     assert victim.read_bytes() == VICTIM_BYTES
+
+
+def test_another_users_shared_lock_file_is_never_written_and_still_excludes(shared, tmp_path):
+    """The other user's locks file (``rangelocks``) is only read here: a read lock on the target's
+    byte keeps this process and the other user's apart, the per-target file keeps apart the
+    processes that, like this one, cannot write it."""
+    from prefetch.errors import LockTimeoutError
+    from prefetch.fs import rangelocks
+    from prefetch.fs.locks import hold_lock, lock_path, read_owner, shared_lock_path
+
+    if not rangelocks.AVAILABLE:
+        pytest.skip("no OFD locks here: a lock file per target")
+    locks, target = shared / "ph" / "state" / "locks", shared / "data.bin"
+    plant_dirs(shared / "ph", shared / "ph" / "state", locks)
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the other user holds the target's lock
+        code = 0
+        try:
+            os.setgroups([])
+            os.setgid(OTHER)
+            os.setuid(OTHER)
+            with hold_lock(locks, target, timeout=1, job="theirs"):
+                os.write(ready_w, b"x")
+                os.read(done_r, 1)
+            os.read(done_r, 1)
+            with hold_lock(locks, target, timeout=0):  # once we hold it (below), they wait
+                code = 3
+        except LockTimeoutError:
+            pass
+        except BaseException:  # noqa: BLE001
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+    try:
+        assert os.read(ready_r, 1) == b"x"
+        assert os.stat(shared_lock_path(locks)).st_uid == OTHER
+        seen = []
+        with pytest.raises(LockTimeoutError):
+            with hold_lock(locks, target, timeout=0.2, on_wait=seen.append):
+                pass
+        assert seen and seen[0] is not None and seen[0].job == "theirs", "their record is read"
+        os.write(done_w, b"x")
+        with hold_lock(locks, target, timeout=5):
+            holder = os.fork()
+            if holder == 0:  # pragma: no cover - another process of ours, as read-only as we are
+                code = 0
+                try:
+                    with hold_lock(locks, target, timeout=0):
+                        code = 1
+                except LockTimeoutError:
+                    pass
+                os._exit(code)
+            _, status = os.waitpid(holder, 0)
+            assert os.waitstatus_to_exitcode(status) == 0, "two read-only processes exclude each other"
+            assert read_owner(lock_path(locks, target)).pid == os.getpid()  # (in our .owner file)
+            assert f'"pid": {os.getpid()}'.encode() not in shared_lock_path(locks).read_bytes(), \
+                "their file is never written here"
+            os.write(done_w, b"x")  # the other user tries while we hold it
+            _, status = os.waitpid(pid, 0)
+            pid = 0
+    finally:
+        if pid:
+            os.write(done_w, b"xx")
+            _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the other user waits while we hold it"
 
 
 def test_rm_and_clean_leave_another_users_entries_in_a_shared_cache(cli, home, shared):

@@ -11,6 +11,8 @@ that URL, and sends the "." plain).
 from __future__ import annotations
 
 
+import time
+
 import pytest
 
 from prefetch.errors import NetworkError
@@ -139,9 +141,11 @@ def test_a_warm_request_without_an_answer_times_out_as_a_transient_failure():
     try:
         with Client(timeouts=QUICK) as client:
             _get(client, f"{server.base}/a.bin")
+            started = time.monotonic()
             with pytest.raises(TransientHTTPError) as info:
-                client.request(f"{server.base}/a.bin", timeouts=Timeouts(connect=3, read=0.3))
+                client.request(f"{server.base}/a.bin", timeouts=Timeouts(connect=30, read=0.3))
             assert info.value.timed_out
+            assert time.monotonic() - started < 10, "the read timeout, not the connect one, bounds the answer"
             # The connection that timed out is not used again.
             server.answers = [OK]
             server.served = 0
@@ -194,3 +198,21 @@ def test_a_kept_connection_to_a_resolved_name_still_names_the_host_asked_for(mon
         server.close()
     assert [head.split(b"\r\n")[1] for _, head in server.seen] == [f"Host: example.test:{port}".encode()] * 3
     assert len({conn for conn, _ in server.seen}) == 1, "one kept-alive connection"
+
+
+def test_a_warm_answer_whose_body_stalls_times_out_after_the_read_timeout():
+    """The read timeout bounds every receive of a kept-alive connection's answer, its body too
+    (the socket's timeout is switched only when it differs: here from the connect timeout)."""
+    server = KeepAliveServer([OK, b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello"])  # 5 bytes, then silence
+    try:
+        with Client(timeouts=Timeouts(connect=30, read=30)) as client:
+            _get(client, f"{server.base}/a.bin")
+            resp, _ = open_url(client, f"{server.base}/a.bin", timeouts=Timeouts(connect=30, read=0.3))
+            started = time.monotonic()
+            with pytest.raises(Exception) as info:  # noqa: PT011 - http.client's or the socket's timeout
+                resp.read()
+            assert "timed out" in str(info.value).lower() or isinstance(info.value, TimeoutError), info.value
+            assert time.monotonic() - started < 10, "the read timeout (0.3 s), not the connect one (30 s)"
+            resp.close()
+    finally:
+        server.close()

@@ -49,7 +49,10 @@ def regular_or_none(path: Path) -> os.stat_result | None:
     return st
 
 
-def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink) -> bool:
+_LOOK = object()
+
+
+def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, lst=_LOOK) -> bool:
     """Is what sits at the final path a complete, verified file? Never opens a FIFO or device.
 
     With an expected hash: it must match (whoever put it there). Without one, mere
@@ -58,6 +61,8 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink) -> 
     inode, size and mtime), counts. Anything else is downloaded again, and replaced
     only if it is ours to replace.
 
+    ``lst``: the final path's ``lstat`` (None: nothing there) when the caller just took it.
+
     Raises:
         UnsafePathError: a FIFO, device, another user's link, or another user's file
             that is not verified, at the final path.
@@ -65,7 +70,8 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink) -> 
     from prefetch.fs import safefs
 
     final = plan.final
-    lst = safefs.lstat_or_none(final)
+    if lst is _LOOK:
+        lst = safefs.lstat_or_none(final)
     if lst is None:
         return False
     if stat.S_ISLNK(lst.st_mode):
@@ -136,12 +142,13 @@ def completion_path(records_dir: Path, final: Path) -> Path:
     return records_dir / (hashlib.sha1(str(final.absolute()).encode()).hexdigest()[:24] + ".json")
 
 
-def write_completion(records_dir: Path, plan: FilePlan, transfer) -> None:
-    """Record that prefetch placed this very file complete (size, inode, mtime, validators)."""
+def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat_result | None = None) -> None:
+    """Record that prefetch placed this very file complete (size, inode, mtime, validators);
+    ``st``: its stat when the caller took it (of the ``.part`` just renamed into place)."""
     from prefetch.fs import safefs
 
     try:
-        st = os.lstat(plan.final)
+        st = st or os.lstat(plan.final)
         record = {
             "path": str(plan.final.absolute()),
             "size": st.st_size,

@@ -65,12 +65,16 @@ class Handover:
         self.client.close()
 
 
-def applies(host, urls: list[str], part, state_file, options, stop: threading.Event) -> bool:
-    """Whether :func:`try_single` may run for this download (see the module docstring)."""
+def applies(host, urls: list[str], part, state_file, options, stop: threading.Event, *,
+            fresh: bool | None = None) -> bool:
+    """Whether :func:`try_single` may run for this download (see the module docstring); ``fresh``:
+    the caller (holding the file's lock) found neither ``part`` nor ``state_file`` (None: look)."""
     if host is None or len(urls) != 1 or stop.is_set() or options.limiter is not None:
         return False
     if not host.route.near or not urls[0][:4].lower() == "http":
         return False
+    if fresh is not None:
+        return fresh
     from prefetch.fs.safefs import lstat_or_none
 
     return lstat_or_none(part) is None and lstat_or_none(state_file) is None

@@ -57,6 +57,7 @@ def download_to_part(
     client_factory: Callable | None = None,
     name: str | None = None,
     size_hint: int | None = None,
+    fresh: bool | None = None,
 ) -> TransferResult:
     """Download ``urls`` (sources of the same file) into ``part``, resuming from ``state_file``.
 
@@ -68,6 +69,8 @@ def download_to_part(
         client_factory: ``factory(timeouts=...)`` -> a ``prefetch.net.http.Client`` per worker.
         size_hint: the file's size as a listing or registry states it (None: unknown); only
             bounds how many connections open ahead of the first answer (``preconnect.py``).
+        fresh: True when the caller, holding the file's lock, just found neither ``part`` nor
+            ``state_file`` (None: not known; the engine looks when it needs to).
     Returns:
         TransferResult with the digest of the complete ``part``.
     Raises:
@@ -83,7 +86,7 @@ def download_to_part(
         host.join()  # the host's share of connections counts this file from now on
     handover = transfer = None
     try:
-        if single.applies(host, urls, part, state_file, options, stop):
+        if single.applies(host, urls, part, state_file, options, stop, fresh=fresh):
             # A small file from a near host: one answer, without the transfer (engine/single.py).
             handover = single.try_single(host=host, url=urls[0], part=part, state_file=state_file,
                                          algorithm=algorithm, options=options, on_event=on_event, stop=stop,

@@ -6,6 +6,7 @@ and the background worker are two drivers of ``fetch_files``.
 
 from __future__ import annotations
 
+import stat
 import threading
 import time
 from dataclasses import replace
@@ -18,16 +19,15 @@ from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.net.urls import redact_url
 from prefetch.cache.layout import part_path, state_path
 from prefetch.cache import placement
-from prefetch.fs.files import local_error
 from prefetch.fs.locks import hold_lock
+from prefetch.fs.safefs import lstat_or_none
 from prefetch.model.specs import FileSpec
 from prefetch.engine.transfer import download_to_part
 from prefetch.fs.hashing import check_hash
 from prefetch.flow.options import FetchOptions
 from prefetch.model.plans import FilePlan, FileResult
 from prefetch.flow.leftovers import LeftoverScan, extraction_lock, remove_leftovers
-
-
+from prefetch.flow.partials import check_size, drop_empty_partial, drop_unverifiable_partial
 
 
 def source_urls(spec: FileSpec, options: FetchOptions, *, explicit_url: bool = False) -> list[str]:
@@ -47,7 +47,6 @@ def source_urls(spec: FileSpec, options: FetchOptions, *, explicit_url: bool = F
 
 def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + quote(name)
-
 
 
 def fetch_file(
@@ -81,19 +80,20 @@ def fetch_file(
         leftovers.make_dirs(plan.final.parent, placement.make_dirs)
     else:
         placement.make_dirs(plan.final.parent)
-    if plan.final.is_dir() and not plan.final.is_symlink():
-        # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
-        raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")
 
     def waiting(owner) -> None:
         who = owner.describe() if owner else "another process"
         on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
 
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
+        there = lstat_or_none(plan.final)  # (one look at the final path, under the lock, for both checks)
+        if there is not None and stat.S_ISDIR(there.st_mode):
+            # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
+            raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")
         remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout, scan=leftovers)
         expected = plan.spec.expected
         adopted = False
-        if not options.force and (placement.existing_is_good(plan, records_dir, on_event)
+        if not options.force and (placement.existing_is_good(plan, records_dir, on_event, lst=there)
                                   or (adopted := placement.adopt_copy(plan, on_event))):
             if adopted:  # prefetch made this name: recorded, so `rm` knows it is its own
                 placement.write_completion(records_dir, plan, _Adopted(expected.hexdigest))
@@ -112,7 +112,8 @@ def fetch_file(
         # 2-core notebook needs for the transfer itself.
         algorithm = expected.algorithm if expected else None
         part, state = part_path(plan.final), state_path(plan.final)
-        transfer = _download_verified(plan, part, state, options=options, on_event=on_event, stop=stop, result=result)
+        transfer, checked = _download_verified(plan, part, state, options=options, on_event=on_event, stop=stop,
+                                               result=result)
         result.size = transfer.size
         result.algorithm = algorithm
         result.digest = transfer.digest
@@ -143,7 +144,8 @@ def fetch_file(
             raise
         placement.rename(part, plan.final)
         placement.discard(state)
-        placement.write_completion(records_dir, plan, transfer)
+        # (the .part's stat that _check_size took: the same inode, size and mtime, renamed)
+        placement.write_completion(records_dir, plan, transfer, st=checked)
         _note_shared(plan, records_dir)
         result.status = "downloaded"
         result.elapsed = time.monotonic() - started
@@ -209,8 +211,10 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
 
             raise NetworkError(f"{plan.label}: the store does not have it and no other source was given"
                                " (add --also-origin, or --seed to fetch it elsewhere and upload it)")
-    if expected is None:
-        _drop_unverifiable_partial(part, state, plan.label, on_event)
+    # Nothing from an earlier run (a list of new files): no record to read, nor for the engine to look for.
+    fresh = lstat_or_none(part) is None and lstat_or_none(state) is None
+    if expected is None and not fresh:
+        drop_unverifiable_partial(part, state, plan.label, on_event)
     alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
     transfer_options = options.transfer
     if not (plan.extract_into or plan.decompress_to or plan.also):
@@ -229,9 +233,11 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 name=plan.label,
                 client_factory=options.client_factory,
                 size_hint=plan.spec.size,
+                fresh=fresh,
             )
         except PrefetchError as exc:
-            _drop_empty_partial(part, state)
+            fresh = None  # (after an attempt the engine looks for itself)
+            drop_empty_partial(part, state)
             fallback = options.sources.fallback(plan) if options.sources is not None else []
             if fallback and exc.exit_code == ExitCode.NETWORK:
                 # The team store failed: the file's other sources take over.
@@ -244,6 +250,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 urls = [alone.pop(0)]
                 continue
             raise
+        fresh = None
         result.downloaded += transfer.downloaded
         result.reused = transfer.reused
         result.sources_dropped += transfer.sources_dropped
@@ -255,8 +262,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         result.source = max(served, key=served.get) if served else None
         size_ok = plan.spec.size is None or transfer.size == plan.spec.size
         if size_ok and (expected is None or expected.matches(transfer.digest)):
-            _check_size(part, state, transfer.size, plan.label)
-            return transfer
+            return transfer, check_size(part, state, transfer.size, plan.label)
         placement.discard(part, state)
         if transfer.reused:
             # Bytes kept from an earlier run may be what is wrong (a server that sent
@@ -305,52 +311,6 @@ def describe_sources(served: dict[str, int]) -> str:
     if len(ranked) == 1:
         return f"from {redact_url(ranked[0][0])}"
     return "from " + ", ".join(f"{redact_url(url)} ({100 * n / total:.0f}%)" for url, n in ranked)
-
-
-def _check_size(part: Path, state: Path, size: int, label: str) -> None:
-    """The file to be placed has exactly the size the transfer verified (no tail of junk)."""
-    try:
-        actual = part.stat().st_size
-    except OSError as exc:
-        raise local_error(exc, part) from None
-    if actual != size:
-        from prefetch.errors import IntegrityError
-
-        placement.discard(part, state)
-        raise IntegrityError(f"{label}: {part} holds {actual} bytes, the download {size}; not placed. "
-                             f"Run the same command again")
-
-
-def _drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: EventSink) -> None:
-    """Without an expected hash, resume only bytes that a validator can vouch for.
-
-    ``If-Range`` needs an ETag or a Last-Modified date. A partial download from a
-    server that sent neither cannot be checked against the remote file: resuming it
-    could stitch two versions together with no hash to catch it (as ``wget -c`` does).
-    """
-    from prefetch.engine.resume_state import load_state
-
-    saved = load_state(state)
-    if saved is None or not saved.done or any(saved.validators.values()):
-        return
-    placement.discard(part, state)
-    on_event(
-        Event(
-            EventKind.NOTE,
-            label,
-            message="the partial download has no ETag or Last-Modified to check it against the server "
-            "(and no expected hash); starting over",
-        )
-    )
-
-
-def _drop_empty_partial(part: Path, state: Path) -> None:
-    """After a failure with no byte on disk, leave no ``.part`` or state behind: nothing to resume."""
-    from prefetch.engine.resume_state import load_state
-
-    saved = load_state(state)
-    if saved is None or not saved.done:
-        placement.discard(part, state)
 
 
 def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: EventSink, result: FileResult, *,

@@ -3,7 +3,11 @@
 Locks are a courtesy (``flock`` can do nothing on NFS/Lustre): correctness
 comes from ``.part`` files, verification and atomic renames. A lock held by a
 process that died is released by the kernel, so it is never stale; the owner
-file beside it only tells waiting processes who they are waiting for.
+record only tells waiting processes who they are waiting for.
+
+On Linux every target of a locks dir is a byte of one shared file (``rangelocks``: no
+new inode per target); elsewhere, and beside another user's shared file, a lock file
+per target (``_FileLock``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from prefetch.errors import InterruptedTransferError, LockTimeoutError
+from prefetch.fs import rangelocks
 from prefetch.fs.files import replace_file
 from prefetch.fs.safefs import as_path
 
@@ -40,26 +45,44 @@ class LockOwner:
         return f"pid {self.pid} on {self.host}{job}, for {age:.0f}s"
 
 
-def lock_path(locks_dir: Path, target: Path) -> Path:
-    """The lock file for ``target`` (named by a hash of its absolute path)."""
+def lock_key(target: Path | str) -> str:
+    """``target``'s lock key: a hash of its absolute path (hex)."""
     target = as_path(target)
     name = str(target if target.is_absolute() else target.absolute())
-    return locks_dir / f"{hashlib.sha1(name.encode()).hexdigest()[:20]}.lock"
+    return hashlib.sha1(name.encode()).hexdigest()[:20]
+
+
+def lock_path(locks_dir: Path, target: Path) -> Path:
+    """The lock file for ``target`` where there is one per target (named by its ``lock_key``)."""
+    return locks_dir / f"{lock_key(target)}.lock"
+
+
+def shared_lock_path(locks_dir: Path) -> Path:
+    """The one file holding the locks of every target of ``locks_dir`` (``rangelocks``)."""
+    return locks_dir / rangelocks.NAME
 
 
 def read_owner(lock_file: Path) -> LockOwner | None:
-    """The owner recorded in ``lock_file`` (or beside it, ``.owner``), if any."""
+    """The owner of ``lock_file``'s target: its record in the shared file, in ``lock_file``
+    itself, or beside it (``.owner``), if any."""
     from prefetch.errors import UnsafePathError
     from prefetch.fs.safefs import read_bytes
 
     try:
-        try:
-            raw = read_bytes(lock_file, own=False)  # the holder's record, written in the lock file itself
-        except (OSError, UnsafePathError):
-            raw = None
+        raw = None
+        if rangelocks.AVAILABLE:
+            raw = rangelocks.read_record(lock_file.parent, lock_file.stem)
+            data = json.loads(raw) if raw else None
+            if not isinstance(data, dict) or data.pop("key", None) != lock_file.stem:
+                raw = None  # (a slot another target's record took: not this target's owner)
         if not raw:
-            raw = read_bytes(lock_file.with_suffix(".owner"), own=False)  # (a lock file of another user's)
-        data = json.loads(raw) if raw else None
+            try:
+                raw = read_bytes(lock_file, own=False)  # the holder's record, written in the lock file itself
+            except (OSError, UnsafePathError):
+                raw = None
+            if not raw:
+                raw = read_bytes(lock_file.with_suffix(".owner"), own=False)  # (a lock file of another user's)
+            data = json.loads(raw) if raw else None
         owner = LockOwner(**data)
     except (OSError, ValueError, TypeError, UnsafePathError):
         return None
@@ -104,23 +127,27 @@ def hold_lock(
         InterruptedTransferError: ``stop`` was set while waiting.
         LocalFileError: ``locks_dir`` cannot be used (DiskFullError when it is full).
     """
-    path = lock_path(locks_dir, target)
+    key = lock_key(target)
     try:
         try:
-            lock = _FileLock(path)  # never a planted link or FIFO (check_lock_file's open)
+            lock = _new_lock(locks_dir, key)  # never through a planted link or FIFO (safefs' opens)
         except FileNotFoundError:  # the first lock of this state dir (not a mkdir per file)
             locks_dir.mkdir(parents=True, exist_ok=True)
-            lock = _FileLock(path)
+            lock = _new_lock(locks_dir, key)
     except OSError as exc:
         raise _locks_dir_error(exc, locks_dir) from None
     try:
-        waited = _acquire(lock, path, target, locks_dir, timeout=timeout, on_wait=on_wait, stop=stop)
-        owner = LockOwner(pid=os.getpid(), host=_HOST, started=time.time(), target=str(target), job=job)
-        data = json.dumps(owner.__dict__).encode("utf-8")
+        waited = _acquire(lock, key, target, locks_dir, timeout=timeout, on_wait=on_wait, stop=stop)
+        started = time.time()
+        if isinstance(lock, rangelocks.RangeLock):
+            data = _record(key, started, str(target), job)
+        else:
+            data = json.dumps(LockOwner(pid=rangelocks.pid(), host=_HOST, started=started, target=str(target),
+                                        job=job).__dict__).encode()
         owner_file = None
         try:
             if not lock.write_owner(data):  # (in the lock file itself: no temp file, rename and unlink per lock)
-                owner_file = path.with_suffix(".owner")  # another user's lock file: the owner beside it
+                owner_file = locks_dir / f"{key}.owner"  # another user's lock file: the owner beside it
                 replace_file(owner_file, data)
         except OSError as exc:
             raise _locks_dir_error(exc, locks_dir) from None
@@ -139,7 +166,63 @@ def hold_lock(
 
 
 _HOST = socket.gethostname()
+_HOST_JSON = json.dumps(_HOST)
 _POLL = 0.05  # seconds between tries while another process holds a lock
+
+
+def _new_lock(locks_dir: Path, key: str):
+    """``key``'s lock: its byte of the shared file, or (that file being another user's) that
+    byte read-locked and the per-target file; a per-target file where there are no OFD locks."""
+    if not rangelocks.AVAILABLE:
+        return _FileLock(locks_dir / f"{key}.lock")
+    shared = rangelocks.RangeLock(locks_dir, key)
+    if shared.writable:
+        return shared
+    try:
+        return _Both(_FileLock(locks_dir / f"{key}.lock"), shared)
+    except BaseException:
+        shared.close()
+        raise
+
+
+def _record(key: str, started: float, target: str, job: str | None) -> bytes:
+    """The owner record for the shared file: ``LockOwner``'s fields and the key, as JSON of at
+    most ``rangelocks.RECORD`` bytes (a long target is kept by its end)."""
+    from json.encoder import encode_basestring_ascii as quoted
+
+    head = f'{{"pid": {rangelocks.pid()}, "host": {_HOST_JSON}, "started": {started!r}, "target": '
+    tail = f', "job": {"null" if job is None else quoted(job)}, "key": "{key}"}}'
+    data = (head + quoted(target) + tail).encode()
+    if len(data) >= rangelocks.RECORD:
+        cut = len(data) - rangelocks.RECORD + 8
+        data = (head + quoted("..." + target[cut:] if cut < len(target) else "") + tail).encode()
+    return data
+
+
+class _Both:
+    """Beside another user's shared file: a read lock on the target's byte (excludes every
+    process locking it in that file) and the per-target file's ``flock`` (excludes the others
+    that, like this one, can only read it)."""
+
+    def __init__(self, file: "_FileLock", shared: rangelocks.RangeLock) -> None:
+        self.file, self.shared = file, shared
+
+    def try_acquire(self) -> bool:
+        if not self.shared.try_acquire():
+            return False
+        if self.file.try_acquire():
+            return True
+        self.shared.unlock()
+        return False
+
+    def write_owner(self, data: bytes) -> bool:
+        return self.file.write_owner(data)
+
+    def close(self) -> None:
+        try:
+            self.file.close()
+        finally:
+            self.shared.close()
 
 
 class _FileLock:
@@ -214,12 +297,13 @@ class _FileLock:
             os.close(fd)
 
 
-def _acquire(lock: _FileLock, path: Path, target: Path, locks_dir: Path, *, timeout: float,
+def _acquire(lock: _FileLock, key: str, target: Path, locks_dir: Path, *, timeout: float,
              on_wait, stop: threading.Event | None) -> bool:
     """Take ``lock``; True when another process held it first (we waited)."""
     try:
         if lock.try_acquire():
             return False
+        path = locks_dir / f"{key}.lock"  # (read_owner finds the record by it, wherever it is)
         if on_wait is not None:
             on_wait(read_owner(path))
         deadline = time.monotonic() + timeout
@@ -263,8 +347,11 @@ def lock_is_held(locks_dir: Path, target: Path) -> bool:
     """True while some process holds ``target``'s lock; creates nothing (safe for dry runs)."""
     import fcntl
 
+    key = lock_key(target)
+    if rangelocks.AVAILABLE and rangelocks.is_held(locks_dir, key):
+        return True
     try:
-        fd = os.open(lock_path(locks_dir, target), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(locks_dir / f"{key}.lock", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return False  # no lock file: nobody ever locked it here
     try:

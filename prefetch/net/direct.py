@@ -145,15 +145,20 @@ class DirectPools:
         its head read and its body not (the socket's, http.client's or ssl's exception, or
         ``ConnectFailed``, when it fails; the connection is closed then).
 
-        As urllib3's urlopen: the connect timeout while connecting and sending, the read
-        timeout on each receive after, the whole head within it; a server that closes or
+        As urllib3's urlopen: the connect timeout while connecting and sending (on a kept-alive
+        connection the read timeout it still has, when not shorter), the read timeout on each
+        receive after, the whole head within it; a server that closes or
         resets while the request goes out may still have answered, so its answer is read."""
         key, target = self._parse(url)
         conn = self._take(key) or self._new(key, connect)
         try:
             head = request_head(method, target, key[1], key[2], key[0], headers)
             sock = conn.sock
-            sock.settimeout(connect)
+            if read is None or sock.gettimeout() != read or (connect is not None and connect > read):
+                # (a request head on a kept-alive connection is sent at once: under the answer's
+                # deadline the socket still has from the last request, when that one is not
+                # shorter, no ioctl to switch the socket's timeout there and back per request)
+                sock.settimeout(connect)
             try:
                 sock.sendall(head)
             except BrokenPipeError:

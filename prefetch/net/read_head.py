@@ -67,7 +67,8 @@ def read_answer(sock, method: str, timeout: float):
     Raises:
         HeadTimeout, OSError, http.client.HTTPException: as http.client's ``getresponse``.
     """
-    sock.settimeout(timeout)
+    if sock.gettimeout() != timeout:  # (settimeout is an ioctl even when nothing changes)
+        sock.settimeout(timeout)
     response_class = quick_response_class()
 
     def begin():

@@ -1,0 +1,58 @@
+"""What a download leaves before it is placed: its size checked, partials that cannot be resumed dropped."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prefetch.cache import placement
+from prefetch.fs.files import local_error
+from prefetch.model.events import Event, EventKind, EventSink
+
+
+def check_size(part: Path, state: Path, size: int, label: str):
+    """The file to be placed has exactly the size the transfer verified (no tail of junk); its stat."""
+    try:
+        st = os.stat(part, follow_symlinks=False)
+        actual = st.st_size
+    except OSError as exc:
+        raise local_error(exc, part) from None
+    if actual != size:
+        from prefetch.errors import IntegrityError
+
+        placement.discard(part, state)
+        raise IntegrityError(f"{label}: {part} holds {actual} bytes, the download {size}; not placed. "
+                             f"Run the same command again")
+    return st
+
+
+def drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: EventSink) -> None:
+    """Without an expected hash, resume only bytes that a validator can vouch for.
+
+    ``If-Range`` needs an ETag or a Last-Modified date. A partial download from a
+    server that sent neither cannot be checked against the remote file: resuming it
+    could stitch two versions together with no hash to catch it (as ``wget -c`` does).
+    """
+    from prefetch.engine.resume_state import load_state
+
+    saved = load_state(state)
+    if saved is None or not saved.done or any(saved.validators.values()):
+        return
+    placement.discard(part, state)
+    on_event(
+        Event(
+            EventKind.NOTE,
+            label,
+            message="the partial download has no ETag or Last-Modified to check it against the server "
+            "(and no expected hash); starting over",
+        )
+    )
+
+
+def drop_empty_partial(part: Path, state: Path) -> None:
+    """After a failure with no byte on disk, leave no ``.part`` or state behind: nothing to resume."""
+    from prefetch.engine.resume_state import load_state
+
+    saved = load_state(state)
+    if saved is None or not saved.done:
+        placement.discard(part, state)
