@@ -70,6 +70,15 @@ def _failure(client: Client, url: str, headers=None) -> tuple:
             getattr(exc, "timed_out", None))
 
 
+def _both_scripted(script) -> tuple[tuple, tuple, int]:
+    """:func:`_both` against a :class:`_Scripted` server running ``script``; its port too."""
+    server = _Scripted(script)
+    try:
+        return (*_both(f"http://127.0.0.1:{server.port}/f.bin"), server.port)
+    finally:
+        server.close()
+
+
 def _both(url: str, *, resolve=None, headers=None, timeouts=QUICK) -> tuple[tuple, tuple]:
     """The failure of ``url`` direct, then through requests (``url`` with its last "." escaped)."""
     stem, dot, ext = url.rpartition(".")
@@ -129,15 +138,11 @@ def test_a_connect_that_times_out():
 
 
 def test_no_answer_within_the_read_timeout():
-    server = _Scripted(lambda conn: time.sleep(3))
-    try:
-        direct, through = _both(f"http://127.0.0.1:{server.port}/f.bin")
-    finally:
-        server.close()
+    direct, through, port = _both_scripted(lambda conn: time.sleep(3))
     # (the receive timeout and the head deadline are both 0.5 s: either may end the wait first)
     assert direct[0] == through[0] == "TransientHTTPError" and direct[2] == through[2] == "timeout"
     assert direct[3] is through[3] is True
-    assert direct[1].startswith(f"127.0.0.1:{server.port}: timed out")
+    assert direct[1].startswith(f"127.0.0.1:{port}: timed out")
 
 
 def test_a_head_sent_a_byte_at_a_time_hits_the_head_deadline():
@@ -146,13 +151,9 @@ def test_a_head_sent_a_byte_at_a_time_hits_the_head_deadline():
             conn.sendall(bytes([byte]))
             time.sleep(0.05)
 
-    server = _Scripted(trickle)
-    try:
-        direct, through = _both(f"http://127.0.0.1:{server.port}/f.bin")
-    finally:
-        server.close()
+    direct, through, port = _both_scripted(trickle)
     assert direct == through
-    assert direct == ("TransientHTTPError", f"127.0.0.1:{server.port}: timed out: no complete response head "
+    assert direct == ("TransientHTTPError", f"127.0.0.1:{port}: timed out: no complete response head "
                       "within 0.5s", "timeout", True)
 
 
@@ -166,11 +167,7 @@ def _reset(conn: socket.socket) -> None:
                                     lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70_000)],
                          ids=["reset-mid-head", "not-http", "header-line-too-long"])
 def test_an_answer_broken_off_or_not_http(script):
-    server = _Scripted(script)
-    try:
-        direct, through = _both(f"http://127.0.0.1:{server.port}/f.bin")
-    finally:
-        server.close()
+    direct, through, _ = _both_scripted(script)
     assert direct == through
     assert direct[0] == "TransientHTTPError" and direct[2] == "broken"
 
