@@ -54,7 +54,12 @@ def lock_key(target: Path | str) -> str:
 
 def lock_path(locks_dir: Path, target: Path) -> Path:
     """The lock file for ``target`` where there is one per target (named by its ``lock_key``)."""
-    return locks_dir / f"{lock_key(target)}.lock"
+    return _key_file(locks_dir, lock_key(target))
+
+
+def _key_file(locks_dir: Path, key: str, suffix: str = ".lock") -> Path:
+    """The per-target lock file (or, ``.owner``, its owner record) of the target ``key`` names."""
+    return locks_dir / f"{key}{suffix}"
 
 
 def shared_lock_path(locks_dir: Path) -> Path:
@@ -147,7 +152,7 @@ def hold_lock(
         owner_file = None
         try:
             if not lock.write_owner(data):  # (in the lock file itself: no temp file, rename and unlink per lock)
-                owner_file = locks_dir / f"{key}.owner"  # another user's lock file: the owner beside it
+                owner_file = _key_file(locks_dir, key, ".owner")  # another user's lock file: the owner beside it
                 replace_file(owner_file, data)
         except OSError as exc:
             raise _locks_dir_error(exc, locks_dir) from None
@@ -174,12 +179,12 @@ def _new_lock(locks_dir: Path, key: str):
     """``key``'s lock: its byte of the shared file, or (that file being another user's) that
     byte read-locked and the per-target file; a per-target file where there are no OFD locks."""
     if not rangelocks.AVAILABLE:
-        return _FileLock(locks_dir / f"{key}.lock")
+        return _FileLock(_key_file(locks_dir, key))
     shared = rangelocks.RangeLock(locks_dir, key)
     if shared.writable:
         return shared
     try:
-        return _Both(_FileLock(locks_dir / f"{key}.lock"), shared)
+        return _Both(_FileLock(_key_file(locks_dir, key)), shared)
     except BaseException:
         shared.close()
         raise
@@ -303,7 +308,7 @@ def _acquire(lock: _FileLock, key: str, target: Path, locks_dir: Path, *, timeou
     try:
         if lock.try_acquire():
             return False
-        path = locks_dir / f"{key}.lock"  # (read_owner finds the record by it, wherever it is)
+        path = _key_file(locks_dir, key)  # (read_owner finds the record by it, wherever it is)
         if on_wait is not None:
             on_wait(read_owner(path))
         deadline = time.monotonic() + timeout
@@ -351,7 +356,7 @@ def lock_is_held(locks_dir: Path, target: Path) -> bool:
     if rangelocks.AVAILABLE and rangelocks.is_held(locks_dir, key):
         return True
     try:
-        fd = os.open(locks_dir / f"{key}.lock", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(_key_file(locks_dir, key), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return False  # no lock file: nobody ever locked it here
     try:

@@ -51,13 +51,26 @@ def offsets(key: str) -> tuple[int, int]:
     return (n >> 2) + 1, (n % RECORDS) * RECORD
 
 
+class _Shared:
+    """A locks dir's shared file as this process holds it open."""
+
+    __slots__ = ("fd", "writable", "ident", "checked", "users")
+
+    def __init__(self, fd: int, writable: bool, ident: tuple[int, int], checked: float) -> None:
+        self.fd = fd
+        self.writable = writable  # False: another user's file, read locks only
+        self.ident = ident  # (st_dev, st_ino) when opened: a file replaced at the name is noticed
+        self.checked = checked  # when ident was last compared with the name's
+        self.users = 0  # RangeLocks using it now (only an unused one is ever closed)
+
+
 class _Process:
     """This process's open shared files and the bytes its threads hold (a child starts afresh)."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.mutex = threading.Lock()
-        self.files: dict[str, list] = {}  # locks dir -> [fd, writable, (dev, ino), checked at, locks held]
+        self.files: dict[str, _Shared] = {}  # locks dir -> its shared file, open
         self.held: set[tuple[str, int]] = set()
 
 
@@ -74,7 +87,7 @@ def _after_fork() -> None:
     old, _proc = _proc, _Process()
     for entry in old.files.values():  # (the parent's descriptions: never unlocked from here)
         try:
-            os.close(entry[0])
+            os.close(entry.fd)
         except OSError:
             pass
 
@@ -83,7 +96,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def _open(locks_dir: Path) -> list:
+def _open(locks_dir: Path) -> _Shared:
     """The shared file's entry for ``locks_dir`` (opened, or created, once per process), counted
     as used until the caller's ``_done``: only an unused entry is ever closed.
 
@@ -95,22 +108,22 @@ def _open(locks_dir: Path) -> list:
     with proc.mutex:
         entry = proc.files.get(key)
         now = time.monotonic()
-        if entry is not None and now - entry[3] >= _RECHECK:
+        if entry is not None and now - entry.checked >= _RECHECK:
             try:  # replaced or deleted since (a state dir cleaned while we run): use the new one
                 st = os.stat(os.path.join(key, NAME), follow_symlinks=False)
-                if (st.st_dev, st.st_ino) == entry[2]:
-                    entry[3] = now
+                if (st.st_dev, st.st_ino) == entry.ident:
+                    entry.checked = now
                 else:
                     entry = None
             except OSError:
                 entry = None
         if entry is None:
             entry = _new_entry(proc, key, now)
-        entry[4] += 1
+        entry.users += 1
         return entry
 
 
-def _new_entry(proc: _Process, key: str, now: float) -> list:
+def _new_entry(proc: _Process, key: str, now: float) -> _Shared:
     from prefetch.errors import UnsafePathError
     from prefetch.fs.safefs import open_file_stat
 
@@ -124,20 +137,20 @@ def _new_entry(proc: _Process, key: str, now: float) -> list:
         fd, st = open_file_stat(path, os.O_RDONLY, own=False)
         writable = False
     old = proc.files.pop(key, None)
-    if old is not None and not old[4]:
-        os.close(old[0])  # (one still in use is closed by its last user: _done)
-    entry = proc.files[key] = [fd, writable, (st.st_dev, st.st_ino), now, 0]
-    idle = [k for k, e in proc.files.items() if k != key and not e[4]]
+    if old is not None and not old.users:
+        os.close(old.fd)  # (one still in use is closed by its last user: _done)
+    entry = proc.files[key] = _Shared(fd, writable, (st.st_dev, st.st_ino), now)
+    idle = [k for k, e in proc.files.items() if k != key and not e.users]
     for other in idle[:max(0, len(proc.files) - _CACHED)]:
-        os.close(proc.files.pop(other)[0])
+        os.close(proc.files.pop(other).fd)
     return entry
 
 
-def _done(proc: _Process, key: str, entry: list) -> None:
+def _done(proc: _Process, key: str, entry: _Shared) -> None:
     """One user of ``entry`` less (with ``proc.mutex`` held)."""
-    entry[4] -= 1
-    if entry[4] == 0 and proc.files.get(key) is not entry:
-        os.close(entry[0])  # (replaced while in use)
+    entry.users -= 1
+    if entry.users == 0 and proc.files.get(key) is not entry:
+        os.close(entry.fd)  # (replaced while in use)
 
 
 class RangeLock:
@@ -147,7 +160,7 @@ class RangeLock:
         self.dir = str(locks_dir)
         self.proc = _proc
         self.entry = _open(locks_dir)
-        self.writable: bool = self.entry[1]
+        self.writable: bool = self.entry.writable
         self.byte, self.record = offsets(key)
         self.held = False
         self.wrote = False
@@ -160,7 +173,7 @@ class RangeLock:
                 return False
             kind = fcntl.F_WRLCK if self.writable else fcntl.F_RDLCK
             try:
-                fcntl.fcntl(self.entry[0], _SETLK, _FLOCK.pack(kind, os.SEEK_SET, self.byte, 1, 0))
+                fcntl.fcntl(self.entry.fd, _SETLK, _FLOCK.pack(kind, os.SEEK_SET, self.byte, 1, 0))
             except OSError as exc:
                 if exc.errno in (errno.EAGAIN, errno.EACCES):
                     return False
@@ -173,7 +186,7 @@ class RangeLock:
         """Record the holder at this target's record slot; False when it cannot be written here."""
         if not self.writable or len(data) >= RECORD:
             return False
-        os.pwrite(self.entry[0], data + b"\0" * (RECORD - len(data)), self.record)
+        os.pwrite(self.entry.fd, data + b"\0" * (RECORD - len(data)), self.record)
         self.wrote = True
         return True
 
@@ -187,7 +200,7 @@ class RangeLock:
         if self.held:
             self.held = False
             proc.held.discard((self.dir, self.byte))
-            fcntl.fcntl(self.entry[0], _SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, self.byte, 1, 0))
+            fcntl.fcntl(self.entry.fd, _SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, self.byte, 1, 0))
 
     def close(self) -> None:
         """Release the lock (its owner record zeroed first, while still held) and the file."""
@@ -197,7 +210,7 @@ class RangeLock:
         self.open = False
         if self.wrote:
             try:
-                os.pwrite(self.entry[0], bytes(RECORD), self.record)
+                os.pwrite(self.entry.fd, bytes(RECORD), self.record)
             except OSError:
                 pass
         with proc.mutex:
