@@ -60,6 +60,10 @@ class TransferOptions:
     # PREFETCH_SPLICE=0 reads them through Python's buffer instead.
     splice: bool = True
     sync_data: bool = True  # fdatasync the .part before a state save that records new ranges
+    # Also save (and so flush) once this many bytes arrived since the last flush, not only every
+    # state_interval: on a fast link the disk writes while the rest arrives, and the final
+    # fdatasync waits for the last few MiB, not the whole file. 0: by time only. PREFETCH_SYNC_EVERY.
+    sync_every: int = 32 << 20
     # False: a file of at most resume_state.SMALL_FILE bytes, complete before its first state
     # save, gets no record (its .part is still flushed). Only for a caller that renames the .part
     # into place right after the transfer; one with slow work in between (extracting an archive)
@@ -142,6 +146,7 @@ _ENV_KNOBS = [
     ("revive_after", "PREFETCH_REVIVE_AFTER", float),
     ("max_connections", "PREFETCH_MAX_CONNECTIONS", int),
     ("sync_data", "PREFETCH_SYNC", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),  # never raises
+    ("sync_every", "PREFETCH_SYNC_EVERY", int),
     ("long_route", "PREFETCH_LONG_ROUTE", float),
     ("one_connection_rate", "PREFETCH_ONE_CONNECTION_RATE", float),
     ("long_route_connections", "PREFETCH_LONG_ROUTE_CONNECTIONS", int),

@@ -108,6 +108,10 @@ class PartAndState:
                                   done=self.done.as_list(), algorithm=self.algorithm)
             return state, self.done.total(), self.file.fd
 
+    def _unflushed(self) -> int:
+        """Bytes written since the last ``fdatasync`` (0 when saves do not flush)."""
+        return self.done.total() - self.saver.synced if self.saver.sync else 0
+
     def _save_soon(self) -> None:
         self.saver.save_soon(lambda: self._snapshot(False))
 

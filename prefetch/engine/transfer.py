@@ -308,7 +308,7 @@ class _Transfer(SourceHandling, PartAndState):
                 if now - last_rates >= _RATE_STEP:
                     self._demote_slow_source(now)
                     last_rates = now
-                if now - last_state >= self.opt.state_interval:
+                if now - last_state >= self.opt.state_interval or self._unflushed() >= self.opt.sync_every > 0:
                     self._save_soon()
                     last_state = now
                 if now - last_progress >= self.opt.progress_interval:
