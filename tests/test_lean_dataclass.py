@@ -65,8 +65,9 @@ def test_repr_eq_and_hash_are_the_ones_dataclasses_makes(frozen):
     assert [repr(x) for x in ours] == [repr(x) for x in theirs]
     assert [[x == y for y in ours] for x in ours] == [[x == y for y in theirs] for x in theirs]
     assert [[x != y for y in ours] for x in ours] == [[x != y for y in theirs] for x in theirs]
-    same_nan = mine(1, b=math.nan)
-    assert (same_nan == same_nan) == (stock(1, b=same_nan.b) == stock(1, b=same_nan.b))  # tuple compare: identity first
+    ours_nan, theirs_nan = mine(1, b=math.nan), stock(1, b=math.nan)  # (the one NaN: == as this Python's dataclasses)
+    assert (ours_nan == ours_nan) == (theirs_nan == theirs_nan)
+    assert (ours_nan == mine(1, b=ours_nan.b)) == (theirs_nan == stock(1, b=theirs_nan.b))
     assert mine(1) != stock(1) and (mine(1) == 1) is False
     assert mine(1).__eq__(1) is NotImplemented and stock(1).__eq__(1) is NotImplemented
     if frozen:

@@ -6,14 +6,15 @@ class is created: ``__init__``, ``__repr__``, ``__eq__``, a frozen class's ``__h
 fields) that was 96 compiles before any of them is used. Here ``__repr__``, ``__eq__``,
 ``__hash__``, ``__setattr__`` and ``__delattr__`` are the functions below, bound to the
 class's fields when it is created (no compile), and ``__init__`` is one compile of a shorter
-text: the same values and errors as ``dataclasses``' own (the fields with ``repr=True`` in
+text. The same values and errors as ``dataclasses``' own: the fields with ``repr=True`` in
 order, ``...`` for a record inside itself; equal when of the same class and the compared
-fields' tuples are equal; the hash of the hashed fields' tuple; a non-frozen class unhashable
-as with ``eq=True``; ``FrozenInstanceError`` on a frozen class's assignment; the same
-``__init__`` signature, defaults and factories). ``fields()``, ``replace()``, ``asdict()``,
-``__match_args__`` and ``__dataclass_params__`` read as for ``dataclasses.dataclass(frozen=...)``.
-Only plain records: no ``__post_init__``, ``InitVar``, ``kw_only``, ``init=False`` field or
-dataclass base (``dataclasses.dataclass`` for those).
+fields are, compared as this Python's ``dataclasses`` compares them; the hash of the hashed
+fields' tuple; a non-frozen class unhashable as with ``eq=True``; ``FrozenInstanceError`` on a
+frozen class's assignment; the same ``__init__`` signature, defaults and factories.
+``fields()``, ``replace()``, ``asdict()``, ``__match_args__`` and ``__dataclass_params__`` read
+as for ``dataclasses.dataclass(frozen=...)``. Only plain records: no ``__post_init__``,
+``InitVar``, ``kw_only``, ``init=False`` field or dataclass base (``dataclasses.dataclass``
+for those).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import dataclasses
 import sys
 from _thread import get_ident
 from operator import attrgetter
+
+_FIELD_BY_FIELD = sys.version_info >= (3, 13)  # how dataclasses' __eq__ compares (3.13 changed it)
 
 
 def dataclass(cls=None, /, *, frozen: bool = False):
@@ -34,7 +37,8 @@ def dataclass(cls=None, /, *, frozen: bool = False):
         names = tuple(f.name for f in fields)
         cls.__init__ = _named(cls, "__init__", _init_of(cls, fields, frozen))
         cls.__repr__ = _named(cls, "__repr__", _repr_of(tuple(f.name for f in fields if f.repr)))
-        cls.__eq__ = _named(cls, "__eq__", _eq_of(_values_of(tuple(f.name for f in fields if f.compare))))
+        compared = tuple(f.name for f in fields if f.compare)
+        cls.__eq__ = _named(cls, "__eq__", _eq_of(_values_of(compared), compared))
         if frozen:
             hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
             cls.__hash__ = _named(cls, "__hash__", _hash_of(_values_of(hashed)))
@@ -154,8 +158,23 @@ def _repr_of(names: tuple[str, ...]):
     return __repr__
 
 
-def _eq_of(values):
-    def __eq__(self, other):
+def _eq_of(values, names: tuple[str, ...]):
+    if _FIELD_BY_FIELD:  # Python 3.13's: the same record is equal; else each field's == in turn, the first false one
+        def __eq__(self, other):
+            if self is other:
+                return True
+            if other.__class__ is self.__class__:
+                result = True
+                for name in names:
+                    result = getattr(self, name) == getattr(other, name)
+                    if not result:
+                        return result
+                return result
+            return NotImplemented
+
+        return __eq__
+
+    def __eq__(self, other):  # (up to 3.12: the tuples, whose == takes an element's identity as equal)
         if other.__class__ is self.__class__:
             return values(self) == values(other)
         return NotImplemented
