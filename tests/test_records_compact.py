@@ -224,3 +224,21 @@ def test_a_file_placed_with_sha256_keeps_its_digest_in_json(cli, home, origin, t
         record = json.loads(placement.completion_path(placed, final).read_bytes())
     assert (record["algorithm"], record["digest"], record["path"]) == ("sha256", digest, str(final))
     assert placement.read_completion(placed, final, os.stat(final))["digest"] == digest
+
+
+def test_a_record_in_the_records_dir_is_json_with_the_urls_and_no_password(tmp_path):
+    """The attribute never holds a URL (whoever reads the file reads it); the private
+    records_dir file does, redacted. It is used here because the file already carries another
+    path's attribute (or the filesystem takes none)."""
+    final, records = tmp_path / "d.bin", tmp_path / "placed"
+    final.write_bytes(DATA)
+    if _xattrs_work(tmp_path):
+        os.setxattr(final, XATTR, _compact(final, path="/another/cache/d.bin"))
+    plan = FilePlan(dataset="url", spec=FileSpec(name="d.bin", url="http://alice:s3cret@h/x?token=abc",
+                                                 target=str(final)), final=final, also=(), extract_into=())
+    placement.write_completion(records, plan, _Transfer())
+    raw = placement.completion_path(records, final).read_bytes()
+    record = json.loads(raw)
+    assert record["urls"] == ["http://h/x?(signed)"] and b"s3cret" not in raw and b"abc" not in raw
+    assert (record["path"], record["digest"], record["ino"]) == (str(final), None, os.stat(final).st_ino)
+    assert placement.completion_matches(records, final, os.lstat(final))

@@ -173,15 +173,14 @@ def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat
             "dev": st.st_dev,
             "ino": st.st_ino,
             "mtime_ns": st.st_mtime_ns,
-            "urls": [redact_url(u) for u in plan.spec.urls],  # never a password
             "digest": transfer.digest,
             "algorithm": plan.spec.expected.algorithm if plan.spec.expected else None,
             "placed": time.time(),
         }
         # On the file, readable by whoever may read the file: no URLs (in a private records_dir, they are)
-        on_file = _compact(record) or json.dumps({k: v for k, v in record.items() if k != "urls"}).encode()
-        if _record_on_file(plan.final, on_file):
+        if _record_on_file(plan.final, _compact(record) or json.dumps(record).encode()):
             return
+        record["urls"] = [redact_url(u) for u in plan.spec.urls]  # never a password
         data = json.dumps(record).encode("utf-8")
         path = completion_path(records_dir, plan.final)
         try:
