@@ -4,6 +4,7 @@ beside each downloader fetching one file from a loopback nginx.
 
     python bench/training.py                    # 1 GiB, 2 rounds
     python bench/training.py --size-mib 256 --rounds 1 --tools prefetch-b,curl
+    python bench/training.py --tools prefetch-b,prefetch-b@PREFETCH_SYNC_EVERY=0   # a knob, A/B
 
 Per round and downloader (the order rotates each round): the loop runs alone for
 ``--alone`` seconds (its baseline), then beside the download until the file is complete.
@@ -66,6 +67,7 @@ def loop_env() -> dict:
 
 
 def command(tool: str, url: str, out: Path) -> list[str]:
+    tool = tool.partition("@")[0]  # (the environment suffix: see tool_env_for)
     prefetch = [sys.executable, "-m", "prefetch", "get", url, "-o", str(out)]
     if tool == "prefetch-b":
         return [*prefetch, "-b", "-q"]
@@ -79,6 +81,15 @@ def command(tool: str, url: str, out: Path) -> list[str]:
     if tool == "curl":
         return ["curl", "-s", "-o", str(out), url]
     raise ValueError(tool)
+
+
+def tool_env_for(tool: str, env: dict) -> dict:
+    """``prefetch-b@PREFETCH_SYNC_EVERY=0``: the tool run with that variable set (A/B of a knob in one run)."""
+    name, _, setting = tool.partition("@")
+    if not setting:
+        return env
+    var, _, value = setting.partition("=")
+    return {**env, var: value}
 
 
 def steps_between(lines: list[str], start: float, end: float) -> list[float]:
@@ -101,7 +112,7 @@ def measure(tool: str, *, url: str, out: Path, size: int, env: dict, alone: floa
             alone_start = time.monotonic()
             time.sleep(alone)
             started = time.monotonic()
-            proc = subprocess.run(command(tool, url, out), env=env, stdin=subprocess.DEVNULL,
+            proc = subprocess.run(command(tool, url, out), env=tool_env_for(tool, env), stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900)
             while not (out.exists() and out.stat().st_size == size):  # a -b job: the verified file appears
                 if time.monotonic() - started > 900:
