@@ -5,6 +5,23 @@ prefetch's own completion record for that very file); extra names are hard links
 made through an exclusive temp name; everything replaced or removed must be ours
 (``prefetch.fs.safefs``): in a shared cache another user's entry is refused, never
 followed or deleted. Extraction markers record what each extraction placed.
+
+A completion record names the file by path, size, dev, inode and mtime (plus the digest and
+algorithm when a hash was checked, and when it was placed). It is kept in one of two forms:
+
+* on the placed file, as the extended attribute ``user.prefetch.placed`` (where the
+  filesystem takes user attributes): for a file placed without a digest, the common case,
+  a compact binary value that fits in an ext4 inode (no block of its own: a 16 KiB file
+  takes 16 KiB, not 20), ``struct`` ``<BQQQqd12s``, 53 bytes: the version byte 1, size,
+  dev, ino, mtime_ns, the time it was placed (seconds, a double) and the first 12 bytes of
+  the blake2b hash of the absolute path (``os.fsencode(str(final.absolute()))``) in place
+  of the path. A record with a digest is JSON of path, size, dev, ino, mtime_ns, digest,
+  algorithm and placed (no URLs: whoever may read the file reads it);
+* else in a file of the state dir's ``placed/`` (``completion_path``): JSON, with the URLs.
+
+A reader decodes both attribute forms (and the JSON attribute of earlier versions) to one
+dict shape; any value it cannot read (empty, cut short, another version byte, not JSON)
+counts as no record, never an error: the file is checked or fetched again.
 """
 
 from __future__ import annotations
@@ -13,6 +30,7 @@ import errno
 import json
 import os
 import stat
+import struct
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -155,14 +173,14 @@ def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat
             "dev": st.st_dev,
             "ino": st.st_ino,
             "mtime_ns": st.st_mtime_ns,
-            "urls": [redact_url(u) for u in plan.spec.urls],  # never a password
             "digest": transfer.digest,
             "algorithm": plan.spec.expected.algorithm if plan.spec.expected else None,
             "placed": time.time(),
         }
         # On the file, readable by whoever may read the file: no URLs (in a private records_dir, they are)
-        if _record_on_file(plan.final, json.dumps({k: v for k, v in record.items() if k != "urls"}).encode()):
+        if _record_on_file(plan.final, _compact(record) or json.dumps(record).encode()):
             return
+        record["urls"] = [redact_url(u) for u in plan.spec.urls]  # never a password
         data = json.dumps(record).encode("utf-8")
         path = completion_path(records_dir, plan.final)
         try:
@@ -190,6 +208,47 @@ def _write_record(path: Path, data: bytes) -> None:
 
 
 _XATTR = "user.prefetch.placed"  # the record kept on the placed file itself (no file of its own)
+
+
+# The compact attribute (see the module doc): version, size, dev, ino, mtime_ns, placed, path hash.
+# 53 bytes: ext4 keeps up to 56 bytes of this attribute's value in a 256-byte inode.
+_COMPACT = struct.Struct("<BQQQqd12s")
+_COMPACT_VERSION = 1  # never b"{"[0], which starts the JSON form
+
+
+def _path_hash(path: str) -> bytes:
+    import hashlib
+
+    return hashlib.blake2b(os.fsencode(path), digest_size=12).digest()
+
+
+def _compact(record: dict) -> bytes | None:
+    """``record`` as the compact attribute; None when it has a digest (JSON then) or does not fit."""
+    if record["digest"] is not None or record["algorithm"] is not None:
+        return None
+    try:
+        return _COMPACT.pack(_COMPACT_VERSION, record["size"], record["dev"], record["ino"], record["mtime_ns"],
+                             record["placed"], _path_hash(record["path"]))
+    except (struct.error, TypeError, UnicodeError):  # a value out of range on some platform: JSON
+        return None
+
+
+def _from_attribute(raw: bytes, path: str) -> dict | None:
+    """The record an attribute's value holds, if it names ``path``; None for anything else
+    (never an error: a value it cannot read is no record)."""
+    try:
+        if raw[:1] == b"{":  # JSON: a record with a digest, or one written by an earlier version
+            record = json.loads(raw)
+            return record if isinstance(record, dict) and record.get("path") == path else None
+        if len(raw) != _COMPACT.size or raw[0] != _COMPACT_VERSION:
+            return None
+        _, size, dev, ino, mtime_ns, placed, digest = _COMPACT.unpack(raw)
+        if digest != _path_hash(path):
+            return None
+    except (ValueError, RecursionError, struct.error):  # (RecursionError: JSON nested too deep)
+        return None
+    return {"path": path, "size": size, "dev": dev, "ino": ino, "mtime_ns": mtime_ns,
+            "digest": None, "algorithm": None, "placed": placed}
 
 
 def _record_on_file(final: Path, data: bytes) -> bool:
@@ -220,15 +279,15 @@ def _records(records_dir: Path, final: Path):
     from prefetch.fs import safefs
 
     try:
-        record = json.loads(os.getxattr(final, _XATTR, follow_symlinks=False))
-        if isinstance(record, dict) and record.get("path") == str(final.absolute()):
-            yield record
-    except (OSError, ValueError, AttributeError):
-        pass
+        record = _from_attribute(os.getxattr(final, _XATTR, follow_symlinks=False), str(final.absolute()))
+    except (OSError, AttributeError):  # no attribute (or no xattrs here)
+        record = None
+    if record is not None:
+        yield record
     try:
         raw = safefs.read_bytes(completion_path(records_dir, final))
         record = json.loads(raw) if raw else None
-    except (OSError, ValueError, safefs.UnsafePathError):
+    except (OSError, ValueError, RecursionError, safefs.UnsafePathError):
         return
     if isinstance(record, dict):
         yield record
