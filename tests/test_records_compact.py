@@ -27,22 +27,11 @@ import pytest
 from prefetch.cache import placement
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import FileSpec
+from tests.test_records import _plan, _Transfer, _xattrs_work
 
 DATA = random.Random(1919).randbytes(20_000)
 XATTR = "user.prefetch.placed"
 LAYOUT = struct.Struct("<BQQQqd12s")  # as documented in prefetch/cache/placement.py
-
-
-def _xattrs_work(where: Path) -> bool:
-    probe = where / ".xattr-probe"
-    probe.write_bytes(b"")
-    try:
-        os.setxattr(probe, "user.probe", b"1")
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.unlink()
 
 
 def _value_fits_in_inode(where: Path, size: int) -> bool:
@@ -56,15 +45,6 @@ def _value_fits_in_inode(where: Path, size: int) -> bool:
     finally:
         plain.unlink()
         tagged.unlink()
-
-
-def _plan(final: Path) -> FilePlan:
-    return FilePlan(dataset="url", spec=FileSpec(name=final.name, url="http://h/x", target=str(final)),
-                    final=final, also=(), extract_into=())
-
-
-class _Transfer:
-    digest = None
 
 
 def _compact(final: Path, **change) -> bytes:
@@ -103,7 +83,7 @@ def test_a_file_placed_without_a_digest_gets_the_compact_record_and_is_trusted(c
         for name in names:
             raw = os.getxattr(out / name, XATTR)
             assert len(raw) <= 56 and raw[0] == 1, raw
-            version, size, dev, ino, mtime_ns, when, path_hash = LAYOUT.unpack(raw)
+            _version, size, dev, ino, mtime_ns, when, path_hash = LAYOUT.unpack(raw)
             st = os.stat(out / name)
             assert (size, dev, ino, mtime_ns) == (len(DATA), st.st_dev, st.st_ino, st.st_mtime_ns)
             assert path_hash == hashlib.blake2b(os.fsencode(str(out / name)), digest_size=12).digest()
