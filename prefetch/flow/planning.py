@@ -75,7 +75,7 @@ def _plan_groups(request: GetRequest, *, env: Mapping[str, str]) -> tuple[list[t
         planner.check(by_kind.get(planner, []), ctx)
     groups: list[tuple[Planner, list]] = []
     seen: set[Path] = set()
-    name_max: dict[Path, int] = {}  # per parent directory: one pathconf walk per folder, not per file
+    name_max: dict[str, int] = {}  # per parent directory: one pathconf walk per folder, not per file
     for planner, names in by_kind.items():
         plans = []
         for plan in planner.plan(names, ctx):
@@ -133,20 +133,21 @@ def _fetch_options(request: GetRequest, env: Mapping[str, str], bases: tuple[str
 IN_FLIGHT_EXTRA = len("..part.json.") + 10 + len("-12345678.tmp")
 
 
-def check_name_length(path: Path, name_max: dict[Path, int] | None = None) -> None:
+def check_name_length(path: Path, name_max: dict[str, int] | None = None) -> None:
     """Refuse a file name the filesystem cannot hold together with prefetch's suffixes.
 
-    ``name_max``: the limits already looked up, by parent directory (filled in here).
+    ``name_max``: the limits already looked up, by parent directory's path (filled in here).
 
     Raises:
         UsageError: the name is longer than NAME_MAX (usually 255 bytes) minus what
             prefetch appends for its partial, state and temp files.
     """
-    size = len(os.fsencode(path.name))
-    folder = path.parent
-    limit = name_max.get(folder) if name_max is not None else None
+    folder_name, name = os.path.split(str(path))  # (pathlib's .parent per file cost more than the rest)
+    size = len(os.fsencode(name))
+    limit = name_max.get(folder_name) if name_max is not None else None
     if limit is None:
         limit = 255
+        folder = Path(folder_name or ".")
         for parent in (folder, *folder.parents):
             try:
                 limit = os.pathconf(parent, "PC_NAME_MAX")
@@ -154,10 +155,10 @@ def check_name_length(path: Path, name_max: dict[Path, int] | None = None) -> No
             except (OSError, ValueError):
                 continue
         if name_max is not None:
-            name_max[folder] = limit
+            name_max[folder_name] = limit
     if size + IN_FLIGHT_EXTRA > limit:
         raise UsageError(
-            f"file name too long: {path.name[:40]}... is {size} bytes; this filesystem allows {limit} "
+            f"file name too long: {name[:40]}... is {size} bytes; this filesystem allows {limit} "
             f"and prefetch needs {IN_FLIGHT_EXTRA} more for its partial and state files, so at most "
             f"{limit - IN_FLIGHT_EXTRA}: give -o PATH with a shorter name"
         )
