@@ -4,8 +4,9 @@ variables) and what it reports (:class:`TransferResult`)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from prefetch.model.lean import dataclass
 from prefetch.net.http import Timeouts
 
 

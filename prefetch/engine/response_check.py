@@ -15,8 +15,8 @@ here touches the transfer: the caller applies the :class:`Answer`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from prefetch.model.lean import dataclass
 from prefetch.net.failures import Failure, TransientHTTPError
 from prefetch.net.proxies import proxy_for
 from prefetch.net.urls import host_of

@@ -13,9 +13,10 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from prefetch.model.lean import dataclass
 from prefetch.fs.files import local_error, replace_file
 from prefetch.engine.ranges import RangeSet
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
 
 from prefetch.engine.ranges import RangeSet
+from prefetch.model.lean import dataclass
 
 
 @dataclass

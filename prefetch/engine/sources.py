@@ -10,9 +10,10 @@ while a faster one delivers (it is used again if the faster ones fail).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from prefetch.engine.ranges import RangeSet
+from prefetch.model.lean import dataclass
 
 
 class Restart(Exception):

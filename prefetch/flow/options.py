@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from prefetch.engine.options import TransferOptions
+from prefetch.model.lean import dataclass
 
 
 @dataclass(frozen=True)

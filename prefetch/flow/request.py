@@ -8,10 +8,11 @@ The foreground CLI, the background worker and the Python API all build a
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Mapping
 
 from prefetch.errors import UsageError
+from prefetch.model.lean import dataclass
 
 HEADERS_ENV = "PREFETCH_JOB_HEADERS"  # how a background worker gets --header values (never stored)
 URLS_ENV = "PREFETCH_JOB_URLS"  # ... and the passwords of https://user:password@host/ URLs

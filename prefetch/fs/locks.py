@@ -19,7 +19,6 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -27,6 +26,7 @@ from prefetch.errors import InterruptedTransferError, LockTimeoutError
 from prefetch.fs import rangelocks
 from prefetch.fs.files import replace_file
 from prefetch.fs.safefs import as_path
+from prefetch.model.lean import dataclass
 
 
 @dataclass(frozen=True)

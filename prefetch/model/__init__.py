@@ -6,6 +6,7 @@ Owns:
     plans.py   ``FilePlan`` (where one file goes), ``FileResult`` (how fetching it
                ended), ``VerifyResult``, ``overall_exit_code``
     events.py  ``Event``/``EventKind``/``EventSink``: progress as the flow reports it
+    lean.py    ``dataclass``: ``dataclasses``' records with one compile per class (start-up)
 
 May import: ``prefetch.errors`` only. Nothing here does I/O.
 """

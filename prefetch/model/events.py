@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
+
+from prefetch.model.lean import dataclass
 
 
 class EventKind(str, Enum):

@@ -6,11 +6,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Sequence
 
 from prefetch.errors import ExitCode
+from prefetch.model.lean import dataclass
 from prefetch.model.specs import FileSpec
 
 

@@ -6,9 +6,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from prefetch.errors import BadHashError
+from prefetch.model.lean import dataclass
 
 # The name schemes of the hubs and collections (hf/names.py, ms/names.py, cache/nltk_data.py own
 # their parsing): here so that a planner can tell its names without importing those modules.

@@ -28,10 +28,10 @@ without importing requests or urllib3. This module adds what a downloader needs 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from urllib.parse import urljoin
 
 from prefetch.errors import HTTPStatusError, NetworkError
+from prefetch.model.lean import dataclass
 from prefetch.net.failures import TransientHTTPError, parse_retry_after
 from prefetch.net import proxies
 from prefetch.net.local import is_file_url, open_local

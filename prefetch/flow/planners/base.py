@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from prefetch.flow.options import FetchOptions
 from prefetch.flow.request import GetRequest
 from prefetch.model.events import EventSink
+from prefetch.model.lean import dataclass
 from prefetch.model.plans import FileResult
 
 

@@ -24,7 +24,6 @@ file a path starts with ``/``, ``./``, ``../`` or ``~/``). It becomes a ``file:/
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
@@ -34,6 +33,7 @@ from prefetch.errors import BadHashError, UsageError
 from prefetch.flow.planners.base import PlanContext, Planner
 from prefetch.flow.request import GetRequest
 from prefetch.fs.paths import expand_path
+from prefetch.model.lean import dataclass
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import DatasetSpec, ExpectedHash, FileSpec, parse_hash
 from prefetch.net.urls import check_url, file_url, is_local_path, is_url
