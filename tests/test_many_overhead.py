@@ -402,3 +402,31 @@ def test_partials_left_in_a_list_of_new_files_are_resumed_not_fetched_again(home
         asked = [(body, rng) for body, _status, _conn, rng, line in served if f"/{name} " in line]
         assert asked and all(rng.startswith(f"bytes={size // 2}-") for _, rng in asked), (name, asked)
         assert sum(body for body, _ in asked) == size // 2, "only the missing half is sent"
+
+
+def test_a_list_is_planned_once_per_get(home, tmp_path, monkeypatch):
+    """``get -i LIST`` (and ``prefetch.ensure``) check the request before any output and then run
+    those plans: the list is planned once, not once to check and again to run."""
+    import prefetch
+    from prefetch.cli import main
+    from prefetch.flow.planners.urls import UrlPlanner
+
+    root = tmp_path / "www"
+    root.mkdir()
+    files = _files(root, 6, 2000)
+    planned = []
+    real = UrlPlanner.plan
+    monkeypatch.setattr(UrlPlanner, "plan", lambda self, names, ctx: planned.append(1) or real(self, names, ctx))
+    with NginxServer(root) as server:
+        listing = tmp_path / "urls.txt"
+        listing.write_text("".join(f"{server.url_for(n)}\n" for n in files))
+        out = tmp_path / "out"
+        with pytest.raises(SystemExit) as exit_:
+            main(["get", "-i", str(listing), "-P", str(out), "-q"])
+        assert exit_.value.code == 0
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == files
+        assert len(planned) == 1, "the list was planned again to run it"
+        planned.clear()
+        name = next(iter(files))
+        (result,) = prefetch.ensure(server.url_for(name), output_dir=str(tmp_path / "api"), progress=False)
+        assert Path(result.path).read_bytes() == files[name] and len(planned) == 1

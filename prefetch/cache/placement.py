@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from prefetch.errors import PrefetchError
 from prefetch.model.events import Event, EventKind, EventSink
+from prefetch.fs import safefs  # (at the top: a function-level `from` import costs a call per file)
 from prefetch.fs.files import local_error
 from prefetch.cache.layout import part_path, state_path
 from prefetch.fs.hashing import hash_file
@@ -52,8 +53,6 @@ def regular_or_none(path: Path) -> os.stat_result | None:
     Raises:
         UnsafePathError: something that is not a regular file is there.
     """
-    from prefetch.fs import safefs
-
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -85,8 +84,6 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, 
         UnsafePathError: a FIFO, device, another user's link, or another user's file
             that is not verified, at the final path.
     """
-    from prefetch.fs import safefs
-
     final = plan.final
     if lst is _LOOK:
         lst = safefs.lstat_or_none(final)
@@ -118,8 +115,6 @@ def adopt_copy(plan: FilePlan, on_event: EventSink) -> bool:
     torchvision's ``cifar-10-python.tar.gz``) are not downloaded twice. Without an
     expected hash nothing is adopted.
     """
-    from prefetch.fs import safefs
-
     expected = plan.spec.expected
     if expected is None:
         return False
@@ -163,8 +158,6 @@ def completion_path(records_dir: Path, final: Path) -> Path:
 def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat_result | None = None) -> None:
     """Record that prefetch placed this very file complete (size, inode, mtime, validators);
     ``st``: its stat when the caller took it (of the ``.part`` just renamed into place)."""
-    from prefetch.fs import safefs
-
     try:
         st = st or os.lstat(plan.final)
         record = {
@@ -198,7 +191,6 @@ def _write_record(path: Path, data: bytes) -> None:
     record of a file (one of thousands in a run of small files): a reader that meets a record
     still being written, or one cut short by a crash, finds no valid JSON in it, which
     counts as no record (the file is checked or fetched again), as before it existed."""
-    from prefetch.fs import safefs
     from prefetch.fs.files import replace_file
 
     try:
@@ -276,8 +268,6 @@ def read_completion(records_dir: Path, final: Path, st: os.stat_result | None = 
 
 def _records(records_dir: Path, final: Path):
     """The records that may be ``final``'s, in the order they are trusted: attribute, then file."""
-    from prefetch.fs import safefs
-
     try:
         record = _from_attribute(os.getxattr(final, _XATTR, follow_symlinks=False), str(final.absolute()))
     except (OSError, AttributeError):  # no attribute (or no xattrs here)
@@ -299,8 +289,6 @@ def _names(record: dict, final: Path, st: os.stat_result) -> bool:
 
 
 def completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:
-    from prefetch.fs import safefs
-
     if safefs.is_foreign(st) or not stat.S_ISREG(st.st_mode):
         return False
     return read_completion(records_dir, final, st) is not None
@@ -323,14 +311,10 @@ def marker_path(markers_dir: Path, final: Path, into: Path) -> Path:
 
 def extracted_entries(marker: Path, into: Path) -> list[str]:
     """The top-level entries a past extraction put into ``into``, if all still exist (and are ours)."""
-    from prefetch.fs import safefs
-
     try:
         entries = [str(e) for e in json.loads(safefs.read_bytes(marker) or b"")["entries"]]
     except (OSError, ValueError, KeyError, TypeError, safefs.UnsafePathError):
         return []
-    from prefetch.fs import safefs
-
     def ours(path: Path) -> bool:
         st = safefs.lstat_or_none(path)
         return st is not None and not safefs.is_foreign(st) and not stat.S_ISLNK(st.st_mode)
@@ -345,8 +329,6 @@ def entries_before_merge(into: Path, marker: Path) -> set[str]:
         names = set(os.listdir(into))
     except OSError:
         return set()
-    from prefetch.fs import safefs
-
     try:
         old = json.loads(safefs.read_bytes(marker) or b"{}")
         created = set(map(str, old.get("entries", []))) - set(map(str, old.get("merged", [])))
@@ -373,8 +355,6 @@ def write_marker(marker: Path, into: Path, entries: Sequence[str], *, merged: Se
 
 def same_file(alias: Path, final: Path) -> bool:
     """``alias`` is our hard link to ``final`` (or our own copy of the same size, where links fail)."""
-    from prefetch.fs import safefs
-
     a, f = safefs.lstat_or_none(alias), safefs.lstat_or_none(final)
     if a is None or f is None or not stat.S_ISREG(a.st_mode) or safefs.is_foreign(a):
         return False
@@ -387,8 +367,6 @@ def link_or_copy(source: Path, alias: Path) -> None:
     The temp name is created exclusively (never written through), and ``alias`` is
     replaced only if it is absent or a regular file of ours.
     """
-    from prefetch.fs import safefs
-
     make_dirs(alias.parent)
     safefs.check_dir_chain(alias.parent)
     safefs.check_replaceable(alias)
@@ -416,8 +394,6 @@ def link_or_copy(source: Path, alias: Path) -> None:
 
 
 def rename(source: Path, target: Path) -> None:
-    from prefetch.fs import safefs
-
     try:
         safefs.replace(source, target)
     except OSError as exc:
@@ -426,8 +402,6 @@ def rename(source: Path, target: Path) -> None:
 
 def discard(*paths: Path) -> None:
     """Remove our own in-flight files (another user's entry of that name is left alone)."""
-    from prefetch.fs import safefs
-
     for p in paths:
         try:
             safefs.remove_own(p)
@@ -436,8 +410,6 @@ def discard(*paths: Path) -> None:
 
 
 def make_dirs(path: Path) -> None:
-    from prefetch.fs import safefs
-
     try:
         safefs.make_dirs(path)  # a directory link another user planted anywhere above is never followed
     except OSError as exc:

@@ -12,17 +12,23 @@ from prefetch.model.specs import DatasetSpec
 
 def plan_files(spec: DatasetSpec, *, root: Path) -> list[FilePlan]:
     """Where every file of ``spec`` goes under the Keras root ``root``."""
-    base = datasets_dir(root)
+    base = None  # (made when a relative name needs it: a URL list's targets are absolute)
     plans = []
     for f in spec.files:
-        final = base / f.target if not os.path.isabs(f.target) else Path(f.target)
+        if f.target[:1] == "/" or os.path.isabs(f.target):
+            final = Path(f.target)
+        else:
+            base = base or datasets_dir(root)
+            final = base / f.target
+        if f.extract:
+            base = base or datasets_dir(root)
         plans.append(
             FilePlan(
                 dataset=spec.name,
                 spec=f,
                 final=final,
-                also=tuple(final.parent / a if not os.path.isabs(a) else Path(a) for a in f.also),
-                extract_into=tuple((base / d) for d in f.extract),
+                also=tuple(final.parent / a if not os.path.isabs(a) else Path(a) for a in f.also) if f.also else (),
+                extract_into=tuple((base / d) for d in f.extract) if f.extract else (),
                 explicit_url=spec.source == "url",
             )
         )

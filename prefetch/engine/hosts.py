@@ -39,15 +39,25 @@ SHORT_ROUTE_FILES = max(8, 2 * (os.cpu_count() or 1))  # at most this many files
 BUSY = 0.9  # CPU seconds a second the files in flight on a short route are kept at (Hosts.files_now)
 
 
+_HOST_KEYS: dict[tuple[str, str], str] = {}  # (scheme, netloc) -> its host_key: a list's URLs share a few
+
+
 def host_key(url: str) -> str:
     """``scheme://host:port`` of ``url`` (the port spelled out), lower-cased."""
     parts = urlsplit(url)
+    known = _HOST_KEYS.get((parts.scheme, parts.netloc))
+    if known is not None:
+        return known
     scheme = (parts.scheme or "http").lower()
     try:
         port = parts.port or (443 if scheme == "https" else 80)
     except ValueError:
         port = 0
-    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+    key = f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+    if len(_HOST_KEYS) >= 256:
+        _HOST_KEYS.clear()
+    _HOST_KEYS[parts.scheme, parts.netloc] = key
+    return key
 
 
 class SharedRouteJudge(RouteJudge):

@@ -90,7 +90,8 @@ def fetch_file(
         if there is not None and stat.S_ISDIR(there.st_mode):
             # e.g. a URL ending in "/..": the "file" would be a directory, never a download.
             raise LocalFileError(f"{plan.final} is a directory, not a file; for a URL give -o PATH with a file name")
-        remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout, scan=leftovers)
+        part, state = part_path(plan.final), state_path(plan.final)
+        remove_leftovers(plan, locks_dir=locks_dir, lock_timeout=options.lock_timeout, scan=leftovers, state=state)
         expected = plan.spec.expected
         adopted = False
         if not options.force and (placement.existing_is_good(plan, records_dir, on_event, lst=there)
@@ -111,7 +112,6 @@ def fetch_file(
         # Hash only when there is something to check: hashing costs CPU that a
         # 2-core notebook needs for the transfer itself.
         algorithm = expected.algorithm if expected else None
-        part, state = part_path(plan.final), state_path(plan.final)
         transfer, checked = _download_verified(plan, part, state, options=options, on_event=on_event, stop=stop,
                                                result=result)
         result.size = transfer.size

@@ -38,24 +38,28 @@ class LeftoverScan:
 
     def names(self, where: Path) -> list[str]:
         with self._lock:
-            if where not in self._dirs:
+            names = self._dirs.get(where)
+            if names is None:
                 try:
                     with os.scandir(where) as entries:
-                        self._dirs[where] = [e.name for e in entries if e.name.startswith(".") and (
+                        names = [e.name for e in entries if e.name.startswith(".") and (
                             e.name.endswith(".tmp") or ".extract-" in e.name or ".old-" in e.name)]
                 except OSError:
-                    self._dirs[where] = []
-            return self._dirs[where]
+                    names = []
+                self._dirs[where] = names
+            return names
 
 
-def remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float, scan: LeftoverScan | None = None) -> None:
+def remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float, scan: LeftoverScan | None = None,
+                     state: Path | None = None) -> None:
     """Delete temp files a killed run left for ``plan``; call it with the plan's lock held.
 
     Half-written extraction dirs (``.NAME.extract-*``, ``.NAME.old-*``) and state or
     alias temp files. The ``.part`` and its state stay: a resume continues from them.
     An extraction dir can be shared by several files (cifar10 and cifar100 both extract
     into ``datasets/``), so its temp dirs are only removed under that dir's extraction
-    lock: another file's extraction in progress is not a leftover.
+    lock: another file's extraction in progress is not a leftover. ``state``: ``state_path(plan.final)``
+    when the caller has it.
     """
     scan = scan if scan is not None else LeftoverScan()
 
@@ -66,8 +70,8 @@ def remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float, sc
                 if name.startswith(prefixes) and name.endswith(suffix) and len(name) >= shortest:
                     remove_own(where / name)  # another user's entry of that name is left alone
 
-    state = state_path(plan.final)
-    remove([(state.parent, (f".{state.name}.",), ".tmp")])  # replace_file's temp names
+    state = state if state is not None else state_path(plan.final)  # (``state``: the caller's, made once)
+    remove([(plan.final.parent, (f".{state.name}.",), ".tmp")])  # replace_file's temp names
     for alias in (*plan.also, *plan.decompress_to):
         remove([(alias.parent, (f".{alias.name}.",), ".tmp")])
     for into in plan.extract_into:

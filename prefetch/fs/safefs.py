@@ -252,10 +252,13 @@ def replace(source: Path | str, target: Path | str) -> None:
     source = as_path(source)
     target = as_path(target)
     check_replaceable(target)
-    if source.parent == target.parent and _DIRECTORY:
-        dfd = os.open(source.parent, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    # (the normalized strings split: pathlib's parent and name cost a file more than the rename)
+    folder, source_name = os.path.split(str(source))
+    target_folder, target_name = os.path.split(str(target))
+    if folder == target_folder and _DIRECTORY:
+        dfd = os.open(folder or ".", os.O_RDONLY | _DIRECTORY | _CLOEXEC)
         try:
-            os.replace(source.name, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            os.replace(source_name, target_name, src_dir_fd=dfd, dst_dir_fd=dfd)
         finally:
             os.close(dfd)
     else:

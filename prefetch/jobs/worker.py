@@ -136,7 +136,7 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
     from prefetch.errors import PrefetchError
     from prefetch.model.plans import FileResult
     from prefetch.flow.request import GetRequest
-    from prefetch.flow.planning import plan_request, run_request
+    from prefetch.flow.planning import plan_once, run_request
 
     request = GetRequest.from_dict(record.request)
     request.job = record.id
@@ -154,8 +154,8 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
 
         env = {"PREFETCH_ONE_CONNECTION_RATE": f"{POLITE_ONE_CONNECTION_RATE:g}", **env}
     try:
-        plan_request(request, env=env)  # a registry that changed since: fail the job, not the worker
-        results: list[FileResult] = run_request(request, on_event=progress, stop=stop, env=env)
+        planned = plan_once(request, env=env)  # a registry that changed since: fail the job, not the worker
+        results: list[FileResult] = run_request(request, on_event=progress, stop=stop, env=env, planned=planned)
     except PrefetchError as exc:
         progress.log_line(f"job {record.id} failed: {exc}")
         return progress.finish(state="failed", exit_code=int(exc.exit_code), error=str(exc))

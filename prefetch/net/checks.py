@@ -25,10 +25,16 @@ def check_redirect(source: str, target: str) -> None:
 
 
 
+_ACCEPTED: dict[tuple[str, str], str] = {}  # (scheme, netloc) already checked -> the scheme lower-cased
+
+
 def _check_url(url: str) -> tuple[str, str]:
     """(scheme, netloc) of a URL we can fetch, else NetworkError (before any connection)."""
     try:
         parts = urlsplit(url)
+        seen = _ACCEPTED.get((parts.scheme, parts.netloc))
+        if seen is not None:  # (what is checked is the scheme and the netloc: a list's URLs share them)
+            return seen, parts.netloc
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https"):
             raise NetworkError(f"invalid URL {url}: only http and https are supported")
@@ -40,6 +46,9 @@ def _check_url(url: str) -> tuple[str, str]:
         parts.port  # noqa: B018 - raises ValueError when out of range
     except ValueError as exc:
         raise NetworkError(f"invalid URL {url}: {exc}") from None
+    if len(_ACCEPTED) >= 256:
+        _ACCEPTED.clear()
+    _ACCEPTED[parts.scheme, parts.netloc] = scheme
     return scheme, parts.netloc
 
 

@@ -77,6 +77,7 @@ class DirectPools:
         self._context = None  # https: the ssl.SSLContext, made on the first https connection
         self._idle: dict[tuple, list[Connection]] = {}  # least recently used first
         self._parsed: tuple = (None, None, None)  # (url, key, target) of the last request
+        self._keys: dict[tuple[str, str], tuple] = {}  # (scheme, netloc) -> (scheme, host, port)
         self._epoch = 0  # one more at each close(): a connection out then is closed when it comes back
 
     def _parse(self, url: str) -> tuple[tuple, str]:
@@ -85,8 +86,13 @@ class DirectPools:
         if last[0] == url:
             return last[1], last[2]
         parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        key = (scheme, parts.hostname, parts.port or (443 if scheme == "https" else 80))
+        key = self._keys.get((parts.scheme, parts.netloc))
+        if key is None:  # (a host's key once, not its hostname and port parsed again per request)
+            scheme = parts.scheme.lower()
+            key = (scheme, parts.hostname, parts.port or (443 if scheme == "https" else 80))
+            if len(self._keys) >= 256:
+                self._keys.clear()
+            self._keys[parts.scheme, parts.netloc] = key
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._parsed = (url, key, target)
         return key, target

@@ -43,6 +43,8 @@ def html_content_type(content_type: str | None) -> bool:
 def looks_like_html(head: bytes) -> bool:
     """The first bytes of a body open an HTML document."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n\f").lower()
+    if text[:1] != b"<":  # (every tag opens with it: a binary body is not tested 21 times)
+        return False
     for tag in _HTML_STARTS:
         if text.startswith(tag):
             rest = text[len(tag):len(tag) + 1]

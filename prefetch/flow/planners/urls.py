@@ -60,16 +60,18 @@ class UrlEntry:
     def from_dict(cls, data: Mapping | str) -> "UrlEntry":
         if isinstance(data, str):
             return cls(url=data)
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown or "url" not in data:
+        known = cls.__dataclass_fields__
+        if "url" not in data or not known.keys() >= data.keys():  # (no sets made per entry of a long list)
             raise UsageError(f"a URL entry needs 'url' and only {', '.join(sorted(known))}; got {dict(data)!r}")
         return cls(**{k: (str(v) if v is not None else None) for k, v in data.items()})
 
 
 def url_file_name(url: str) -> str:
     """The file name a URL is saved under: its path's last segment (unquoted for a ``file://`` URL)."""
-    name = PurePosixPath(urlsplit(url).path).name
+    path = urlsplit(url).path
+    name = path.rpartition("/")[2]
+    if name in ("", ".", ".."):  # (a trailing slash or dot segment: pathlib's reading of the path)
+        name = PurePosixPath(path).name
     if url[:5].lower() == "file:":
         from urllib.parse import unquote
 
@@ -204,7 +206,7 @@ def plan_url_specs(
         url, expected = entry_hash(entry, where=entry.url)
         url = local_to_url(url)
         check_url(url)
-        if ":***@" in urlsplit(url).netloc:  # flow.request.hide_url_password's mark: a record's URL
+        if ":***@" in url and ":***@" in urlsplit(url).netloc:  # flow.request.hide_url_password's mark: a record's URL
             raise UsageError(f"{url}: the URL's password is never stored in job records, so a resumed job cannot "
                              f"send it; run the same `prefetch get URL ...` again (it resumes from the bytes on disk)")
         _check_local_origin(url)
