@@ -204,3 +204,20 @@ print(before, sorted(set(prefetch.__all__) - set(globals())), same, prefetch.api
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["['prefetch.errors']", "[]", "True", "True", "prefetch.adapters.samples", "True"]
+
+
+def test_a_background_launch_plans_without_loading_the_engine(home, tmp_path):
+    """``get -b`` plans the request (its usage errors now) and detaches a worker: the
+    launcher, a process at normal priority in the user's cell, loads no transfer machinery;
+    the worker does the download (and the job completes)."""
+    data = os.urandom(50_000)
+    out = tmp_path / "b.bin"
+    with OriginServer() as origin:
+        origin.put("b.bin", data)
+        modules, proc = imported_of(("prefetch.engine.transfer", "prefetch.flow.files", "prefetch.flow.planning"),
+                                    "get", origin.url_for("b.bin"), "-o", str(out), "-b", "-q")
+        assert proc.returncode == 0, proc.stderr
+        assert modules == {"prefetch.flow.planning"}, modules  # (it did plan)
+        waited = run_cli("wait", timeout=120)
+    assert waited.returncode == 0, waited.stderr
+    assert out.read_bytes() == data

@@ -15,7 +15,6 @@ from typing import Callable, Mapping
 from prefetch.cache.layout import keras_root
 from prefetch.errors import UsageError
 from prefetch.flow.options import FetchOptions
-from prefetch.flow.files import fetch_files
 from prefetch.flow.planners import PLANNERS, group_names, urls
 from prefetch.flow.planners.base import PlanContext, Planner, RunContext
 from prefetch.flow.request import GetRequest, parse_headers
@@ -260,6 +259,8 @@ def run_request(
     options = replace(options, transfer=transfer)
     ctx = RunContext(options=options, state=state_dir(env), env=env, on_event=on_event, stop=stop)
     files = [p for _, plans in groups for p in plans if isinstance(p, FilePlan)]
+    from prefetch.flow.files import fetch_files  # (not at import: a -b launcher plans, its worker fetches)
+
     try:
         results = fetch_files(files, options=options, state=ctx.state, on_event=on_event, stop=stop,
                               before_start=before_start, on_file_done=on_file_done) if files else []

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from prefetch.engine.options import TransferOptions
 from prefetch.errors import ExitCode, InterruptedTransferError, PrefetchError, UsageError
-from prefetch.flow.files import fetch_files
 from prefetch.flow.planners.base import PlanContext, Planner, RunContext
 from prefetch.flow.request import GetRequest
 from prefetch.fs.locks import hold_lock
@@ -109,6 +108,8 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
         raise UsageError(f"{plan.label}: no file of its {len(files)} matches {patterns or 'the selection'}")
     if plan.marker is not None:
         plan.marker.unlink(missing_ok=True)  # complete again only once this run has placed every file
+    from prefetch.flow.files import fetch_files  # (at run time: planning a -b job needs no engine)
+
     options = dataclasses.replace(ctx.options, client_factory=factory)
     results = fetch_files(file_plans(plan, chosen), options=options, state=ctx.state, on_event=ctx.on_event,
                           stop=ctx.stop)
