@@ -275,14 +275,11 @@ def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
 @contextmanager
 def locked_jobs(env: Mapping[str, str] | None = None) -> Iterator[Path]:
     """Hold ``jobs/.lock`` so read-modify-write updates of records do not interleave."""
-    from filelock import FileLock
-
-    from prefetch.fs.locks import check_lock_file
+    from prefetch.fs.locks import exclusive_file_lock
 
     directory = jobs_dir(env)
     directory.mkdir(parents=True, exist_ok=True)
-    check_lock_file(directory / ".lock")  # never a planted link (filelock truncates what it opens)
-    with FileLock(str(directory / ".lock"), timeout=60):
+    with exclusive_file_lock(directory / ".lock", timeout=60, what="the jobs lock"):  # (never through a planted link)
         yield directory
 
 
