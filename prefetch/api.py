@@ -96,17 +96,15 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
 
     from prefetch.ui.interrupt import stop_on_interrupt
     from prefetch.ui.progress import ProgressBar, progress_wanted
-    import os
-
     from prefetch.flow.planning import plan_once, run_request
 
-    planned = plan_once(request, env=os.environ)  # usage errors before anything starts
+    planned = plan_once(request)  # usage errors before anything starts
     bar = ProgressBar() if (progress if progress is not None else progress_wanted()) else None
     sink = _both(on_event, bar)
     stop = threading.Event()
     try:
         with stop_on_interrupt(stop):
-            results = run_request(request, on_event=sink, stop=stop, planned=planned, env=os.environ)
+            results = run_request(request, on_event=sink, stop=stop, planned=planned)
     finally:
         if bar is not None:
             bar.close()

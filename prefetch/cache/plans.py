@@ -15,7 +15,7 @@ def plan_files(spec: DatasetSpec, *, root: Path) -> list[FilePlan]:
     base = None  # (made when a relative name needs it: a URL list's targets are absolute)
     plans = []
     for f in spec.files:
-        if f.target[:1] == "/" or os.path.isabs(f.target):
+        if os.path.isabs(f.target):
             final = Path(f.target)
         else:
             base = base or datasets_dir(root)

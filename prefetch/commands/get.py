@@ -171,11 +171,9 @@ def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | 
     from prefetch.model.plans import overall_exit_code
     from prefetch.ui.interrupt import stop_on_interrupt
     from prefetch.ui.render import make_renderer
-    import os
-
     from prefetch.flow.planning import plan_once, run_request
 
-    planned = plan_once(request, env=os.environ)  # usage errors before any output (planned once)
+    planned = plan_once(request)  # usage errors before any output (planned once)
     stop = threading.Event()
     renderer = make_renderer(sys.stderr, quiet=quiet or as_json, skip_failures=True)
     if paths is not None:
@@ -183,8 +181,7 @@ def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | 
     try:
         with stop_on_interrupt(stop, on_first=_say_stopping, on_second=_exit_now, hangup=True, terminate=True,
                                restore=False):
-            results = run_request(request, on_event=renderer, stop=stop, on_file_done=paths, planned=planned,
-                                  env=os.environ)
+            results = run_request(request, on_event=renderer, stop=stop, on_file_done=paths, planned=planned)
     finally:
         renderer.close()
     if paths is not None:

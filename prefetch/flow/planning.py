@@ -242,17 +242,22 @@ def run_request(
     by its planner after them and do not call the hooks. All of them share one connection
     budget, the warm connections and the route judgement per host.
 
-    ``planned``: this request already planned by :func:`plan_once` (with the same ``env``),
-    not planned again.
+    ``planned``: this very request already planned by :func:`plan_once`: run as planned, in
+    the environment it was planned in (``env`` is then that one or None).
+
+    Raises:
+        ValueError: ``planned`` was made for another request or environment (a caller's bug).
     """
     from dataclasses import replace
 
     from prefetch.engine.many import shared_hosts
 
-    env = os.environ if env is None else env
-    if planned is not None and planned.request is request and planned.env is env:
-        groups, options = planned.groups, planned.options
+    if planned is not None:
+        if planned.request is not request or env not in (None, planned.env):
+            raise ValueError("run_request: planned= was made for another request or environment")
+        env, groups, options = planned.env, planned.groups, planned.options
     else:
+        env = os.environ if env is None else env
         groups, options = _plan_groups(request, env=env)
     stop = stop or threading.Event()
     transfer, hosts = shared_hosts(options.transfer, on_event, stop)
