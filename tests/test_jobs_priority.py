@@ -33,6 +33,14 @@ def nice_of(tid: int) -> int:
     return int(stat.rpartition(")")[2].split()[16])
 
 
+def group_nice(pid: int) -> int | None:
+    """The nice of ``pid``'s session scheduling group (/proc/PID/autogroup), None without autogroup."""
+    try:
+        return int(Path(f"/proc/{pid}/autogroup").read_text().rsplit(None, 1)[-1])
+    except FileNotFoundError:
+        return None
+
+
 def worker_threads(pid: int) -> list[int]:
     return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
 
@@ -51,12 +59,21 @@ def start_downloading_job(cli, synth, origin, *args: str, env: dict | None = Non
 
 
 def test_a_background_worker_runs_at_nice_19_in_the_idle_io_class(synth, origin, cli):
+    own_group = group_nice(os.getpid())
     job_id, pid = start_downloading_job(cli, synth, origin)
     threads = worker_threads(pid)
     assert {nice_of(t) for t in threads} == {19}, threads  # every thread: the downloading ones too
     assert {io_class(t) for t in threads} == {IDLE}
     log = record(job_id).log_path.read_text(encoding="utf-8")
-    assert "nice 19, I/O class idle" in log, log
+    if own_group is None:  # a kernel without autogroup: nice alone ranks the threads
+        assert "nice 19, I/O class idle" in log, log
+    else:
+        # Under autogroup, nice only ranks threads within a session's group and the groups
+        # share the CPUs equally: the worker's own session group must be at nice 19 too,
+        # and this process's group (the notebook's, here the test's) untouched.
+        assert group_nice(pid) == 19
+        assert group_nice(os.getpid()) == own_group
+        assert "nice 19, session group nice 19, I/O class idle" in log, log
     assert "--no-nice" not in record(job_id).command
 
 
@@ -69,6 +86,7 @@ def test_no_nice_and_prefetch_nice_0_keep_normal_priority_across_a_resume(synth,
     threads = worker_threads(pid)
     assert {nice_of(t) for t in threads} == {own_nice}
     assert {io_class(t) for t in threads} == {own_class}
+    assert group_nice(pid) in (None, 0)
     assert record(job_id).command.endswith("--no-nice -b")  # how to run it again, said in `status`
     log = record(job_id).log_path.read_text(encoding="utf-8")
     assert "normal priority (--no-nice)" in log, log

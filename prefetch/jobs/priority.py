@@ -4,6 +4,13 @@ A ``-b`` job runs beside a training loop; by default it takes what the machine l
 over. ``lower_priority`` is called by the worker before it starts any thread (Linux
 keeps nice and the I/O class per thread, and new threads inherit them). The user turns
 it off with ``prefetch get --no-nice`` or ``PREFETCH_NICE=0``.
+
+Where the kernel groups processes by session (``CONFIG_SCHED_AUTOGROUP``, on by default in
+Ubuntu's and Debian's kernels), nice ranks a thread only against the threads of its own
+session's group, and the groups share the CPUs equally: a worker in a session of its own
+(it is started with ``setsid``) at nice 19 still took half a core from a training loop in
+the notebook's session. So the worker, a session leader, also sets its session group's nice
+(``/proc/self/autogroup``) to 19; that group holds only the worker.
 """
 
 from __future__ import annotations
@@ -53,9 +60,34 @@ def lower_priority() -> str:
         done.append(f"nice {os.getpriority(os.PRIO_PROCESS, 0)}")
     except (AttributeError, OSError) as exc:
         done.append(f"nice unchanged ({exc})")
+    group = set_group_nice()
+    if group is not None:
+        done.append(group)
     error = set_io_idle()
     done.append("I/O class idle" if error is None else f"I/O class unchanged ({error})")
     return ", ".join(done)
+
+
+def set_group_nice(path: str = "/proc/self/autogroup") -> str | None:
+    """Set this session's scheduling group (autogroup) to nice 19; what was done, None if there is none.
+
+    Only a session leader does it: its group was made for its session by ``setsid``, so the
+    setting reaches no process but its own (and its children). Raising the group's nice
+    needs no privilege.
+    """
+    try:
+        if os.getsid(0) != os.getpid():
+            return None
+        with open(path, "r+", encoding="ascii") as group:  # "/autogroup-N nice K"
+            if int(group.read().rsplit(None, 1)[-1]) < NICE_LEVEL:
+                group.seek(0)
+                group.write(str(NICE_LEVEL))
+        with open(path, encoding="ascii") as group:
+            return f"session group nice {int(group.read().rsplit(None, 1)[-1])}"
+    except FileNotFoundError:  # a kernel without autogroup: nice alone does it
+        return None
+    except (AttributeError, OSError, ValueError, IndexError) as exc:
+        return f"session group nice unchanged ({exc})"
 
 
 def set_io_idle() -> str | None:
