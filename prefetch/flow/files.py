@@ -383,7 +383,7 @@ def fetch_files(
     With ``options.fail_fast`` the first failure asks every other file to stop
     cleanly (their state is saved and they report "interrupted").
     """
-    from prefetch.engine.many import files_in_flight, run_in_order, shared_hosts
+    from prefetch.engine.many import files_in_flight, near_limit, run_in_order, shared_hosts
 
     stop = stop or threading.Event()
     results: list[FileResult | None] = [None] * len(plans)
@@ -434,7 +434,7 @@ def fetch_files(
     try:
         hosts = options.transfer.hosts
         run_in_order(len(plans), run, workers=workers, stop=stop, before_start=before_start, not_started=not_started,
-                     limit=(lambda busy: hosts.files_now(workers, busy)) if hosts is not None else None)
+                     limit=near_limit(hosts, workers, flushing=options.transfer.sync_data) if hosts is not None else None)
     finally:
         if own_hosts is not None:
             own_hosts.close()
