@@ -105,13 +105,14 @@ def test_a_plain_http_get_loads_only_what_it_uses(home, tmp_path, monkeypatch):
     out = tmp_path / "p.bin"
     with OriginServer() as origin:
         origin.put("p.bin", data)
-        modules, proc = imported_of(GET_NEVER + ("urllib3", "requests", "prefetch.net.direct"), "get",
+        modules, proc = imported_of(GET_NEVER + ("urllib3", "requests", "prefetch.net.direct", "click"), "get",
                                     origin.url_for("p.bin"), "-o", str(out), "-q")
         assert len(origin.data_requests("p.bin")) == 1
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == data
     # Neither requests nor urllib3 (net/direct.py sends it); the direct path is seen, so the
-    # check sees what a download imports.
+    # check sees what a download imports. Nor click: a plain get's line is read without it
+    # (commands/get_args.py).
     assert modules == {"prefetch.net.direct"}, modules
 
 
@@ -209,17 +210,26 @@ print(before, sorted(set(prefetch.__all__) - set(globals())), same, prefetch.api
 def test_a_background_launch_plans_without_loading_the_engine(home, tmp_path):
     """``get -b`` plans the request (its usage errors now) and detaches a worker: the
     launcher, a process at normal priority in the user's cell, loads no transfer machinery (nor
-    filelock: the jobs lock is one flock);
+    filelock: the jobs lock is one flock; nor click: commands/get_args.py reads the line);
     the worker does the download (and the job completes)."""
     data = os.urandom(50_000)
     out = tmp_path / "b.bin"
     with OriginServer() as origin:
         origin.put("b.bin", data)
         modules, proc = imported_of(("prefetch.engine.transfer", "prefetch.flow.files", "prefetch.flow.planning",
-                                     "filelock"),
+                                     "filelock", "click"),
                                     "get", origin.url_for("b.bin"), "-o", str(out), "-b", "-q")
         assert proc.returncode == 0, proc.stderr
         assert modules == {"prefetch.flow.planning"}, modules  # (it did plan)
         waited = run_cli("wait", timeout=120)
     assert waited.returncode == 0, waited.stderr
     assert out.read_bytes() == data
+
+
+def test_a_get_line_click_must_read_still_gets_clicks_help_and_errors(home):
+    """``get --help`` and a line with a usage error go through click: its help, its message."""
+    modules, proc = imported_of(("click",), "get", "--help")
+    assert proc.returncode == 0 and "--output-dir" in proc.stdout and modules == {"click"}
+    modules, proc = imported_of(("click",), "get", "https://example.org/x", "--connections", "many")
+    assert proc.returncode == 2 and modules == {"click"}
+    assert "Invalid value for '--connections': 'many' is not a valid integer" in proc.stderr
