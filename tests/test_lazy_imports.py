@@ -211,7 +211,8 @@ def test_a_background_launch_plans_without_loading_the_engine(home, tmp_path):
     """``get -b`` plans the request (its usage errors now) and detaches a worker: the
     launcher, a process at normal priority in the user's cell, loads no transfer machinery (nor
     filelock: the jobs lock is one flock; nor click: commands/get_args.py reads the line; nor the
-    renderer, nor the jobs modules that wait and clean: ``prefetch.jobs`` loads its names on use);
+    renderer, nor the jobs modules that wait and clean: ``prefetch.jobs`` loads its names on use; nor
+    hashlib and socket: fs/locks.py hashes a per-file lock's name, which a launcher never takes);
     the worker does the download (and the job completes)."""
     data = os.urandom(50_000)
     out = tmp_path / "b.bin"
@@ -219,7 +220,7 @@ def test_a_background_launch_plans_without_loading_the_engine(home, tmp_path):
         origin.put("b.bin", data)
         modules, proc = imported_of(("prefetch.engine.transfer", "prefetch.flow.files", "prefetch.flow.planning",
                                      "filelock", "click", "prefetch.ui.render", "prefetch.jobs.wait",
-                                     "prefetch.jobs.housekeeping"),
+                                     "prefetch.jobs.housekeeping", "hashlib", "socket"),
                                     "get", origin.url_for("b.bin"), "-o", str(out), "-b", "-q")
         assert proc.returncode == 0, proc.stderr
         assert modules == {"prefetch.flow.planning"}, modules  # (it did plan)
