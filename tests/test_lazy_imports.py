@@ -236,3 +236,57 @@ def test_a_get_line_click_must_read_still_gets_clicks_help_and_errors(home):
     modules, proc = imported_of(("click",), "get", "https://example.org/x", "--connections", "many")
     assert proc.returncode == 2 and modules == {"click"}
     assert "Invalid value for '--connections': 'many' is not a valid integer" in proc.stderr
+
+
+RUN_DRIVER = """\
+import atexit, sys
+def report():
+    inspect = sys.modules.get("inspect")
+    sys.stderr.write("\\nINSPECT=" + ("loaded" if inspect is not None and "signature" in vars(inspect) else "deferred") + "\\n")
+atexit.register(report)
+sys.argv[0] = "prefetch"
+from prefetch.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_get_process_never_loads_inspect(home, tmp_path, background):
+    """``run`` (the process's entry point) defers ``inspect``: dataclasses imports it and a get
+    (or its -b launcher) never uses it (cli.defer_import)."""
+    data = os.urandom(20_000)
+    out = tmp_path / "i.bin"
+    with OriginServer() as origin:
+        origin.put("i.bin", data)
+        args = ["get", origin.url_for("i.bin"), "-o", str(out), "-q"] + (["-b"] if background else [])
+        proc = subprocess.run([sys.executable, "-c", RUN_DRIVER, *args], capture_output=True, text=True, timeout=120,
+                              env=os.environ.copy(), stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stderr
+        assert "INSPECT=deferred" in proc.stderr.splitlines(), proc.stderr
+        if background:
+            assert run_cli("wait", timeout=120).returncode == 0
+    assert out.read_bytes() == data
+
+
+def test_a_deferred_module_loads_on_first_use():
+    code = """\
+import sys
+from prefetch.cli import defer_import
+defer_import("inspect")
+import dataclasses, inspect
+stand_in = inspect
+assert "signature" not in vars(inspect)
+@dataclasses.dataclass
+class NoDoc:
+    x: int
+from inspect import isclass
+print(NoDoc.__doc__, isclass(NoDoc), stand_in.signature(NoDoc), sys.modules["inspect"].getdoc is stand_in.getdoc)
+try:
+    inspect.no_such_name
+except AttributeError as exc:
+    print(exc)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["NoDoc(x: int) True (x: int) -> None True",
+                                        "module 'inspect' has no attribute 'no_such_name'"]
