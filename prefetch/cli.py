@@ -100,6 +100,7 @@ def run() -> None:
     must reach them.
     """
     defer_import("inspect")
+    defer_import("ssl")
     try:
         main()
     except SystemExit as exc:
@@ -112,12 +113,17 @@ def defer_import(name: str) -> None:
     """Put a stand-in for the module ``name`` in ``sys.modules``: the real module is imported
     the first time one of its attributes is used, and the stand-in then holds them all.
 
-    For ``inspect`` in the command's own process (``run``): ``dataclasses`` imports it at
-    its top and uses it only for a record without a docstring (``inspect.signature`` for
-    the class's ``__doc__``); neither a ``get`` nor its ``-b`` launcher has one, and
-    ``inspect`` with ``ast``, ``dis`` and ``tokenize`` is ~25 M instructions (~6 ms) of
-    either process. Nothing happens when ``name`` is already imported (a notebook kernel,
-    a test run).
+    In the command's own process (``run``), for two modules imported at the top of others and
+    used only sometimes:
+
+    * ``inspect``: ``dataclasses`` uses it only for a record without a docstring
+      (``inspect.signature`` for the class's ``__doc__``); neither a ``get`` nor its ``-b``
+      launcher has one, and ``inspect`` with ``ast``, ``dis`` and ``tokenize`` is ~23 M
+      instructions (~6 ms) of either process;
+    * ``ssl``: ``http.client`` imports it (the direct path reads its answers with
+      ``http.client``), and only an https URL uses it (~19 M instructions of a ``get``).
+
+    Nothing happens when ``name`` is already imported (a notebook kernel, a test run).
     """
     if name in sys.modules:
         return

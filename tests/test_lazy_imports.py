@@ -241,8 +241,9 @@ def test_a_get_line_click_must_read_still_gets_clicks_help_and_errors(home):
 RUN_DRIVER = """\
 import atexit, sys
 def report():
-    inspect = sys.modules.get("inspect")
-    sys.stderr.write("\\nINSPECT=" + ("loaded" if inspect is not None and "signature" in vars(inspect) else "deferred") + "\\n")
+    inspect, ssl = sys.modules.get("inspect"), sys.modules.get("ssl")
+    sys.stderr.write("\\nINSPECT=" + ("loaded" if inspect is not None and "signature" in vars(inspect) else "deferred")
+                     + "\\nSSL=" + ("loaded" if ssl is not None and "SSLContext" in vars(ssl) else "deferred") + "\\n")
 atexit.register(report)
 sys.argv[0] = "prefetch"
 from prefetch.cli import run
@@ -251,9 +252,10 @@ run()
 
 
 @pytest.mark.parametrize("background", [False, True])
-def test_a_get_process_never_loads_inspect(home, tmp_path, background):
-    """``run`` (the process's entry point) defers ``inspect``: dataclasses imports it and a get
-    (or its -b launcher) never uses it (cli.defer_import)."""
+def test_a_get_process_loads_neither_inspect_nor_ssl(home, tmp_path, background):
+    """``run`` (the process's entry point) defers ``inspect`` (dataclasses imports it and a get,
+    or its -b launcher, never uses it) and ``ssl`` (http.client imports it; an http URL never
+    uses it): cli.defer_import."""
     data = os.urandom(20_000)
     out = tmp_path / "i.bin"
     with OriginServer() as origin:
@@ -263,6 +265,7 @@ def test_a_get_process_never_loads_inspect(home, tmp_path, background):
                               env=os.environ.copy(), stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, proc.stderr
         assert "INSPECT=deferred" in proc.stderr.splitlines(), proc.stderr
+        assert "SSL=deferred" in proc.stderr.splitlines(), proc.stderr  # (an http URL)
         if background:
             assert run_cli("wait", timeout=120).returncode == 0
     assert out.read_bytes() == data
@@ -290,3 +293,22 @@ except AttributeError as exc:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["NoDoc(x: int) True (x: int) -> None True",
                                         "module 'inspect' has no attribute 'no_such_name'"]
+
+
+def test_an_https_get_process_loads_the_deferred_ssl_and_verifies(home, tls_origin, tmp_path):
+    """The deferred ``ssl`` is loaded where an https connection first uses it (on a transfer
+    thread), and the get verifies the origin's certificate as ever."""
+    data = os.urandom(12 << 20)  # (several connections: threads that may load it at once)
+    out = tmp_path / "t.bin"
+    tls_origin.put("t.bin", data)
+    proc = subprocess.run([sys.executable, "-c", RUN_DRIVER, "get", tls_origin.url_for("t.bin"), "-o", str(out), "-q"],
+                          capture_output=True, text=True, timeout=120, env=os.environ.copy(), stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert "SSL=loaded" in proc.stderr.splitlines(), proc.stderr
+    assert out.read_bytes() == data
+    env = {k: v for k, v in os.environ.items() if k not in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE")}
+    refused = subprocess.run([sys.executable, "-c", RUN_DRIVER, "get", tls_origin.url_for("t.bin"), "-o",
+                              str(tmp_path / "u.bin"), "-q"], capture_output=True, text=True, timeout=120, env=env,
+                             stdin=subprocess.DEVNULL)
+    assert refused.returncode != 0 and not (tmp_path / "u.bin").exists(), refused.stderr
+    assert "certificate" in refused.stderr.lower() and "Traceback" not in refused.stderr, refused.stderr
