@@ -101,6 +101,8 @@ def run() -> None:
     """
     defer_import("inspect")
     defer_import("ssl")
+    defer_import("calendar")
+    defer_import("datetime")
     try:
         main()
     except SystemExit as exc:
@@ -121,10 +123,15 @@ def defer_import(name: str) -> None:
       launcher has one, and ``inspect`` with ``ast``, ``dis`` and ``tokenize`` is ~23 M
       instructions (~6 ms) of either process;
     * ``ssl``: ``http.client`` imports it (the direct path reads its answers with
-      ``http.client``), and only an https URL uses it (~19 M instructions of a ``get``).
+      ``http.client``), and only an https URL uses it (~19 M instructions of a ``get``);
+    * ``calendar`` and ``datetime`` (with ``locale``): ``http.client``'s ``email.utils``
+      imports them for date functions a ``get`` never calls (~10 M).
 
     Nothing happens when ``name`` is already imported (a notebook kernel, a test run).
+    ``name`` is a top-level module's.
     """
+    if "." in name:
+        raise ValueError(f"defer_import: {name!r} is not a top-level module")
     if name in sys.modules:
         return
     import types

@@ -241,9 +241,10 @@ def test_a_get_line_click_must_read_still_gets_clicks_help_and_errors(home):
 RUN_DRIVER = """\
 import atexit, sys
 def report():
-    inspect, ssl = sys.modules.get("inspect"), sys.modules.get("ssl")
-    sys.stderr.write("\\nINSPECT=" + ("loaded" if inspect is not None and "signature" in vars(inspect) else "deferred")
-                     + "\\nSSL=" + ("loaded" if ssl is not None and "SSLContext" in vars(ssl) else "deferred") + "\\n")
+    for name, attr in (("inspect", "signature"), ("ssl", "SSLContext"), ("calendar", "timegm"), ("datetime", "date")):
+        module = sys.modules.get(name)
+        sys.stderr.write(f"\\n{name.upper()}=" + ("loaded" if module is not None and attr in vars(module) else "deferred"))
+    sys.stderr.write("\\n")
 atexit.register(report)
 sys.argv[0] = "prefetch"
 from prefetch.cli import run
@@ -254,8 +255,8 @@ run()
 @pytest.mark.parametrize("background", [False, True])
 def test_a_get_process_loads_neither_inspect_nor_ssl(home, tmp_path, background):
     """``run`` (the process's entry point) defers ``inspect`` (dataclasses imports it and a get,
-    or its -b launcher, never uses it) and ``ssl`` (http.client imports it; an http URL never
-    uses it): cli.defer_import."""
+    or its -b launcher, never uses it), ``ssl`` (http.client imports it; an http URL never
+    uses it), ``calendar`` and ``datetime`` (email.utils' date functions): cli.defer_import."""
     data = os.urandom(20_000)
     out = tmp_path / "i.bin"
     with OriginServer() as origin:
@@ -266,6 +267,7 @@ def test_a_get_process_loads_neither_inspect_nor_ssl(home, tmp_path, background)
         assert proc.returncode == 0, proc.stderr
         assert "INSPECT=deferred" in proc.stderr.splitlines(), proc.stderr
         assert "SSL=deferred" in proc.stderr.splitlines(), proc.stderr  # (an http URL)
+        assert {"CALENDAR=deferred", "DATETIME=deferred"} <= set(proc.stderr.splitlines()), proc.stderr
         if background:
             assert run_cli("wait", timeout=120).returncode == 0
     assert out.read_bytes() == data
@@ -279,6 +281,10 @@ defer_import("inspect")
 import dataclasses, inspect
 stand_in = inspect
 assert "signature" not in vars(inspect)
+try:
+    defer_import("email.utils")
+except ValueError as exc:
+    print(exc)
 @dataclasses.dataclass
 class NoDoc:
     x: int
@@ -291,7 +297,8 @@ except AttributeError as exc:
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["NoDoc(x: int) True (x: int) -> None True",
+    assert proc.stdout.splitlines() == ["defer_import: 'email.utils' is not a top-level module",
+                                        "NoDoc(x: int) True (x: int) -> None True",
                                         "module 'inspect' has no attribute 'no_such_name'"]
 
 
