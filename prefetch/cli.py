@@ -2,104 +2,92 @@
 
 Each sub-command lives in its own module and is imported only when it runs, so
 ``prefetch --help`` and ``prefetch status`` start almost as fast as Python
-itself (requests and tqdm are never imported for them).
+itself (requests and tqdm are never imported for them). A plain ``get`` (every
+token an option of ``get`` spelled in full, or a name) is read without click at all
+(``commands/get_args.py``); click reads every other line (``commands/group.py``).
 """
 
 from __future__ import annotations
 
 import sys
 
-import click
-
 from prefetch.errors import ExitCode, PrefetchError
 
-# name -> (module:attribute, one-line help shown by ``prefetch --help``)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "get": ("prefetch.commands.get:get", "Download datasets or URLs, resumable and verified."),
-    "list": ("prefetch.commands.listing:list_datasets", "Datasets known, their local state and size on disk."),
-    "verify": ("prefetch.commands.verify:verify", "Re-check the hashes of cached datasets or files."),
-    "rm": ("prefetch.commands.housekeeping:rm", "Remove datasets from the cache (never a running download)."),
-    "clean": ("prefetch.commands.housekeeping:clean", "Remove stale partial downloads and leftovers (--dry-run)."),
-    "status": ("prefetch.commands.jobs:status", "Background jobs: state, bytes, %, speed, ETA."),
-    "log": ("prefetch.commands.jobs:log", "Show (or follow with -f) a job's log."),
-    "wait": ("prefetch.commands.jobs:wait", "Block until jobs finish; exit with their result."),
-    "cancel": ("prefetch.commands.jobs:cancel", "Stop a background job, keeping resumable state."),
-    "resume": ("prefetch.commands.jobs:resume", "Restart an interrupted or cancelled job."),
-    "jobs": ("prefetch.commands.jobs:jobs", "Manage job records (jobs clean)."),
-    "mirror": ("prefetch.commands.mirror:mirror", "Package mirrors: list, show, bench, use, restore."),
-    "doctor": ("prefetch.commands.doctor:doctor", "What is configured and why downloads may fail."),
-    "push": ("prefetch.commands.store:push", "Upload verified cached files to a team store (s3://)."),
-    "export": ("prefetch.commands.store:export", "Write the flat mirror layout + SHA256SUMS for a static host."),
-    "demo": ("prefetch.commands.demo:demo", "The whole flow offline, against a built-in local origin."),
-}
 
+def __getattr__(name: str):
+    """``cli`` (the click group), ``COMMANDS`` and ``LazyGroup``, from ``commands/group.py`` on first use."""
+    if name in ("cli", "COMMANDS", "LazyGroup"):
+        from prefetch.commands import group
 
-class LazyGroup(click.Group):
-    """A click group whose commands are imported on first use."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = COMMANDS.get(cmd_name)
-        if entry is None:
-            return None
-        module_name, _, attr = entry[0].partition(":")
-        import importlib
-
-        return getattr(importlib.import_module(module_name), attr)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # Uses the static help texts: listing commands imports none of them.
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, entry[1]) for name, entry in COMMANDS.items()])
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="prefetch-datasets", prog_name="prefetch")
-@click.option("--plain", is_flag=True, help="Plain log lines: no colour, no \\r, no bars (also PREFETCH_PLAIN=1; "
-              "accepted anywhere on the line).")
-def cli(plain: bool) -> None:
-    """Get datasets and packages onto a notebook machine fast, safely, in the background.
-
-    \b
-    Examples (in a notebook cell):
-      !prefetch get cifar10 imdb -b     # returns at once; downloads keep going
-      !prefetch status                  # per-file %, speed, ETA
-      !prefetch wait                    # blocks until verified and in place
-      !prefetch mirror use fastest      # pip now uses the fastest mirror
-
-    \b
-    Output fits where it lands: tables are never cut to the terminal's width;
-    NO_COLOR=1 means no escape byte, FORCE_COLOR=1 colour even in a pipe.
-    """
+        return getattr(group, name)
+    raise AttributeError(f"module 'prefetch.cli' has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; map errors to one stderr line and their exit code."""
     args = take_plain_flag(list(sys.argv[1:] if argv is None else argv))
     try:
-        rv = cli.main(args=args, prog_name="prefetch", standalone_mode=False)
+        rv = _run(args)
     except PrefetchError as exc:
         _fail(str(exc), exc.exit_code)
-    except click.exceptions.Abort:
-        _fail("interrupted; run the same command again to resume", ExitCode.INTERRUPTED)
     except KeyboardInterrupt:
         _fail("interrupted; run the same command again to resume", ExitCode.INTERRUPTED)
-    except click.UsageError as exc:
-        # One line, like every other error; the command's --help has the rest.
-        command = exc.ctx.command_path if exc.ctx is not None else "prefetch"
-        _fail(f"{exc.format_message()} (see `{command} --help`)", ExitCode.USAGE)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(ExitCode.FAILURE)
-    except Exception as exc:  # noqa: BLE001 - the last resort: a bug, never a raw traceback in a cell
+    except Exception as exc:  # noqa: BLE001 - click's own errors, then the last resort
+        click = sys.modules.get("click")  # (click's errors come only from a click that was loaded)
+        if click is not None and isinstance(exc, click.exceptions.Abort):
+            _fail("interrupted; run the same command again to resume", ExitCode.INTERRUPTED)
+        elif click is not None and isinstance(exc, click.UsageError):
+            # One line, like every other error; the command's --help has the rest.
+            command = exc.ctx.command_path if exc.ctx is not None else "prefetch"
+            _fail(f"{exc.format_message()} (see `{command} --help`)", ExitCode.USAGE)
+        elif click is not None and isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        # A bug: never a raw traceback in a cell.
         where = write_crash_report(exc, argv)
         _fail(f"internal error (a bug in prefetch): {type(exc).__name__}: {exc}; the full traceback was "
               f"written to {where}; please report it", ExitCode.FAILURE)
     sys.exit(int(rv) if isinstance(rv, int) else 0)
+
+
+def _run(args: list[str]):
+    """The command's return value: a plain ``get`` without click, any other line through click."""
+    if args[:1] == ["get"]:
+        from prefetch.commands.get_args import parse_get
+
+        params = parse_get(args[1:])
+        if params is not None:
+            from prefetch.commands.get_run import run_get
+
+            try:
+                return run_get(**params)
+            except (EOFError, KeyboardInterrupt):  # as click: a blank line closes the terminal's ^C
+                sys.stderr.write("\n")
+                sys.stderr.flush()
+                raise KeyboardInterrupt from None
+            except OSError as exc:
+                _broken_pipe(exc)
+    from prefetch.commands.group import cli
+
+    return cli.main(args=args, prog_name="prefetch", standalone_mode=False)
+
+
+def _broken_pipe(exc: OSError) -> None:
+    """What click's ``main`` does with an ``OSError``: EPIPE exits 1 with the streams' flushes
+    quieted, anything else goes on."""
+    import errno
+
+    if exc.errno != errno.EPIPE:
+        raise exc
+    try:
+        from click.utils import _PacifyFlushWrapper
+    except ImportError:  # (click's own, private)
+        sys.exit(1)
+    sys.stdout = _PacifyFlushWrapper(sys.stdout)
+    sys.stderr = _PacifyFlushWrapper(sys.stderr)
+    sys.exit(1)
 
 
 def run() -> None:
@@ -111,12 +99,66 @@ def run() -> None:
     Callers inside a Python process (a notebook kernel) use ``main()``: its ``SystemExit``
     must reach them.
     """
+    defer_import("inspect")
+    defer_import("ssl")
+    defer_import("calendar")
+    defer_import("datetime")
     try:
         main()
     except SystemExit as exc:
         if exc.code not in (0, None):
             raise
     _exit_now()
+
+
+def defer_import(name: str) -> None:
+    """Put a stand-in for the module ``name`` in ``sys.modules``: the real module is imported
+    the first time one of its attributes is used, and the stand-in then holds them all.
+
+    In the command's own process (``run``), for two modules imported at the top of others and
+    used only sometimes:
+
+    * ``inspect``: ``dataclasses`` uses it only for a record without a docstring
+      (``inspect.signature`` for the class's ``__doc__``); neither a ``get`` nor its ``-b``
+      launcher has one, and ``inspect`` with ``ast``, ``dis`` and ``tokenize`` is ~23 M
+      instructions (~6 ms) of either process;
+    * ``ssl``: ``http.client`` imports it (the direct path reads its answers with
+      ``http.client``), and only an https URL uses it (~19 M instructions of a ``get``);
+    * ``calendar`` and ``datetime`` (with ``locale``): ``http.client``'s ``email.utils``
+      imports them for date functions a ``get`` never calls (~10 M).
+
+    Nothing happens when ``name`` is already imported (a notebook kernel, a test run).
+    ``name`` is a top-level module's.
+    """
+    if "." in name:
+        raise ValueError(f"defer_import: {name!r} is not a top-level module")
+    if name in sys.modules:
+        return
+    import types
+    from _thread import RLock
+
+    lock, loaded = RLock(), []
+
+    class Deferred(types.ModuleType):
+        def __getattr__(self, attr: str):
+            with lock:
+                if not loaded:
+                    real = sys.modules.get(name)
+                    if real is self or real is None:
+                        sys.modules.pop(name, None)
+                        try:
+                            real = __import__(name)  # (a top-level module's name)
+                        except BaseException:
+                            sys.modules.setdefault(name, self)
+                            raise
+                    vars(self).update(vars(real))  # (what a holder of the stand-in reads from now on)
+                    loaded.append(True)
+            try:
+                return vars(self)[attr]
+            except KeyError:
+                raise AttributeError(f"module {name!r} has no attribute {attr!r}") from None
+
+    sys.modules[name] = Deferred(name)
 
 
 def _exit_now() -> None:
@@ -187,6 +229,8 @@ def take_plain_flag(args: list[str]) -> list[str]:
 
 
 def _fail(message: str, code: int) -> None:
+    from prefetch.commands.get_args import echo
+
     line = " ".join(message.split("\n"))
-    click.echo(f"prefetch: error: {line}", err=True)
+    echo(f"prefetch: error: {line}", err=True)
     sys.exit(int(code))

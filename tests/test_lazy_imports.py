@@ -105,13 +105,14 @@ def test_a_plain_http_get_loads_only_what_it_uses(home, tmp_path, monkeypatch):
     out = tmp_path / "p.bin"
     with OriginServer() as origin:
         origin.put("p.bin", data)
-        modules, proc = imported_of(GET_NEVER + ("urllib3", "requests", "prefetch.net.direct"), "get",
+        modules, proc = imported_of(GET_NEVER + ("urllib3", "requests", "prefetch.net.direct", "click"), "get",
                                     origin.url_for("p.bin"), "-o", str(out), "-q")
         assert len(origin.data_requests("p.bin")) == 1
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == data
     # Neither requests nor urllib3 (net/direct.py sends it); the direct path is seen, so the
-    # check sees what a download imports.
+    # check sees what a download imports. Nor click: a plain get's line is read without it
+    # (commands/get_args.py).
     assert modules == {"prefetch.net.direct"}, modules
 
 
@@ -209,17 +210,112 @@ print(before, sorted(set(prefetch.__all__) - set(globals())), same, prefetch.api
 def test_a_background_launch_plans_without_loading_the_engine(home, tmp_path):
     """``get -b`` plans the request (its usage errors now) and detaches a worker: the
     launcher, a process at normal priority in the user's cell, loads no transfer machinery (nor
-    filelock: the jobs lock is one flock);
+    filelock: the jobs lock is one flock; nor click: commands/get_args.py reads the line; nor the
+    renderer, nor the jobs modules that wait and clean: ``prefetch.jobs`` loads its names on use; nor
+    hashlib and socket: fs/locks.py hashes a per-file lock's name, which a launcher never takes);
     the worker does the download (and the job completes)."""
     data = os.urandom(50_000)
     out = tmp_path / "b.bin"
     with OriginServer() as origin:
         origin.put("b.bin", data)
         modules, proc = imported_of(("prefetch.engine.transfer", "prefetch.flow.files", "prefetch.flow.planning",
-                                     "filelock"),
+                                     "filelock", "click", "prefetch.ui.render", "prefetch.jobs.wait",
+                                     "prefetch.jobs.housekeeping", "hashlib", "socket"),
                                     "get", origin.url_for("b.bin"), "-o", str(out), "-b", "-q")
         assert proc.returncode == 0, proc.stderr
         assert modules == {"prefetch.flow.planning"}, modules  # (it did plan)
         waited = run_cli("wait", timeout=120)
     assert waited.returncode == 0, waited.stderr
     assert out.read_bytes() == data
+
+
+def test_a_get_line_click_must_read_still_gets_clicks_help_and_errors(home):
+    """``get --help`` and a line with a usage error go through click: its help, its message."""
+    modules, proc = imported_of(("click",), "get", "--help")
+    assert proc.returncode == 0 and "--output-dir" in proc.stdout and modules == {"click"}
+    modules, proc = imported_of(("click",), "get", "https://example.org/x", "--connections", "many")
+    assert proc.returncode == 2 and modules == {"click"}
+    assert "Invalid value for '--connections': 'many' is not a valid integer" in proc.stderr
+
+
+RUN_DRIVER = """\
+import atexit, sys
+def report():
+    for name, attr in (("inspect", "signature"), ("ssl", "SSLContext"), ("calendar", "timegm"), ("datetime", "date")):
+        module = sys.modules.get(name)
+        sys.stderr.write(f"\\n{name.upper()}=" + ("loaded" if module is not None and attr in vars(module) else "deferred"))
+    sys.stderr.write("\\n")
+atexit.register(report)
+sys.argv[0] = "prefetch"
+from prefetch.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_get_process_loads_neither_inspect_nor_ssl(home, tmp_path, background):
+    """``run`` (the process's entry point) defers ``inspect`` (dataclasses imports it and a get,
+    or its -b launcher, never uses it), ``ssl`` (http.client imports it; an http URL never
+    uses it), ``calendar`` and ``datetime`` (email.utils' date functions): cli.defer_import."""
+    data = os.urandom(20_000)
+    out = tmp_path / "i.bin"
+    with OriginServer() as origin:
+        origin.put("i.bin", data)
+        args = ["get", origin.url_for("i.bin"), "-o", str(out), "-q"] + (["-b"] if background else [])
+        proc = subprocess.run([sys.executable, "-c", RUN_DRIVER, *args], capture_output=True, text=True, timeout=120,
+                              env=os.environ.copy(), stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stderr
+        assert "INSPECT=deferred" in proc.stderr.splitlines(), proc.stderr
+        assert "SSL=deferred" in proc.stderr.splitlines(), proc.stderr  # (an http URL)
+        assert {"CALENDAR=deferred", "DATETIME=deferred"} <= set(proc.stderr.splitlines()), proc.stderr
+        if background:
+            assert run_cli("wait", timeout=120).returncode == 0
+    assert out.read_bytes() == data
+
+
+def test_a_deferred_module_loads_on_first_use():
+    code = """\
+import sys
+from prefetch.cli import defer_import
+defer_import("inspect")
+import dataclasses, inspect
+stand_in = inspect
+assert "signature" not in vars(inspect)
+try:
+    defer_import("email.utils")
+except ValueError as exc:
+    print(exc)
+@dataclasses.dataclass
+class NoDoc:
+    x: int
+from inspect import isclass
+print(NoDoc.__doc__, isclass(NoDoc), stand_in.signature(NoDoc), sys.modules["inspect"].getdoc is stand_in.getdoc)
+try:
+    inspect.no_such_name
+except AttributeError as exc:
+    print(exc)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["defer_import: 'email.utils' is not a top-level module",
+                                        "NoDoc(x: int) True (x: int) -> None True",
+                                        "module 'inspect' has no attribute 'no_such_name'"]
+
+
+def test_an_https_get_process_loads_the_deferred_ssl_and_verifies(home, tls_origin, tmp_path):
+    """The deferred ``ssl`` is loaded where an https connection first uses it (on a transfer
+    thread), and the get verifies the origin's certificate as ever."""
+    data = os.urandom(12 << 20)  # (several connections: threads that may load it at once)
+    out = tmp_path / "t.bin"
+    tls_origin.put("t.bin", data)
+    proc = subprocess.run([sys.executable, "-c", RUN_DRIVER, "get", tls_origin.url_for("t.bin"), "-o", str(out), "-q"],
+                          capture_output=True, text=True, timeout=120, env=os.environ.copy(), stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert "SSL=loaded" in proc.stderr.splitlines(), proc.stderr
+    assert out.read_bytes() == data
+    env = {k: v for k, v in os.environ.items() if k not in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE")}
+    refused = subprocess.run([sys.executable, "-c", RUN_DRIVER, "get", tls_origin.url_for("t.bin"), "-o",
+                              str(tmp_path / "u.bin"), "-q"], capture_output=True, text=True, timeout=120, env=env,
+                             stdin=subprocess.DEVNULL)
+    assert refused.returncode != 0 and not (tmp_path / "u.bin").exists(), refused.stderr
+    assert "certificate" in refused.stderr.lower() and "Traceback" not in refused.stderr, refused.stderr

@@ -12,10 +12,8 @@ per target (``_FileLock``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -49,6 +47,8 @@ def lock_key(target: Path | str) -> str:
     """``target``'s lock key: a hash of its absolute path (hex)."""
     target = as_path(target)
     name = str(target if target.is_absolute() else target.absolute())
+    import hashlib  # (here: a get -b launcher takes the jobs lock and no per-file lock)
+
     return hashlib.sha1(name.encode()).hexdigest()[:20]
 
 
@@ -170,7 +170,7 @@ def hold_lock(
         lock.close()
 
 
-_HOST = socket.gethostname()
+_HOST = os.uname().nodename  # socket.gethostname(), without socket's import in a launcher
 _HOST_JSON = json.dumps(_HOST)
 _POLL = 0.05  # seconds between tries while another process holds a lock
 

@@ -17,43 +17,70 @@ May import every layer below it (``flow`` and what ``flow`` may import, and
 ``operations``); never ``doctor``, ``demo``, the API or the CLI.
 """
 
-from prefetch.jobs.housekeeping import CleanResult, clean_jobs, iter_log
-from prefetch.jobs.launch import cancel_job, describe_request, pin_request, resume_job, start_job
-from prefetch.jobs.liveness import (
-    get_job,
-    hold_run_lock,
-    latest_job,
-    list_jobs,
-    refresh_state,
-    run_lock_held,
-    run_lock_path,
-    worker_identity_proven,
-)
-from prefetch.fs.processes import is_process_alive, process_start_time
-from prefetch.jobs.records import (
-    ACTIVE_STATES,
-    FINAL_FILE_STATES,
-    GENERATED_ID_RE,
-    RECORD_SCHEMA,
-    STALE_SECONDS,
-    FileStatus,
-    JobRecord,
-    JobState,
-    check_job_id,
-    files_in_place,
-    job_to_dict,
-    jobs_dir,
-    load_record,
-    locked_jobs,
-    new_job_id,
-    record_from_dict,
-    record_path,
-    record_to_dict,
-    this_host,
-    update_record,
-    write_record,
-)
-from prefetch.jobs.wait import WaitResult, dataset_missing, job_exit_code, wait_for, wait_jobs
+# Each name is loaded from its module on first use (PEP 562): the ``get -b`` launcher, a
+# process at normal priority in the user's cell, needs records, liveness and launch only.
+_LAZY = {
+    "CleanResult": "prefetch.jobs.housekeeping",
+    "clean_jobs": "prefetch.jobs.housekeeping",
+    "iter_log": "prefetch.jobs.housekeeping",
+    "cancel_job": "prefetch.jobs.launch",
+    "describe_request": "prefetch.jobs.launch",
+    "pin_request": "prefetch.jobs.launch",
+    "resume_job": "prefetch.jobs.launch",
+    "start_job": "prefetch.jobs.launch",
+    "get_job": "prefetch.jobs.liveness",
+    "hold_run_lock": "prefetch.jobs.liveness",
+    "latest_job": "prefetch.jobs.liveness",
+    "list_jobs": "prefetch.jobs.liveness",
+    "refresh_state": "prefetch.jobs.liveness",
+    "run_lock_held": "prefetch.jobs.liveness",
+    "run_lock_path": "prefetch.jobs.liveness",
+    "worker_identity_proven": "prefetch.jobs.liveness",
+    "ACTIVE_STATES": "prefetch.jobs.records",
+    "FINAL_FILE_STATES": "prefetch.jobs.records",
+    "GENERATED_ID_RE": "prefetch.jobs.records",
+    "RECORD_SCHEMA": "prefetch.jobs.records",
+    "STALE_SECONDS": "prefetch.jobs.records",
+    "FileStatus": "prefetch.jobs.records",
+    "JobRecord": "prefetch.jobs.records",
+    "JobState": "prefetch.jobs.records",
+    "check_job_id": "prefetch.jobs.records",
+    "files_in_place": "prefetch.jobs.records",
+    "job_to_dict": "prefetch.jobs.records",
+    "jobs_dir": "prefetch.jobs.records",
+    "load_record": "prefetch.jobs.records",
+    "locked_jobs": "prefetch.jobs.records",
+    "new_job_id": "prefetch.jobs.records",
+    "record_from_dict": "prefetch.jobs.records",
+    "record_path": "prefetch.jobs.records",
+    "record_to_dict": "prefetch.jobs.records",
+    "this_host": "prefetch.jobs.records",
+    "update_record": "prefetch.jobs.records",
+    "write_record": "prefetch.jobs.records",
+    "WaitResult": "prefetch.jobs.wait",
+    "dataset_missing": "prefetch.jobs.wait",
+    "job_exit_code": "prefetch.jobs.wait",
+    "wait_for": "prefetch.jobs.wait",
+    "wait_jobs": "prefetch.jobs.wait",
+    "is_process_alive": "prefetch.fs.processes",
+    "process_start_time": "prefetch.fs.processes",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'prefetch.jobs' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ACTIVE_STATES", "FINAL_FILE_STATES", "GENERATED_ID_RE", "RECORD_SCHEMA", "STALE_SECONDS",

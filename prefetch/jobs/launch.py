@@ -172,43 +172,88 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
 
     # Never through a link or into a FIFO planted at the log's name.
     with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
-        from prefetch.ui.render import timestamp
-
-        log.write(f"{timestamp()} job {record.id} {note}: {record.command}\n".encode())
+        # ui.render's timestamp (2026-11-22T05:40:01Z), without loading the renderer here
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode())
         log.flush()
         # A new session and no stdio left on the caller's terminal: the worker
         # survives a notebook cell's shell exiting under its pty (no & or nohup).
-        import subprocess
+        # Its directory is not the caller's (which may go away): the jobs dir.
+        if python is None and _SPAWN:
+            pid = _spawn_worker(record.id, log.fileno(), env, str(log_path.parent))
+            reap = None
+        else:
+            import subprocess
 
-        proc = subprocess.Popen(
-            [python or sys.executable, "-m", "prefetch.jobs.worker", record.id],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            close_fds=True,
-            start_new_session=True,
-            env=env,
-            cwd=str(log_path.parent),  # not the caller's directory: it may go away
-        )
-    pid_start = process_start_time(proc.pid)
+            proc = subprocess.Popen(
+                [python or sys.executable, "-m", "prefetch.jobs.worker", record.id],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                close_fds=True,
+                start_new_session=True,
+                env=env,
+                cwd=str(log_path.parent),
+            )
+            pid, reap = proc.pid, proc.wait
+    pid_start = process_start_time(pid)
     # The worker sets the same pid itself; whichever write comes second keeps it.
-    _forget_child(proc)
+    _forget_child(pid, reap)
 
     def set_pid(rec: JobRecord) -> None:
         if rec.pid is None:
-            rec.pid = proc.pid
+            rec.pid = pid
             rec.pid_start = pid_start
 
     return update_record(record.id, set_pid, env)
 
 
-def _forget_child(proc) -> None:
+# os.posix_spawn (vfork and exec, no subprocess import: ~14 M instructions of a launcher)
+# where the worker can leave the caller's directory out of its sys.path (-P, Python 3.11)
+# and the session can be a new one (setsid).
+_SPAWN = (sys.version_info >= (3, 11) and hasattr(os, "posix_spawn") and hasattr(os, "POSIX_SPAWN_DUP2")
+          and sys.platform.startswith("linux"))
+WORKER_DIR_ENV = "PREFETCH_WORKER_DIR"  # the directory the worker moves to first (jobs/worker.py)
+
+
+def _spawn_worker(job_id: str, log_fd: int, env: Mapping[str, str], directory: str) -> int:
+    """``python -P -m prefetch.jobs.worker JOB`` in a new session, stdin from /dev/null,
+    stdout and stderr into ``log_fd``, no other descriptor (as ``subprocess``'s
+    ``close_fds``: an inheritable one the caller's shell left open, a notebook cell's pipe,
+    would keep that cell waiting); the worker moves to ``directory`` itself. Its pid."""
+    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]
+    try:
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(3, 256)
+    for fd in fds:
+        if fd > 2 and fd != log_fd:
+            try:
+                if os.get_inheritable(fd):
+                    actions.append((os.POSIX_SPAWN_CLOSE, fd))
+            except OSError:  # (listdir's own descriptor, closed since)
+                pass
+    env = dict(env, **{WORKER_DIR_ENV: directory})
+    return os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", "prefetch.jobs.worker", job_id], env,
+                          file_actions=actions, setsid=True)
+
+
+def _forget_child(pid: int, reap=None) -> None:
     # The launcher never waits for the worker, but in a long-lived process (the
     # Python API in a notebook kernel) an unreaped worker would linger as a
     # zombie: reap it from a daemon thread. (Liveness checks treat zombies as dead.)
     import threading
 
-    threading.Thread(target=proc.wait, name=f"prefetch-reap-{proc.pid}", daemon=True).start()
+    threading.Thread(target=reap or _wait_for, args=() if reap else (pid,), name=f"prefetch-reap-{pid}",
+                     daemon=True).start()
+
+
+def _wait_for(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # (reaped elsewhere: a SIGCHLD handler of the host process)
+        pass
 
 
 # -- cancel and resume ---------------------------------------------------------------

@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    directory = os.environ.pop("PREFETCH_WORKER_DIR", None)  # (jobs/launch.py: a posix_spawn start)
+    if directory:
+        os.chdir(directory)  # not the caller's directory: it may go away
     # --header values: read once from the environment, then out of it (see request.job_environment).
     from prefetch.flow.request import HEADERS_ENV
 

@@ -1,0 +1,223 @@
+"""``prefetch get``'s work, without click: the request from its parameters, then a job or a
+foreground run, and what it prints (``commands/get.py`` is its click command, and ``cli.py``
+calls :func:`run_get` straight from the parameters ``commands/get_args.py`` read)."""
+
+from __future__ import annotations
+
+import sys
+
+from prefetch.commands.get_args import echo
+
+
+def run_get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors,
+            seed, also_origin, connections, host_connections, sha256, md5, output, registries, include, exclude,
+            lfs_from, root, torch_hub, retries, timeout, fail_fast, nice, print_paths, null, as_json, quiet,
+            force=False):
+    """``prefetch get`` with the parameters click (or ``get_args.parse_get``) read; the exit code."""
+    from prefetch.flow.request import GetRequest
+
+    print_paths = print_paths or null
+    if print_paths and (background or as_json):
+        import click
+
+        raise click.UsageError("--print-paths prints paths as files land in this process: not with "
+                               f"{'-b' if background else '--json'} (from Python, prefetch.as_completed(job=...) "
+                               "follows a background job)")
+
+    urls = read_input_file(input_file) if input_file else []
+    if not names and not input_file:
+        import click
+
+        raise click.UsageError("give dataset names or URLs, or -i FILE")
+    request = GetRequest(
+        names=list(names),
+        urls=urls,
+        output_dir=output_dir,
+        extract=extract,
+        extract_to=extract_to,
+        limit_rate=limit_rate,
+        headers=list(headers),
+        cache_dir=cache_dir,
+        mirrors=list(mirrors),
+        also_origin=also_origin,
+        connections=connections,
+        host_connections=host_connections,
+        sha256=sha256,
+        md5=md5,
+        output=output,
+        registries=[str(r) for r in registries],
+        fail_fast=fail_fast,
+        seed=seed,
+        include=list(include),
+        exclude=list(exclude),
+        lfs_from=lfs_from,
+        root=root,
+        torch_hub=torch_hub,
+        retries=retries,
+        timeout=timeout,
+        force=force,
+        # For hf:// names --cache-dir is the hub cache, as huggingface_hub's cache_dir= (a job
+        # pins cache_dir to the Keras root, so the hub's gets its own field).
+        hub_cache=cache_dir if cache_dir and any(n[:5].lower() == "hf://" for n in names) else None,
+        nice=nice,
+    )
+    if background:
+        from prefetch.jobs import start_job
+        from prefetch.flow.request import job_environment
+
+        job = start_job(request, env=job_environment(request))
+        if as_json:
+            import json
+
+            echo(json.dumps({"job": job.id, "log": str(job.log_path), "pid": job.pid}))
+        else:
+            echo(f"started job {job.id} (pid {job.pid}); log: {job.log_path}")
+            echo(f"follow with: prefetch status {job.id} | prefetch log -f {job.id} | prefetch wait {job.id}")
+        return 0
+    paths = PathPrinter(sys.stdout, end="\0" if null else "\n") if print_paths else None
+    return run_foreground(request, as_json=as_json, quiet=quiet, paths=paths)
+
+
+class PathPrinter:
+    """``--print-paths``: each placed file's path on stdout the moment its result is final.
+
+    Called from the download threads (``on_file_done``). When the reader goes away
+    (``| head -1``), the downloads are stopped, resumable.
+    """
+
+    def __init__(self, stream, *, end: str) -> None:
+        import threading
+
+        self.stream, self.end = stream, end
+        self.lock = threading.Lock()
+        self.stop = None
+        self.broken = False
+        self.seen: set[int] = set()
+
+    def __call__(self, index: int, result) -> None:
+        self.seen.add(id(result))
+        if result.status not in ("downloaded", "cached") or result.exit_code:
+            return
+        with self.lock:
+            if self.broken:
+                return
+            try:
+                self.stream.write(result.path + self.end)
+                self.stream.flush()
+            except (BrokenPipeError, ValueError):
+                self.broken = True
+                if self.stop is not None:
+                    self.stop.set()
+
+
+def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | None = None) -> int:
+    """Fetch in this process with progress on stderr; a summary on stdout (or, with ``paths``,
+    each placed path as it lands, and the summary's errors only).
+
+    Ctrl-C (or a notebook's interrupt) stops within about a second with the
+    state saved (exit 7); a second Ctrl-C exits at once.
+    """
+    import threading
+
+    from prefetch.model.plans import overall_exit_code
+    from prefetch.ui.interrupt import stop_on_interrupt
+    from prefetch.ui.render import make_renderer
+    from prefetch.flow.planning import plan_once, run_request
+
+    planned = plan_once(request)  # usage errors before any output (planned once)
+    stop = threading.Event()
+    renderer = make_renderer(sys.stderr, quiet=quiet or as_json, skip_failures=True)
+    if paths is not None:
+        paths.stop = stop
+    try:
+        with stop_on_interrupt(stop, on_first=_say_stopping, on_second=_exit_now, hangup=True, terminate=True,
+                               restore=False):
+            results = run_request(request, on_event=renderer, stop=stop, on_file_done=paths, planned=planned)
+    finally:
+        renderer.close()
+    if paths is not None:
+        if paths.broken:
+            _quiet_stdout()
+        for error in _distinct(r.error for r in results if r.status in ("failed", "interrupted")):
+            echo(f"prefetch: error: {error}", err=True)
+        for result in results:  # a kind's own plans (hf:// repos) report at the end
+            if id(result) not in paths.seen:
+                paths(-1, result)
+        return overall_exit_code(results)
+    if as_json:
+        import json
+
+        echo(json.dumps([r.__dict__ for r in results], indent=2))
+    else:
+        errors, lines = [], []
+        for r in results:
+            if r.status in ("failed", "interrupted"):
+                errors.append(r.error)
+            else:
+                lines.append(f"{r.status:10} {r.path}")
+                lines.extend(f"{'':10} {extra}" for extra in r.paths[1:])
+                lines.extend(f"{'extracted':10} {d}" for d in r.extracted)
+        if lines:  # one write, not an echo per file (thousands of files)
+            echo("\n".join(lines))
+        for error in _distinct(errors):
+            echo(f"prefetch: error: {error}", err=True)
+    return overall_exit_code(results)
+
+
+def _distinct(errors) -> list[str]:
+    """Each error once, and none that another quotes (an hf:// repo's summary quotes its first file's)."""
+    unique = [e for e in dict.fromkeys(errors) if e]
+    return [e for e in unique if not any(e != other and e in other for other in unique)]
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: nothing more goes there (not even at exit's flush)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _say_stopping() -> None:
+    """The first Ctrl-C: say what happens (os.write: safe inside a signal handler)."""
+    import os
+
+    try:
+        os.write(2, b"\ninterrupted: saving what is on disk (Ctrl-C again to stop at once)\n")
+    except OSError:
+        pass
+
+
+def _exit_now() -> None:
+    """The second Ctrl-C: leave at once (what is on disk stays resumable)."""
+    import os
+
+    try:
+        sys.stderr.write("\nprefetch: error: interrupted again: stopped at once; "
+                         "run the same command again to resume\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(7)
+
+
+def read_input_file(path: str) -> list[dict]:
+    """The URL entries of an input file (``-`` = stdin), read now: a background job gets them in its record."""
+    from prefetch.errors import UsageError
+    from prefetch.flow.planners.urls import parse_input_file
+
+    if path == "-":
+        text, source = sys.stdin.read(), "<stdin>"
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the input file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        source = path
+    entries = parse_input_file(text, source=source)
+    if not entries:
+        raise UsageError(f"{source}: no URLs in the input file")
+    return [e.to_dict() for e in entries]

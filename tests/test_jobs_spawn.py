@@ -1,0 +1,44 @@
+"""How a ``get -b`` launcher starts its worker (``jobs/launch.py``: ``os.posix_spawn`` on
+Linux with Python 3.11+, else ``subprocess``): what the worker keeps of the caller."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.test_jobs import job_id_from, poll, record, stop_leftover_workers, synth  # noqa: F401 - fixtures
+
+
+def test_the_worker_keeps_no_descriptor_of_the_caller_and_runs_in_the_jobs_dir(synth, origin, home, tmp_path):
+    """An inheritable descriptor the caller's shell left open (a notebook cell's pipe) is not
+    the worker's: the cell sees its end as soon as the launcher exits. The worker's
+    directory is the jobs dir, not the caller's (which may go away), and its stdio is the log."""
+    registry, _ = synth
+    origin.rate = 100_000  # the worker is still downloading while we look
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    read, write = os.pipe()
+    try:
+        started = subprocess.run([sys.executable, "-m", "prefetch", "get", "synth", "--registry", str(registry), "-b"],
+                                 capture_output=True, text=True, timeout=120, cwd=caller, pass_fds=(write,),
+                                 stdin=subprocess.DEVNULL)
+    finally:
+        os.close(write)
+    try:
+        assert started.returncode == 0, started.stderr
+        job_id = job_id_from(started.stdout)
+        pid = poll(lambda: record(job_id).pid, what="the worker's pid")
+        assert record(job_id).active
+        readable, _, _ = select.select([read], [], [], 10)
+        assert readable and os.read(read, 1) == b"", "the worker holds the caller's pipe"
+    finally:
+        os.close(read)
+    jobs = record(job_id).log_path.parent
+    poll(lambda: Path(os.readlink(f"/proc/{pid}/cwd")) == jobs.resolve(), what="the worker in the jobs dir")
+    assert Path(os.readlink(f"/proc/{pid}/fd/1")) == Path(os.readlink(f"/proc/{pid}/fd/2")) == \
+        record(job_id).log_path.resolve()
+    assert os.readlink(f"/proc/{pid}/fd/0") == os.devnull
+    assert os.getsid(pid) == pid  # a session of its own
