@@ -4,6 +4,7 @@ parameters click reads, or None (click reads the line, with its own messages).""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -65,12 +66,46 @@ def test_any_other_line_is_left_to_click(args, paths, monkeypatch):
     assert parse_get(fill(args, paths)) is None
 
 
-def test_an_unreadable_path_is_left_to_click(paths):
-    if os.geteuid() == 0:
-        pytest.skip("root reads everything")
-    locked = paths / "locked"
-    locked.mkdir(mode=0)
-    assert parse_get(["u", "-P", str(locked)]) is None
+def test_an_unreadable_path_is_left_to_click():
+    """A directory the user may not read: click refuses it, so parse_get leaves the line to
+    click. Root reads everything, so as root the check runs in a forked child as uid 65534
+    (a real second user), in a directory that user can reach."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="get-args-", dir="/var/tmp"))
+    try:
+        top.chmod(0o755)
+        locked = top / "locked"
+        locked.mkdir(mode=0)
+        args = ["u", "-P", str(locked)]
+
+        def check() -> bool:
+            import click
+
+            try:
+                click_params(args)
+            except click.BadParameter:
+                return parse_get(args) is None
+            return False  # click read it: the user can read the directory
+
+        if os.geteuid() != 0:
+            assert check()
+            return
+        pid = os.fork()
+        if pid == 0:  # the child: drop root, check, report by exit status
+            code = 1
+            try:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                code = 0 if check() else 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_shell_completion_is_left_to_click(monkeypatch):
