@@ -34,6 +34,7 @@ any form (``tests/test_layers.py`` holds the rule):
     commands/, cli  the command line
 """
 
+from prefetch.model.lazy import lazy_names
 from prefetch.errors import (
     ExitCode,
     HashMismatchError,
@@ -72,21 +73,7 @@ _LAZY = {
 _SUBMODULES = ("adapters", "api", "dropins", "streaming")
 
 
-def __getattr__(name: str):
-    import importlib
-
-    if name in _SUBMODULES:
-        return importlib.import_module(f"prefetch.{name}")  # (the import sets the attribute)
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'prefetch' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # found directly from now on
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
+__getattr__, __dir__ = lazy_names("prefetch", globals(), _LAZY, _SUBMODULES)
 
 
 __all__ = [

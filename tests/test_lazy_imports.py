@@ -204,7 +204,7 @@ print(before, sorted(set(prefetch.__all__) - set(globals())), same, prefetch.api
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["['prefetch.errors']", "[]", "True", "True", "prefetch.adapters.samples", "True"]
+    assert proc.stdout.split() == ["['prefetch.errors',", "'prefetch.model',", "'prefetch.model.lazy']", "[]", "True", "True", "prefetch.adapters.samples", "True"]
 
 
 def test_a_background_launch_plans_without_loading_the_engine(home, tmp_path):

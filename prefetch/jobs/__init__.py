@@ -17,6 +17,8 @@ May import every layer below it (``flow`` and what ``flow`` may import, and
 ``operations``); never ``doctor``, ``demo``, the API or the CLI.
 """
 
+from prefetch.model.lazy import lazy_names
+
 # Each name is loaded from its module on first use (PEP 562): the ``get -b`` launcher, a
 # process at normal priority in the user's cell, needs records, liveness and launch only.
 _LAZY = {
@@ -67,19 +69,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'prefetch.jobs' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # found directly from now on
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names("prefetch.jobs", globals(), _LAZY)
 
 
 __all__ = [

@@ -7,6 +7,7 @@ Owns:
                ended), ``VerifyResult``, ``overall_exit_code``
     events.py  ``Event``/``EventKind``/``EventSink``: progress as the flow reports it
     lean.py    ``dataclass``: ``dataclasses``' records with one compile per class (start-up)
+    lazy.py    ``lazy_names``: a package's names loaded from their modules on first access
 
 May import: ``prefetch.errors`` only. Nothing here does I/O.
 """
