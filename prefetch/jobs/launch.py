@@ -220,7 +220,18 @@ def _spawn_worker(job_id: str, log_fd: int, env: Mapping[str, str], directory: s
     """``python -P -m prefetch.jobs.worker JOB`` in a new session, stdin from /dev/null,
     stdout and stderr into ``log_fd``, no other descriptor (as ``subprocess``'s
     ``close_fds``: an inheritable one the caller's shell left open, a notebook cell's pipe,
-    would keep that cell waiting); the worker moves to ``directory`` itself. Its pid."""
+    would keep that cell waiting); the worker moves to ``directory`` itself. Its pid.
+
+    A log on descriptor 0, 1 or 2 (a caller without stdin opens it as 0, which the first
+    action replaces with /dev/null) is first copied above them, as ``subprocess`` does."""
+    if log_fd <= 2:
+        import fcntl
+
+        high = fcntl.fcntl(log_fd, fcntl.F_DUPFD_CLOEXEC, 3)
+        try:
+            return _spawn_worker(job_id, high, env, directory)
+        finally:
+            os.close(high)
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]
     try:
