@@ -246,8 +246,25 @@ def _spawn_worker(job_id: str, log_fd: int, env: Mapping[str, str], directory: s
             except OSError:  # (listdir's own descriptor, closed since)
                 pass
     env = dict(env, **{WORKER_DIR_ENV: directory})
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = _absolute_pythonpath(env["PYTHONPATH"], directory)
     return os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", "prefetch.jobs.worker", job_id], env,
                           file_actions=actions, setsid=True)
+
+
+def _absolute_pythonpath(value: str, fallback: str) -> str:
+    """``PYTHONPATH`` with its relative entries (an empty one is the directory) made absolute
+    against this process's directory, where they point for it, or ``fallback`` when that was
+    removed (the worker starts in the caller's directory, and Python cannot start in a
+    removed one with a relative entry: "Fatal Python error: error evaluating path")."""
+    entries = value.split(os.pathsep)
+    if all(os.path.isabs(entry) for entry in entries):
+        return value
+    try:
+        base = os.getcwd()
+    except OSError:
+        base = fallback
+    return os.pathsep.join(entry if os.path.isabs(entry) else os.path.join(base, entry) for entry in entries)
 
 
 def _forget_child(pid: int, reap=None) -> None:
