@@ -102,6 +102,29 @@ def test_connections_zero_or_negative(cli, origin, tmp_path, n):
     assert origin.requests == []
 
 
+def test_timeout_not_a_number(cli, origin, tmp_path):
+    """click's FloatRange(min=0, min_open=True) takes nan (nan <= 0 is False): it was
+    reported as "invalid URL ...: Invalid value NaN", exit 3; as a tuning variable too."""
+    line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "--timeout", "nan"),
+                          ExitCode.USAGE)
+    assert "--timeout" in line and "nan" in line
+    env = dict(os.environ, PREFETCH_READ_TIMEOUT="nan")
+    line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), env=env),
+                          ExitCode.USAGE)
+    assert "PREFETCH_READ_TIMEOUT" in line
+    assert origin.requests == []
+
+
+@pytest.mark.parametrize("seconds", ["inf", "1e300"])
+def test_a_timeout_past_what_the_clock_holds_means_never(cli, origin, tmp_path, seconds):
+    """``--timeout inf`` (or a number the platform's time_t cannot hold) was an internal
+    error (OverflowError) for every file; it waits as long as the clock can say."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFETCH_READ_TIMEOUT", "PREFETCH_CONNECT_TIMEOUT")}
+    proc = cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "--timeout", seconds, "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "d.bin").read_bytes() == DATA
+
+
 def test_bad_tuning_variable(cli, origin, tmp_path):
     env = dict(os.environ, PREFETCH_RETRIES="lots")
     line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), env=env),
