@@ -125,6 +125,24 @@ def test_a_timeout_past_what_the_clock_holds_means_never(cli, origin, tmp_path, 
     assert (tmp_path / "d.bin").read_bytes() == DATA
 
 
+def test_a_removed_current_directory(origin, home, tmp_path):
+    """A shell (or notebook) whose directory was removed: a URL saved "here" is one line
+    (exit 5), not an internal error with a crash report; with -P DIR it downloads."""
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    script = 'mkdir "$1" && cd "$1" && rmdir "$1" && shift && exec "$@"'
+    base = ["sh", "-c", script, "sh", str(gone), sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin")]
+    run = dict(capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    line = one_error_line(subprocess.run(base + ["-q"], **run), ExitCode.FILESYSTEM)
+    assert "current directory was removed" in line
+    for extra in (["-P", str(tmp_path / "out")], ["-P", str(tmp_path / "out"), "-b"]):
+        proc = subprocess.run(base + extra + ["-q"], **run)
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "d.bin").read_bytes() == DATA
+
+
 def test_bad_tuning_variable(cli, origin, tmp_path):
     env = dict(os.environ, PREFETCH_RETRIES="lots")
     line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), env=env),
