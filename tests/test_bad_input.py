@@ -293,3 +293,18 @@ def test_click_usage_errors_are_one_line_too(cli, tmp_path, args):
     line = one_error_line(proc, ExitCode.USAGE)
     assert "--help" in line  # where to read more
     assert "Usage:" not in proc.stderr
+
+
+def test_an_output_path_that_is_not_utf8(home, origin, tmp_path):
+    """Linux names are bytes: ``-o`` into a directory named b'\\xff' (a surrogate-escaped argv)
+    was an internal error (the per-file lock's key encoded the path as strict UTF-8)."""
+    import subprocess
+    import sys
+
+    folder = os.fsencode(tmp_path) + b"/\xff"
+    os.mkdir(folder)
+    proc = subprocess.run([sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin"), "-o", folder + b"/d.bin",
+                           "-q"], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [b"downloaded", folder + b"/d.bin"]
+    assert Path(os.fsdecode(folder), "d.bin").read_bytes() == DATA
