@@ -308,3 +308,13 @@ def test_an_output_path_that_is_not_utf8(home, origin, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [b"downloaded", folder + b"/d.bin"]
     assert Path(os.fsdecode(folder), "d.bin").read_bytes() == DATA
+    # -b: the launcher's first log line and the worker's log hold the path's bytes
+    proc = subprocess.run([sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin"), "-o", folder + b"/b.bin",
+                           "-b"], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    for command in (["wait"], ["status"], ["log"]):
+        proc = subprocess.run([sys.executable, "-m", "prefetch", *command], capture_output=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, (command, proc.stderr)
+    assert b"/b.bin" in proc.stdout and b" done exit=0" in proc.stdout  # (log shows it as text: U+FFFD)
+    assert Path(os.fsdecode(folder), "b.bin").read_bytes() == DATA

@@ -174,7 +174,7 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
     with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
         # ui.render's timestamp (2026-11-22T05:40:01Z), without loading the renderer here
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode())
+        log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode("utf-8", "surrogateescape"))
         log.flush()
         # A new session and no stdio left on the caller's terminal: the worker
         # survives a notebook cell's shell exiting under its pty (no & or nohup).
