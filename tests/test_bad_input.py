@@ -102,6 +102,47 @@ def test_connections_zero_or_negative(cli, origin, tmp_path, n):
     assert origin.requests == []
 
 
+def test_timeout_not_a_number(cli, origin, tmp_path):
+    """click's FloatRange(min=0, min_open=True) takes nan (nan <= 0 is False): it was
+    reported as "invalid URL ...: Invalid value NaN", exit 3; as a tuning variable too."""
+    line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "--timeout", "nan"),
+                          ExitCode.USAGE)
+    assert "--timeout" in line and "nan" in line
+    env = dict(os.environ, PREFETCH_READ_TIMEOUT="nan")
+    line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), env=env),
+                          ExitCode.USAGE)
+    assert "PREFETCH_READ_TIMEOUT" in line
+    assert origin.requests == []
+
+
+@pytest.mark.parametrize("seconds", ["inf", "1e300"])
+def test_a_timeout_past_what_the_clock_holds_means_never(cli, origin, tmp_path, seconds):
+    """``--timeout inf`` (or a number the platform's time_t cannot hold) was an internal
+    error (OverflowError) for every file; it waits as long as the clock can say."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFETCH_READ_TIMEOUT", "PREFETCH_CONNECT_TIMEOUT")}
+    proc = cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "--timeout", seconds, "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "d.bin").read_bytes() == DATA
+
+
+def test_a_removed_current_directory(origin, home, tmp_path):
+    """A shell (or notebook) whose directory was removed: a URL saved "here" is one line
+    (exit 5), not an internal error with a crash report; with -P DIR it downloads."""
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    script = 'mkdir "$1" && cd "$1" && rmdir "$1" && shift && exec "$@"'
+    base = ["sh", "-c", script, "sh", str(gone), sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin")]
+    run = dict(capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    line = one_error_line(subprocess.run(base + ["-q"], **run), ExitCode.FILESYSTEM)
+    assert "current directory was removed" in line
+    for extra in (["-P", str(tmp_path / "out")], ["-P", str(tmp_path / "out"), "-b"]):
+        proc = subprocess.run(base + extra + ["-q"], **run)
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "d.bin").read_bytes() == DATA
+
+
 def test_bad_tuning_variable(cli, origin, tmp_path):
     env = dict(os.environ, PREFETCH_RETRIES="lots")
     line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), env=env),
@@ -252,3 +293,28 @@ def test_click_usage_errors_are_one_line_too(cli, tmp_path, args):
     line = one_error_line(proc, ExitCode.USAGE)
     assert "--help" in line  # where to read more
     assert "Usage:" not in proc.stderr
+
+
+def test_an_output_path_that_is_not_utf8(home, origin, tmp_path):
+    """Linux names are bytes: ``-o`` into a directory named b'\\xff' (a surrogate-escaped argv)
+    was an internal error (the per-file lock's key encoded the path as strict UTF-8)."""
+    import subprocess
+    import sys
+
+    folder = os.fsencode(tmp_path) + b"/\xff"
+    os.mkdir(folder)
+    proc = subprocess.run([sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin"), "-o", folder + b"/d.bin",
+                           "-q"], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [b"downloaded", folder + b"/d.bin"]
+    assert Path(os.fsdecode(folder), "d.bin").read_bytes() == DATA
+    # -b: the launcher's first log line and the worker's log hold the path's bytes
+    proc = subprocess.run([sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin"), "-o", folder + b"/b.bin",
+                           "-b"], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    for command in (["wait"], ["status"], ["log"]):
+        proc = subprocess.run([sys.executable, "-m", "prefetch", *command], capture_output=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, (command, proc.stderr)
+    assert b"/b.bin" in proc.stdout and b" done exit=0" in proc.stdout  # (log shows it as text: U+FFFD)
+    assert Path(os.fsdecode(folder), "b.bin").read_bytes() == DATA

@@ -96,6 +96,8 @@ class TransferOptions:
             if env.get(name):
                 try:
                     values[key] = kind(env[name])
+                    if values[key] != values[key]:  # nan: every comparison with it is False
+                        raise ValueError
                 except ValueError:
                     from prefetch.errors import UsageError
 
@@ -108,10 +110,15 @@ class TransferOptions:
         read = values.pop("read_timeout", None)
         connect = values.pop("connect_timeout", None)
         timeout = values.get("timeout")
-        if timeout is not None and timeout <= 0:
+        if timeout is not None and not timeout > 0:  # (nan too: click's FloatRange lets it through)
             from prefetch.errors import UsageError
 
             raise UsageError(f"--timeout must be more than 0 seconds, got {timeout:g}")
+        # inf, or more than a socket's timeout holds (an OverflowError in settimeout): in effect, never.
+        if timeout is not None:
+            timeout = values["timeout"] = min(timeout, LONGEST_TIMEOUT)
+        read = None if read is None else min(read, LONGEST_TIMEOUT)
+        connect = None if connect is None else min(connect, LONGEST_TIMEOUT)
         if values.get("max_attempts") is not None and values["max_attempts"] < 0:
             from prefetch.errors import UsageError
 
@@ -126,6 +133,7 @@ class TransferOptions:
         return cls(**values)
 
 
+LONGEST_TIMEOUT = 1e9  # seconds (31 years): longer ones (inf) are read as this
 POLITE_ONE_CONNECTION_RATE = 200e6  # bytes/s: a polite background job's one_connection_rate
 
 _ENV_KNOBS = [

@@ -49,7 +49,7 @@ def lock_key(target: Path | str) -> str:
     name = str(target if target.is_absolute() else target.absolute())
     import hashlib  # (here: a get -b launcher takes the jobs lock and no per-file lock)
 
-    return hashlib.sha1(name.encode()).hexdigest()[:20]
+    return hashlib.sha1(name.encode("utf-8", "surrogateescape")).hexdigest()[:20]  # (the same key as ever for UTF-8)
 
 
 def lock_path(locks_dir: Path, target: Path) -> Path:

@@ -30,6 +30,21 @@ def expand_path(text: str | os.PathLike, what: str) -> Path:
     return Path(expanded)
 
 
+def current_dir() -> Path:
+    """``os.getcwd()``; a removed current directory is one line (LocalFileError), not a traceback.
+
+    Raises:
+        LocalFileError: the current directory was removed (a notebook's, a shell's).
+    """
+    try:
+        return Path(os.getcwd())
+    except FileNotFoundError:
+        from prefetch.errors import LocalFileError
+
+        raise LocalFileError("the current directory was removed: cd to one that exists, or give absolute paths "
+                             "(-P DIR, -o FILE)") from None
+
+
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     """Return the directory for job records, logs and locks.
 

@@ -174,7 +174,7 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
     with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
         # ui.render's timestamp (2026-11-22T05:40:01Z), without loading the renderer here
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode())
+        log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode("utf-8", "surrogateescape"))
         log.flush()
         # A new session and no stdio left on the caller's terminal: the worker
         # survives a notebook cell's shell exiting under its pty (no & or nohup).
@@ -220,7 +220,18 @@ def _spawn_worker(job_id: str, log_fd: int, env: Mapping[str, str], directory: s
     """``python -P -m prefetch.jobs.worker JOB`` in a new session, stdin from /dev/null,
     stdout and stderr into ``log_fd``, no other descriptor (as ``subprocess``'s
     ``close_fds``: an inheritable one the caller's shell left open, a notebook cell's pipe,
-    would keep that cell waiting); the worker moves to ``directory`` itself. Its pid."""
+    would keep that cell waiting); the worker moves to ``directory`` itself. Its pid.
+
+    A log on descriptor 0, 1 or 2 (a caller without stdin opens it as 0, which the first
+    action replaces with /dev/null) is first copied above them, as ``subprocess`` does."""
+    if log_fd <= 2:
+        import fcntl
+
+        high = fcntl.fcntl(log_fd, fcntl.F_DUPFD_CLOEXEC, 3)
+        try:
+            return _spawn_worker(job_id, high, env, directory)
+        finally:
+            os.close(high)
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]
     try:
@@ -235,8 +246,25 @@ def _spawn_worker(job_id: str, log_fd: int, env: Mapping[str, str], directory: s
             except OSError:  # (listdir's own descriptor, closed since)
                 pass
     env = dict(env, **{WORKER_DIR_ENV: directory})
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = _absolute_pythonpath(env["PYTHONPATH"], directory)
     return os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", "prefetch.jobs.worker", job_id], env,
                           file_actions=actions, setsid=True)
+
+
+def _absolute_pythonpath(value: str, fallback: str) -> str:
+    """``PYTHONPATH`` with its relative entries (an empty one is the directory) made absolute
+    against this process's directory, where they point for it, or ``fallback`` when that was
+    removed (the worker starts in the caller's directory, and Python cannot start in a
+    removed one with a relative entry: "Fatal Python error: error evaluating path")."""
+    entries = value.split(os.pathsep)
+    if all(os.path.isabs(entry) for entry in entries):
+        return value
+    try:
+        base = os.getcwd()
+    except OSError:
+        base = fallback
+    return os.pathsep.join(entry if os.path.isabs(entry) else os.path.join(base, entry) for entry in entries)
 
 
 def _forget_child(pid: int, reap=None) -> None:

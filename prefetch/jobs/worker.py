@@ -132,7 +132,7 @@ def _open_log(record, env: Mapping[str, str]) -> TextIO:
     from prefetch.fs.safefs import open_file
 
     fd = open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # never through a planted link
-    return open(fd, "a", encoding="utf-8", buffering=1, newline="\n")
+    return open(fd, "a", encoding="utf-8", errors="surrogateescape", buffering=1, newline="\n")  # (a path not UTF-8: its bytes)
 
 
 def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: list[int], env) -> int:

@@ -32,7 +32,7 @@ from prefetch.cache.plans import plan_files
 from prefetch.errors import BadHashError, UsageError
 from prefetch.flow.planners.base import PlanContext, Planner
 from prefetch.flow.request import GetRequest
-from prefetch.fs.paths import expand_path
+from prefetch.fs.paths import current_dir, expand_path
 from prefetch.model.lean import dataclass
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import DatasetSpec, ExpectedHash, FileSpec, parse_hash
@@ -198,7 +198,7 @@ def plan_url_specs(
     Raises:
         UsageError: a malformed URL or hash, no file name, or two URLs saved to one path.
     """
-    cwd = Path(os.getcwd()) if cwd is None else cwd
+    here = current_dir if cwd is None else (lambda: cwd)  # (only where a path is relative: it may be removed)
     specs: list[DatasetSpec] = []
     taken: dict[str, str] = {}
     bases: dict[str | None, str] = {}  # entry.dir -> its absolute folder (a list's entries share one or few)
@@ -212,8 +212,8 @@ def plan_url_specs(
         _check_local_origin(url)
         base = bases.get(entry.dir)
         if base is None:
-            folder = Path(entry.dir or output_dir or cwd).expanduser()
-            base = bases[entry.dir] = str(folder if folder.is_absolute() else cwd / folder)
+            folder = Path(entry.dir or output_dir or here()).expanduser()
+            base = bases[entry.dir] = str(folder if folder.is_absolute() else here() / folder)
         name = url_file_name(url)
         if entry.out:
             target = os.path.join(base, os.path.expanduser(entry.out))  # (an absolute out= replaces base)
@@ -228,7 +228,7 @@ def plan_url_specs(
         into: tuple[str, ...] = ()
         if extract:
             where = Path(extract_to).expanduser() if extract_to else Path(target).parent
-            into = (os.path.abspath(where if where.is_absolute() else cwd / where),)
+            into = (os.path.abspath(where if where.is_absolute() else here() / where),)
         specs.append(
             DatasetSpec(
                 name=name or os.path.basename(target),
@@ -299,14 +299,15 @@ def pin_url_paths(request: GetRequest) -> GetRequest:
         return request
 
     def absolute(path: str) -> str:
-        return str(Path(path).expanduser().absolute())
+        path = Path(path).expanduser()
+        return str(path if path.is_absolute() else current_dir() / path)
 
     urls = [dict(e, dir=absolute(e["dir"])) if isinstance(e, dict) and e.get("dir") else e for e in request.urls]
     return dataclasses.replace(
         request,
         names=[local_to_url(n) if is_local_path(n.partition("#")[0]) else n for n in request.names],
         urls=urls,
-        output_dir=absolute(request.output_dir or os.getcwd()),
+        output_dir=absolute(request.output_dir) if request.output_dir else str(current_dir()),
         extract_to=absolute(request.extract_to) if request.extract_to else None,
     )
 
