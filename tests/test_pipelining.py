@@ -22,6 +22,7 @@ import time
 import pytest
 
 from prefetch.engine.options import TransferOptions
+from prefetch.errors import InterruptedTransferError
 from prefetch.engine.transfer import download_to_part
 from prefetch.net import pipeline
 from prefetch.net.http import Timeouts
@@ -47,8 +48,10 @@ class RangeServer:
     _TAIL = 1000
     _HOLD = 0.3
 
-    def __init__(self, data: bytes, *, mode: str = "ok", hold: bool = True, delay: float = 0.01) -> None:
+    def __init__(self, data: bytes, *, mode: str = "ok", hold: bool = True, delay: float = 0.01,
+                 on_early=None) -> None:
         self.data, self.mode, self.hold, self.delay = data, mode, hold, delay
+        self.on_early = on_early  # called when a request arrives early
         self.seen: list[tuple[int, int, bool]] = []  # (connection, request number on it, early)
         self.served = 0  # body bytes sent
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -105,6 +108,8 @@ class RangeServer:
                 count += 1
                 early = bool(tail)
                 self.seen.append((number, count, early))
+                if early and self.on_early is not None:
+                    self.on_early()
                 if not early:
                     time.sleep(self.delay)
                 out = tail + self._answer(head, early)
@@ -153,6 +158,23 @@ def test_the_next_request_goes_out_before_the_answer_ends_and_reads_from_the_sam
     assert len({conn for conn, _, _ in server.seen}) <= 2  # on the (at most) two connections, kept alive
     assert server.served == len(DATA)  # every byte served once
     assert not pipeline.refused(server.key)
+
+
+def test_a_stop_while_a_request_is_sent_ahead_leaves_a_part_that_resumes_exact(tmp_path):
+    """The transfer stops while a request sent ahead is on its way: its connection is closed
+    with it, nothing of its answer reaches the ``.part``, and the resumed file is exact."""
+    stop = threading.Event()
+    server = RangeServer(DATA, on_early=stop.set)
+    part = tmp_path / "file.bin.part"
+    try:
+        with pytest.raises(InterruptedTransferError):
+            download_to_part(urls=[server.url], part=part, state_file=tmp_path / "file.bin.part.json",
+                             algorithm="sha256", options=options(), stop=stop)
+        assert any(early for _, _, early in server.seen)
+        result = download(tmp_path, server.url)
+    finally:
+        server.close()
+    assert result.downloaded < len(DATA)  # (resumed: the bytes kept before the stop were not fetched again)
 
 
 @pytest.mark.parametrize("mode", ["close", "wrong", "503"])
