@@ -52,7 +52,7 @@ def range_headers(t, src, start: int, end: int | None, overlap: int = 0) -> dict
 class Body:
     """``resp`` as ``stream_body`` reads it: before each read, once the rest of the answer is
     within reach (``_SLACK``, or ``_ROUND_TRIPS`` round trips at the connection's rate), ``fire``
-    is called (once)."""
+    is called, until it returns True (done: sent, or nothing to send for this answer)."""
 
     __slots__ = ("resp", "raw", "fire", "rtt", "rate", "started", "got")
 
@@ -71,9 +71,8 @@ class Body:
             self.started = now
         elif now > self.started:
             self.rate = max(self.rate, self.got / (now - self.started))
-        if left <= _SLACK + _ROUND_TRIPS * self.rtt * self.rate:
-            fire, self.fire = self.fire, None
-            fire()
+        if left <= _SLACK + _ROUND_TRIPS * self.rtt * self.rate and self.fire():
+            self.fire = None
 
     def readinto(self, buffer) -> int:
         if self.fire is not None:
@@ -103,30 +102,40 @@ def body_for(f, worker: int, seg, src, client, resp, answer, overlap: int, gener
                 rtt, t.conn_rate)
 
 
-def send_next(f, worker: int, seg, src, client, resp, until: int, generation: int) -> None:
-    """Decide what the worker asks after this answer (ending at ``until``) and send it ahead."""
+def send_next(f, worker: int, seg, src, client, resp, until: int, generation: int) -> bool:
+    """Decide what the worker asks after this answer (ending at ``until``) and send it ahead.
+
+    False: not yet, while the transfer still adds connections (what this one would ask ahead is
+    theirs to split: a long route's connections opened during the probe would find nothing).
+    A new segment only from the source this worker would choose for it (mirrors share the work)."""
     from prefetch.net.pipeline_send import send_ahead
 
     t = f.t
     with t.lock:
         if (f.ahead is not None or t.quitting(src, generation) or t.interrupt.is_set() or seg.end is None
                 or seg.end < until or not t._splittable_locked()):
-            return
+            return True
+        limit = t.worker_limit
+        if limit is None or limit <= 1:  # (none yet, or the probe's: the main loop has not seen the size)
+            limit = t.opt.connections or t.planned_workers or t.opt.max_connections
+        if t.active_workers < limit or len(t.answered) < t.active_workers:
+            return False  # (a connection still to come, or still waiting for its first answer)
         if seg.end > until:
             nxt, start = seg, until  # the next window of this segment
         else:
-            if t._finished_locked() or t.fatal or t.restart:
-                return
+            if t._finished_locked() or t.fatal or t.restart or t.sources.choose(worker) is not src:
+                return True
             nxt = t.schedule.take(worker, splittable=True, smallest=t._smallest_piece(),
                                   low_first=t.hash.hasher is not None, besides=seg)
             if nxt is None:
-                return
+                return True
             start = nxt.pos
         end = f._asked_end(nxt, start)
         before = nxt.asked_to, nxt.asked_from, nxt.asked_at
         # A split leaves what is asked whole; the owner's rate is judged from now on, as
         # from a request sent after the answer (a straggler is one slow since its last request).
         nxt.asked_to, nxt.asked_from, nxt.asked_at = end or 0, nxt.pos, time.monotonic()
+        nxt.ahead = True
     headers = range_headers(t, src, start, end)
     url = src.effective_url or src.url
     try:
@@ -135,12 +144,14 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
         sent = None
     if sent is not None:
         f.ahead = Ahead(nxt, src, start, end, headers, url, generation, nxt is not seg, sent)
-        return
+        return True
     with t.lock:
+        nxt.ahead = False
         if nxt is seg:
             seg.asked_to, seg.asked_from, seg.asked_at = before
         else:
             t.schedule.release(nxt)
+    return True
 
 
 def taken(f, seg, start: int, generation: int):
@@ -150,6 +161,7 @@ def taken(f, seg, start: int, generation: int):
     ahead, f.ahead = f.ahead, None
     if ahead is None:
         return None
+    ahead.seg.ahead = False
     if ahead.seg is seg and ahead.start == start and ahead.generation == generation:
         return ahead
     if ahead.new and ahead.seg is not seg:
@@ -184,6 +196,7 @@ def drop(f, client, current=None, *, failed: bool = False) -> None:
     from prefetch.net.pipeline import refuse
     from prefetch.net.pipeline_send import forget
 
+    ahead.seg.ahead = False
     if failed:
         refuse(ahead.key)
     forget(client)

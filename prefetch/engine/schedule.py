@@ -27,6 +27,7 @@ class Segment:
     asked_to: int = 0  # the owner's request in flight ends here: a split below it would be streamed past
     asked_from: int = 0  # ... it started here ...
     asked_at: float = 0.0  # ... at this time (monotonic): the owner's own rate since
+    ahead: bool = False  # the owner's next request went out before its answer ended (engine/ahead.py)
 
 
 _MANY = 16  # connections from which one share is a small part of what is left (request_end)
@@ -153,8 +154,8 @@ class Schedule:
         # connection kept alive); inside it only when the owner has long to go (the tail).
         if seg.end - max(mid, seg.asked_to) >= smallest:
             return max(mid, seg.asked_to)
-        if mid >= seg.asked_to or self.patience is None or not patient or seg.end - mid < smallest:
-            return None
+        if mid >= seg.asked_to or self.patience is None or not patient or seg.ahead or seg.end - mid < smallest:
+            return None  # (a cut with a request sent ahead would throw its answer away too)
         elapsed = time.monotonic() - seg.asked_at
         if elapsed < self.patience or seg.asked_to - seg.pos <= (seg.pos - seg.asked_from) / elapsed * self.patience:
             return None
