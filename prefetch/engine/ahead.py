@@ -10,9 +10,12 @@ the next window of its segment, else a new segment (a pending piece, or a split 
 connection's, never of its own), and writes that request on the same connection
 (``net/pipeline.py``: only where it is safe, else nothing is sent and all goes on as before).
 
-The range asked ahead is the owner's: its segment's ``asked_to`` covers it, so a split
-(``Schedule.split_point``) leaves it whole and the answer is read to its last byte (the bytes
-served stay the file's). The next ``Fetcher._ask`` takes the answer instead of sending again
+Nothing is sent ahead while the transfer still adds connections or one still waits for its
+first answer (what this one would ask is theirs to split), and a new segment only from the
+source the worker would choose anyway. The range asked ahead is the owner's: its segment's
+``asked_to`` covers it and ``ahead`` marks it, so a split (``Schedule.split_point``, a
+straggler's too) leaves it whole and the answer is read to its last byte (the bytes served
+stay the file's). The next ``Fetcher._ask`` takes the answer instead of sending again
 (:func:`taken`); a request sent ahead that is not wanted any more (the transfer stops, the
 source is dropped, the worker steps back, the answer before it broke) is dropped with its
 connection (:func:`drop`) and a segment taken for it goes back to the schedule. Only on a
@@ -115,11 +118,9 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
         if (f.ahead is not None or t.quitting(src, generation) or t.interrupt.is_set() or seg.end is None
                 or seg.end < until or not t._splittable_locked()):
             return True
-        limit = t.worker_limit
-        if limit is None or limit <= 1:  # (none yet, or the probe's: the main loop has not seen the size)
-            limit = t.opt.connections or t.planned_workers or t.opt.max_connections
-        if t.active_workers < limit or len(t.answered) < t.active_workers:
-            return False  # (a connection still to come, or still waiting for its first answer)
+        if (t.max_workers_seen < (t.opt.connections or t.planned_workers or t.opt.max_connections)
+                or len(t.answered) < t.active_workers):
+            return False  # (connections still to come, or one still waiting for its first answer)
         if seg.end > until:
             nxt, start = seg, until  # the next window of this segment
         else:
