@@ -54,7 +54,8 @@ def range_headers(t, src, start: int, end: int | None, overlap: int = 0) -> dict
 
 class Body:
     """``resp`` as ``stream_body`` reads it: before each read, once the rest of the answer is
-    within reach (``_SLACK``, or ``_ROUND_TRIPS`` round trips at the connection's rate), ``fire``
+    within reach (``_SLACK``, or ``_ROUND_TRIPS`` round trips at the connection's rate: the
+    transfer's per connection, then this answer's own once it has run a round trip), ``fire``
     is called, until it returns True (done: sent, or nothing to send for this answer)."""
 
     __slots__ = ("resp", "raw", "fire", "rtt", "rate", "started", "got")
@@ -72,8 +73,8 @@ class Body:
         now = time.monotonic()
         if self.started is None:
             self.started = now
-        elif now > self.started:
-            self.rate = max(self.rate, self.got / (now - self.started))
+        elif now - self.started >= self.rtt:  # (the first reads may be a burst: no rate yet)
+            self.rate = self.got / (now - self.started)
         if left <= _SLACK + _ROUND_TRIPS * self.rtt * self.rate and self.fire():
             self.fire = None
 

@@ -17,12 +17,18 @@ from __future__ import annotations
 import re
 
 _REFUSED: set[tuple] = set()  # (scheme, host, port) that failed a pipelined request: not again
+_ANSWERED: dict[tuple, int] = {}  # (scheme, host, port) -> answers read to requests sent ahead
 _RANGE = None  # re: a Content-Range value, "bytes FIRST-LAST/TOTAL"
 
 
 def refused(key: tuple) -> bool:
     """``key`` = (scheme, host, port) failed a pipelined request in this process."""
     return key in _REFUSED
+
+
+def answered(key: tuple) -> int:
+    """How many answers to requests sent ahead ``key`` gave as asked in this process."""
+    return _ANSWERED.get(key, 0)
 
 
 def refuse(key: tuple) -> None:
@@ -56,6 +62,7 @@ def take_ahead(conn, head: bytes, method: str, timeout: float):
         reader.close()
         conn.close()
         return None
+    _ANSWERED[conn.key] = _ANSWERED.get(conn.key, 0) + 1
     return response
 
 
