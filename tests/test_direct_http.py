@@ -189,7 +189,8 @@ def test_a_head_parsed_without_the_email_package_is_the_message_http_client_buil
                 resp = client.request(f"http://127.0.0.1:{listener.getsockname()[1]}{path}")
                 assert (client._direct is not None) == (path == "/x.bin")
                 parsed = resp._raw  # (http.client's response)
-                assert type(parsed).__name__ == "QuickHeadResponse"
+                # (a direct answer's is its subclass whose reader may be kept: net/pipeline.py)
+                assert "QuickHeadResponse" in [cls.__name__ for cls in type(parsed).__mro__[:2]]
                 assert same(parsed.msg, http.client.parse_headers(io.BytesIO(head)))
                 resp.close()
     finally:

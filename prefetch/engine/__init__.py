@@ -10,6 +10,7 @@ Owns:
     schedule.py       which byte ranges go to which connection; the ramp; the route judge
     sources.py        several URLs for one file: health, demotion, restarts
     fetcher.py        one ranged request on one connection
+    ahead.py          its next request, sent before its answer ends (HTTP/1.1 pipelining)
     inline.py         a request on the file's own thread: its read buffer and stop watch
     response_check.py is this answer the bytes asked for (status, Content-Range, validators)
     stream.py         a body into the file, hashing the contiguous prefix

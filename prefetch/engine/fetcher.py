@@ -18,6 +18,7 @@ from prefetch.net.failures import Failure, TransientHTTPError
 from prefetch.net.http import open_url
 from prefetch.net.splice import Pipe
 from prefetch.net.urls import host_of
+from prefetch.engine import ahead as _ahead
 from prefetch.engine.inline import INLINE_BODY, WATCH, drop_thread_buffer, thread_buffer, watch_inline
 from prefetch.engine.response_check import Answer, check_response, one_stream_note
 from prefetch.engine.retry import CROWDED
@@ -42,6 +43,7 @@ class Fetcher:
     inline = False  # this worker runs on the transfer's own thread (its first request only)
     pending = None  # a handed-over answer: (resp, final_url, answer, overlap, generation, start, ask_end)
     handed_to: threading.Thread | None = None  # the worker thread an inline request handed its answer to
+    ahead = None  # engine.ahead.Ahead: the next request, sent before this answer ended
 
     @classmethod
     def first_inline(cls, t, started: float, threads: list[threading.Thread]) -> bool:
@@ -116,6 +118,7 @@ class Fetcher:
         finally:
             if watch is not None:
                 watch()
+            _ahead.drop(self, client)
         client.close()
         if self.pipe is not None:
             self.pipe.close()
@@ -129,6 +132,8 @@ class Fetcher:
             tries += 1
             if first is not None:
                 (seg, src), first = first, None
+            elif (taken := _ahead.next_segment(self, client)) is not None:
+                seg, src = taken  # its request went out before the last answer ended
             else:
                 if self._step_back(worker_id):
                     return  # the server refused more connections: this one steps back
@@ -146,9 +151,15 @@ class Fetcher:
             try:
                 # A request asks for a closed range (a window of the segment): the next one
                 # goes out on the same kept-alive connection while the segment lasts.
-                while (self.fetch(worker_id, seg, src, client, buffer) and not once
-                       and not self._step_back(worker_id)):
-                    pass
+                try:
+                    while (self.fetch(worker_id, seg, src, client, buffer) and not once
+                           and (self.ahead is not None or not self._step_back(worker_id))):
+                        pass  # (a request sent ahead is read before stepping back: it was asked)
+                except BaseException:
+                    _ahead.drop(self, client, seg, failed=True)  # (its connection closes, a segment taken goes back)
+                    raise
+                if self.ahead is not None and self.ahead.seg is seg:
+                    _ahead.drop(self, client, seg)
                 self.t.release(seg)
             except Restart as exc:
                 self.t.release(seg)
@@ -254,7 +265,8 @@ class Fetcher:
                     handed = True
                     raise _HandedOver
             self._pipe_for(answer, final_url)
-            stream_body(self.t, resp, seg, src, answer.first + overlap, buffer, generation,
+            body = _ahead.body_for(self, worker, seg, src, client, resp, answer, overlap, generation)
+            stream_body(self.t, body, seg, src, answer.first + overlap, buffer, generation,
                         skip=answer.skip + overlap, compare=bool(overlap), until=answer.end, pipe=self.pipe)
         finally:
             if not handed:
@@ -276,20 +288,18 @@ class Fetcher:
             known_size = self.t.size
             ranged = self.t.ranges_ok
             generation = self.t.generation
-            ask_end = self._asked_end(seg, start) if ranged else seg.end
+            ahead = _ahead.taken(self, seg, start, generation)  # (sent already: its answer is on the way)
+            ask_end = ahead.end if ahead is not None else self._asked_end(seg, start) if ranged else seg.end
             seg.asked_to, seg.asked_from, seg.asked_at = ask_end or 0, start, time.monotonic()
         overlap = 0
         if ranged:
-            last = "" if ask_end is None else str(ask_end - 1)
-            if start > 0 and self.t.sources.pinned is src and not (src.etag or src.last_modified):
+            if start > 0 and not ahead and self.t.sources.pinned is src and not (src.etag or src.last_modified):
                 # Nothing vouches that this answer is the same version as the bytes on
                 # disk (no hash, no validator): ask again for the last bytes we have, and
                 # compare them before going on (stream_body).
                 overlap = min(start, _OVERLAP)
-            headers["Range"] = f"bytes={start - overlap}-{last}"
-            if start > 0 or src.etag or src.last_modified:
-                headers.update(src.validator_headers())
-        url = src.effective_url or src.url
+            headers = ahead.headers if ahead else _ahead.range_headers(self.t, src, start, ask_end, overlap)
+        url = ahead.url if ahead else src.effective_url or src.url
         handed, self.t.first_answer = self.t.first_answer, None
         if handed is not None:  # this very request was sent already (engine/single.py): take what it met
             if self.t.probe_asked is None:
@@ -311,7 +321,8 @@ class Fetcher:
             self.t.worker_source[worker] = src
             # What a new request costs (a connection, the round trips to the first byte):
             # the ramp judges over several of these, and a split must save more than one.
-            self.t.note_latency(latency)
+            if ahead is None:  # (an answer to a request sent ahead came sooner: not the route's)
+                self.t.note_latency(latency)
             self._others = bool(self.t.sources.others(src))
             self._have_bytes = bool(self.t.done.total())
         return resp, final_url, start, overlap, known_size, ranged, generation, ask_end

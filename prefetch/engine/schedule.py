@@ -27,6 +27,7 @@ class Segment:
     asked_to: int = 0  # the owner's request in flight ends here: a split below it would be streamed past
     asked_from: int = 0  # ... it started here ...
     asked_at: float = 0.0  # ... at this time (monotonic): the owner's own rate since
+    ahead: bool = False  # the owner's next request went out before its answer ended (engine/ahead.py)
 
 
 _MANY = 16  # connections from which one share is a small part of what is left (request_end)
@@ -81,10 +82,14 @@ class Schedule:
         self.segments.append(seg)
         return seg
 
-    def take(self, worker: int, *, splittable: bool, smallest: int, low_first: bool) -> Segment | None:
+    def take(self, worker: int, *, splittable: bool, smallest: int, low_first: bool,
+             besides: Segment | None = None) -> Segment | None:
         """Give ``worker`` a pending segment, or split the largest active one.
 
         Args:
+            besides: a segment ``worker`` is still reading (its next request goes out before
+                its answer ends, ``engine/ahead.py``): never split that one, nor any inside
+                the range its owner asked for (a straggler's is split only once it is idle).
             splittable: the size is known and Range works.
             smallest: the smallest piece worth a new request.
             low_first: hashing needs a contiguous prefix: prefer splitting the lowest
@@ -102,7 +107,7 @@ class Schedule:
             return seg
         if not splittable:
             return None
-        active = [s for s in self.segments if s.owner is not None and s.end is not None]
+        active = [s for s in self.segments if s.owner is not None and s.end is not None and s is not besides]
         if not active:
             return None
         victim = max(active, key=lambda s: s.end - s.pos)
@@ -110,7 +115,7 @@ class Schedule:
             lowest = min(active, key=lambda s: s.pos)
             if 2 * (lowest.end - lowest.pos) >= victim.end - victim.pos:
                 victim = lowest
-        mid = self.split_point(victim, smallest)
+        mid = self.split_point(victim, smallest, patient=besides is None)
         if mid is None:
             return None
         seg = Segment(mid, mid, victim.end, owner=worker)
@@ -133,7 +138,7 @@ class Schedule:
             self.add(seg.pos + length, seg.end)
             seg.end = seg.pos + length
 
-    def split_point(self, seg: Segment, smallest: int) -> int | None:
+    def split_point(self, seg: Segment, smallest: int, *, patient: bool = True) -> int | None:
         """Where an active segment may be split, or None (take and has_work agree).
 
         A split pays when the half it takes away would take the owner longer than a new
@@ -149,8 +154,8 @@ class Schedule:
         # connection kept alive); inside it only when the owner has long to go (the tail).
         if seg.end - max(mid, seg.asked_to) >= smallest:
             return max(mid, seg.asked_to)
-        if mid >= seg.asked_to or self.patience is None or seg.end - mid < smallest:
-            return None
+        if mid >= seg.asked_to or self.patience is None or not patient or seg.ahead or seg.end - mid < smallest:
+            return None  # (a cut with a request sent ahead would throw its answer away too)
         elapsed = time.monotonic() - seg.asked_at
         if elapsed < self.patience or seg.asked_to - seg.pos <= (seg.pos - seg.asked_from) / elapsed * self.patience:
             return None

@@ -8,6 +8,8 @@ Owns:
     direct_conn.py one direct connection (TCP, TLS by tls_context.py), ``ConnectFailed``
     write_head.py  a direct request's head, as urllib3 and http.client write it
     answer.py      a direct answer as ``Response`` reads it (``Answer``, ``Head``)
+    pipeline.py    HTTP/1.1 pipelining: the answer to a request sent ahead, checked (else refused, sent again)
+    pipeline_send.py  ... the request sent ahead on a direct connection still reading its answer
     tls_context.py requests' TLS verification for the direct connections (one context per bundle)
     connection.py  the urllib3 adapters under requests (the same resolve, connect and head deadline)
     open_socket.py ``PREFETCH_RESOLVE``, the watched TCP connect, ``abort_head`` (a stop)

@@ -79,6 +79,7 @@ class DirectPools:
         self._parsed: tuple = (None, None, None)  # (url, key, target) of the last request
         self._keys: dict[tuple[str, str], tuple] = {}  # (scheme, netloc) -> (scheme, host, port)
         self._epoch = 0  # one more at each close(): a connection out then is closed when it comes back
+        self._ahead: dict[tuple, Connection] = {}  # a connection whose next request went out already
 
     def _parse(self, url: str) -> tuple[tuple, str]:
         """((scheme, host, port), the request target) for ``url``."""
@@ -127,6 +128,12 @@ class DirectPools:
         if conn.epoch != self._epoch:
             conn.close()  # (out when the pools closed, as urllib3's closed pool closes it)
             return
+        if conn.queued is not None:  # a request sent ahead (net/pipeline.py): kept for it alone
+            old = self._ahead.pop(conn.key, None)
+            if old is not None:
+                old.close()
+            self._ahead[conn.key] = conn
+            return
         idle = self._idle.pop(conn.key, None)
         if idle is None:
             idle = []
@@ -156,9 +163,22 @@ class DirectPools:
         receive after, the whole head within it; a server that closes or
         resets while the request goes out may still have answered, so its answer is read."""
         key, target = self._parse(url)
-        conn = self._take(key) or self._new(key, connect)
+        head = request_head(method, target, key[1], key[2], key[0], headers)
+        conn = None
+        if self._ahead:
+            ahead = self._ahead.pop(key, None)
+            if ahead is not None:  # its request went out already: its answer, if it is this one's
+                from prefetch.net.pipeline import take_ahead
+
+                answer = take_ahead(ahead, head, method, read)
+                if answer is not None:
+                    if answer.will_close:
+                        ahead.close()
+                    return Answer(answer, ahead, self)
+                conn = self._new(key, connect)  # (else once more, on a fresh connection)
+        if conn is None:
+            conn = self._take(key) or self._new(key, connect)
         try:
-            head = request_head(method, target, key[1], key[2], key[0], headers)
             sock = conn.sock
             if read is None or sock.gettimeout() != read or (connect is not None and connect > read):
                 # (a request head on a kept-alive connection is sent at once: under the answer's
@@ -172,7 +192,7 @@ class DirectPools:
             except OSError as exc:
                 if exc.errno not in (errno.EPROTOTYPE, errno.ECONNRESET):
                     raise
-            answer = read_answer(sock, method, read)
+            answer = read_answer(sock, method, read, kept=True)
             if answer.will_close:
                 conn.close()  # (as http.client: the answer keeps reading from its socket)
             return Answer(answer, conn, self)
@@ -180,9 +200,16 @@ class DirectPools:
             conn.close()
             raise
 
+    def drop_ahead(self) -> None:
+        """Close the connections whose request sent ahead nobody will ask for."""
+        ahead, self._ahead = self._ahead, {}
+        for conn in ahead.values():
+            conn.close()
+
     def close(self) -> None:
         """Close the idle connections; one still out is closed when it comes back."""
         self._epoch += 1
+        self.drop_ahead()
         idle, self._idle = self._idle, {}
         for conns in idle.values():
             for conn in conns:

@@ -27,12 +27,14 @@ class Connection:
     """A socket to ``key`` = (scheme, host, port), None once closed; ``epoch``: its pool's
     generation when it was opened (a pool closed since does not take it back)."""
 
-    __slots__ = ("key", "sock", "epoch")
+    __slots__ = ("key", "sock", "epoch", "reader", "queued")
 
     def __init__(self, key: tuple[str, str, int], epoch: int = 0) -> None:
         self.key = key
         self.sock = None
         self.epoch = epoch
+        self.reader = None  # http.client's reader of the last answer, kept for the answer sent ahead
+        self.queued = None  # (request head, range start, range end) sent ahead (net/pipeline.py)
 
     def connect(self, resolve: dict, timeout: float, context=None) -> None:
         """Connect (and shake hands with ``context``, an ``ssl.SSLContext``, for https) within
@@ -94,5 +96,9 @@ class Connection:
 
     def close(self) -> None:
         sock, self.sock = self.sock, None
+        reader, self.reader = self.reader, None
+        self.queued = None
+        if reader is not None:
+            reader.close()
         if sock is not None:
             sock.close()

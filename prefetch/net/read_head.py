@@ -60,19 +60,24 @@ def within_deadline(sock, deadline, read):
     return response
 
 
-def read_answer(sock, method: str, timeout: float):
+def read_answer(sock, method: str, timeout: float, *, reader=None, kept: bool = False):
     """http.client's answer (its head read, its body not) to a request already sent on
     ``sock``: ``timeout`` on each receive and on the whole head (:func:`within_deadline`).
+
+    ``kept`` (direct connections): an answer whose reader may be kept open when it ends (its
+    ``keep``, ``net/pipeline.py``); ``reader``: read from that one (the last answer's, where
+    bytes of this one may be buffered already) instead of a new one.
 
     Raises:
         HeadTimeout, OSError, http.client.HTTPException: as http.client's ``getresponse``.
     """
     if sock.gettimeout() != timeout:  # (settimeout is an ioctl even when nothing changes)
         sock.settimeout(timeout)
-    response_class = quick_response_class()
+    response_class = kept_response_class() if kept or reader is not None else quick_response_class()
+    source = sock if reader is None else _Reader(reader)
 
     def begin():
-        response = response_class(sock, method=method)
+        response = response_class(source, method=method)
         try:
             response.begin()
         except BaseException:
@@ -84,6 +89,7 @@ def read_answer(sock, method: str, timeout: float):
 
 
 _CLASS: list = []
+_KEPT: list = []
 
 
 def quick_response_class():
@@ -103,6 +109,30 @@ def quick_response_class():
         names = dict(vars(http.client), parse_headers=_quick_headers)
         _CLASS.append(type("QuickHeadResponse", (stock,), {"begin": types.FunctionType(code, names, "begin")}))
     return _CLASS[0]
+
+
+class _Reader:
+    """What http.client's response takes as its socket: ``makefile`` gives the reader kept."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self, reader) -> None:
+        self.reader = reader
+
+    def makefile(self, mode):
+        return self.reader
+
+
+def kept_response_class():
+    """:func:`quick_response_class` whose reader stays open at its end when ``keep`` is set."""
+    if not _KEPT:  # (two threads may make it at once: either class is the same)
+        def _close_conn(self):
+            fp, self.fp = self.fp, None
+            if not self.keep:
+                fp.close()
+
+        _KEPT.append(type("KeptResponse", (quick_response_class(),), {"keep": False, "_close_conn": _close_conn}))
+    return _KEPT[0]
 
 
 _HEADER_LINE = None  # re: a plain header line, ``Name: value`` (the email parser's name characters)

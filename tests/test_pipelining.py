@@ -1,0 +1,223 @@
+"""HTTP/1.1 pipelining (issue 20): a connection's next request goes out before its answer ends.
+
+``engine/ahead.py`` decides the next request while the answer being read nears its end and
+``net/pipeline.py`` writes it on the same direct connection; its answer is read from the same
+reader. Real servers on 127.0.0.1: nginx behind a latency proxy (requests per ``$connection``,
+the file exact, every byte served once), and a scripted range server that holds the last bytes
+of each answer until the next request arrives (so it sees which requests came early, and the
+next answer's first bytes share a write, and the client's read buffer, with the last one's
+tail), that closes a connection after each answer, or answers a pipelined request wrongly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import select
+import socket
+import threading
+import time
+
+import pytest
+
+from prefetch.engine.options import TransferOptions
+from prefetch.errors import InterruptedTransferError
+from prefetch.engine.transfer import download_to_part
+from prefetch.net import pipeline
+from prefetch.net.http import Timeouts
+from tests.latency_proxy import LatencyProxy
+from tests.nginx import NginxServer, nginx_binary
+
+KiB, MiB = 1 << 10, 1 << 20
+DATA = random.Random(2020).randbytes(2 * MiB + 4321)
+_RANGE = re.compile(rb"\r\nRange: bytes=(\d+)-(\d*)", re.I)
+
+
+class RangeServer:
+    """Answers ranged GETs for ``data`` after ``delay`` seconds (a route's round trip), keeping
+    connections alive (HTTP/1.1, no ``Connection: close``).
+
+    ``hold``: the last ``_TAIL`` bytes of each answer wait until the connection's next request
+    arrives (up to ``_HOLD`` seconds); a request that arrives while they wait is ``early`` (sent
+    ahead) and its answer goes out with them in one write. ``mode``: ``"ok"``; ``"close"`` closes
+    each connection after its first answer; ``"wrong"`` answers an early request with a range
+    starting 1000 bytes later than asked; ``"503"`` answers an early request 503.
+    """
+
+    _TAIL = 1000
+    _HOLD = 0.3
+
+    def __init__(self, data: bytes, *, mode: str = "ok", hold: bool = True, delay: float = 0.01,
+                 on_early=None) -> None:
+        self.data, self.mode, self.hold, self.delay = data, mode, hold, delay
+        self.on_early = on_early  # called when a request arrives early
+        self.seen: list[tuple[int, int, bool]] = []  # (connection, request number on it, early)
+        self.served = 0  # body bytes sent
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/file.bin"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def key(self) -> tuple:
+        return ("http", "127.0.0.1", self.port)
+
+    def _accept(self) -> None:
+        number = 0
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            number += 1
+            threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
+
+    def _answer(self, head: bytes, early: bool) -> bytes:
+        match = _RANGE.search(head)
+        size = len(self.data)
+        first, last = (int(match.group(1)), int(match.group(2) or size - 1)) if match else (0, size - 1)
+        if early and self.mode == "503":
+            return b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"
+        if early and self.mode == "wrong":
+            first = min(first + 1000, last)
+        last = min(last, size - 1)
+        body = self.data[first:last + 1]
+        self.served += len(body)
+        status = b"206 Partial Content" if match else b"200 OK"
+        return (b"HTTP/1.1 %s\r\nContent-Length: %d\r\nContent-Range: bytes %d-%d/%d\r\nETag: \"v1\"\r\n\r\n%s"
+                % (status, len(body), first, last, size, body))
+
+    def _serve(self, conn: socket.socket, number: int) -> None:
+        pending, tail, count = b"", b"", 0
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in pending:
+                    if tail and not select.select([conn], [], [], self._HOLD)[0]:
+                        conn.sendall(tail)  # nothing came early: the rest now
+                        tail = b""
+                        continue
+                    try:
+                        chunk = conn.recv(65536)
+                    except OSError:
+                        return
+                    if not chunk:
+                        return
+                    pending += chunk
+                head, _, pending = pending.partition(b"\r\n\r\n")
+                count += 1
+                early = bool(tail)
+                self.seen.append((number, count, early))
+                if early and self.on_early is not None:
+                    self.on_early()
+                if not early:
+                    time.sleep(self.delay)
+                out = tail + self._answer(head, early)
+                try:
+                    if self.mode == "close" or not self.hold:
+                        conn.sendall(out)
+                        tail = b""
+                        if self.mode == "close":
+                            return
+                        continue
+                    tail = out[-self._TAIL:]
+                    conn.sendall(out[:-self._TAIL])
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def options(**overrides) -> TransferOptions:
+    values = dict(connections=2, first_request=256 * KiB, request_min=256 * KiB, request_max=256 * KiB,
+                  min_split=64 * KiB, backoff_base=0.01, backoff_cap=0.05, timeouts=Timeouts(connect=5, read=5))
+    values.update(overrides)
+    return TransferOptions(**values)
+
+
+def download(tmp_path, url, opts=None, data=DATA):
+    part = tmp_path / "file.bin.part"
+    result = download_to_part(urls=[url], part=part, state_file=tmp_path / "file.bin.part.json",
+                              algorithm="sha256", options=opts or options())
+    assert part.read_bytes() == data
+    assert result.digest == hashlib.sha256(data).hexdigest()
+    return result
+
+
+def test_the_next_request_goes_out_before_the_answer_ends_and_reads_from_the_same_buffer(tmp_path):
+    server = RangeServer(DATA)
+    try:
+        download(tmp_path, server.url)
+    finally:
+        server.close()
+    early = [seen for seen in server.seen if seen[2]]
+    # Requests came while the answer before them still had its last bytes to send: their
+    # answers' heads went out in the same write as that tail (read from the same buffer).
+    assert len(early) >= 2
+    assert len({conn for conn, _, _ in server.seen}) <= 2  # on the (at most) two connections, kept alive
+    assert server.served == len(DATA)  # every byte served once
+    assert not pipeline.refused(server.key)
+
+
+def test_a_stop_while_a_request_is_sent_ahead_leaves_a_part_that_resumes_exact(tmp_path):
+    """The transfer stops while a request sent ahead is on its way: its connection is closed
+    with it, nothing of its answer reaches the ``.part``, and the resumed file is exact."""
+    stop = threading.Event()
+    server = RangeServer(DATA, on_early=stop.set)
+    part = tmp_path / "file.bin.part"
+    try:
+        with pytest.raises(InterruptedTransferError):
+            download_to_part(urls=[server.url], part=part, state_file=tmp_path / "file.bin.part.json",
+                             algorithm="sha256", options=options(), stop=stop)
+        assert any(early for _, _, early in server.seen)
+        result = download(tmp_path, server.url)
+    finally:
+        server.close()
+    assert result.downloaded < len(DATA)  # (resumed: the bytes kept before the stop were not fetched again)
+
+
+@pytest.mark.parametrize("mode", ["close", "wrong", "503"])
+def test_a_server_that_fails_a_pipelined_request_costs_one_retry_and_no_more_pipelining(tmp_path, mode):
+    """A server that closes after each answer (without saying so), or answers a request sent
+    ahead with another range or a 503: the file is still exact, the request is sent again on
+    a fresh connection, and the host gets no more pipelining."""
+    server = RangeServer(DATA, mode=mode)
+    try:
+        download(tmp_path, server.url)
+    finally:
+        server.close()
+    assert pipeline.refused(server.key)  # the fallback was taken
+    early = [seen for seen in server.seen if seen[2]]
+    if mode != "close":
+        # One failure (on each connection at most: both may have sent ahead before the first
+        # answer came back), then no request is sent ahead to that host.
+        assert 1 <= len(early) <= 2
+        assert len(server.seen) > 2 * len(early) + 2
+        # Only what was answered to the requests sent ahead was served past the file's bytes
+        # (a 503 has no body; a wrong range is at most a window, and a window cut short).
+        assert server.served - len(DATA) <= (2 * 256 * KiB if mode == "wrong" else 0)
+
+
+@pytest.mark.skipif(nginx_binary() is None, reason="nginx not installed")
+def test_nginx_behind_a_long_route_serves_pipelined_requests_on_the_same_connections(tmp_path):
+    """nginx 300 ms away (the proxy paces each connection at 1 MiB/s): the requests sent ahead
+    are answered as asked on the connections they were sent on (nginx's ``$connection``), the
+    file is exact and every byte is served once."""
+    data = DATA[: 2 * MiB]
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "file.bin").write_bytes(data)
+    window = dict(first_request=512 * KiB, request_min=512 * KiB, request_max=512 * KiB)
+    key = None
+    with NginxServer(tmp_path / "www") as nginx, LatencyProxy(nginx.port, rtt=0.3, pace=MiB) as proxy:
+        download(tmp_path, proxy.url_for("file.bin"), options(**window), data)
+        key = ("http", "127.0.0.1", proxy.port)
+        time.sleep(0.2)  # (nginx writes its log line as each request ends)
+        requests = [r for r in nginx.requests() if r[4] in (200, 206)]
+    by_connection: dict[int, list] = {}
+    for conn, number, *_ in requests:
+        by_connection.setdefault(conn, []).append(number)
+    assert len(requests) - len(by_connection) >= 2  # the requests reuse their connections ...
+    assert all(sorted(numbers) == list(range(1, len(numbers) + 1)) for numbers in by_connection.values())
+    assert sum(r[5] for r in requests) == len(data)  # ... and every byte is served once
+    assert pipeline.answered(key) >= 2 and not pipeline.refused(key)  # sent ahead, answered as asked
