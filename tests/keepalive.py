@@ -8,17 +8,13 @@ import socket
 import threading
 
 
-class KeepAliveServer:
-    """Answers each request on a connection in turn with ``answers[i]`` (the last one again
-    after them); ``None`` closes the connection without answering. Records (connection number,
-    raw request head)."""
+class Listener:
+    """A socket on 127.0.0.1 (``port``) whose connections are each served by ``_serve(conn,
+    number)`` on a thread of its own, numbered from 1 in the order they came; ``close`` stops it."""
 
-    def __init__(self, answers: list[bytes | None]) -> None:
-        self.answers = answers
-        self.seen: list[tuple[int, bytes]] = []
-        self.served = 0
+    def listen(self) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
-        self.base = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -30,6 +26,25 @@ class KeepAliveServer:
                 return
             number += 1
             threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, number: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class KeepAliveServer(Listener):
+    """Answers each request on a connection in turn with ``answers[i]`` (the last one again
+    after them); ``None`` closes the connection without answering. Records (connection number,
+    raw request head)."""
+
+    def __init__(self, answers: list[bytes | None]) -> None:
+        self.answers = answers
+        self.seen: list[tuple[int, bytes]] = []
+        self.served = 0
+        self.listen()
+        self.base = f"http://127.0.0.1:{self.port}"
 
     def _serve(self, conn: socket.socket, number: int) -> None:
         pending = b""
@@ -48,5 +63,3 @@ class KeepAliveServer:
                     return
                 conn.sendall(answer)
 
-    def close(self) -> None:
-        self.sock.close()

@@ -27,6 +27,7 @@ from prefetch.engine.transfer import download_to_part
 from prefetch.net import pipeline
 from prefetch.net.http import Timeouts
 from tests.latency_proxy import LatencyProxy
+from tests.keepalive import Listener
 from tests.nginx import NginxServer, nginx_binary
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -34,7 +35,7 @@ DATA = random.Random(2020).randbytes(2 * MiB + 4321)
 _RANGE = re.compile(rb"\r\nRange: bytes=(\d+)-(\d*)", re.I)
 
 
-class RangeServer:
+class RangeServer(Listener):
     """Answers ranged GETs for ``data`` after ``delay`` seconds (a route's round trip), keeping
     connections alive (HTTP/1.1, no ``Connection: close``).
 
@@ -54,24 +55,12 @@ class RangeServer:
         self.on_early = on_early  # called when a request arrives early
         self.seen: list[tuple[int, int, bool]] = []  # (connection, request number on it, early)
         self.served = 0  # body bytes sent
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
+        self.listen()
         self.url = f"http://127.0.0.1:{self.port}/file.bin"
-        threading.Thread(target=self._accept, daemon=True).start()
 
     @property
     def key(self) -> tuple:
         return ("http", "127.0.0.1", self.port)
-
-    def _accept(self) -> None:
-        number = 0
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            number += 1
-            threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
 
     def _answer(self, head: bytes, early: bool) -> bytes:
         match = _RANGE.search(head)
@@ -124,9 +113,6 @@ class RangeServer:
                     conn.sendall(out[:-self._TAIL])
                 except OSError:
                     return
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def options(**overrides) -> TransferOptions:
