@@ -11,7 +11,7 @@ import time
 import pytest
 
 from prefetch.engine.options import TransferOptions
-from prefetch.engine.schedule import Ramp
+from prefetch.engine.ramp import Ramp
 from prefetch.engine.transfer import download_to_part
 from prefetch.net import splice
 from prefetch.net.http import Timeouts

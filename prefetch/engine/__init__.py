@@ -7,7 +7,8 @@ Owns:
     demotion.py       dropping a source that disagrees, demoting one far slower than the rest
     part_state.py     the .part, its running hash and its state snapshots during a transfer
     options.py        ``TransferOptions``/``TransferResult`` (connections, deadlines, headers)
-    schedule.py       which byte ranges go to which connection; the ramp; the route judge
+    schedule.py       which byte ranges go to which connection; the route judge
+    ramp.py           how many connections a file gets (the ramp), and its rate meter
     sources.py        several URLs for one file: health, demotion, restarts
     fetcher.py        one ranged request on one connection
     ahead.py          its next request, sent before its answer ends (HTTP/1.1 pipelining)

@@ -30,7 +30,8 @@ from prefetch.engine.ranges import RangeSet
 from prefetch.engine.part_file import PartFile
 from prefetch.engine.resume_state import StateSaver
 from prefetch.engine.retry import RetryPolicy
-from prefetch.engine.schedule import Ramp, RateMeter, RouteJudge, Schedule, Segment
+from prefetch.engine.ramp import Ramp, RateMeter
+from prefetch.engine.schedule import RouteJudge, Schedule, Segment
 from prefetch.engine.sources import Restart, Source, Sources
 from prefetch.engine.stream import PrefixHasher
 from prefetch.engine.options import TransferOptions, TransferResult  # noqa: F401 - importable from here

@@ -152,7 +152,7 @@ def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: lis
     restore_url_passwords(request, env)  # URL passwords too
     if _polite(record):
         # Where one connection is as fast as many (loopback, a LAN), take one
-        # (engine/schedule.py, Ramp._watch_one); PREFETCH_ONE_CONNECTION_RATE overrides.
+        # (engine/ramp.py, Ramp._watch_one); PREFETCH_ONE_CONNECTION_RATE overrides.
         from prefetch.engine.options import POLITE_ONE_CONNECTION_RATE
 
         env = {"PREFETCH_ONE_CONNECTION_RATE": f"{POLITE_ONE_CONNECTION_RATE:g}", **env}
