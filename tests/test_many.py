@@ -155,8 +155,11 @@ def test_fail_fast_stops_every_file(home, tmp_path, cli):
     files = _files(root, 8, 4 << 20)
     with NginxServer(root, limit_rate="64k") as server:
         listing = _list(tmp_path / "urls.txt", server, files)
-        with listing.open("a") as f:
-            f.write(server.url_for("missing.bin") + "\n")
+        # The missing file second: files start in list order, and on a near host (once one has
+        # answered) at most 8 are in flight, so a missing file ninth in the list could start only
+        # after the others ended (a loaded machine starts them slowly enough: seen in CI).
+        lines = listing.read_text().splitlines(keepends=True)
+        listing.write_text(lines[0] + server.url_for("missing.bin") + "\n" + "".join(lines[1:]))
         out = tmp_path / "out"
         proc = start_cli("get", "-i", str(listing), "-P", str(out), "--fail-fast", "--json",
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

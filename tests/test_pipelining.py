@@ -207,3 +207,24 @@ def test_nginx_behind_a_long_route_serves_pipelined_requests_on_the_same_connect
     assert all(sorted(numbers) == list(range(1, len(numbers) + 1)) for numbers in by_connection.values())
     assert sum(r[5] for r in requests) == len(data)  # ... and every byte is served once
     assert pipeline.answered(key) >= 2 and not pipeline.refused(key)  # sent ahead, answered as asked
+
+
+@pytest.mark.parametrize("how", ["file-url", "path"])
+def test_a_local_copy_is_never_wrapped_for_pipelining(home, tmp_path, monkeypatch, how):
+    """A local source's answer (net/local.py) has no connection: even where every route counts
+    as long enough to pipeline on (a loaded machine's local answers can take 3 ms and more),
+    a local copy goes as before. It was an internal error for every local file in a CI run."""
+    import prefetch.engine.ahead as ahead
+    from prefetch.flow.planning import run_request
+    from prefetch.flow.request import GetRequest
+
+    monkeypatch.setattr(ahead, "_MIN_ROUND_TRIP", 0.0)
+    data = random.Random(7).randbytes(6 * MiB + 123)
+    source = tmp_path / "src" / "local.bin"
+    source.parent.mkdir()
+    source.write_bytes(data)
+    name = source.as_uri() if how == "file-url" else str(source)
+    request = GetRequest(names=[], urls=[{"url": name}], output_dir=str(tmp_path / "out"))
+    results = run_request(request)
+    assert [r.status for r in results] == ["downloaded"], results
+    assert (tmp_path / "out" / "local.bin").read_bytes() == data

@@ -97,6 +97,8 @@ class Body:
 def body_for(f, worker: int, seg, src, client, resp, answer, overlap: int, generation: int):
     """What ``f`` (a ``Fetcher``) streams ``resp`` from: a :class:`Body` that sends the next
     request ahead where that may pay, else ``resp`` itself."""
+    if getattr(resp, "_raw", None) is None:
+        return resp  # (a local file's answer, net/local.py: no connection to send on)
     t = f.t
     rtt = t.route.fastest
     if (f.inline or overlap or answer.end is None or rtt is None or rtt < _MIN_ROUND_TRIP or t.size is None
