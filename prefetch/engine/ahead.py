@@ -33,14 +33,16 @@ _ROUND_TRIPS = 2  # ... else its rest within this many round trips at the connec
 
 class Ahead:
     """A request sent ahead: ``seg`` from ``start`` to ``end`` on ``src`` (``new``: a segment
-    taken for it, not the one being read), with its ``headers`` and ``url``, in ``generation``."""
+    taken for it, not the one being read), with its ``headers`` and ``url``, in ``generation``;
+    ``before``: the bytes (first, end) of the answer it was sent during, on the same connection."""
 
-    __slots__ = ("seg", "src", "start", "end", "headers", "url", "generation", "new", "key")
+    __slots__ = ("seg", "src", "start", "end", "headers", "url", "generation", "new", "key", "before")
 
-    def __init__(self, seg, src, start, end, headers, url, generation, new, key) -> None:
+    def __init__(self, seg, src, start, end, headers, url, generation, new, key, before) -> None:
         self.seg, self.src, self.start, self.end = seg, src, start, end
         self.headers, self.url, self.generation, self.new = headers, url, generation, new
         self.key = key  # the connection's (scheme, host, port)
+        self.before = before
 
 
 def range_headers(t, src, start: int, end: int | None, overlap: int = 0) -> dict[str, str]:
@@ -102,11 +104,11 @@ def body_for(f, worker: int, seg, src, client, resp, answer, overlap: int, gener
     if (f.inline or overlap or answer.end is None or rtt is None or rtt < _MIN_ROUND_TRIP or t.size is None
             or not t.ranges_ok or t.sources.pinned is not None or f.ahead is not None):
         return resp
-    return Body(resp, lambda: send_next(f, worker, seg, src, client, resp, answer.end, generation),
+    return Body(resp, lambda: send_next(f, worker, seg, src, client, resp, answer.end, generation, answer.first),
                 rtt, t.conn_rate)
 
 
-def send_next(f, worker: int, seg, src, client, resp, until: int, generation: int) -> bool:
+def send_next(f, worker: int, seg, src, client, resp, until: int, generation: int, first: int = 0) -> bool:
     """Decide what the worker asks after this answer (ending at ``until``) and send it ahead.
 
     False: not yet, while the transfer still adds connections (what this one would ask ahead is
@@ -145,7 +147,7 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
     except Exception:  # noqa: BLE001 - nothing sent: the request goes out after the answer as before
         sent = None
     if sent is not None:
-        f.ahead = Ahead(nxt, src, start, end, headers, url, generation, nxt is not seg, sent)
+        f.ahead = Ahead(nxt, src, start, end, headers, url, generation, nxt is not seg, sent, (first, until))
         return True
     with t.lock:
         nxt.ahead = False
@@ -169,6 +171,31 @@ def taken(f, seg, start: int, generation: int):
     if ahead.new and ahead.seg is not seg:
         f.t.schedule.release(ahead.seg)  # (callers hold the transfer's lock)
     return None
+
+
+def out_of_step(f, client, ahead) -> None:
+    """After the request sent ahead was asked (``ahead``): when its answer began with bytes
+    that are not an answer's head (``net/pipeline.py``), the answer read before it on that
+    connection may have run short of its ``Content-Length`` and taken that head's first bytes
+    for its last: its bytes are no longer counted done and are fetched again (the hash of the
+    prefix, when they were in it, starts over), as a distrusted source's are."""
+    from prefetch.net.pipeline_send import misframed
+
+    if ahead is None or not misframed(client):
+        return
+    t = f.t
+    lo, hi = ahead.before
+    with t.lock:
+        for a, b in [(max(a, lo), min(b, hi)) for a, b in t.done.as_list() if a < hi and b > lo]:
+            t.done.remove(a, b)  # (only what it marked done: a part another worker has is its)
+            if a < t.hash.hashed:
+                t.hash.reset()
+            t.schedule.add(a, b)
+        t.schedule.prune()
+        t.dirty = True
+        t.wake.notify_all()
+    t.note(f"an answer on a connection with a request sent ahead ended out of step; bytes {lo}-{hi - 1} "
+           "are fetched again")
 
 
 def next_segment(f, client):

@@ -1,0 +1,136 @@
+"""HTTP/1.1 pipelining against hostile servers (issue 20): a request sent ahead whose answer
+says ``Connection: close``, comes chunked, claims another version of the file, or follows an
+answer with more bytes than its ``Content-Length``. The file is exact (or the change is
+detected), never a traceback. The scripted server is ``test_pipelining``'s ``RangeServer``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from prefetch.errors import PrefetchError
+from prefetch.net import pipeline
+from prefetch.net.http import Timeouts
+from tests.test_pipelining import DATA, RangeServer, download, options
+
+OTHER = bytes(b ^ 0x5A for b in DATA)  # "the file changed": same size, other bytes
+
+
+class HostileServer(RangeServer):
+    """``RangeServer`` whose answers to early requests (sent ahead) misbehave by ``hostile``:
+    ``"close"``: ``Connection: close`` on that answer (then the server closes after it);
+    ``"chunked"``: that answer's body chunked; ``"changed"``: that answer (and every later one)
+    from another version of the file, with ETag "v2" (a server ignoring If-Range);
+    ``"extra"``: that answer's body followed by garbage bytes."""
+
+    def __init__(self, data: bytes, hostile: str, **kwargs) -> None:
+        self.hostile = hostile
+        self.changed = False
+        super().__init__(data, **kwargs)
+
+    def _answer(self, head: bytes, early: bool) -> bytes:
+        out = super()._answer(head, early)
+        if self.hostile == "changed" and (early or self.changed):
+            self.changed = True
+            head_part, _, body = out.partition(b"\r\n\r\n")
+            start = DATA.find(body[:64]) if body else 0
+            body = OTHER[start:start + len(body)]
+            return head_part.replace(b'ETag: "v1"', b'ETag: "v2"') + b"\r\n\r\n" + body
+        if not early:
+            return out
+        head_part, _, body = out.partition(b"\r\n\r\n")
+        if self.hostile == "close":
+            return head_part + b"\r\nConnection: close\r\n\r\n" + body
+        if self.hostile == "chunked":
+            lines = [line for line in head_part.split(b"\r\n") if not line.startswith(b"Content-Length")]
+            return (b"\r\n".join(lines) + b"\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        if self.hostile == "extra":
+            return out + b"HTTP/1.1 206 garbage\r\n\r\nxyz"
+        return out
+
+    def _serve(self, conn, number: int) -> None:
+        if self.hostile not in ("short", "slow"):
+            return super()._serve(conn, number)
+        # RangeServer's loop, but when a request comes early, ``"short"``: the tail held for
+        # the answer before loses its last 5 bytes (that answer is 5 bytes short of its
+        # Content-Length, and the next answer follows at once on the connection, which stays
+        # open); ``"slow"``: the tail goes out, then the early answer's head a byte at a time,
+        # each well within the read timeout (a slow-loris head).
+        import select
+
+        pending, tail, count = b"", b"", 0
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in pending:
+                    if tail and not select.select([conn], [], [], self._HOLD)[0]:
+                        conn.sendall(tail)
+                        tail = b""
+                        continue
+                    try:
+                        chunk = conn.recv(65536)
+                    except OSError:
+                        return
+                    if not chunk:
+                        return
+                    pending += chunk
+                head, _, pending = pending.partition(b"\r\n\r\n")
+                count += 1
+                early = bool(tail)
+                self.seen.append((number, count, early))
+                if early and self.hostile == "short":
+                    tail = tail[:-5]
+                elif not early:
+                    time.sleep(self.delay)
+                out = tail + self._answer(head, early)
+                try:
+                    if early and self.hostile == "slow":
+                        conn.sendall(tail)
+                        for byte in out[len(tail):len(tail) + 200]:
+                            time.sleep(0.25)
+                            conn.sendall(bytes([byte]))
+                        return
+                    tail = out[-self._TAIL:]
+                    conn.sendall(out[:-self._TAIL])
+                except OSError:
+                    return
+
+
+@pytest.mark.parametrize("hostile", ["close", "chunked", "extra", "short"])
+def test_a_pipelined_answer_that_misbehaves_leaves_an_exact_file(tmp_path, hostile):
+    server = HostileServer(DATA, hostile)
+    try:
+        download(tmp_path, server.url)
+    finally:
+        server.close()
+    assert any(early for _, _, early in server.seen)  # (a request did go out ahead)
+
+
+def test_a_pipelined_answer_from_another_version_restarts_and_never_splices(tmp_path):
+    server = HostileServer(DATA, "changed")
+    try:
+        try:
+            result = download(tmp_path, server.url, data=OTHER)
+        except PrefetchError:
+            result = None
+    finally:
+        server.close()
+    assert any(early for _, _, early in server.seen)
+    part = tmp_path / "file.bin.part"
+    if part.exists() and result is not None:
+        assert part.read_bytes() == OTHER
+
+
+def test_a_slow_loris_head_on_a_pipelined_answer_meets_the_head_deadline(tmp_path):
+    """The answer to a request sent ahead trickles its head a byte at a time, each within the
+    read timeout: the whole-head deadline still applies (the host is refused pipelining and
+    the request goes again on a fresh connection), and the file is exact."""
+    server = HostileServer(DATA, "slow")
+    try:
+        download(tmp_path, server.url, options(timeouts=Timeouts(connect=5, read=1.5)))
+    finally:
+        server.close()
+    assert any(early for _, _, early in server.seen)
+    assert pipeline.refused(server.key)
