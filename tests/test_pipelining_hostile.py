@@ -6,6 +6,7 @@ detected), never a traceback. The scripted server is ``test_pipelining``'s ``Ran
 
 from __future__ import annotations
 
+import select
 import time
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from prefetch.errors import PrefetchError
 from prefetch.net import pipeline
 from prefetch.net.http import Timeouts
-from tests.test_pipelining import DATA, RangeServer, download, options
+from tests.test_pipelining import _RANGE, DATA, RangeServer, download, options
 
 OTHER = bytes(b ^ 0x5A for b in DATA)  # "the file changed": same size, other bytes
 
@@ -23,7 +24,8 @@ class HostileServer(RangeServer):
     ``"close"``: ``Connection: close`` on that answer (then the server closes after it);
     ``"chunked"``: that answer's body chunked; ``"changed"``: that answer (and every later one)
     from another version of the file, with ETag "v2" (a server ignoring If-Range);
-    ``"extra"``: that answer's body followed by garbage bytes."""
+    ``"extra"``: that answer's body followed by garbage bytes; ``"short"``, ``"stall"``,
+    ``"slow"``: see ``_serve``."""
 
     def __init__(self, data: bytes, hostile: str, **kwargs) -> None:
         self.hostile = hostile
@@ -52,12 +54,13 @@ class HostileServer(RangeServer):
         return out
 
     def _serve(self, conn, number: int) -> None:
-        if self.hostile not in ("short", "slow"):
+        if self.hostile not in ("short", "slow", "stall"):
             return super()._serve(conn, number)
         # RangeServer's loop, but when a request comes early, ``"short"``: the tail held for
         # the answer before loses its last 5 bytes (that answer is 5 bytes short of its
         # Content-Length, and the next answer follows at once on the connection, which stays
-        # open); ``"slow"``: the tail goes out, then the early answer's head a byte at a time,
+        # open); ``"stall"``: the tail is not sent at all, the early request is answered with
+        # its first 100 bytes and the connection then stalls; ``"slow"``: the tail goes out, then the early answer's head a byte at a time,
         # each well within the read timeout (a slow-loris head).
         import select
 
@@ -82,10 +85,17 @@ class HostileServer(RangeServer):
                 self.seen.append((number, count, early))
                 if early and self.hostile == "short":
                     tail = tail[:-5]
+                elif early and self.hostile == "stall":
+                    tail = b""
+                    head = _RANGE.sub(lambda m: b"\r\nRange: bytes=%d-%d" % (int(m.group(1)), int(m.group(1)) + 99), head)
                 elif not early:
                     time.sleep(self.delay)
                 out = tail + self._answer(head, early)
                 try:
+                    if early and self.hostile == "stall":
+                        conn.sendall(out)
+                        select.select([conn], [], [], 5)  # (the rest of the answer before never comes)
+                        return
                     if early and self.hostile == "slow":
                         conn.sendall(tail)
                         for byte in out[len(tail):len(tail) + 200]:
@@ -98,11 +108,16 @@ class HostileServer(RangeServer):
                     return
 
 
-@pytest.mark.parametrize("hostile", ["close", "chunked", "extra", "short"])
+@pytest.mark.parametrize("hostile", ["close", "chunked", "extra", "short", "stall"])
 def test_a_pipelined_answer_that_misbehaves_leaves_an_exact_file(tmp_path, hostile):
+    """``"short"``: the answer before a request sent ahead is 5 bytes short of its length and
+    the next answer follows (its head's first bytes would be read as the file's); ``"stall"``:
+    the answer before gets no more of its bytes, the next answer (100 bytes) follows and the
+    connection then stalls (the answer before reads all of it as the file's, then times out).
+    Either way, what the answer before read after the request went out is fetched again."""
     server = HostileServer(DATA, hostile)
     try:
-        download(tmp_path, server.url)
+        download(tmp_path, server.url, options(timeouts=Timeouts(connect=5, read=1.5)))
     finally:
         server.close()
     assert any(early for _, _, early in server.seen)  # (a request did go out ahead)

@@ -34,7 +34,7 @@ _ROUND_TRIPS = 2  # ... else its rest within this many round trips at the connec
 class Ahead:
     """A request sent ahead: ``seg`` from ``start`` to ``end`` on ``src`` (``new``: a segment
     taken for it, not the one being read), with its ``headers`` and ``url``, in ``generation``;
-    ``before``: the bytes (first, end) of the answer it was sent during, on the same connection."""
+    ``before``: the bytes (from, end) the answer it was sent during read after it went out."""
 
     __slots__ = ("seg", "src", "start", "end", "headers", "url", "generation", "new", "key", "before")
 
@@ -104,11 +104,11 @@ def body_for(f, worker: int, seg, src, client, resp, answer, overlap: int, gener
     if (f.inline or overlap or answer.end is None or rtt is None or rtt < _MIN_ROUND_TRIP or t.size is None
             or not t.ranges_ok or t.sources.pinned is not None or f.ahead is not None):
         return resp
-    return Body(resp, lambda: send_next(f, worker, seg, src, client, resp, answer.end, generation, answer.first),
+    return Body(resp, lambda: send_next(f, worker, seg, src, client, resp, answer.end, generation),
                 rtt, t.conn_rate)
 
 
-def send_next(f, worker: int, seg, src, client, resp, until: int, generation: int, first: int = 0) -> bool:
+def send_next(f, worker: int, seg, src, client, resp, until: int, generation: int) -> bool:
     """Decide what the worker asks after this answer (ending at ``until``) and send it ahead.
 
     False: not yet, while the transfer still adds connections (what this one would ask ahead is
@@ -142,12 +142,13 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
         nxt.ahead = True
     headers = range_headers(t, src, start, end)
     url = src.effective_url or src.url
+    read_to = until - (resp._raw.length or 0)  # (what the answer reads from now on could be the next's)
     try:
         sent = send_ahead(client, resp, url, headers, start, end)
     except Exception:  # noqa: BLE001 - nothing sent: the request goes out after the answer as before
         sent = None
     if sent is not None:
-        f.ahead = Ahead(nxt, src, start, end, headers, url, generation, nxt is not seg, sent, (first, until))
+        f.ahead = Ahead(nxt, src, start, end, headers, url, generation, nxt is not seg, sent, (read_to, until))
         return True
     with t.lock:
         nxt.ahead = False
@@ -177,16 +178,21 @@ def out_of_step(f, client, ahead) -> None:
     """After the request sent ahead was asked (``ahead``): when its answer began with bytes
     that are not an answer's head (``net/pipeline.py``), the answer read before it on that
     connection may have run short of its ``Content-Length`` and taken that head's first bytes
-    for its last: its bytes are no longer counted done and are fetched again (the hash of the
-    prefix, when they were in it, starts over), as a distrusted source's are."""
+    for its last: what it read after the request went out is fetched again (:func:`_distrust`)."""
     from prefetch.net.pipeline_send import misframed
 
-    if ahead is None or not misframed(client):
-        return
-    t = f.t
+    if ahead is not None and misframed(client):
+        _distrust(f.t, ahead, "ended out of step")
+
+
+def _distrust(t, ahead, why: str) -> None:
+    """The bytes the answer ``ahead`` was sent during read after it went out (``ahead.before``)
+    are no longer counted done and are fetched again, the prefix hash starting over when they
+    were in it (as a distrusted source's): they may be the next answer's, not the file's."""
     lo, hi = ahead.before
     with t.lock:
-        for a, b in [(max(a, lo), min(b, hi)) for a, b in t.done.as_list() if a < hi and b > lo]:
+        parts = [(max(a, lo), min(b, hi)) for a, b in t.done.as_list() if a < hi and b > lo]
+        for a, b in parts:
             t.done.remove(a, b)  # (only what it marked done: a part another worker has is its)
             if a < t.hash.hashed:
                 t.hash.reset()
@@ -194,8 +200,9 @@ def out_of_step(f, client, ahead) -> None:
         t.schedule.prune()
         t.dirty = True
         t.wake.notify_all()
-    t.note(f"an answer on a connection with a request sent ahead ended out of step; bytes {lo}-{hi - 1} "
-           "are fetched again")
+    if parts:
+        t.note(f"an answer on a connection with a request sent ahead {why}; bytes {lo}-{hi - 1} "
+               "are fetched again")
 
 
 def next_segment(f, client):
@@ -218,7 +225,9 @@ def drop(f, client, current=None, *, failed: bool = False) -> None:
 
     ``failed``: the answer before it broke. A server that closes a connection after an answer
     resets it when a request it will not read is waiting there (the answer's last bytes are
-    lost with it): its host gets no more pipelining (``net/pipeline.py``)."""
+    lost with it): its host gets no more pipelining (``net/pipeline.py``). And what that answer
+    read after the request went out may be the start of the answer to it (the answer before ran
+    short and then stalled): it is fetched again (:func:`_distrust`)."""
     ahead, f.ahead = f.ahead, None
     if ahead is None:
         return
@@ -228,6 +237,7 @@ def drop(f, client, current=None, *, failed: bool = False) -> None:
     ahead.seg.ahead = False
     if failed:
         refuse(ahead.key)
+        _distrust(f.t, ahead, "broke")
     forget(client)
     if ahead.seg is not current and ahead.new:
         f.t.release(ahead.seg)
