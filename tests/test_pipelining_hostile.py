@@ -83,6 +83,8 @@ class HostileServer(RangeServer):
                 count += 1
                 early = bool(tail)
                 self.seen.append((number, count, early))
+                if early and self.on_early is not None:
+                    self.on_early()
                 if early and self.hostile == "short":
                     tail = tail[:-5]
                 elif early and self.hostile == "stall":
@@ -149,3 +151,31 @@ def test_a_slow_loris_head_on_a_pipelined_answer_meets_the_head_deadline(tmp_pat
         server.close()
     assert any(early for _, _, early in server.seen)
     assert pipeline.refused(server.key)
+
+
+def test_a_stop_after_a_short_answer_with_a_request_ahead_resumes_exact(tmp_path):
+    """The transfer stops as a request sent ahead arrives, after an answer that ran short (the
+    next answer's 100 bytes read as the file's, then a stall): the request's head is never read,
+    so nothing says the answer before ended in step; what it read after the request went out is
+    not kept as done, and the resumed file is exact (three rounds: the stop's timing varies)."""
+    import threading
+
+    from prefetch.engine.transfer import download_to_part
+    from prefetch.errors import InterruptedTransferError
+
+    opts = options(timeouts=Timeouts(connect=5, read=1.5))
+    for round_ in range(3):
+        stop = threading.Event()
+        server = HostileServer(DATA, "stall", on_early=stop.set)
+        folder = tmp_path / str(round_)
+        folder.mkdir()
+        try:
+            with pytest.raises(InterruptedTransferError):
+                download_to_part(urls=[server.url], part=folder / "file.bin.part",
+                                 state_file=folder / "file.bin.part.json", algorithm="sha256",
+                                 options=opts, stop=stop)
+            assert any(early for _, _, early in server.seen)
+            server.on_early = None
+            download(folder, server.url, opts)  # (asserts the file exact)
+        finally:
+            server.close()

@@ -162,13 +162,15 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
 def taken(f, seg, start: int, generation: int):
     """The request sent ahead for ``seg`` from ``start``, now to be asked (its answer is on the
     connection already), else None: one sent for something else is dropped (its connection is
-    closed at the next request, a segment taken for it goes back). Callers hold the lock."""
+    closed at the next request, a segment taken for it goes back, and what the answer before it
+    read after it went out is fetched again: :func:`drop`). Callers hold the lock."""
     ahead, f.ahead = f.ahead, None
     if ahead is None:
         return None
     ahead.seg.ahead = False
     if ahead.seg is seg and ahead.start == start and ahead.generation == generation:
         return ahead
+    _distrust_locked(f.t, ahead)  # (its head is never read: nothing says the answer before ended in step)
     if ahead.new and ahead.seg is not seg:
         f.t.schedule.release(ahead.seg)  # (callers hold the transfer's lock)
     return None
@@ -189,20 +191,28 @@ def _distrust(t, ahead, why: str) -> None:
     """The bytes the answer ``ahead`` was sent during read after it went out (``ahead.before``)
     are no longer counted done and are fetched again, the prefix hash starting over when they
     were in it (as a distrusted source's): they may be the next answer's, not the file's."""
-    lo, hi = ahead.before
     with t.lock:
-        parts = [(max(a, lo), min(b, hi)) for a, b in t.done.as_list() if a < hi and b > lo]
-        for a, b in parts:
-            t.done.remove(a, b)  # (only what it marked done: a part another worker has is its)
-            if a < t.hash.hashed:
-                t.hash.reset()
-            t.schedule.add(a, b)
+        parts = _distrust_locked(t, ahead)
+    if parts:
+        lo, hi = ahead.before
+        t.note(f"an answer on a connection with a request sent ahead {why}; bytes {lo}-{hi - 1} "
+               "are fetched again")
+
+
+def _distrust_locked(t, ahead) -> list:
+    """:func:`_distrust` without the note; callers hold the transfer's lock."""
+    lo, hi = ahead.before
+    parts = [(max(a, lo), min(b, hi)) for a, b in t.done.as_list() if a < hi and b > lo]
+    for a, b in parts:
+        t.done.remove(a, b)  # (only what it marked done: a part another worker has is its)
+        if a < t.hash.hashed:
+            t.hash.reset()
+        t.schedule.add(a, b)
+    if parts:
         t.schedule.prune()
         t.dirty = True
         t.wake.notify_all()
-    if parts:
-        t.note(f"an answer on a connection with a request sent ahead {why}; bytes {lo}-{hi - 1} "
-               "are fetched again")
+    return parts
 
 
 def next_segment(f, client):
@@ -225,9 +235,10 @@ def drop(f, client, current=None, *, failed: bool = False) -> None:
 
     ``failed``: the answer before it broke. A server that closes a connection after an answer
     resets it when a request it will not read is waiting there (the answer's last bytes are
-    lost with it): its host gets no more pipelining (``net/pipeline.py``). And what that answer
-    read after the request went out may be the start of the answer to it (the answer before ran
-    short and then stalled): it is fetched again (:func:`_distrust`)."""
+    lost with it): its host gets no more pipelining (``net/pipeline.py``). Whether or not it
+    broke, what that answer read after the request went out may be the start of the answer to
+    it (the answer before ran short), and no head read after it says otherwise: it is fetched
+    again (:func:`_distrust`)."""
     ahead, f.ahead = f.ahead, None
     if ahead is None:
         return
@@ -237,7 +248,8 @@ def drop(f, client, current=None, *, failed: bool = False) -> None:
     ahead.seg.ahead = False
     if failed:
         refuse(ahead.key)
-        _distrust(f.t, ahead, "broke")
+    # Its head is never read (nothing says the answer before ended in step), or that answer broke.
+    _distrust(f.t, ahead, "broke" if failed else "was dropped unread")
     forget(client)
     if ahead.seg is not current and ahead.new:
         f.t.release(ahead.seg)
