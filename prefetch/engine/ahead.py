@@ -33,14 +33,16 @@ _ROUND_TRIPS = 2  # ... else its rest within this many round trips at the connec
 
 class Ahead:
     """A request sent ahead: ``seg`` from ``start`` to ``end`` on ``src`` (``new``: a segment
-    taken for it, not the one being read), with its ``headers`` and ``url``, in ``generation``."""
+    taken for it, not the one being read), with its ``headers`` and ``url``, in ``generation``;
+    ``before``: the bytes (from, end) the answer it was sent during read after it went out."""
 
-    __slots__ = ("seg", "src", "start", "end", "headers", "url", "generation", "new", "key")
+    __slots__ = ("seg", "src", "start", "end", "headers", "url", "generation", "new", "key", "before")
 
-    def __init__(self, seg, src, start, end, headers, url, generation, new, key) -> None:
+    def __init__(self, seg, src, start, end, headers, url, generation, new, key, before) -> None:
         self.seg, self.src, self.start, self.end = seg, src, start, end
         self.headers, self.url, self.generation, self.new = headers, url, generation, new
         self.key = key  # the connection's (scheme, host, port)
+        self.before = before
 
 
 def range_headers(t, src, start: int, end: int | None, overlap: int = 0) -> dict[str, str]:
@@ -142,12 +144,13 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
         nxt.ahead = True
     headers = range_headers(t, src, start, end)
     url = src.effective_url or src.url
+    read_to = until - (resp._raw.length or 0)  # (what the answer reads from now on could be the next's)
     try:
         sent = send_ahead(client, resp, url, headers, start, end)
     except Exception:  # noqa: BLE001 - nothing sent: the request goes out after the answer as before
         sent = None
     if sent is not None:
-        f.ahead = Ahead(nxt, src, start, end, headers, url, generation, nxt is not seg, sent)
+        f.ahead = Ahead(nxt, src, start, end, headers, url, generation, nxt is not seg, sent, (read_to, until))
         return True
     with t.lock:
         nxt.ahead = False
@@ -161,16 +164,57 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
 def taken(f, seg, start: int, generation: int):
     """The request sent ahead for ``seg`` from ``start``, now to be asked (its answer is on the
     connection already), else None: one sent for something else is dropped (its connection is
-    closed at the next request, a segment taken for it goes back). Callers hold the lock."""
+    closed at the next request, a segment taken for it goes back, and what the answer before it
+    read after it went out is fetched again: :func:`drop`). Callers hold the lock."""
     ahead, f.ahead = f.ahead, None
     if ahead is None:
         return None
     ahead.seg.ahead = False
     if ahead.seg is seg and ahead.start == start and ahead.generation == generation:
         return ahead
+    _distrust_locked(f.t, ahead)  # (its head is never read: nothing says the answer before ended in step)
     if ahead.new and ahead.seg is not seg:
         f.t.schedule.release(ahead.seg)  # (callers hold the transfer's lock)
     return None
+
+
+def out_of_step(f, client, ahead) -> None:
+    """After the request sent ahead was asked (``ahead``): when its answer began with bytes
+    that are not an answer's head (``net/pipeline.py``), the answer read before it on that
+    connection may have run short of its ``Content-Length`` and taken that head's first bytes
+    for its last: what it read after the request went out is fetched again (:func:`_distrust`)."""
+    from prefetch.net.pipeline_send import misframed
+
+    if ahead is not None and misframed(client):
+        _distrust(f.t, ahead, "ended out of step")
+
+
+def _distrust(t, ahead, why: str) -> None:
+    """The bytes the answer ``ahead`` was sent during read after it went out (``ahead.before``)
+    are no longer counted done and are fetched again, the prefix hash starting over when they
+    were in it (as a distrusted source's): they may be the next answer's, not the file's."""
+    with t.lock:
+        parts = _distrust_locked(t, ahead)
+    if parts:
+        lo, hi = ahead.before
+        t.note(f"an answer on a connection with a request sent ahead {why}; bytes {lo}-{hi - 1} "
+               "are fetched again")
+
+
+def _distrust_locked(t, ahead) -> list:
+    """:func:`_distrust` without the note; callers hold the transfer's lock."""
+    lo, hi = ahead.before
+    parts = [(max(a, lo), min(b, hi)) for a, b in t.done.as_list() if a < hi and b > lo]
+    for a, b in parts:
+        t.done.remove(a, b)  # (only what it marked done: a part another worker has is its)
+        if a < t.hash.hashed:
+            t.hash.reset()
+        t.schedule.add(a, b)
+    if parts:
+        t.schedule.prune()
+        t.dirty = True
+        t.wake.notify_all()
+    return parts
 
 
 def next_segment(f, client):
@@ -193,7 +237,10 @@ def drop(f, client, current=None, *, failed: bool = False) -> None:
 
     ``failed``: the answer before it broke. A server that closes a connection after an answer
     resets it when a request it will not read is waiting there (the answer's last bytes are
-    lost with it): its host gets no more pipelining (``net/pipeline.py``)."""
+    lost with it): its host gets no more pipelining (``net/pipeline.py``). Whether or not it
+    broke, what that answer read after the request went out may be the start of the answer to
+    it (the answer before ran short), and no head read after it says otherwise: it is fetched
+    again (:func:`_distrust`)."""
     ahead, f.ahead = f.ahead, None
     if ahead is None:
         return
@@ -203,6 +250,8 @@ def drop(f, client, current=None, *, failed: bool = False) -> None:
     ahead.seg.ahead = False
     if failed:
         refuse(ahead.key)
+    # Its head is never read (nothing says the answer before ended in step), or that answer broke.
+    _distrust(f.t, ahead, "broke" if failed else "was dropped unread")
     forget(client)
     if ahead.seg is not current and ahead.new:
         f.t.release(ahead.seg)

@@ -313,7 +313,10 @@ class Fetcher:
             asked = time.monotonic()
             if known_size is None and self.t.probe_asked is None:
                 self.t.probe_asked = asked  # (the main loop opens connections ahead while it waits: preconnect.py)
-            resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
+            try:
+                resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
+            finally:
+                _ahead.out_of_step(self, client, ahead)  # (the answer before it ended out of step?)
             latency = time.monotonic() - asked
         with self.t.lock:
             self.t.responses[worker] = resp

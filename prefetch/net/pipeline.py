@@ -10,6 +10,12 @@ not start where the request asked or ends beyond it, a length that disagrees) re
 pipelining to that host for the rest of the process (:func:`refuse`), closes the connection and
 returns None: the caller sends the request again on a fresh connection. A request asked for
 next that is not the one sent ahead closes the connection (its answer is not read).
+
+Bytes that are not an answer's head where the answer sent ahead should begin (a bad status
+line, a line too long; not a close, a reset or a stall) say the connection's answers are out of
+step: the answer before ran short of its ``Content-Length`` (or long) and its last bytes may be
+this one's head. ``take_ahead`` returns False then (not None): that answer's bytes are suspect
+and fetched again (``engine/ahead.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ def refuse(key: tuple) -> None:
 
 def take_ahead(conn, head: bytes, method: str, timeout: float):
     """http.client's answer to the request ``conn`` had sent ahead, when it is ``head``; else
-    None, ``conn`` closed (and pipelining refused to its host when the answer was wrong)."""
+    None, ``conn`` closed (and pipelining refused to its host when the answer was wrong); False
+    when what came was not an answer's head (out of step: see the module's docstring)."""
     queued, conn.queued = conn.queued, None
     reader, conn.reader = conn.reader, None
     if queued is None or queued[0] != head or conn.sock is None or reader is None or reader.closed:
@@ -47,21 +54,23 @@ def take_ahead(conn, head: bytes, method: str, timeout: float):
             reader.close()
         conn.close()  # (another request: the one sent ahead is not wanted)
         return None
-    from http.client import HTTPException
+    from http.client import HTTPException, RemoteDisconnected
 
     from prefetch.net.read_head import read_answer
 
+    misframed = False
     try:
         response = read_answer(conn.sock, method, timeout, reader=reader)
-    except (OSError, HTTPException):  # closed, reset, garbage, no head in time
+    except (OSError, HTTPException) as exc:  # closed, reset, garbage, no head in time
         response = None
+        misframed = isinstance(exc, HTTPException) and not isinstance(exc, (OSError, RemoteDisconnected))
     if response is None or not _fits(response, queued[1], queued[2]):
         refuse(conn.key)
         if response is not None:
             response.close()
         reader.close()
         conn.close()
-        return None
+        return False if misframed else None
     _ANSWERED[conn.key] = _ANSWERED.get(conn.key, 0) + 1
     return response
 

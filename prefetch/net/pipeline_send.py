@@ -5,7 +5,8 @@ request written on the connection of an answer still being read, where that is s
 proxy) that proved keep-alive (HTTP/1.1, no ``Connection: close``, no cookie) and whose body has
 a known length, not chunked (its reads stop at its last byte, ``net/response.py``), on a host
 that never failed a pipelined request; the answer's http.client reader is kept open for the
-next answer (``keep``, ``net/read_head.py``). :func:`forget` drops what nobody will ask for.
+next answer (``keep``, ``net/read_head.py``). :func:`forget` drops what nobody will ask for;
+:func:`misframed` says an answer to a request sent ahead came out of step (``net/pipeline.py``).
 """
 
 from __future__ import annotations
@@ -57,3 +58,14 @@ def forget(client) -> None:
     pools = getattr(client, "_direct", None)
     if pools is not None:
         pools.drop_ahead()
+
+
+def misframed(client) -> bool:
+    """An answer to a request sent ahead on ``client`` began with bytes that are not an
+    answer's head since the last call: the answer read before it on that connection may have
+    ended out of step (its last bytes may be that head's). Clears the mark."""
+    pools = getattr(client, "_direct", None)
+    if pools is None or not pools.misframed:
+        return False
+    pools.misframed = False
+    return True
