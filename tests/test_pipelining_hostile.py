@@ -179,3 +179,43 @@ def test_a_stop_after_a_short_answer_with_a_request_ahead_resumes_exact(tmp_path
             download(folder, server.url, opts)  # (asserts the file exact)
         finally:
             server.close()
+
+
+def test_no_state_saved_while_an_answer_may_be_out_of_step_names_another_answers_bytes(tmp_path):
+    """The answer before a request sent ahead gets no more of its bytes, the next answer's 100
+    bytes follow and the connection stalls (``"stall"``): the answer before reads them as the
+    file's and waits out its read timeout. Until that request's own head is read in step, what
+    the answer before read after the request went out is not saved as done: every state the
+    transfer saves, even one saved during the stall (a kill -9 then would resume from it), names
+    only bytes that are the file's. Saves are made every 20 ms to catch one in the stall."""
+    import json
+    import threading
+
+    part, state_file = tmp_path / "file.bin.part", tmp_path / "file.bin.part.json"
+    states, wrong = [], []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                state = json.loads(state_file.read_text())
+                held = part.read_bytes()
+            except (OSError, ValueError):
+                time.sleep(0.005)
+                continue
+            states.append(state["done"])
+            wrong.extend((lo, hi) for lo, hi in state["done"] if held[lo:hi] != DATA[lo:hi])
+            time.sleep(0.005)
+
+    server = HostileServer(DATA, "stall")
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        download(tmp_path, server.url, options(timeouts=Timeouts(connect=5, read=1.5), state_interval=0.02))
+    finally:
+        done.set()
+        watcher.join()
+        server.close()
+    assert any(early for _, _, early in server.seen)  # (a request did go out ahead)
+    assert len(states) > 10, len(states)
+    assert not wrong, wrong[:3]

@@ -151,6 +151,8 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
         sent = None
     if sent is not None:
         f.ahead = Ahead(nxt, src, start, end, headers, url, generation, nxt is not seg, sent, (read_to, until))
+        with t.lock:
+            t.unconfirmed[id(f.ahead)] = (read_to, until)  # (not saved as done until in step: out_of_step)
         return True
     with t.lock:
         nxt.ahead = False
@@ -185,8 +187,13 @@ def out_of_step(f, client, ahead) -> None:
     for its last: what it read after the request went out is fetched again (:func:`_distrust`)."""
     from prefetch.net.pipeline_send import misframed
 
-    if ahead is not None and misframed(client):
+    if ahead is None:
+        return
+    if misframed(client):
         _distrust(f.t, ahead, "ended out of step")
+    else:
+        with f.t.lock:
+            f.t.unconfirmed.pop(id(ahead), None)  # (its head began in step: the bytes before are the file's)
 
 
 def _distrust(t, ahead, why: str) -> None:
@@ -203,6 +210,7 @@ def _distrust(t, ahead, why: str) -> None:
 
 def _distrust_locked(t, ahead) -> list:
     """:func:`_distrust` without the note; callers hold the transfer's lock."""
+    t.unconfirmed.pop(id(ahead), None)
     lo, hi = ahead.before
     parts = [(max(a, lo), min(b, hi)) for a, b in t.done.as_list() if a < hi and b > lo]
     for a, b in parts:

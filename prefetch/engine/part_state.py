@@ -103,10 +103,16 @@ class PartAndState:
             if not (self.dirty or force):
                 return None
             self.dirty = False
+            done = self.done
+            if self.unconfirmed:  # (bytes that may be a pipelined answer's, engine/ahead.py: not yet)
+                done = RangeSet(done.as_list())
+                for lo, hi in self.unconfirmed.values():
+                    done.remove(lo, hi)
+                self.dirty = True  # (saved again once they are confirmed)
             state = TransferState(urls=self.urls, size=self.size, ranges=self.ranges_ok,
                                   validators={s.url: s.validators() for s in self.sources.all},
-                                  done=self.done.as_list(), algorithm=self.algorithm)
-            return state, self.done.total(), self.file.fd
+                                  done=done.as_list(), algorithm=self.algorithm)
+            return state, done.total(), self.file.fd
 
     def _unflushed(self) -> int:
         """Bytes written since the last ``fdatasync`` (0 when saves do not flush)."""

@@ -152,6 +152,9 @@ class _Transfer(SourceHandling, PartAndState):
         self.interrupt = threading.Event()  # wakes sleeping workers when a generation ends
         self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
+        # id(Ahead) -> bytes an answer read after its connection's next request went out: not saved
+        # as done until that request's answer begins in step (engine/ahead.py; a kill then refetches them)
+        self.unconfirmed: dict[int, tuple[int, int]] = {}
         self.worker_limit: int | None = None  # workers beyond this exit (the server asked for fewer)
         self.planned_workers: int | None = None  # the most connections the ramp may run soon (None: max_connections)
         self.latency: float | None = None  # seconds from a request to its answer (moving average)

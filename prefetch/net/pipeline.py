@@ -11,11 +11,13 @@ pipelining to that host for the rest of the process (:func:`refuse`), closes the
 returns None: the caller sends the request again on a fresh connection. A request asked for
 next that is not the one sent ahead closes the connection (its answer is not read).
 
-Bytes that are not an answer's head where the answer sent ahead should begin (a bad status
-line, a line too long; not a close, a reset or a stall) say the connection's answers are out of
-step: the answer before ran short of its ``Content-Length`` (or long) and its last bytes may be
-this one's head. ``take_ahead`` returns False then (not None): that answer's bytes are suspect
-and fetched again (``engine/ahead.py``).
+An answer sent ahead whose head does not come (bytes that are not a head, a close, a reset, a
+late head; a head that parses, even a 503's, began in step) may mean the connection's answers
+are out of step: the
+answer before ran short of its ``Content-Length`` and its last bytes may be this one's head
+(after which the server may also close or stall). ``take_ahead`` returns False then (not
+None): what the answer before read after the request went out is fetched again, and until an
+answer sent ahead begins in step those bytes are not saved as done (``engine/ahead.py``).
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def refuse(key: tuple) -> None:
 
 def take_ahead(conn, head: bytes, method: str, timeout: float):
     """http.client's answer to the request ``conn`` had sent ahead, when it is ``head``; else
-    None, ``conn`` closed (and pipelining refused to its host when the answer was wrong); False
-    when what came was not an answer's head (out of step: see the module's docstring)."""
+    None, ``conn`` closed, when another request was asked or the answer was not the one asked for
+    (pipelining refused to its host); False, the same, when no head came (see the module's docstring)."""
     queued, conn.queued = conn.queued, None
     reader, conn.reader = conn.reader, None
     if queued is None or queued[0] != head or conn.sock is None or reader is None or reader.closed:
@@ -54,23 +56,24 @@ def take_ahead(conn, head: bytes, method: str, timeout: float):
             reader.close()
         conn.close()  # (another request: the one sent ahead is not wanted)
         return None
-    from http.client import HTTPException, RemoteDisconnected
+    from http.client import HTTPException
 
     from prefetch.net.read_head import read_answer
 
-    misframed = False
     try:
         response = read_answer(conn.sock, method, timeout, reader=reader)
-    except (OSError, HTTPException) as exc:  # closed, reset, garbage, no head in time
+    except (OSError, HTTPException):  # closed, reset, garbage, no head in time
         response = None
-        misframed = isinstance(exc, HTTPException) and not isinstance(exc, (OSError, RemoteDisconnected))
     if response is None or not _fits(response, queued[1], queued[2]):
         refuse(conn.key)
         if response is not None:
             response.close()
         reader.close()
         conn.close()
-        return False if misframed else None
+        # No head (garbage, a close, a reset, a late head): the answer before may have run short
+        # and taken this one's first bytes, then the server stalled or closed, so its last bytes
+        # are fetched again. A head that parsed (a 503, another range) began in step.
+        return False if response is None else None
     _ANSWERED[conn.key] = _ANSWERED.get(conn.key, 0) + 1
     return response
 
