@@ -99,20 +99,27 @@ class RangeServer(Listener):
                 self.seen.append((number, count, early))
                 if early and self.on_early is not None:
                     self.on_early()
-                if not early:
-                    time.sleep(self.delay)
-                out = tail + self._answer(head, early)
+                head, tail = self._before(head, tail, early)
                 try:
-                    if self.mode == "close" or not self.hold:
-                        conn.sendall(out)
-                        tail = b""
-                        if self.mode == "close":
-                            return
-                        continue
-                    tail = out[-self._TAIL:]
-                    conn.sendall(out[:-self._TAIL])
+                    tail = self._send(conn, tail + self._answer(head, early), tail, early)
                 except OSError:
                     return
+                if tail is None:
+                    return
+
+    def _before(self, head: bytes, tail: bytes, early: bool) -> tuple[bytes, bytes]:
+        """The request's head and the held tail of the answer before, as this server answers them."""
+        if not early:
+            time.sleep(self.delay)
+        return head, tail
+
+    def _send(self, conn: socket.socket, out: bytes, tail: bytes, early: bool) -> bytes | None:
+        """Send ``out`` (the held tail, then this answer); the tail now held, None: close."""
+        if self.mode == "close" or not self.hold:
+            conn.sendall(out)
+            return None if self.mode == "close" else b""
+        conn.sendall(out[:-self._TAIL])
+        return out[-self._TAIL:]
 
 
 def options(**overrides) -> TransferOptions:

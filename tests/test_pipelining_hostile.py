@@ -25,7 +25,7 @@ class HostileServer(RangeServer):
     ``"chunked"``: that answer's body chunked; ``"changed"``: that answer (and every later one)
     from another version of the file, with ETag "v2" (a server ignoring If-Range);
     ``"extra"``: that answer's body followed by garbage bytes; ``"short"``, ``"stall"``,
-    ``"slow"``: see ``_serve``."""
+    ``"slow"``: see the comment above ``_before``."""
 
     def __init__(self, data: bytes, hostile: str, **kwargs) -> None:
         self.hostile = hostile
@@ -53,61 +53,31 @@ class HostileServer(RangeServer):
             return out + b"HTTP/1.1 206 garbage\r\n\r\nxyz"
         return out
 
-    def _serve(self, conn, number: int) -> None:
-        if self.hostile not in ("short", "slow", "stall"):
-            return super()._serve(conn, number)
-        # RangeServer's loop, but when a request comes early, ``"short"``: the tail held for
-        # the answer before loses its last 5 bytes (that answer is 5 bytes short of its
-        # Content-Length, and the next answer follows at once on the connection, which stays
-        # open); ``"stall"``: the tail is not sent at all, the early request is answered with
-        # its first 100 bytes and the connection then stalls; ``"slow"``: the tail goes out, then the early answer's head a byte at a time,
-        # each well within the read timeout (a slow-loris head).
-        import select
+    # RangeServer's loop, but when a request comes early, ``"short"``: the tail held for the
+    # answer before loses its last 5 bytes (that answer is 5 bytes short of its Content-Length,
+    # and the next answer follows at once on the connection, which stays open); ``"stall"``: the
+    # tail is not sent at all, the early request is answered with its first 100 bytes and the
+    # connection then stalls; ``"slow"``: the tail goes out, then the early answer's head a byte
+    # at a time, each well within the read timeout (a slow-loris head).
+    def _before(self, head: bytes, tail: bytes, early: bool) -> tuple[bytes, bytes]:
+        if early and self.hostile == "short":
+            return head, tail[:-5]
+        if early and self.hostile == "stall":
+            return _RANGE.sub(lambda m: b"\r\nRange: bytes=%d-%d" % (int(m.group(1)), int(m.group(1)) + 99), head), b""
+        return super()._before(head, tail, early)
 
-        pending, tail, count = b"", b"", 0
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    if tail and not select.select([conn], [], [], self._HOLD)[0]:
-                        conn.sendall(tail)
-                        tail = b""
-                        continue
-                    try:
-                        chunk = conn.recv(65536)
-                    except OSError:
-                        return
-                    if not chunk:
-                        return
-                    pending += chunk
-                head, _, pending = pending.partition(b"\r\n\r\n")
-                count += 1
-                early = bool(tail)
-                self.seen.append((number, count, early))
-                if early and self.on_early is not None:
-                    self.on_early()
-                if early and self.hostile == "short":
-                    tail = tail[:-5]
-                elif early and self.hostile == "stall":
-                    tail = b""
-                    head = _RANGE.sub(lambda m: b"\r\nRange: bytes=%d-%d" % (int(m.group(1)), int(m.group(1)) + 99), head)
-                elif not early:
-                    time.sleep(self.delay)
-                out = tail + self._answer(head, early)
-                try:
-                    if early and self.hostile == "stall":
-                        conn.sendall(out)
-                        select.select([conn], [], [], 5)  # (the rest of the answer before never comes)
-                        return
-                    if early and self.hostile == "slow":
-                        conn.sendall(tail)
-                        for byte in out[len(tail):len(tail) + 200]:
-                            time.sleep(0.25)
-                            conn.sendall(bytes([byte]))
-                        return
-                    tail = out[-self._TAIL:]
-                    conn.sendall(out[:-self._TAIL])
-                except OSError:
-                    return
+    def _send(self, conn, out: bytes, tail: bytes, early: bool) -> bytes | None:
+        if early and self.hostile == "stall":
+            conn.sendall(out)
+            select.select([conn], [], [], 5)  # (the rest of the answer before never comes)
+            return None
+        if early and self.hostile == "slow":
+            conn.sendall(tail)
+            for byte in out[len(tail):len(tail) + 200]:
+                time.sleep(0.25)
+                conn.sendall(bytes([byte]))
+            return None
+        return super()._send(conn, out, tail, early)
 
 
 @pytest.mark.parametrize("hostile", ["close", "chunked", "extra", "short", "stall"])
