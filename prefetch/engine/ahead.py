@@ -99,12 +99,14 @@ class Body:
 def body_for(f, worker: int, seg, src, client, resp, answer, overlap: int, generation: int):
     """What ``f`` (a ``Fetcher``) streams ``resp`` from: a :class:`Body` that sends the next
     request ahead where that may pay, else ``resp`` itself."""
-    if getattr(resp, "_raw", None) is None:
-        return resp  # (a local file's answer, net/local.py: no connection to send on)
     t = f.t
     rtt = t.route.fastest
     if (f.inline or overlap or answer.end is None or rtt is None or rtt < _MIN_ROUND_TRIP or t.size is None
             or not t.ranges_ok or t.sources.pinned is not None or f.ahead is not None):
+        return resp
+    from prefetch.net.pipeline_send import pipelinable
+
+    if not pipelinable(client, resp):  # (a local file's answer, requests', one that closes)
         return resp
     return Body(resp, lambda: send_next(f, worker, seg, src, client, resp, answer.end, generation),
                 rtt, t.conn_rate)

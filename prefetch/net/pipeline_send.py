@@ -20,18 +20,10 @@ def send_ahead(client, resp, url: str, headers: dict[str, str], start: int, end:
     request's answer is read by the next ``client.request`` asking exactly the same. Returns the
     connection's (scheme, host, port); None, with nothing sent, where the connection is not one
     to pipeline on (see the module's docstring)."""
-    from prefetch.net.answer import Answer
-
-    answer = getattr(resp, "_resp", None)
-    if type(answer) is not Answer:
-        return None  # (through requests: its pool would never read the second answer)
-    conn, raw, pools = answer._connection, resp._raw, answer._pool
-    if (conn is None or conn.sock is None or conn.queued is not None or refused(conn.key)
-            or pools is None or pools is not client._direct):
+    parts = _pipelinable(client, resp)
+    if parts is None:
         return None
-    if (raw.version != 11 or raw.will_close or raw.chunked or raw.length is None or raw.fp is None
-            or raw._method != "GET" or "set-cookie" in answer.headers):
-        return None
+    conn, raw, pools = parts
     if not client._route(url)[3]:
         return None  # (a proxy, credentials or cookies: requests sends it)
     key, target = pools._parse(url)
@@ -51,6 +43,30 @@ def send_ahead(client, resp, url: str, headers: dict[str, str], start: int, end:
     conn.reader = raw.fp
     conn.queued = (head, start, end)
     return key
+
+
+def pipelinable(client, resp) -> bool:
+    """``resp`` (from ``client``) is read from a connection a next request may go out on now:
+    a direct answer (never requests' or a local file's), HTTP/1.1 kept alive, of known length,
+    to a GET without a cookie, on a host that never failed a pipelined request."""
+    return _pipelinable(client, resp) is not None
+
+
+def _pipelinable(client, resp):
+    """(connection, http.client answer, pools) of :func:`pipelinable`, else None."""
+    from prefetch.net.answer import Answer
+
+    answer = getattr(resp, "_resp", None)
+    if type(answer) is not Answer:
+        return None  # (through requests: its pool would never read the second answer)
+    conn, raw, pools = answer._connection, resp._raw, answer._pool
+    if (conn is None or conn.sock is None or conn.queued is not None or refused(conn.key)
+            or pools is None or pools is not getattr(client, "_direct", None)):
+        return None
+    if (raw.version != 11 or raw.will_close or raw.chunked or raw.length is None or raw.fp is None
+            or raw._method != "GET" or "set-cookie" in answer.headers):
+        return None
+    return conn, raw, pools
 
 
 def forget(client) -> None:
