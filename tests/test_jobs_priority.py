@@ -34,11 +34,12 @@ def nice_of(tid: int) -> int:
 
 
 def group_nice(pid: int) -> int | None:
-    """The nice of ``pid``'s session scheduling group (/proc/PID/autogroup), None without autogroup."""
+    """The nice of ``pid``'s session scheduling group (/proc/PID/autogroup); None when it is in none."""
     try:
-        return int(Path(f"/proc/{pid}/autogroup").read_text().rsplit(None, 1)[-1])
-    except FileNotFoundError:
+        words = Path(f"/proc/{pid}/autogroup").read_text().split()
+    except FileNotFoundError:  # a kernel built without autogroup
         return None
+    return int(words[-1]) if words else None  # empty: the process's CPU share is a cgroup's
 
 
 def worker_threads(pid: int) -> list[int]:
@@ -130,3 +131,21 @@ def test_a_polite_job_takes_one_connection_where_one_is_as_fast_as_many(nginx_or
         assert used <= 2, f"{used} connections for a file one loopback connection brings as fast"
     else:  # the ramp's own way: it starts several at once (what the polite job spares)
         assert used > 2, used
+
+
+@pytest.mark.parametrize(
+    "content, said, left",
+    [
+        ("/autogroup-7 nice 19\n", "session group nice 19", "/autogroup-7 nice 19\n"),  # already there
+        ("", None, ""),  # in a cgroup's CPU share (a container): no session group to raise
+        (None, None, None),  # a kernel built without autogroup
+    ],
+)
+def test_the_session_group_is_raised_only_where_the_process_has_one(tmp_path, content, said, left):
+    from prefetch.jobs.priority import raise_group_nice
+
+    group = tmp_path / "autogroup"  # a plain file stands in for /proc/self/autogroup
+    if content is not None:
+        group.write_text(content, encoding="ascii")
+    assert raise_group_nice(str(group)) == said
+    assert (group.read_text(encoding="ascii") if group.exists() else None) == left

@@ -78,16 +78,31 @@ def set_group_nice(path: str = "/proc/self/autogroup") -> str | None:
     try:
         if os.getsid(0) != os.getpid():
             return None
+        return raise_group_nice(path)
+    except (AttributeError, OSError, ValueError) as exc:
+        return f"session group nice unchanged ({exc})"
+
+
+def raise_group_nice(path: str) -> str | None:
+    """Raise the scheduling group at ``path`` to nice 19; None when the process is in no such group.
+
+    The file is missing on a kernel built without autogroup, and empty when the process's CPU
+    share is set by a cgroup instead (a container's ``cpu`` controller): nice alone then ranks
+    its threads against the others in that cgroup.
+    """
+    try:
         with open(path, "r+", encoding="ascii") as group:  # "/autogroup-N nice K"
-            if int(group.read().rsplit(None, 1)[-1]) < NICE_LEVEL:
+            words = group.read().split()
+            if not words:
+                return None
+            if int(words[-1]) < NICE_LEVEL:
                 group.seek(0)
                 group.write(str(NICE_LEVEL))
         with open(path, encoding="ascii") as group:
-            return f"session group nice {int(group.read().rsplit(None, 1)[-1])}"
-    except FileNotFoundError:  # a kernel without autogroup: nice alone does it
+            words = group.read().split()
+    except FileNotFoundError:
         return None
-    except (AttributeError, OSError, ValueError, IndexError) as exc:
-        return f"session group nice unchanged ({exc})"
+    return f"session group nice {int(words[-1])}" if words else None
 
 
 def set_io_idle() -> str | None:
