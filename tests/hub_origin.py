@@ -119,6 +119,10 @@ class HubServer(LocalHubApi):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # A head and a small body go out in two writes: with Nagle on, the body waits for the
+    # client's delayed ACK (~40 ms a request on a kept-alive connection). Real servers set
+    # TCP_NODELAY (nginx's tcp_nodelay, on by default), and so does this one.
+    disable_nagle_algorithm = True
 
     def log_message(self, format, *args) -> None:  # noqa: A002
         pass
