@@ -249,7 +249,8 @@ def test_a_get_line_click_must_read_still_gets_clicks_help_and_errors(home):
 RUN_DRIVER = """\
 import atexit, sys
 def report():
-    for name, attr in (("inspect", "signature"), ("ssl", "SSLContext"), ("calendar", "timegm"), ("datetime", "date")):
+    for name, attr in (("inspect", "signature"), ("ssl", "SSLContext"), ("calendar", "timegm"), ("datetime", "date"),
+                       ("selectors", "DefaultSelector"), ("array", "array")):
         module = sys.modules.get(name)
         sys.stderr.write(f"\\n{name.upper()}=" + ("loaded" if module is not None and attr in vars(module) else "deferred"))
     sys.stderr.write("\\n")
@@ -264,7 +265,8 @@ run()
 def test_a_get_process_loads_neither_inspect_nor_ssl(home, tmp_path, background):
     """``run`` (the process's entry point) defers ``inspect`` (dataclasses imports it and a get,
     or its -b launcher, never uses it), ``ssl`` (http.client imports it; an http URL never
-    uses it), ``calendar`` and ``datetime`` (email.utils' date functions): cli.defer_import."""
+    uses it), ``calendar`` and ``datetime`` (email.utils' date functions), ``selectors`` and ``array``
+    (socket's sendfile and send_fds): cli.defer_import."""
     data = os.urandom(20_000)
     out = tmp_path / "i.bin"
     with OriginServer() as origin:
@@ -276,6 +278,7 @@ def test_a_get_process_loads_neither_inspect_nor_ssl(home, tmp_path, background)
         assert "INSPECT=deferred" in proc.stderr.splitlines(), proc.stderr
         assert "SSL=deferred" in proc.stderr.splitlines(), proc.stderr  # (an http URL)
         assert {"CALENDAR=deferred", "DATETIME=deferred"} <= set(proc.stderr.splitlines()), proc.stderr
+        assert {"SELECTORS=deferred", "ARRAY=deferred"} <= set(proc.stderr.splitlines()), proc.stderr  # (socket's)
         if background:
             assert run_cli("wait", timeout=120).returncode == 0
     assert out.read_bytes() == data
