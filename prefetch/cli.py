@@ -103,6 +103,8 @@ def run() -> None:
     defer_import("ssl")
     defer_import("calendar")
     defer_import("datetime")
+    defer_import("selectors")
+    defer_import("array")
     try:
         main()
     except SystemExit as exc:
@@ -115,7 +117,7 @@ def defer_import(name: str) -> None:
     """Put a stand-in for the module ``name`` in ``sys.modules``: the real module is imported
     the first time one of its attributes is used, and the stand-in then holds them all.
 
-    In the command's own process (``run``), for two modules imported at the top of others and
+    In the command's own process (``run``), for modules imported at the top of others and
     used only sometimes:
 
     * ``inspect``: ``dataclasses`` uses it only for a record without a docstring
@@ -125,7 +127,9 @@ def defer_import(name: str) -> None:
     * ``ssl``: ``http.client`` imports it (the direct path reads its answers with
       ``http.client``), and only an https URL uses it (~19 M instructions of a ``get``);
     * ``calendar`` and ``datetime`` (with ``locale``): ``http.client``'s ``email.utils``
-      imports them for date functions a ``get`` never calls (~10 M).
+      imports them for date functions a ``get`` never calls (~10 M);
+    * ``selectors`` and ``array``: ``socket`` imports them for ``sendfile`` and
+      ``send_fds``/``recv_fds``, which a ``get`` never calls.
 
     Nothing happens when ``name`` is already imported (a notebook kernel, a test run).
     ``name`` is a top-level module's.

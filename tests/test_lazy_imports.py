@@ -96,6 +96,14 @@ GET_NEVER = ("prefetch.api", "prefetch.streaming", "prefetch.adapters", "prefetc
              "prefetch.engine.resume_check", "html", "encodings.idna", "stringprep", "unicodedata", "email.policy")
 
 
+# What a plain get of a small file never needs, though other commands may: json (a lock's
+# owner record is quoted with _json's own function, a placement writes the compact record, a
+# file done before its first save writes no resume record) and hashlib with OpenSSL's library
+# (_hashlib): a lock's key and a record's path hash use the builtin _sha1 and _blake2
+# (fs/hashing.py), a file is hashed only when a hash is to be checked.
+PLAIN_GET_NEVER = ("json", "hashlib", "_hashlib")
+
+
 def test_a_plain_http_get_loads_only_what_it_uses(home, tmp_path, monkeypatch):
     # No proxy variable at all (NO_PROXY alone makes the proxy lookup import requests, and
     # requests imports the idna codec itself).
@@ -105,8 +113,8 @@ def test_a_plain_http_get_loads_only_what_it_uses(home, tmp_path, monkeypatch):
     out = tmp_path / "p.bin"
     with OriginServer() as origin:
         origin.put("p.bin", data)
-        modules, proc = imported_of(GET_NEVER + ("urllib3", "requests", "prefetch.net.direct", "click"), "get",
-                                    origin.url_for("p.bin"), "-o", str(out), "-q")
+        modules, proc = imported_of(GET_NEVER + PLAIN_GET_NEVER + ("urllib3", "requests", "prefetch.net.direct", "click"),
+                                    "get", origin.url_for("p.bin"), "-o", str(out), "-q")
         assert len(origin.data_requests("p.bin")) == 1
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == data
@@ -241,7 +249,8 @@ def test_a_get_line_click_must_read_still_gets_clicks_help_and_errors(home):
 RUN_DRIVER = """\
 import atexit, sys
 def report():
-    for name, attr in (("inspect", "signature"), ("ssl", "SSLContext"), ("calendar", "timegm"), ("datetime", "date")):
+    for name, attr in (("inspect", "signature"), ("ssl", "SSLContext"), ("calendar", "timegm"), ("datetime", "date"),
+                       ("selectors", "DefaultSelector"), ("array", "array")):
         module = sys.modules.get(name)
         sys.stderr.write(f"\\n{name.upper()}=" + ("loaded" if module is not None and attr in vars(module) else "deferred"))
     sys.stderr.write("\\n")
@@ -256,7 +265,8 @@ run()
 def test_a_get_process_loads_neither_inspect_nor_ssl(home, tmp_path, background):
     """``run`` (the process's entry point) defers ``inspect`` (dataclasses imports it and a get,
     or its -b launcher, never uses it), ``ssl`` (http.client imports it; an http URL never
-    uses it), ``calendar`` and ``datetime`` (email.utils' date functions): cli.defer_import."""
+    uses it), ``calendar`` and ``datetime`` (email.utils' date functions), ``selectors`` and ``array``
+    (socket's sendfile and send_fds): cli.defer_import."""
     data = os.urandom(20_000)
     out = tmp_path / "i.bin"
     with OriginServer() as origin:
@@ -268,6 +278,7 @@ def test_a_get_process_loads_neither_inspect_nor_ssl(home, tmp_path, background)
         assert "INSPECT=deferred" in proc.stderr.splitlines(), proc.stderr
         assert "SSL=deferred" in proc.stderr.splitlines(), proc.stderr  # (an http URL)
         assert {"CALENDAR=deferred", "DATETIME=deferred"} <= set(proc.stderr.splitlines()), proc.stderr
+        assert {"SELECTORS=deferred", "ARRAY=deferred"} <= set(proc.stderr.splitlines()), proc.stderr  # (socket's)
         if background:
             assert run_cli("wait", timeout=120).returncode == 0
     assert out.read_bytes() == data

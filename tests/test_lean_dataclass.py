@@ -159,6 +159,16 @@ def test_what_it_does_not_make_as_dataclasses_is_refused():
     for cls in (Own, Later, Hidden, Undocumented):
         with pytest.raises(TypeError):
             lean.dataclass(cls)
+
+    def misordered():
+        return type("Misordered", (), {"__doc__": "A field without a default after one with.",
+                                        "__annotations__": {"a": "int", "b": "int"}, "a": 0})
+
+    with pytest.raises(TypeError) as stock_error:
+        dataclasses.dataclass(misordered())
+    with pytest.raises(TypeError) as lean_error:  # (the defaults are __init__'s __defaults__: checked, as dataclasses does)
+        lean.dataclass(misordered())
+    assert str(lean_error.value) == str(stock_error.value)
     with pytest.raises(TypeError):
         lean.dataclass(type("Sub", (lean.dataclass(type("Base", (), {"__doc__": "A base.", "__annotations__": {}})),),
                             {"__doc__": "A subclass."}))

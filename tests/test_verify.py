@@ -9,7 +9,7 @@ import pytest
 
 from prefetch.errors import BadHashError, ExitCode, HashMismatchError
 from prefetch.model.specs import ExpectedHash, parse_hash
-from prefetch.fs.hashing import check_hash, hash_file, new_hasher, update_from_file, verify_file
+from prefetch.fs.hashing import blake2b, check_hash, hash_file, new_hasher, sha1, update_from_file, verify_file
 from tests import datasets_synth
 from tests.conftest import run_cli
 
@@ -70,6 +70,20 @@ def test_hash_file_and_incremental_ranges(tmp_path):
     assert update_from_file(hasher, path, 0, 1_500_000) == 1_500_000
     assert update_from_file(hasher, path, 1_500_000, None) == len(data) - 1_500_000
     assert hasher.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("data", [b"", b"abc", "/tmp/d\u00e9j\u00e0/x.bin".encode(), os.urandom(100_000)])
+def test_the_names_hashed_without_hashlib_hash_as_hashlib_does(data):
+    """A lock's key and a completion record's path hash (the builtin _sha1 and _blake2, not
+    hashlib's OpenSSL) are the digests they were with hashlib: keys and records stay valid."""
+    from prefetch.cache.placement import _path_hash
+    from prefetch.fs.locks import lock_key
+
+    assert sha1(data).hexdigest() == hashlib.sha1(data).hexdigest()
+    assert blake2b(data, digest_size=12).digest() == hashlib.blake2b(data, digest_size=12).digest()
+    name = "/srv/data/f" + data.hex()[:40]
+    assert lock_key(name) == hashlib.sha1(name.encode()).hexdigest()[:20]
+    assert _path_hash(name) == hashlib.blake2b(name.encode(), digest_size=12).digest()
 
 
 def test_check_hash_says_expected_and_got(tmp_path):

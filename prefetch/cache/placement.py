@@ -27,7 +27,6 @@ counts as no record, never an error: the file is checked or fetched again.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 import struct
@@ -40,7 +39,7 @@ from prefetch.model.events import Event, EventKind, EventSink
 from prefetch.fs import safefs  # (at the top: a function-level `from` import costs a call per file)
 from prefetch.fs.files import local_error
 from prefetch.cache.layout import part_path, state_path
-from prefetch.fs.hashing import hash_file
+from prefetch.fs.hashing import blake2b, hash_file, sha1
 from prefetch.net.urls import redact_url
 
 if TYPE_CHECKING:
@@ -150,9 +149,7 @@ def same_inode(a: Path, b: Path) -> bool:
 
 
 def completion_path(records_dir: Path, final: Path) -> Path:
-    import hashlib
-
-    return records_dir / (hashlib.sha1(str(final.absolute()).encode()).hexdigest()[:24] + ".json")
+    return records_dir / (sha1(str(final.absolute()).encode()).hexdigest()[:24] + ".json")
 
 
 def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat_result | None = None) -> None:
@@ -171,10 +168,10 @@ def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat
             "placed": time.time(),
         }
         # On the file, readable by whoever may read the file: no URLs (in a private records_dir, they are)
-        if _record_on_file(plan.final, _compact(record) or json.dumps(record).encode()):
+        if _record_on_file(plan.final, _compact(record) or _dumps(record)):
             return
         record["urls"] = [redact_url(u) for u in plan.spec.urls]  # never a password
-        data = json.dumps(record).encode("utf-8")
+        data = _dumps(record)
         path = completion_path(records_dir, plan.final)
         try:
             _write_record(path, data)
@@ -208,10 +205,21 @@ _COMPACT = struct.Struct("<BQQQqd12s")
 _COMPACT_VERSION = 1  # never b"{"[0], which starts the JSON form
 
 
-def _path_hash(path: str) -> bytes:
-    import hashlib
+def _dumps(record: dict) -> bytes:
+    """``record`` as JSON (json is imported where a record needs it: a plain placement writes the compact form)."""
+    import json
 
-    return hashlib.blake2b(os.fsencode(path), digest_size=12).digest()
+    return json.dumps(record).encode("utf-8")
+
+
+def _loads(raw: bytes | str):
+    import json
+
+    return json.loads(raw)
+
+
+def _path_hash(path: str) -> bytes:
+    return blake2b(os.fsencode(path), digest_size=12).digest()
 
 
 def _compact(record: dict) -> bytes | None:
@@ -230,7 +238,7 @@ def _from_attribute(raw: bytes, path: str) -> dict | None:
     (never an error: a value it cannot read is no record)."""
     try:
         if raw[:1] == b"{":  # JSON: a record with a digest, or one written by an earlier version
-            record = json.loads(raw)
+            record = _loads(raw)
             return record if isinstance(record, dict) and record.get("path") == path else None
         if len(raw) != _COMPACT.size or raw[0] != _COMPACT_VERSION:
             return None
@@ -276,7 +284,7 @@ def _records(records_dir: Path, final: Path):
         yield record
     try:
         raw = safefs.read_bytes(completion_path(records_dir, final))
-        record = json.loads(raw) if raw else None
+        record = _loads(raw) if raw else None
     except (OSError, ValueError, RecursionError, safefs.UnsafePathError):
         return
     if isinstance(record, dict):
@@ -303,16 +311,14 @@ def own_paths(plan: FilePlan) -> list[Path]:
 
 
 def marker_path(markers_dir: Path, final: Path, into: Path) -> Path:
-    import hashlib
-
-    key = hashlib.sha1(f"{final.absolute()}\0{into.absolute()}".encode()).hexdigest()[:20]
+    key = sha1(f"{final.absolute()}\0{into.absolute()}".encode()).hexdigest()[:20]
     return markers_dir / f"{key}.json"
 
 
 def extracted_entries(marker: Path, into: Path) -> list[str]:
     """The top-level entries a past extraction put into ``into``, if all still exist (and are ours)."""
     try:
-        entries = [str(e) for e in json.loads(safefs.read_bytes(marker) or b"")["entries"]]
+        entries = [str(e) for e in _loads(safefs.read_bytes(marker) or b"")["entries"]]
     except (OSError, ValueError, KeyError, TypeError, safefs.UnsafePathError):
         return []
     def ours(path: Path) -> bool:
@@ -330,7 +336,7 @@ def entries_before_merge(into: Path, marker: Path) -> set[str]:
     except OSError:
         return set()
     try:
-        old = json.loads(safefs.read_bytes(marker) or b"{}")
+        old = _loads(safefs.read_bytes(marker) or b"{}")
         created = set(map(str, old.get("entries", []))) - set(map(str, old.get("merged", [])))
     except (OSError, ValueError, TypeError, AttributeError, safefs.UnsafePathError):
         created = set()
@@ -348,7 +354,7 @@ def write_marker(marker: Path, into: Path, entries: Sequence[str], *, merged: Se
         record["merged"] = list(merged)
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(marker, json.dumps(record).encode("utf-8"), checked=True)
+        replace_file(marker, _dumps(record), checked=True)
     except (OSError, UnsafePathError):
         pass  # only an optimisation: without it we extract again next time
 

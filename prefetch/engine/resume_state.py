@@ -9,7 +9,6 @@ makes it unusable: the download starts over rather than trust it.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -38,6 +37,8 @@ class TransferState:
     algorithm: str | None = None
 
     def to_json(self) -> str:
+        import json  # (here: a small file, done before its first save, never writes a record)
+
         return json.dumps(
             {
                 "version": STATE_VERSION,
@@ -82,6 +83,8 @@ def check_state(path: Path) -> tuple[TransferState | None, str | None]:
         return None, None
     except (OSError, ValueError) as exc:
         return None, f"cannot read it ({exc})"
+    import json
+
     try:
         data = json.loads(text)
     except ValueError:

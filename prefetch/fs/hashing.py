@@ -1,8 +1,14 @@
-"""Checksums: md5/sha256 chosen by hash length (as Keras does), incremental hashing."""
+"""Checksums: md5/sha256 chosen by hash length (as Keras does), incremental hashing.
+
+``hashlib`` is imported where a file is hashed, not at start-up: its import loads OpenSSL's
+library (``_hashlib``, ~2 ms of a process here), which a plain ``get`` without a hash never
+needs. The names a ``get`` hashes anyway (a lock's key, a completion record's path) go
+through :func:`sha1` and :func:`blake2b`: CPython's own builtin SHA-1 and BLAKE2, the same
+digests as hashlib's, without OpenSSL.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -15,10 +21,30 @@ CHUNK = 1 << 20
 
 def new_hasher(algorithm: str):
     """Return a fresh hashlib object for ``algorithm``."""
+    import hashlib
+
     if algorithm == "md5":
         # Not for security: Keras publishes md5 for some files; sha256 is preferred.
         return hashlib.md5(usedforsecurity=False)
     return hashlib.new(algorithm)
+
+
+def sha1(data: bytes):
+    """``hashlib.sha1(data)``: the builtin ``_sha1`` where this Python has it (no OpenSSL)."""
+    try:
+        from _sha1 import sha1 as builtin
+    except ImportError:  # (a Python built without its own hashes)
+        from hashlib import sha1 as builtin
+    return builtin(data)
+
+
+def blake2b(data: bytes, *, digest_size: int):
+    """``hashlib.blake2b(data, digest_size=...)``, which is ``_blake2``'s (hashlib never takes OpenSSL's)."""
+    try:
+        from _blake2 import blake2b as builtin
+    except ImportError:
+        from hashlib import blake2b as builtin
+    return builtin(data, digest_size=digest_size)
 
 
 def hash_file(path: Path | str, algorithm: str = "sha256", *, length: int | None = None) -> str:

@@ -12,7 +12,6 @@ per target (``_FileLock``).
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -23,6 +22,7 @@ from typing import Callable, Iterator
 from prefetch.errors import InterruptedTransferError, LockTimeoutError
 from prefetch.fs import rangelocks
 from prefetch.fs.files import replace_file
+from prefetch.fs.hashing import sha1
 from prefetch.fs.safefs import as_path
 from prefetch.model.lean import dataclass
 
@@ -47,9 +47,7 @@ def lock_key(target: Path | str) -> str:
     """``target``'s lock key: a hash of its absolute path (hex)."""
     target = as_path(target)
     name = str(target if target.is_absolute() else target.absolute())
-    import hashlib  # (here: a get -b launcher takes the jobs lock and no per-file lock)
-
-    return hashlib.sha1(name.encode("utf-8", "surrogateescape")).hexdigest()[:20]  # (the same key as ever for UTF-8)
+    return sha1(name.encode("utf-8", "surrogateescape")).hexdigest()[:20]  # (the same key as ever for UTF-8)
 
 
 def lock_path(locks_dir: Path, target: Path) -> Path:
@@ -70,6 +68,8 @@ def shared_lock_path(locks_dir: Path) -> Path:
 def read_owner(lock_file: Path) -> LockOwner | None:
     """The owner of ``lock_file``'s target: its record in the shared file, in ``lock_file``
     itself, or beside it (``.owner``), if any."""
+    import json
+
     from prefetch.errors import UnsafePathError
     from prefetch.fs.safefs import read_bytes
 
@@ -147,6 +147,8 @@ def hold_lock(
         if isinstance(lock, rangelocks.RangeLock):
             data = _record(key, started, str(target), job)
         else:
+            import json
+
             data = json.dumps(LockOwner(pid=rangelocks.pid(), host=_HOST, started=started, target=str(target),
                                         job=job).__dict__).encode()
         owner_file = None
@@ -171,7 +173,6 @@ def hold_lock(
 
 
 _HOST = os.uname().nodename  # socket.gethostname(), without socket's import in a launcher
-_HOST_JSON = json.dumps(_HOST)
 _POLL = 0.05  # seconds between tries while another process holds a lock
 
 
@@ -193,9 +194,12 @@ def _new_lock(locks_dir: Path, key: str):
 def _record(key: str, started: float, target: str, job: str | None) -> bytes:
     """The owner record for the shared file: ``LockOwner``'s fields and the key, as JSON of at
     most ``rangelocks.RECORD`` bytes (a long target is kept by its end)."""
-    from json.encoder import encode_basestring_ascii as quoted
+    try:  # json.dumps' quoting of a str (json.encoder's own C function), without importing json
+        from _json import encode_basestring_ascii as quoted
+    except ImportError:
+        from json.encoder import encode_basestring_ascii as quoted
 
-    head = f'{{"pid": {rangelocks.pid()}, "host": {_HOST_JSON}, "started": {started!r}, "target": '
+    head = f'{{"pid": {rangelocks.pid()}, "host": {quoted(_HOST)}, "started": {started!r}, "target": '
     tail = f', "job": {"null" if job is None else quoted(job)}, "key": "{key}"}}'
     data = (head + quoted(target) + tail).encode()
     if len(data) >= rangelocks.RECORD:

@@ -80,20 +80,23 @@ _FACTORY = _Factory()
 
 
 def _init_of(cls, fields, frozen: bool):
-    """``__init__`` taking each field in order, with its default or factory: one compile."""
+    """``__init__`` taking each field in order, with its default or factory: one compile.
+
+    The defaults are the function's ``__defaults__``, set after the compile, not names in
+    its text (a shorter text: a quarter less to compile for a record of many defaults)."""
     given = {"_set": object.__setattr__, "_F": _FACTORY}
-    params, lines = [], []
+    params, lines, defaults = [], [], []
     for i, f in enumerate(fields):
         value = f.name
         if f.default is not dataclasses.MISSING:
-            given[f"_d{i}"] = f.default
-            params.append(f"{f.name}=_d{i}")
+            defaults.append(f.default)
         elif f.default_factory is not dataclasses.MISSING:
             given[f"_f{i}"] = f.default_factory
-            params.append(f"{f.name}=_F")
+            defaults.append(_FACTORY)
             value = f"_f{i}() if {f.name} is _F else {f.name}"
-        else:
-            params.append(f.name)
+        elif defaults:  # (what dataclasses refuses, and what the text with defaults could not compile)
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+        params.append(f.name)
         lines.append(f"  _set(self, {f.name!r}, {value})" if frozen else f"  self.{f.name} = {value}")
     if {f.name for f in fields} & (set(given) | {"self"}):
         raise TypeError(f"{cls.__qualname__}: a field named as __init__'s own names: use dataclasses.dataclass")
@@ -103,6 +106,7 @@ def _init_of(cls, fields, frozen: bool):
     made: dict = {}
     exec(text, module.__dict__ if module is not None else {}, made)  # noqa: S102 - our own text, as dataclasses'
     init = made["make"](**given)
+    init.__defaults__ = tuple(defaults) or None
     init.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
     return init
 
