@@ -79,9 +79,10 @@ def parse_ms_name(text: str) -> MsRepo:
 
 
 def _expand(value: str, env: Mapping[str, str]) -> Path:
-    if value.startswith("~"):
-        value = (env.get("HOME") or os.path.expanduser("~")) + value[1:]
-    return Path(value)
+    """As the client's ``Path.expanduser`` (``~`` and ``~user``)."""
+    from prefetch.fs.paths import expand_home
+
+    return expand_home(value, env, "MODELSCOPE_CACHE")
 
 
 def ms_cache_root(env: Mapping[str, str]) -> Path:
