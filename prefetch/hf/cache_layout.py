@@ -58,6 +58,26 @@ def check_repo_path(path: str, *, label: str) -> PurePosixPath:
     return pure
 
 
+def check_tree(paths, *, label: str) -> None:
+    """Refuse a listing no folder can hold: an unsafe path (:func:`check_repo_path`), or a path
+    that is both a file and a folder of another (``a`` and ``a/b``; a git tree cannot list
+    both, a hostile or broken endpoint can).
+
+    Raises:
+        NetworkError: such a path or pair (before any byte is fetched).
+    """
+    files = set(paths)
+    for path in files:
+        check_repo_path(path, label=label)
+    for path in files:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if folder in files:
+                raise NetworkError(f"{label}: the listing has {folder!r} both as a file and as the folder of "
+                                   f"{path!r}; no folder can hold both: refusing it")
+
+
 def pointer_path(repo: Path, commit: str, path: str) -> Path:
     return snapshot_dir(repo, commit).joinpath(*path.split("/"))
 

@@ -108,7 +108,10 @@ def check_partial_names(chosen: Sequence[MsFile], listed: Sequence[MsFile], *, l
 def file_plans(plan: MsPlan, files: Sequence[MsFile], *, listed: Sequence[MsFile] = ()) -> list[FilePlan]:
     """One ``FilePlan`` per listed file, under the repo's snapshot folder (``listed``: the repo's whole
     listing, for :func:`check_partial_names`)."""
+    from prefetch.hf.cache_layout import check_tree
+
     check_partial_names(files, [*files, *listed], label=plan.label)
+    check_tree([f.path for f in files], label=plan.label)
     snap = plan.snapshot
     out = []
     for f in files:
