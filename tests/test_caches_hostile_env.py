@@ -36,12 +36,15 @@ CASES = [
     ("hf", {"XDG_CACHE_HOME": f"~{ME}/lab/xdg"}),
     ("hf", {"HF_HOME": "~/hf"}),
     ("hf", {"LAB": "/srv/lab", "HF_HOME": "$LAB/hf"}),
+    ("hf", {"HUGGINGFACE_HUB_CACHE": "~/legacy-hub", "HF_HOME": "/srv/hfhome"}),
+    ("hf", {"HF_HUB_CACHE": "/srv/a", "HUGGINGFACE_HUB_CACHE": "/srv/b", "HF_HOME": "/srv/c"}),
     ("ms", {"MODELSCOPE_CACHE": f"~{ME}/lab/ms"}),
     ("ms", {"MODELSCOPE_CACHE": "~/ms"}),
     ("nltk", {"NLTK_DATA": f"~{ME}/lab/nltk_data"}),
     ("nltk", {"NLTK_DATA": "~/nltk_data_here" + os.pathsep + "/srv/other"}),
     ("torch", {"TORCH_HOME": f"~{ME}/lab/torch"}),
     ("torch", {"XDG_CACHE_HOME": f"~{ME}/lab/xdg"}),
+    ("torch", {"TORCH_HOME": "~/t", "XDG_CACHE_HOME": "/srv/xdg"}),
 ]
 CLEAR = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "MODELSCOPE_CACHE", "NLTK_DATA",
          "TORCH_HOME", "TORCH_HUB")
