@@ -126,11 +126,11 @@ def parse_nltk_name(text: str) -> str:
 
 def nltk_search_path(env: Mapping[str, str]) -> list[Path]:
     """``nltk.data.path`` as nltk 3.10 builds it on POSIX (without importing nltk)."""
-    home = env.get("HOME") or os.path.expanduser("~")
-    def expand(p: str) -> Path:
-        return Path(home + p[1:]) if p.startswith("~") else Path(p)
+    from prefetch.fs.paths import expand_home
 
-    paths = [expand(p) for p in env.get("NLTK_DATA", "").split(os.pathsep) if p]
+    home = env.get("HOME") or os.path.expanduser("~")
+    # nltk: os.path.expanduser on each entry (``~`` and ``~user``)
+    paths = [expand_home(p, env, "NLTK_DATA") for p in env.get("NLTK_DATA", "").split(os.pathsep) if p]
     paths.append(Path(home) / "nltk_data")
     prefix = Path(sys.prefix)
     paths += [prefix / "nltk_data", prefix / "share" / "nltk_data", prefix / "lib" / "nltk_data"]

@@ -86,6 +86,7 @@ def _plan_groups(request: GetRequest, *, env: Mapping[str, str]) -> tuple[list[t
             seen.add(plan.final)
             plans.append(plan)
         groups.append((planner, plans))
+    check_partial_clash(seen)
     check_proxy_env(env)
     flat = any(p.flat_mirrors for p in by_kind)
     bases = tuple(resolve_mirror(m, config=ctx.config) for m in requested_mirrors(request, env)) if flat else ()
@@ -164,6 +165,21 @@ def check_name_length(path: Path, name_max: dict[str, int] | None = None) -> Non
 
 
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+
+
+def check_partial_clash(finals: set[Path]) -> None:
+    """Refuse two files of one get where one's final path is the other's ``.part`` or ``.part.json``
+    (``X`` and ``X.part`` into one folder): fetching ``X`` would overwrite or remove the other.
+
+    Raises:
+        UsageError: such a pair.
+    """
+    paths = {str(f) for f in finals}  # (strings: 0.05 s for 100,000 files, with Paths 0.63 s)
+    for final in paths:
+        for other in (final + ".part", final + ".part.json"):
+            if other in paths:
+                raise UsageError(f"{other} is both a file to fetch and where {os.path.basename(final)} is downloaded"
+                                 " to; get them into different folders")
 
 
 def check_proxy_env(env: Mapping[str, str]) -> None:

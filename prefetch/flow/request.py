@@ -57,6 +57,7 @@ class GetRequest:
     # torchvision: names and --torch-hub (prefetch/flow/planners/torchvision.py)
     root: str | None = None  # torchvision datasets' root (default ./data, as in torchvision's examples)
     torch_hub: bool = False  # URL downloads go to torch.hub's checkpoints dir, checked by the name's sha256 prefix
+    torch_checkpoints: str | None = None  # torch.hub's checkpoints dir, fixed for a background job
     host_connections: int | None = None  # connections to one host, all files together (default 32)
     nice: bool | None = None  # a -b worker at low CPU and I/O priority (None: $PREFETCH_NICE, default yes)
 
@@ -102,7 +103,7 @@ _REQUEST_TYPES = {
     "mirrors_from_env": bool, "seed": str, "urls": dict, "output_dir": str, "extract": bool,
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
     "include": list, "exclude": list, "hub_cache": str, "lfs_from": str, "ms_cache": str, "nltk_data": str, "retries": int,
-    "timeout": (int, float), "host_connections": int, "root": str, "torch_hub": bool,
+    "timeout": (int, float), "host_connections": int, "root": str, "torch_hub": bool, "torch_checkpoints": str,
     "nice": bool,
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"

@@ -30,6 +30,23 @@ def expand_path(text: str | os.PathLike, what: str) -> Path:
     return Path(expanded)
 
 
+def expand_home(text: str, env: Mapping[str, str], what: str) -> Path:
+    """``text`` with a leading ``~`` expanded as ``os.path.expanduser`` does, ``~`` from ``env``'s ``HOME``.
+
+    The libraries' caches (huggingface_hub, modelscope, nltk) expand their variables with
+    ``expanduser``: ``~/x`` is ``$HOME/x`` and ``~alice/x`` is alice's home (a lab's shared
+    folder), never ``$HOME`` + ``alice/x``.
+
+    Raises:
+        UsageError: ``~user`` names no user.
+    """
+    if text == "~" or text.startswith("~/"):
+        home = env.get("HOME")
+        if home:
+            return Path(home + text[1:])
+    return expand_path(text, what)
+
+
 def current_dir() -> Path:
     """``os.getcwd()``; a removed current directory is one line (LocalFileError), not a traceback.
 

@@ -58,6 +58,26 @@ def check_repo_path(path: str, *, label: str) -> PurePosixPath:
     return pure
 
 
+def check_tree(paths, *, label: str) -> None:
+    """Refuse a listing no folder can hold: an unsafe path (:func:`check_repo_path`), or a path
+    that is both a file and a folder of another (``a`` and ``a/b``; a git tree cannot list
+    both, a hostile or broken endpoint can).
+
+    Raises:
+        NetworkError: such a path or pair (before any byte is fetched).
+    """
+    files = set(paths)
+    for path in files:
+        check_repo_path(path, label=label)
+    for path in files:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if folder in files:
+                raise NetworkError(f"{label}: the listing has {folder!r} both as a file and as the folder of "
+                                   f"{path!r}; no folder can hold both: refusing it")
+
+
 def pointer_path(repo: Path, commit: str, path: str) -> Path:
     return snapshot_dir(repo, commit).joinpath(*path.split("/"))
 
@@ -83,6 +103,7 @@ def link_snapshot(repo: Path, commit: str, path: str, etag: str) -> Path:
         safefs.make_dirs(pointer.parent)
         st = safefs.lstat_or_none(pointer)
         if st is not None and stat.S_ISLNK(st.st_mode) and os.readlink(pointer) == target:
+            clear_no_exist(repo, commit, path)
             return pointer
         if st is not None and (stat.S_ISDIR(st.st_mode) or safefs.is_foreign(st)):
             safefs.check_owned(pointer, st)  # raises: a folder, or another user's entry
@@ -109,7 +130,35 @@ def link_snapshot(repo: Path, commit: str, path: str, etag: str) -> Path:
             raise
     except OSError as exc:
         raise local_error(exc, pointer) from None
+    clear_no_exist(repo, commit, path)
     return pointer
+
+
+def clear_no_exist(repo: Path, commit: str, path: str) -> None:
+    """Remove huggingface_hub's ``.no_exist/<commit>/<path>``, now that the file is in the snapshot.
+
+    huggingface_hub writes that empty file when the Hub answers 404 for a file at a commit
+    (a mirror that has not synced it yet does), and ``try_to_load_from_cache`` (what
+    transformers asks first, and offline) answers "does not exist" from it before it looks at
+    the snapshot. Only our own regular file, never through another user's folder link;
+    another user's marker stays (it cannot be removed from a shared folder safely).
+    """
+    folder = os.path.join(repo, ".no_exist", commit)
+    if not os.path.lexists(folder):  # (nearly always: one lstat a file)
+        return
+    from prefetch.errors import UnsafePathError
+    from prefetch.fs import safefs
+
+    marker = os.path.join(folder, *path.split("/"))
+    try:
+        if not os.path.lexists(marker):
+            return
+        safefs.check_dir_chain(marker, top=repo)
+        st = os.lstat(marker)
+        if stat.S_ISREG(st.st_mode) and not safefs.is_foreign(st):
+            os.unlink(marker)
+    except (OSError, UnsafePathError):
+        pass
 
 
 def make_dirs(leaf: Path) -> None:

@@ -98,8 +98,7 @@ def fetch_repo(
         return complete.offline_results(plan, local, exc, on_event, started)
     finally:
         client.close()
-    for f in files:
-        cache_layout.check_repo_path(f.path, label=plan.label)
+    cache_layout.check_tree([f.path for f in files], label=plan.label)  # each path, then the pairs
     chosen = select_files(files, include=plan.include, exclude=plan.exclude)
     if not chosen:
         patterns = " ".join([*(f"--include {p}" for p in plan.include), *(f"--exclude {p}" for p in plan.exclude)])

@@ -91,19 +91,19 @@ def parse_hub_name(text: str) -> HubRepo:
     return HubRepo(repo_type=repo_type, repo_id="/".join(parts), revision=revision)
 
 
-def _expand(value: str, env: Mapping[str, str]) -> Path:
-    if value.startswith("~"):
-        home = env.get("HOME") or os.path.expanduser("~")
-        value = home + value[1:]
-    return Path(os.path.expandvars(value))
+def _expand(value: str, env: Mapping[str, str], what: str) -> Path:
+    """As huggingface_hub's ``constants``: ``expanduser`` (``~`` and ``~user``), then ``expandvars``."""
+    from prefetch.fs.paths import expand_home
+
+    return Path(os.path.expandvars(str(expand_home(value, env, what))))
 
 
 def hf_home(env: Mapping[str, str]) -> Path:
     """``HF_HOME``, else ``$XDG_CACHE_HOME/huggingface``, else ``~/.cache/huggingface``."""
     if env.get("HF_HOME"):
-        return _expand(env["HF_HOME"], env)
+        return _expand(env["HF_HOME"], env, "HF_HOME")
     base = env.get("XDG_CACHE_HOME") or "~/.cache"
-    return _expand(base, env) / "huggingface"
+    return _expand(base, env, "XDG_CACHE_HOME") / "huggingface"
 
 
 def hub_cache_root(env: Mapping[str, str] | None = None) -> Path:
@@ -111,7 +111,7 @@ def hub_cache_root(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         if env.get(var):
-            return _expand(env[var], env)
+            return _expand(env[var], env, var)
     return hf_home(env) / "hub"
 
 
@@ -121,7 +121,11 @@ def hub_token(env: Mapping[str, str] | None = None) -> str | None:
     for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         if env.get(var, "").strip():
             return env[var].strip()
-    path = _expand(env["HF_TOKEN_PATH"], env) if env.get("HF_TOKEN_PATH") else hf_home(env) / "token"
+    try:
+        path = _expand(env["HF_TOKEN_PATH"], env, "HF_TOKEN_PATH") if env.get("HF_TOKEN_PATH") else (
+            hf_home(env) / "token")
+    except UsageError:  # ~user naming no user: huggingface_hub finds no file there either
+        return None
     try:
         return path.read_text(encoding="utf-8").strip() or None
     except (OSError, UnicodeDecodeError):

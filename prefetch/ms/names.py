@@ -79,9 +79,10 @@ def parse_ms_name(text: str) -> MsRepo:
 
 
 def _expand(value: str, env: Mapping[str, str]) -> Path:
-    if value.startswith("~"):
-        value = (env.get("HOME") or os.path.expanduser("~")) + value[1:]
-    return Path(value)
+    """As the client's ``Path.expanduser`` (``~`` and ``~user``)."""
+    from prefetch.fs.paths import expand_home
+
+    return expand_home(value, env, "MODELSCOPE_CACHE")
 
 
 def ms_cache_root(env: Mapping[str, str]) -> Path:
@@ -134,12 +135,17 @@ def ms_endpoint(choice: str | None, *, env: Mapping[str, str], config: Path | No
 
 def repo_dir(root: Path, repo: MsRepo) -> Path:
     """The repo's folder: the pre-1.38 one when it exists and is not empty (the client reuses
-    it), else ``<root>/<type>s/<owner>--<name>``."""
+    it), else ``<root>/<type>s/<owner>--<name>``.
+
+    Chosen exactly as the client chooses it (``_find_legacy_repo_dir``): a link to a folder
+    counts, since the client reads through it. Placing then writes through it only when it is
+    the user's own (``fs.safefs`` refuses another user's link in one line), never beside it
+    where the client would not look."""
     owner, name = repo.repo_id.split("/")
     legacy_name = name.replace(".", "___")
     for legacy in (root / repo.segment / owner / legacy_name, root / "hub" / repo.segment / owner / legacy_name):
         try:
-            if legacy.is_dir() and not legacy.is_symlink() and any(legacy.iterdir()):
+            if legacy.is_dir() and any(legacy.iterdir()):
                 return legacy
         except OSError:
             continue

@@ -84,8 +84,34 @@ def check_path(path: str, *, label: str) -> None:
         raise NetworkError(f"{label}: the endpoint listed an unsafe file path {path!r}; refusing it")
 
 
-def file_plans(plan: MsPlan, files: Sequence[MsFile]) -> list[FilePlan]:
-    """One ``FilePlan`` per listed file, under the repo's snapshot folder."""
+def check_partial_names(chosen: Sequence[MsFile], listed: Sequence[MsFile], *, label: str) -> None:
+    """Refuse a selected file whose in-flight names are files of the repo.
+
+    prefetch downloads ``P`` into ``P.part`` with its resume state at ``P.part.json``, beside
+    it in the snapshot folder; a repo that also has a file of either name (the client may
+    already have placed it) would have that file overwritten or removed as a stale partial.
+
+    Raises:
+        UsageError: such a pair; ``--exclude P`` fetches the rest.
+    """
+    from prefetch.errors import UsageError
+
+    names = {f.path for f in listed}
+    for f in chosen:
+        for other in (f"{f.path}.part", f"{f.path}.part.json"):
+            if other in names:
+                raise UsageError(f"{label}: the repo has both {f.path} and {other}; prefetch downloads {f.path} "
+                                 f"through {f.path}.part and {f.path}.part.json, which would overwrite the repo's "
+                                 f"{other}: --exclude {f.path} fetches the rest")
+
+
+def file_plans(plan: MsPlan, files: Sequence[MsFile], *, listed: Sequence[MsFile] = ()) -> list[FilePlan]:
+    """One ``FilePlan`` per listed file, under the repo's snapshot folder (``listed``: the repo's whole
+    listing, for :func:`check_partial_names`)."""
+    from prefetch.hf.cache_layout import check_tree
+
+    check_partial_names(files, [*files, *listed], label=plan.label)
+    check_tree([f.path for f in files], label=plan.label)
     snap = plan.snapshot
     out = []
     for f in files:

@@ -106,12 +106,13 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
     if not chosen:
         patterns = " ".join([*(f"--include {p}" for p in plan.include), *(f"--exclude {p}" for p in plan.exclude)])
         raise UsageError(f"{plan.label}: no file of its {len(files)} matches {patterns or 'the selection'}")
+    planned = file_plans(plan, chosen, listed=files)  # (refuses a listing it cannot place, before any change)
     if plan.marker is not None:
         plan.marker.unlink(missing_ok=True)  # complete again only once this run has placed every file
     from prefetch.flow.files import fetch_files  # (at run time: planning a -b job needs no engine)
 
     options = dataclasses.replace(ctx.options, client_factory=factory)
-    results = fetch_files(file_plans(plan, chosen), options=options, state=ctx.state, on_event=ctx.on_event,
+    results = fetch_files(planned, options=options, state=ctx.state, on_event=ctx.on_event,
                           stop=ctx.stop)
     failed = [r for r in results if r.status in ("failed", "interrupted")]
     summary = FileResult(dataset=plan.label, name=plan.label, path=str(plan.snapshot), paths=[str(plan.snapshot)],

@@ -126,10 +126,8 @@ def plan_hub_urls(urls: Sequence[tuple[str, ExpectedHash | None]], ctx: PlanCont
     Checked by the given hash, else a full sha256 known for that name, else the sha256
     prefix in the name as torch.hub checks it (a name without one: not verified).
     """
-    from prefetch.cache.torchvision import torch_hub_dir
-
     tables = _tables(ctx)
-    hub = torch_hub_dir(ctx.env)
+    hub = checkpoints_dir(ctx)
     for url, _ in urls:
         check_url(url)
     return [_hub_plan(tables, url, hub=hub, dataset=url, expected=given) for url, given in urls]
@@ -167,7 +165,6 @@ class TorchvisionPlanner(Planner):
         if not names:
             return []
         from prefetch.cache.registry import load_registry
-        from prefetch.cache.torchvision import torch_hub_dir
 
         tables = _tables(ctx)
         root = dataset_root(ctx.request)
@@ -179,7 +176,7 @@ class TorchvisionPlanner(Planner):
                 raise UsageError(f"{name!r}: give a dataset class or a model, e.g. torchvision:CIFAR10 "
                                  f"or torchvision:resnet50")
             if model.lower() in tables.weights:
-                plans.append(plan_weights(tables, model.lower(), entry, hub=torch_hub_dir(ctx.env)))
+                plans.append(plan_weights(tables, model.lower(), entry, hub=checkpoints_dir(ctx)))
                 continue
             ds = tables.dataset(model)
             if keras_registry is None and any(f.keras for f in ds.files):
@@ -190,9 +187,26 @@ class TorchvisionPlanner(Planner):
         return plans
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
-        if not any(self.claims(n) for n in request.names):
-            return request
-        return dataclasses.replace(request, root=str(dataset_root(request)))
+        """The datasets' root and torch.hub's checkpoints dir, fixed now: a relative ``TORCH_HOME`` (or
+        ``XDG_CACHE_HOME``) is the caller's, and the worker starts elsewhere."""
+        claimed = any(self.claims(n) for n in request.names)
+        if claimed:
+            request = dataclasses.replace(request, root=str(dataset_root(request)))
+        if (claimed or request.torch_hub) and not request.torch_checkpoints:
+            from prefetch.cache.torchvision import torch_hub_dir
+
+            try:
+                request = dataclasses.replace(request, torch_checkpoints=str(torch_hub_dir(env).absolute()))
+            except UsageError:
+                pass  # a bad TORCH_HOME: the worker says so, if it needs the dir
+        return request
+
+
+def checkpoints_dir(ctx: PlanContext) -> Path:
+    """torch.hub's checkpoints dir: as pinned for a background job, else from the environment."""
+    from prefetch.cache.torchvision import torch_hub_dir
+
+    return Path(ctx.request.torch_checkpoints) if ctx.request.torch_checkpoints else torch_hub_dir(ctx.env)
 
 
 PLANNER = TorchvisionPlanner()

@@ -375,7 +375,7 @@ class UrlPlanner(Planner):
         return [plan for spec in specs for plan in plan_files(spec, root=ctx.root)]
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
-        if request.torch_hub:  # torch.hub's dir, from the environment the worker inherits: no -P to fix
+        if request.torch_hub:  # no -P to fix: the torchvision planner pins torch.hub's checkpoints dir
             return request
         return pin_url_paths(request)
 
