@@ -334,19 +334,19 @@ def test_the_hub_blob_lock_is_the_one_huggingface_hub_takes(tmp_path):
     from filelock import FileLock
 
     from prefetch.errors import InterruptedTransferError
-    from prefetch.hf.download import _hf_lock
+    from prefetch.hf.blob_lock import blob_lock
 
     notes = []
     ctx = SimpleNamespace(stop=threading.Event(), progress=SimpleNamespace(emit=notes.append))
     path = tmp_path / ".locks" / "models--acme--x" / "abc.lock"
-    with _hf_lock(path, ctx, "x"):  # makes its dir on first use
+    with blob_lock(path, ctx, "x"):  # makes its dir on first use
         assert path.exists()
     theirs = FileLock(str(path))
     theirs.acquire()
     got = []
 
     def ours() -> None:
-        with _hf_lock(path, ctx, "x"):
+        with blob_lock(path, ctx, "x"):
             got.append(time.monotonic())
 
     thread = threading.Thread(target=ours)
@@ -360,7 +360,7 @@ def test_the_hub_blob_lock_is_the_one_huggingface_hub_takes(tmp_path):
     theirs.acquire()
     threading.Timer(0.2, ctx.stop.set).start()
     with pytest.raises(InterruptedTransferError):
-        with _hf_lock(path, ctx, "x"):
+        with blob_lock(path, ctx, "x"):
             pass
     theirs.release()
 

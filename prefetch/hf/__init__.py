@@ -7,7 +7,9 @@
 * ``cache_layout``: ``models--ORG--NAME/{blobs,snapshots,refs}`` as huggingface_hub
   writes it;
 * ``download``: one repo: reuse blobs, transfer the rest with prefetch's engine, verify,
-  link, write the ref.
+  link, write the ref;
+* ``blob_lock``: huggingface_hub's own per-blob lock, held while a blob is fetched;
+* ``repo_progress``: a repo's summed progress over its files' events.
 
 May import: ``errors``, ``model``, ``fs``, ``net``, ``ui``, ``cache``, ``engine``,
 ``store``, ``mirrors`` (the endpoint's catalog name and the HF config).

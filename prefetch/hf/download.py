@@ -13,20 +13,18 @@ only ever see a complete snapshot.
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import os
 import stat
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from prefetch.errors import (ExitCode, HashMismatchError, HTTPStatusError, InterruptedTransferError, NetworkError,
-                             PrefetchError, UnsafePathError, UsageError)
+                             PrefetchError, UsageError)
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.model.plans import FileResult
 from prefetch.fs import safefs
@@ -34,7 +32,9 @@ from prefetch.fs.files import local_error
 from prefetch.hf import api, cache_layout, complete
 from prefetch.hf.names import hub_token
 from prefetch.hf.plan import HubPlan, select_files
-from prefetch.fs.locks import check_lock_file, hold_lock
+from prefetch.hf.blob_lock import blob_lock
+from prefetch.hf.repo_progress import RepoProgress
+from prefetch.fs.locks import hold_lock
 from prefetch.engine.options import TransferOptions
 from prefetch.engine.transfer import download_to_part
 from prefetch.fs.hashing import update_from_file
@@ -107,7 +107,7 @@ def fetch_repo(
     by_blob: dict[str, list[api.HubFile]] = {}
     for f in chosen:
         by_blob.setdefault(f.etag, []).append(f)
-    progress = _RepoProgress(plan.label, sum(group[0].size for group in by_blob.values()), on_event)
+    progress = RepoProgress(plan.label, sum(group[0].size for group in by_blob.values()), on_event)
     progress.start()
     missing = [group[0] for group in by_blob.values() if force or not _blob_ok(
         cache_layout.blob_path(repo_dir, group[0].etag), group[0])]
@@ -180,7 +180,7 @@ class _BlobContext:
     stop: threading.Event
     job: str | None
     lock_timeout: float
-    progress: "_RepoProgress"
+    progress: "RepoProgress"
     force: bool = False
     copies: Mapping[str, Sequence[str]] = field(default_factory=dict)  # sha256 -> more URLs (``HubPlan.copies``)
 
@@ -206,7 +206,7 @@ def _fetch_blob(ctx: _BlobContext, group: list[api.HubFile]) -> FileResult:
             ctx.progress.emit(Event(EventKind.NOTE, label, message=f"waiting for {who}, which is downloading this file"))
 
         with hold_lock(ctx.locks, blob, timeout=ctx.lock_timeout, job=ctx.job, on_wait=waiting, stop=ctx.stop), \
-                _hf_lock(cache_layout.hf_lock_path(plan.root, plan.repo.folder, first.etag), ctx, label):
+                blob_lock(cache_layout.hf_lock_path(plan.root, plan.repo.folder, first.etag), ctx, label):
             if ctx.force or not _blob_ok(blob, first):  # someone may have finished it while we waited
                 safefs.check_replaceable(blob)  # a planted link or another user's file: refused before any byte
                 _download_blob(ctx, first, blob, label, result)
@@ -321,131 +321,6 @@ def _digest(f: api.HubFile, part: Path, transfer) -> tuple[str, str, str]:
     if f.sha256:
         return (transfer.digest or "").lower(), f.sha256, "sha256"
     return git_blob_sha1(part, transfer.size), f.oid, "git blob sha1"
-
-
-@contextmanager
-def _hf_lock(path: Path, ctx: _BlobContext, label: str):
-    """huggingface_hub's own per-blob lock, so that it waits for us (and we for it), when it can be taken.
-
-    huggingface_hub takes it with filelock, an ``flock`` on Linux and macOS: one ``flock`` on
-    our own descriptor is the same lock, without filelock's per-lock machinery (a blob of
-    a repo of hundreds costs less). Never through a planted link (``O_NOFOLLOW``).
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        with _hf_filelock(path, ctx, label):
-            yield
-        return
-    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        safefs.make_dirs(path.parent)  # a planted .locks link anywhere above: refused (UnsafePathError)
-        fd = os.open(path, flags, 0o664)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            check_lock_file(path)  # a link at the lock's name: refused in one line (UnsafePathError)
-        yield  # a read-only .locks: prefetch's own lock and the atomic rename still hold
-        return
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted at the lock's name
-        os.close(fd)
-        check_lock_file(path)  # raises UnsafePathError
-        raise UnsafePathError(f"refusing to use {path}: not a regular file")
-    try:
-        told = False
-        waited = 0.0
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if ctx.stop.is_set():
-                    raise InterruptedTransferError(f"{label}: stopped while waiting for {path}") from None
-                if not told and waited >= 1.0:
-                    told = True
-                    ctx.progress.emit(Event(EventKind.NOTE, label,
-                                            message=f"waiting for another download of this blob ({path} is locked)"))
-                ctx.stop.wait(0.05)
-                waited += 0.05
-            except OSError:
-                yield
-                return
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-@contextmanager
-def _hf_filelock(path: Path, ctx: _BlobContext, label: str):  # pragma: no cover - not POSIX
-    from filelock import FileLock, Timeout
-
-    try:
-        safefs.make_dirs(path.parent)  # a planted .locks link: refused (UnsafePathError), never followed
-        check_lock_file(path)  # a link or FIFO there: refused (older filelock opens it O_TRUNC and chmods it)
-        lock = FileLock(str(path), mode=0o664)
-    except (OSError, TypeError):
-        yield
-        return
-    while True:
-        try:
-            lock.acquire(timeout=1.0)
-            break
-        except Timeout:
-            if ctx.stop.is_set():
-                raise InterruptedTransferError(f"{label}: stopped while waiting for {path}") from None
-        except OSError:
-            yield
-            return
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-class _RepoProgress:
-    """Forwards each file's events and adds the repo's own (summed bytes, at most every half second)."""
-
-    def __init__(self, label: str, total: int, sink: EventSink, interval: float = 0.5) -> None:
-        self.label = label
-        self.total = total
-        self.sink = sink
-        self.interval = interval
-        self.lock = threading.Lock()
-        self.done: dict[str, int] = {}
-        self.rates: dict[str, float] = {}
-        self.last = 0.0
-        self.started = time.monotonic()
-
-    def emit(self, event: Event) -> None:
-        self.sink(event)
-
-    def start(self) -> None:
-        self.sink(Event(EventKind.START, self.label, done=0, total=self.total))
-
-    def file_sink(self, name: str) -> EventSink:
-        def sink(event: Event) -> None:
-            self.sink(event)
-            if event.kind in (EventKind.START, EventKind.PROGRESS):
-                with self.lock:
-                    self.done[name] = event.done
-                    self.rates[name] = event.rate
-                self._maybe_emit()
-        return sink
-
-    def finish_file(self, name: str, size: int) -> None:
-        with self.lock:
-            self.done[name] = size
-            self.rates[name] = 0.0
-        self._maybe_emit(force=True)
-
-    def _maybe_emit(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        with self.lock:
-            if not force and now - self.last < self.interval:
-                return
-            self.last = now
-            done, rate = sum(self.done.values()), sum(self.rates.values())
-        self.sink(Event(EventKind.PROGRESS, self.label, done=min(done, self.total), total=self.total, rate=rate,
-                        elapsed=now - self.started))
 
 
 def _with_path(result: FileResult, plan: HubPlan, f: api.HubFile, repo_dir: Path, commit: str) -> FileResult:
