@@ -226,7 +226,8 @@ def test_a_background_launch_plans_without_loading_the_engine(home, tmp_path):
     out = tmp_path / "b.bin"
     with OriginServer() as origin:
         origin.put("b.bin", data)
-        modules, proc = imported_of(("prefetch.engine.transfer", "prefetch.flow.files", "prefetch.flow.planning",
+        modules, proc = imported_of(("prefetch.engine.transfer", "prefetch.flow.files", "prefetch.flow.file_list",
+                                     "prefetch.flow.planning",
                                      "filelock", "click", "prefetch.ui.render", "prefetch.jobs.wait",
                                      "prefetch.jobs.housekeeping", "hashlib", "socket"),
                                     "get", origin.url_for("b.bin"), "-o", str(out), "-b", "-q")

@@ -43,7 +43,7 @@ def test_a_near_host_keeps_two_files_in_flight_when_their_data_is_flushed():
 @pytest.mark.parametrize("sync, cpu, most", [("1", 0.5, 2), ("0", 0.5, 1), ("1", 0.95, 1)])
 def test_a_list_of_small_files_has_two_in_flight_only_while_they_are_flushed(home, tmp_path, monkeypatch, sync,
                                                                              cpu, most):
-    import prefetch.flow.files as files
+    import prefetch.flow.file_list as files
     from prefetch.engine.hosts import Hosts
     from prefetch.engine.many import Busy
     from prefetch.flow.planning import run_request

@@ -22,7 +22,7 @@ from prefetch.errors import ExitCode
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.flow.options import FetchOptions
 from prefetch.model.plans import FileResult
-from prefetch.flow.files import fetch_files
+from prefetch.flow.file_list import fetch_files
 from prefetch.cache.plans import plan_files
 from prefetch.model.specs import DatasetSpec, FileSpec
 from prefetch.engine.options import TransferOptions

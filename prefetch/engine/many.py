@@ -1,6 +1,6 @@
 """Many files at once: start them in order on a bounded set of threads, finish them in any order.
 
-:func:`run_in_order` is the scheduler both ``flow/files.py`` (datasets, URLs, ``-i`` lists)
+:func:`run_in_order` is the scheduler both ``flow/file_list.py`` (datasets, URLs, ``-i`` lists)
 and ``hf/download.py`` (repos) use. It only decides *when* a file starts; how many
 connections each gets is the host's business (``engine/hosts.py``): the files in flight
 share one budget per host, so starting many of them at once costs no extra connections.

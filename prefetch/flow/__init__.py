@@ -3,7 +3,8 @@
 Owns:
     request.py  ``GetRequest`` (what a job record stores), ``plan_request``, ``run_request``
     urls.py     plain URLs and ``-i`` lists (``URL#sha256=HEX``, ``out=``, ``dir=``)
-    files.py    ``fetch_files``/``fetch_file``: the stages for each file, on a bounded pool
+    files.py    ``fetch_file``: the stages for one file (lock, transfer, verify, extract, place)
+    file_list.py ``fetch_files``: many files at once on a bounded pool, one failure harming none
     leftovers.py what a killed run left beside a file, each directory listed once per run
     options.py  ``FetchOptions``
 

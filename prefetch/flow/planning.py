@@ -280,7 +280,7 @@ def run_request(
     options = replace(options, transfer=transfer)
     ctx = RunContext(options=options, state=state_dir(env), env=env, on_event=on_event, stop=stop)
     files = [p for _, plans in groups for p in plans if isinstance(p, FilePlan)]
-    from prefetch.flow.files import fetch_files  # (not at import: a -b launcher plans, its worker fetches)
+    from prefetch.flow.file_list import fetch_files  # (not at import: a -b launcher plans, its worker fetches)
 
     try:
         results = fetch_files(files, options=options, state=ctx.state, on_event=on_event, stop=stop,

@@ -109,7 +109,7 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
     planned = file_plans(plan, chosen, listed=files)  # (refuses a listing it cannot place, before any change)
     if plan.marker is not None:
         plan.marker.unlink(missing_ok=True)  # complete again only once this run has placed every file
-    from prefetch.flow.files import fetch_files  # (at run time: planning a -b job needs no engine)
+    from prefetch.flow.file_list import fetch_files  # (at run time: planning a -b job needs no engine)
 
     options = dataclasses.replace(ctx.options, client_factory=factory)
     results = fetch_files(planned, options=options, state=ctx.state, on_event=ctx.on_event,
