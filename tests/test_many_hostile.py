@@ -1,0 +1,67 @@
+"""A hostile review of many files at once (#19): unusual lists and servers against the
+scheduler and each file's tail (verify, rename, record). Real servers on 127.0.0.1 and the
+real CLI, as the rest of the suite."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def two_files(origin):
+    a, b = os.urandom(5000), os.urandom(7000)
+    origin.put("a.bin", a)
+    origin.put("b.bin", b)
+    return a, b
+
+
+@pytest.mark.parametrize("order", ["hash-second", "hash-first"])
+def test_a_url_listed_twice_keeps_the_hash_either_line_gives(home, tmp_path, cli, origin, two_files, order):
+    """The same URL on two lines, one of them with a sha256 that the file does not have: the
+    hash is checked (exit 4, nothing placed), whichever line carries it. Before, the second
+    line was dropped as a duplicate with its hash, so the file landed unverified (exit 0)."""
+    a, b = two_files
+    url = origin.url_for("a.bin")
+    lines = [url, f"{url} sha256={_sha(b)}"]
+    if order == "hash-first":
+        lines.reverse()
+    listing = tmp_path / "urls.txt"
+    listing.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    proc = cli("get", "-i", str(listing), "-P", str(out), "-q")
+    assert proc.returncode == 4, proc.stderr
+    assert "mismatch" in proc.stderr
+    assert not (out / "a.bin").exists(), "a file that fails the hash one line asked for is never placed"
+
+
+def test_a_url_listed_twice_with_its_right_hash_once_is_verified(home, tmp_path, cli, origin, two_files):
+    """The same URL without a hash, then with its right one: fetched once, and verified."""
+    a, _ = two_files
+    url = origin.url_for("a.bin")
+    out = tmp_path / "out"
+    proc = cli("get", url, f"{url}#sha256={_sha(a)}", "-P", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "a.bin").read_bytes() == a
+    assert "\"verified\": true" in proc.stdout, proc.stdout
+    assert len(origin.data_requests("a.bin")) == 1, "one file, fetched once"
+
+
+def test_a_url_listed_twice_with_two_hashes_is_a_usage_error(home, tmp_path, cli, origin, two_files):
+    """Two different hashes for one URL saved to one name: a usage error (exit 2) naming the
+    URL, before anything is fetched."""
+    a, b = two_files
+    url = origin.url_for("a.bin")
+    listing = tmp_path / "urls.txt"
+    listing.write_text(f"{url} sha256={_sha(a)}\n{url} sha256={_sha(b)}\n")
+    proc = cli("get", "-i", str(listing), "-P", str(tmp_path / "out"), "-q")
+    assert proc.returncode == 2, proc.stderr
+    assert "a.bin" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert origin.data_requests("a.bin") == []
