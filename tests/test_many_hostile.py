@@ -65,3 +65,24 @@ def test_a_url_listed_twice_with_two_hashes_is_a_usage_error(home, tmp_path, cli
     assert "a.bin" in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert origin.data_requests("a.bin") == []
+
+
+def test_an_escaped_slash_in_a_file_url_never_leads_out_of_the_output_dir(home, tmp_path, cli):
+    """``file:///src/sub/..%2f..%2fsrc%2fsub%2fx.bin`` names the local file /src/sub/x.bin; saved
+    with -P DIR it is DIR/x.bin (the file's own name). Before, the unquoted last segment,
+    ``../../src/sub/x.bin``, was taken as the name and the copy went outside DIR."""
+    src = tmp_path / "src" / "sub"
+    src.mkdir(parents=True)
+    data = os.urandom(3000)
+    (src / "x.bin").write_bytes(data)
+    out = tmp_path / "dl" / "out"
+    listing = tmp_path / "urls.txt"
+    listing.write_text(f"file://{src}/..%2f..%2fsrc%2fsub%2fx.bin\n")
+    home_dir = tmp_path / "home"  # (prefetch's own state)
+    before = {p for p in tmp_path.rglob("*") if home_dir not in p.parents}
+    proc = cli("get", "-i", str(listing), "-P", str(out), "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "x.bin").read_bytes() == data
+    made = sorted({p for p in tmp_path.rglob("*") if home_dir not in p.parents} - before
+                  - {out.parent, out, out / "x.bin"})
+    assert made == [], f"written outside {out}: {made}"

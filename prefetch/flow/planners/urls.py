@@ -67,7 +67,7 @@ class UrlEntry:
 
 
 def url_file_name(url: str) -> str:
-    """The file name a URL is saved under: its path's last segment (unquoted for a ``file://`` URL)."""
+    """The file name a URL is saved under: its path's last segment (for a ``file://`` URL, the local file's name)."""
     path = urlsplit(url).path
     name = path.rpartition("/")[2]
     if name in ("", ".", ".."):  # (a trailing slash or dot segment: pathlib's reading of the path)
@@ -75,7 +75,10 @@ def url_file_name(url: str) -> str:
     if url[:5].lower() == "file:":
         from urllib.parse import unquote
 
-        name = unquote(name)
+        # The local file's own name: its path unquoted whole (an escaped "/" or ".." in the last
+        # segment is part of the path it names; unquoted alone, "..%2f..%2fx" named ../../x,
+        # a copy outside -P).
+        name = PurePosixPath(unquote(path)).name
     return "" if name in (".", "..") else name
 
 
