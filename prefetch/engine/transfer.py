@@ -93,6 +93,7 @@ def download_to_part(
                                          algorithm=algorithm, options=options, on_event=on_event, stop=stop,
                                          client_factory=client_factory, name=name)
             if isinstance(handover, TransferResult):
+                host.given_up = False  # the host delivers a file: its files get their retries again
                 return handover
         if host is not None:
             client_factory = host.lender(client_factory)  # warm connections pass from file to file (engine/hosts.py)
@@ -102,7 +103,10 @@ def download_to_part(
                              options=options, on_event=on_event, stop=stop, client_factory=client_factory,
                              name=name, size_hint=size_hint)
         transfer.first_answer = handover  # (what the one-answer attempt leaves: its answer, or its failure)
-        return transfer.run()
+        result = transfer.run()
+        if host is not None:
+            host.given_up = False  # the host delivered a file: its files get their retries again
+        return result
     except KeyboardInterrupt:
         raise InterruptedTransferError(f"{name}: interrupted; run the same command again to resume") from None
     finally:
@@ -132,7 +136,8 @@ class _Transfer(SourceHandling, PartAndState):
         self.wake = threading.Condition(self.lock)
         self.sources = Sources(self.urls)
         self.schedule = Schedule(options.min_split)
-        self.retries = RetryPolicy(options)
+        # (one source: its host's files share the verdict that it stopped answering, RetryPolicy.delay)
+        self.retries = RetryPolicy(options, host if len(self.urls) == 1 else None)
         self.hash = PrefixHasher(algorithm, part)
         self.size: int | None = None
         self.ranges_ok = True
