@@ -86,3 +86,20 @@ def test_an_escaped_slash_in_a_file_url_never_leads_out_of_the_output_dir(home, 
     made = sorted({p for p in tmp_path.rglob("*") if home_dir not in p.parents} - before
                   - {out.parent, out, out / "x.bin"})
     assert made == [], f"written outside {out}: {made}"
+
+
+@pytest.mark.parametrize("order", ["file-first", "folder-first"])
+def test_one_file_the_folder_of_another_is_a_usage_error(home, tmp_path, cli, origin, two_files, order):
+    """``out=x`` and ``out=x/y`` in one list: a usage error (exit 2) naming both, before anything
+    is fetched. Before, both downloaded and the one that landed second failed (exit 5), which
+    one depending on the race."""
+    lines = [f"{origin.url_for('a.bin')} out=x", f"{origin.url_for('b.bin')} out=x/sub/y"]
+    if order == "folder-first":
+        lines.reverse()
+    listing = tmp_path / "urls.txt"
+    listing.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    proc = cli("get", "-i", str(listing), "-P", str(out), "-q")
+    assert proc.returncode == 2, proc.stderr
+    assert "a.bin" in proc.stderr and "b.bin" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert origin.data_requests("a.bin") == [] and origin.data_requests("b.bin") == []

@@ -247,7 +247,25 @@ def plan_url_specs(
                 source="url",
             )
         )
+    _check_no_folder_taken(taken, set(bases.values()))
     return specs
+
+
+def _check_no_folder_taken(taken: dict[str, tuple[str, int]], bases: set[str]) -> None:
+    """Refuse a list where one URL's file would be the folder of another's (``out=x`` and
+    ``out=x/y``): whichever landed first made the other fail (exit 5) after its download.
+
+    Raises:
+        UsageError: naming both URLs.
+    """
+    for target, (url, _) in taken.items():
+        folder = os.path.dirname(target)
+        while folder not in bases and folder != os.path.dirname(folder):  # (most files: one look, at their base)
+            other = taken.get(folder)
+            if other is not None:
+                raise UsageError(f"{other[0]} would be saved as {folder}, the folder {url} is saved in "
+                                 f"({target}); give one of them out=NAME")
+            folder = os.path.dirname(folder)
 
 
 def _same_file_again(specs: list[DatasetSpec], index: int, url: str, expected: ExpectedHash | None) -> None:
