@@ -146,6 +146,7 @@ class _Transfer(SourceHandling, PartAndState):
         self.closing = False  # the transfer is over: no more writes (the last worker closes the fd)
         self.fatal: BaseException | None = None
         self.restart: Restart | None = None
+        self.plain_restarts = 0  # starts from 0 after a broken answer of a server that ignores Range
         self.downloaded = 0
         self.reused = 0
         self.restarts = 0
@@ -213,7 +214,20 @@ class _Transfer(SourceHandling, PartAndState):
 
     def _start_over(self, exc: Restart) -> None:
         """The remote changed (or ignores Range): the next generation starts from byte 0."""
-        self.restarts += 1
+        if not exc.ranges and not self.ranges_ok:
+            # A server known to ignore Range, whose answer broke: the retry could only start from
+            # byte 0. A broken network, not a changed file: bounded by --retries, then exit 3.
+            self.plain_restarts += 1
+            if self.plain_restarts > self.opt.max_attempts:
+                from prefetch.errors import NetworkError
+
+                raise NetworkError(
+                    f"{self.name}: the connection broke {self.plain_restarts} times and the server cannot "
+                    f"resume (it ignores Range: each try starts from byte 0). Run the same command again, "
+                    f"or use another mirror"
+                ) from None
+        else:
+            self.restarts += 1
         if self.restarts > self.opt.max_restarts:
             raise RemoteChangedError(
                 f"{self.name}: the remote file kept changing ({self.restarts} restarts): {exc}. "
