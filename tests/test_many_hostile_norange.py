@@ -71,5 +71,5 @@ def test_breaks_beyond_the_retries_are_a_network_failure(home, tmp_path, cli, mo
     assert "kept changing" not in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stderr.count("prefetch: error:") == 1 and "Range" in proc.stderr, proc.stderr
     assert not out.exists()
-    assert "broke 4 times" in proc.stderr, proc.stderr  # the first answer and --retries 3 more
+    assert "gave up after 4 starts from byte 0" in proc.stderr, proc.stderr  # the first try and --retries 3 more
     assert server.served <= 2 * (3 + 1) + 1, "bounded by --retries (a retry's answer from byte 0 is asked again)"

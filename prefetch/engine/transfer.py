@@ -215,16 +215,17 @@ class _Transfer(SourceHandling, PartAndState):
     def _start_over(self, exc: Restart) -> None:
         """The remote changed (or ignores Range): the next generation starts from byte 0."""
         if not exc.ranges and not self.ranges_ok:
-            # A server known to ignore Range, whose answer broke: the retry could only start from
-            # byte 0. A broken network, not a changed file: bounded by --retries, then exit 3.
+            # A server known not to serve ranges (it ignores Range, or its ranges do not fit), whose
+            # answer broke or did not fit: the retry could only start from byte 0. A broken
+            # connection or server, not a changed file: bounded by --retries, then exit 3.
             self.plain_restarts += 1
             if self.plain_restarts > self.opt.max_attempts:
                 from prefetch.errors import NetworkError
 
                 raise NetworkError(
-                    f"{self.name}: the connection broke {self.plain_restarts} times and the server cannot "
-                    f"resume (it ignores Range: each try starts from byte 0). Run the same command again, "
-                    f"or use another mirror"
+                    f"{self.name}: gave up after {self.plain_restarts} starts from byte 0 (last: {exc}): the "
+                    f"server cannot resume this file and its answers broke or did not fit the request. "
+                    f"Run the same command again, or use another mirror"
                 ) from None
         else:
             self.restarts += 1
