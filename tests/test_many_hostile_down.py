@@ -6,11 +6,13 @@ gives its files their retries back."""
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
 
 import pytest
 
-from tests.keepalive import KeepAliveServer
+from tests.keepalive import KeepAliveServer, Listener
 
 FILES = 40
 RETRIES = 8
@@ -75,3 +77,61 @@ def test_a_port_nobody_listens_on_gives_up_a_file_at_a_time(home, tmp_path, cli)
                "--host-connections", "2", "--timeout", "1.5", "-q")
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("not retried: another file to this host just gave up") >= 20, proc.stderr
+
+
+class BigAndBroken(Listener):
+    """``/big.bin``: its first answer sends a third of the body, waits until ``/bad.bin`` was
+    asked ``RETRIES + 1`` times (that file gave up), then closes; later answers are whole.
+    ``/bad.bin``: 500 always."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body, self.bad, self.big = body, 0, 0
+        self.bad_gave_up = threading.Event()
+        self.listen()
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def _serve(self, conn: socket.socket, number: int) -> None:
+        with conn:
+            pending = b""
+            while True:
+                while b"\r\n\r\n" not in pending:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    pending += chunk
+                head, _, pending = pending.partition(b"\r\n\r\n")
+                if b" /bad.bin " in head.split(b"\r\n")[0]:
+                    self.bad += 1
+                    if self.bad >= RETRIES + 1:
+                        self.bad_gave_up.set()
+                    conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 3\r\n\r\nbad")
+                    continue
+                self.big += 1
+                answer = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(self.body)}\r\nETag: \"b\"\r\n"
+                          f"Connection: close\r\n\r\n").encode() + self.body
+                if self.big == 1:
+                    conn.sendall(answer[:len(answer) // 3])
+                    self.bad_gave_up.wait(30)
+                    return
+                conn.sendall(answer)
+                return
+
+
+def test_a_file_that_delivers_keeps_its_retries_when_another_gives_up(home, tmp_path, cli, quick_backoff):
+    """A big file delivering from the host, and a file the host answers 500 to: that one gives
+    up; the big file's connection then breaks, and the big file retries (it has bytes of this
+    run) instead of giving up at its first failure."""
+    body = os.urandom(3 << 20)
+    server = BigAndBroken(body)
+    try:
+        listing = tmp_path / "urls.txt"
+        listing.write_text(f"{server.base}/big.bin\n{server.base}/bad.bin\n")
+        out = tmp_path / "out"
+        proc = cli("get", "-i", str(listing), "-P", str(out), "--host-connections", "2", "--connections", "1",
+                   "--retries", str(RETRIES), "-q")
+    finally:
+        server.close()
+    assert proc.returncode == 3, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error: ")]
+    assert len(errors) == 1 and "bad.bin" in errors[0], proc.stderr
+    assert (out / "big.bin").read_bytes() == body

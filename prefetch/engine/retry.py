@@ -48,8 +48,11 @@ class RetryPolicy:
         return self.in_a_row
 
     def delay(self, attempts: int, retry_after: float | None, *, name: str, message: str,
-              kind: str = Failure.BROKEN) -> float:
+              kind: str = Failure.BROKEN, fresh: bool = True) -> float:
         """Seconds to wait before attempt ``attempts + 1``.
+
+        ``fresh``: no byte of the file arrived in this run yet (only such a transfer gives up at
+        its first failure on a host another file just gave up on: one that delivers keeps its retries).
 
         Raises:
             NetworkError: ``max_attempts`` failures in a row, or no byte for the time
@@ -59,7 +62,7 @@ class RetryPolicy:
         if kind == Failure.WEB_PAGE:
             message = message.removesuffix(")") + ", then run the same command again)"
         host = self.host
-        if host is not None and host.given_up and kind != Failure.WEB_PAGE:
+        if host is not None and host.given_up and fresh and kind != Failure.WEB_PAGE:
             # Another file to this host used its retries (or its --timeout) without a byte, and no
             # file came from the host since: this one does not wait through its own (a list of
             # 2,000 files to a host down with 503s took 2,000 x ~90 s of backoff, not minutes).
