@@ -1,0 +1,64 @@
+"""A hostile Hub endpoint against `get hf://` (#19's review of many files): a file listing
+whose next page is always itself. Before, prefetch paged for ever (its list growing); now
+the second visit of a page is a network error (exit 3, one line)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+
+import pytest
+
+from tests.keepalive import Listener
+
+COMMIT = "a" * 40
+
+
+class LoopingHub(Listener):
+    def __init__(self) -> None:
+        self.pages = 0
+        self.listen()
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def _serve(self, conn: socket.socket, number: int) -> None:
+        pending = b""
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in pending:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    pending += chunk
+                head, _, pending = pending.partition(b"\r\n\r\n")
+                target = head.split(b"\r\n")[0].split()[1].decode()
+                extra = ""
+                if "/revision/" in target:
+                    body = {"sha": COMMIT}
+                elif "/tree/" in target:
+                    self.pages += 1
+                    body = [{"type": "file", "oid": "b" * 40, "size": 5, "path": f"f{self.pages}.txt"}]
+                    extra = f'Link: <{self.base}{target}>; rel="next"\r\n'  # the same page, again
+                else:
+                    body = {"error": "Not Found"}
+                data = json.dumps(body).encode()
+                status = "404 Not Found" if "error" in body else "200 OK"
+                conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}"
+                             f"\r\n{extra}\r\n".encode() + data)
+
+
+def test_a_listing_that_pages_in_a_loop_is_a_network_error(home, tmp_path, cli, monkeypatch):
+    hub = LoopingHub()
+    monkeypatch.setenv("HF_ENDPOINT", hub.base)
+    monkeypatch.setenv("HF_HOME", str(home / "hf"))
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    try:
+        proc = cli("get", "hf://acme/loop", timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still paging after 30 s ({hub.pages} pages)")
+    finally:
+        hub.close()
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.count("prefetch: error:") == 1 and "loop" in proc.stderr, proc.stderr
+    assert hub.pages == 1, "its next page is the page itself: not asked again"
