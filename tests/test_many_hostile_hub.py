@@ -1,6 +1,6 @@
-"""A hostile Hub endpoint against `get hf://` (#19's review of many files): a file listing
-whose next page is always itself. Before, prefetch paged for ever (its list growing); now
-the second visit of a page is a network error (exit 3, one line)."""
+"""Hostile hub endpoints against `get hf://` and `get ms://` (#19's review of many files): a file listing
+whose next page is always itself (hf), or that ignores PageNumber (ms). Before, prefetch paged
+for ever (its list growing); now a page seen again is a network error (exit 3, one line)."""
 
 from __future__ import annotations
 
@@ -62,3 +62,52 @@ def test_a_listing_that_pages_in_a_loop_is_a_network_error(home, tmp_path, cli, 
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("prefetch: error:") == 1 and "loop" in proc.stderr, proc.stderr
     assert hub.pages == 1, "its next page is the page itself: not asked again"
+
+
+class PageIgnoringMs(Listener):
+    """A ModelScope endpoint whose dataset listing ignores PageNumber: every page is the first."""
+
+    def __init__(self) -> None:
+        self.pages = 0
+        self.listen()
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def _serve(self, conn: socket.socket, number: int) -> None:
+        pending = b""
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in pending:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    pending += chunk
+                head, _, pending = pending.partition(b"\r\n\r\n")
+                target = head.split(b"\r\n")[0].split()[1].decode()
+                if "/repo/tree" in target:
+                    self.pages += 1
+                    files = [{"Name": f"f{i}.txt", "Path": f"f{i}.txt", "Type": "blob", "Size": 5, "Sha256": "",
+                              "Revision": "0" * 40} for i in range(200)]  # a full page (200): "more to come"
+                    body, status = {"Code": 200, "Data": {"Files": files}, "Message": "", "Success": True}, "200 OK"
+                else:
+                    body, status = {"Code": 404, "Data": None, "Message": "nf", "Success": False}, "404 Not Found"
+                data = json.dumps(body).encode()
+                conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}"
+                             f"\r\n\r\n".encode() + data)
+
+
+def test_a_modelscope_listing_that_ignores_page_numbers_is_a_network_error(home, cli, monkeypatch):
+    """Before: 31,787 pages in 30 s and no end."""
+    ms = PageIgnoringMs()
+    monkeypatch.setenv("MODELSCOPE_ENDPOINT", ms.base)
+    monkeypatch.setenv("MODELSCOPE_CACHE", str(home / "ms"))
+    for var in ("MODELSCOPE_DOMAIN", "MODELSCOPE_API_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    try:
+        proc = cli("get", "ms://datasets/acme/loop", timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still paging after 30 s ({ms.pages} pages)")
+    finally:
+        ms.close()
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.count("prefetch: error:") == 1 and "PageNumber" in proc.stderr, proc.stderr
+    assert ms.pages == 2

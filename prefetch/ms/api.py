@@ -66,9 +66,15 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
     entries: list = []
     if repo.repo_type == "dataset":
         page = 1
+        listed: set[str] = set()
         while True:
             query = {"Revision": repo.revision, "Recursive": "True", "PageNumber": page, "PageSize": PAGE_SIZE}
             got = _files(client, f"{base}/repo/tree?{urlencode(query)}", repo, token, backoff)
+            paths = {str(e.get("Path")) if isinstance(e, dict) else repr(e) for e in got}
+            if got and paths <= listed:  # (a server that ignores PageNumber: the listing would never end)
+                raise NetworkError(f"{repo.label}: {endpoint} sent page {page} of the file list with only files "
+                                   f"already listed (does it ignore PageNumber?); the listing would never end")
+            listed |= paths
             entries += got
             if len(got) < PAGE_SIZE:
                 break
