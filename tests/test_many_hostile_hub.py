@@ -111,3 +111,63 @@ def test_a_modelscope_listing_that_ignores_page_numbers_is_a_network_error(home,
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("prefetch: error:") == 1 and "PageNumber" in proc.stderr, proc.stderr
     assert ms.pages == 2
+
+
+class RootIgnoringMs(Listener):
+    """A ModelScope model listing cut at the truncation limit whose folder listing ignores
+    Root: every folder holds a folder ``d`` (the same, or one level deeper each time)."""
+
+    def __init__(self, deeper: bool) -> None:
+        from prefetch.ms.api import TRUNCATION_LIMIT
+
+        self.limit, self.deeper, self.requests = TRUNCATION_LIMIT, deeper, 0
+        self.listen()
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def _serve(self, conn: socket.socket, number: int) -> None:
+        from urllib.parse import parse_qs, urlsplit
+
+        pending = b""
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in pending:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    pending += chunk
+                head, _, pending = pending.partition(b"\r\n\r\n")
+                target = head.split(b"\r\n")[0].split()[1].decode()
+                self.requests += 1
+                query = parse_qs(urlsplit(target).query)
+                root = query.get("Root", [""])[0]
+                if "/repo/files" not in target:
+                    body, status = {"Code": 404, "Data": None, "Message": "nf", "Success": False}, "404 Not Found"
+                else:
+                    if query.get("Recursive") == ["True"]:
+                        files = [{"Name": f"f{i}", "Path": f"f{i}", "Type": "blob", "Size": 1, "Sha256": ""}
+                                 for i in range(self.limit)]  # cut at the limit: listed again by folder
+                    else:
+                        sub = f"{root}/d" if (self.deeper and root) else "d"
+                        files = [{"Name": "d", "Path": sub, "Type": "tree", "Size": 0, "Sha256": ""}]
+                    body, status = {"Code": 200, "Data": {"Files": files}, "Message": "", "Success": True}, "200 OK"
+                data = json.dumps(body).encode()
+                conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}"
+                             f"\r\n\r\n".encode() + data)
+
+
+@pytest.mark.parametrize("deeper", [False, True])
+def test_a_modelscope_folder_listing_that_never_ends_is_a_network_error(home, cli, monkeypatch, deeper):
+    ms = RootIgnoringMs(deeper)
+    monkeypatch.setenv("MODELSCOPE_ENDPOINT", ms.base)
+    monkeypatch.setenv("MODELSCOPE_CACHE", str(home / "ms"))
+    for var in ("MODELSCOPE_DOMAIN", "MODELSCOPE_API_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    try:
+        proc = cli("get", "ms://acme/loop", timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still listing after 60 s ({ms.requests} requests)")
+    finally:
+        ms.close()
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.count("prefetch: error:") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "folder" in proc.stderr, proc.stderr
