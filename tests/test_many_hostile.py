@@ -103,3 +103,18 @@ def test_one_file_the_folder_of_another_is_a_usage_error(home, tmp_path, cli, or
     assert proc.returncode == 2, proc.stderr
     assert "a.bin" in proc.stderr and "b.bin" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert origin.data_requests("a.bin") == [] and origin.data_requests("b.bin") == []
+
+
+def test_a_file_where_a_folder_of_the_output_goes_is_named(home, tmp_path, cli, origin, two_files):
+    """``out=a.bin/x`` where a.bin is a file already: exit 5, one line naming that file as the
+    reason (before: 'cannot write .../a.bin: File exists'); the list's other file lands."""
+    a, b = two_files
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a.bin").write_bytes(b"mine")
+    listing = tmp_path / "urls.txt"
+    listing.write_text(f"{origin.url_for('a.bin')} out=a.bin/x\n{origin.url_for('b.bin')}\n")
+    proc = cli("get", "-i", str(listing), "-P", str(out), "-q")
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stderr.count("\n") == 1 and f"{out / 'a.bin'} is a file, not a folder" in proc.stderr, proc.stderr
+    assert (out / "a.bin").read_bytes() == b"mine" and (out / "b.bin").read_bytes() == b
