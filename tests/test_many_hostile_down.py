@@ -113,7 +113,10 @@ class BigAndBroken(Listener):
                     conn.sendall(answer[:len(answer) // 3])
                     self.bad_gave_up.wait(30)
                     return
-                conn.sendall(answer)
+                try:
+                    conn.sendall(answer)
+                except OSError:  # (the client may have all it needs and gone)
+                    pass
                 return
 
 
