@@ -419,4 +419,13 @@ def make_dirs(path: Path) -> None:
     try:
         safefs.make_dirs(path)  # a directory link another user planted anywhere above is never followed
     except OSError as exc:
+        import errno
+
+        if exc.errno in (errno.EEXIST, errno.ENOTDIR):  # a file where a folder of the path goes
+            blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+            if blocker is not None:
+                from prefetch.errors import LocalFileError
+
+                raise LocalFileError(f"cannot make the folder {path}: {blocker} is a file, not a folder "
+                                     f"({exc.strerror}); move it, or choose another path") from None
         raise local_error(exc, path) from None

@@ -138,7 +138,7 @@ def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | 
     if paths is not None:
         if paths.broken:
             _quiet_stdout()
-        for error in _distinct(r.error for r in results if r.status in ("failed", "interrupted")):
+        for error in _error_lines(results):
             echo(f"prefetch: error: {error}", err=True)
         for result in results:  # a kind's own plans (hf:// repos) report at the end
             if id(result) not in paths.seen:
@@ -149,19 +149,33 @@ def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | 
 
         echo(json.dumps([r.__dict__ for r in results], indent=2))
     else:
-        errors, lines = [], []
+        lines = []
         for r in results:
-            if r.status in ("failed", "interrupted"):
-                errors.append(r.error)
-            else:
+            if r.status not in ("failed", "interrupted"):
                 lines.append(f"{r.status:10} {r.path}")
                 lines.extend(f"{'':10} {extra}" for extra in r.paths[1:])
                 lines.extend(f"{'extracted':10} {d}" for d in r.extracted)
         if lines:  # one write, not an echo per file (thousands of files)
             echo("\n".join(lines))
-        for error in _distinct(errors):
+        for error in _error_lines(results):
             echo(f"prefetch: error: {error}", err=True)
     return overall_exit_code(results)
+
+
+STOPPED_SHOWN = 3  # files a stop caught (Ctrl-C, --fail-fast) named one by one; the rest are counted
+
+
+def _error_lines(results) -> list[str]:
+    """The failures' errors (:func:`_distinct`), then the first few files a stop caught and one
+    line counting the rest: a Ctrl-C or ``--fail-fast`` in a list of 2,000 files is not 2,000
+    lines (each such file resumes with the same command)."""
+    failed = _distinct(r.error for r in results if r.status == "failed")
+    stopped = _distinct(r.error for r in results if r.status == "interrupted")
+    if len(stopped) > STOPPED_SHOWN + 1:
+        rest = len(stopped) - STOPPED_SHOWN
+        stopped = stopped[:STOPPED_SHOWN] + [f"... and {rest} more files stopped or not started; "
+                                             f"run the same command again to resume them"]
+    return failed + stopped
 
 
 def _distinct(errors) -> list[str]:

@@ -432,6 +432,7 @@ class Fetcher:
         if give_up_source:
             self.t.drop_source(src, f"{message} ({src.failures} failures in a row)", distrust=False)
             return
-        delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message, kind=kind)
+        delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message, kind=kind,
+                                     fresh=not self.t.downloaded)
         self.t.note(f"{message}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
         self._pause(delay)

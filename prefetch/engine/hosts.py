@@ -150,6 +150,10 @@ class Host:
         self.lent = 0  # clients lent to workers now
         self.refusals = 0
         self.lowered_at = 0.0  # when the cap was last lowered or raised (monotonic)
+        # A file to this host gave up (its retries in a row, or its --timeout, without a byte) and no
+        # file from it was complete since: the next files give up at their first failure
+        # (engine/retry.py), so a host that is down costs a list one request a file, not retries each.
+        self.given_up = False
         self._idle: dict = {}  # client factory -> warm clients
 
     # -- transfers and their share --------------------------------------------------

@@ -28,8 +28,9 @@ CROWDED = (429, 503)  # refusals that, while other connections deliver, mean "fe
 class RetryPolicy:
     """Failures in a row and the server's refusals of one transfer (callers hold its lock)."""
 
-    def __init__(self, opt) -> None:
+    def __init__(self, opt, host=None) -> None:
         self.opt = opt
+        self.host = host  # engine.hosts.Host of the transfer's one source (None: several, or none shared)
         self.in_a_row = 0
         self.refusals = 0  # 429/503 answers while other connections delivered
         self.crowded_at: int | None = None  # connections the server accepts, once it refused one more
@@ -47,8 +48,11 @@ class RetryPolicy:
         return self.in_a_row
 
     def delay(self, attempts: int, retry_after: float | None, *, name: str, message: str,
-              kind: str = Failure.BROKEN) -> float:
+              kind: str = Failure.BROKEN, fresh: bool = True) -> float:
         """Seconds to wait before attempt ``attempts + 1``.
+
+        ``fresh``: no byte of the file arrived in this run yet (only such a transfer gives up at
+        its first failure on a host another file just gave up on: one that delivers keeps its retries).
 
         Raises:
             NetworkError: ``max_attempts`` failures in a row, or no byte for the time
@@ -57,9 +61,19 @@ class RetryPolicy:
         opt = self.opt
         if kind == Failure.WEB_PAGE:
             message = message.removesuffix(")") + ", then run the same command again)"
+        host = self.host
+        if host is not None and host.given_up and fresh and kind != Failure.WEB_PAGE:
+            # Another file to this host used its retries (or its --timeout) without a byte, and no
+            # file came from the host since: this one does not wait through its own (a list of
+            # 2,000 files to a host down with 503s took 2,000 x ~90 s of backoff, not minutes).
+            raise NetworkError(
+                f"{name}: {message}; not retried: another file to this host just gave up after its retries "
+                f"and none came from it since. Run the same command again to resume"
+            )
         if attempts > opt.max_attempts:
             if kind == Failure.WEB_PAGE:
                 raise NetworkError(f"{name}: {message}")
+            self._host_gave_up()
             raise NetworkError(
                 f"{name}: gave up after {attempts - 1} retries without progress; last error: {message}. "
                 f"Run the same command again to resume"
@@ -73,11 +87,17 @@ class RetryPolicy:
         if budget is not None and waited + delay > budget:
             if kind == Failure.WEB_PAGE:
                 raise NetworkError(f"{name}: {message}")
+            self._host_gave_up()
             raise NetworkError(
                 f"{name}: gave up after {waited:.0f}s without a byte ({attempts} tries, --timeout {opt.timeout:g}); "
                 f"last error: {message}. Run the same command again to resume"
             )
         return delay
+
+    def _host_gave_up(self) -> None:
+        """This transfer gives up on its one source: its host's next files do at their first failure."""
+        if self.host is not None:
+            self.host.given_up = True
 
     def budget(self, kind: str) -> float | None:
         """Seconds without a byte after which failures of ``kind`` end the transfer (None: no limit)."""

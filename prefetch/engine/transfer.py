@@ -93,6 +93,7 @@ def download_to_part(
                                          algorithm=algorithm, options=options, on_event=on_event, stop=stop,
                                          client_factory=client_factory, name=name)
             if isinstance(handover, TransferResult):
+                host.given_up = False  # the host delivers a file: its files get their retries again
                 return handover
         if host is not None:
             client_factory = host.lender(client_factory)  # warm connections pass from file to file (engine/hosts.py)
@@ -102,7 +103,10 @@ def download_to_part(
                              options=options, on_event=on_event, stop=stop, client_factory=client_factory,
                              name=name, size_hint=size_hint)
         transfer.first_answer = handover  # (what the one-answer attempt leaves: its answer, or its failure)
-        return transfer.run()
+        result = transfer.run()
+        if host is not None:
+            host.given_up = False  # the host delivered a file: its files get their retries again
+        return result
     except KeyboardInterrupt:
         raise InterruptedTransferError(f"{name}: interrupted; run the same command again to resume") from None
     finally:
@@ -132,7 +136,8 @@ class _Transfer(SourceHandling, PartAndState):
         self.wake = threading.Condition(self.lock)
         self.sources = Sources(self.urls)
         self.schedule = Schedule(options.min_split)
-        self.retries = RetryPolicy(options)
+        # (one source: its host's files share the verdict that it stopped answering, RetryPolicy.delay)
+        self.retries = RetryPolicy(options, host if len(self.urls) == 1 else None)
         self.hash = PrefixHasher(algorithm, part)
         self.size: int | None = None
         self.ranges_ok = True
@@ -141,6 +146,7 @@ class _Transfer(SourceHandling, PartAndState):
         self.closing = False  # the transfer is over: no more writes (the last worker closes the fd)
         self.fatal: BaseException | None = None
         self.restart: Restart | None = None
+        self.plain_restarts = 0  # starts from 0 after a broken answer of a server that ignores Range
         self.downloaded = 0
         self.reused = 0
         self.restarts = 0
@@ -208,7 +214,21 @@ class _Transfer(SourceHandling, PartAndState):
 
     def _start_over(self, exc: Restart) -> None:
         """The remote changed (or ignores Range): the next generation starts from byte 0."""
-        self.restarts += 1
+        if not exc.ranges and not self.ranges_ok:
+            # A server known not to serve ranges (it ignores Range, or its ranges do not fit), whose
+            # answer broke or did not fit: the retry could only start from byte 0. A broken
+            # connection or server, not a changed file: bounded by --retries, then exit 3.
+            self.plain_restarts += 1
+            if self.plain_restarts > self.opt.max_attempts:
+                from prefetch.errors import NetworkError
+
+                raise NetworkError(
+                    f"{self.name}: gave up after {self.plain_restarts} starts from byte 0 (last: {exc}): the "
+                    f"server cannot resume this file and its answers broke or did not fit the request. "
+                    f"Run the same command again, or use another mirror"
+                ) from None
+        else:
+            self.restarts += 1
         if self.restarts > self.opt.max_restarts:
             raise RemoteChangedError(
                 f"{self.name}: the remote file kept changing ({self.restarts} restarts): {exc}. "

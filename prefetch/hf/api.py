@@ -97,7 +97,12 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
     """
     url: str | None = f"{endpoint}/api/{repo.repo_type}s/{repo.repo_id}/tree/{commit}?recursive=true&expand=false"
     files: list[HubFile] = []
+    pages: set[str] = set()
     while url:
+        if url in pages:  # (a broken or hostile endpoint: its list would grow for ever)
+            raise NetworkError(f"{repo.label}: {endpoint} lists the files in a loop (it sends {url} again as the "
+                               f"next page); is it a Hugging Face endpoint?")
+        pages.add(url)
         page, link = _get_json(client, url, repo, token=token, backoff=backoff)
         if not isinstance(page, list):
             raise NetworkError(f"{repo.label}: {url} did not answer a file list")

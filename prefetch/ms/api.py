@@ -66,9 +66,15 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
     entries: list = []
     if repo.repo_type == "dataset":
         page = 1
+        listed: set[str] = set()
         while True:
             query = {"Revision": repo.revision, "Recursive": "True", "PageNumber": page, "PageSize": PAGE_SIZE}
             got = _files(client, f"{base}/repo/tree?{urlencode(query)}", repo, token, backoff)
+            paths = {str(e.get("Path")) if isinstance(e, dict) else repr(e) for e in got}
+            if got and paths <= listed:  # (a server that ignores PageNumber: the listing would never end)
+                raise NetworkError(f"{repo.label}: {endpoint} sent page {page} of the file list with only files "
+                                   f"already listed (does it ignore PageNumber?); the listing would never end")
+            listed |= paths
             entries += got
             if len(got) < PAGE_SIZE:
                 break
@@ -91,8 +97,16 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
     return list(files.values())
 
 
-def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | None) -> list:
-    """``repo/files``; a listing cut at the server's limit is listed again folder by folder."""
+FOLDER_DEPTH = 64  # folders inside folders a listing may go down (a path of more is not a repo's)
+
+
+def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | None, depth: int = 0) -> list:
+    """``repo/files``; a listing cut at the server's limit is listed again folder by folder (only
+    folders inside the one listed, at most ``FOLDER_DEPTH`` deep: a server that ignores ``Root``
+    or invents folders without end is a network error, not an endless walk)."""
+    if depth > FOLDER_DEPTH:
+        raise NetworkError(f"{repo.label}: the file list goes more than {FOLDER_DEPTH} folders deep ({root!r:.200}); "
+                           f"is {urlsplit(base).netloc} a ModelScope endpoint?")
     query = {"Revision": repo.revision, "Recursive": "True", **({"Root": root} if root else {})}
     entries = _files(client, f"{base}/repo/files?{urlencode(query)}", repo, token, backoff)
     if len(entries) < TRUNCATION_LIMIT:
@@ -102,7 +116,11 @@ def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | 
     out = [e for e in top if isinstance(e, dict) and e.get("Type") != "tree"]
     for entry in top:
         if isinstance(entry, dict) and entry.get("Type") == "tree" and entry.get("Path"):
-            out += _walk(client, base, repo, token, backoff, root=str(entry["Path"]))
+            path = str(entry["Path"])
+            if root is not None and not path.strip("/").startswith(root.strip("/") + "/"):
+                raise NetworkError(f"{repo.label}: listing folder {root!r:.100} answered folder {path!r:.100}, "
+                                   f"which is not inside it; is {urlsplit(base).netloc} a ModelScope endpoint?")
+            out += _walk(client, base, repo, token, backoff, root=path, depth=depth + 1)
     return out
 
 

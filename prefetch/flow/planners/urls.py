@@ -67,7 +67,7 @@ class UrlEntry:
 
 
 def url_file_name(url: str) -> str:
-    """The file name a URL is saved under: its path's last segment (unquoted for a ``file://`` URL)."""
+    """The file name a URL is saved under: its path's last segment (for a ``file://`` URL, the local file's name)."""
     path = urlsplit(url).path
     name = path.rpartition("/")[2]
     if name in ("", ".", ".."):  # (a trailing slash or dot segment: pathlib's reading of the path)
@@ -75,7 +75,10 @@ def url_file_name(url: str) -> str:
     if url[:5].lower() == "file:":
         from urllib.parse import unquote
 
-        name = unquote(name)
+        # The local file's own name: its path unquoted whole (an escaped "/" or ".." in the last
+        # segment is part of the path it names; unquoted alone, "..%2f..%2fx" named ../../x,
+        # a copy outside -P).
+        name = PurePosixPath(unquote(path)).name
     return "" if name in (".", "..") else name
 
 
@@ -200,7 +203,7 @@ def plan_url_specs(
     """
     here = current_dir if cwd is None else (lambda: cwd)  # (only where a path is relative: it may be removed)
     specs: list[DatasetSpec] = []
-    taken: dict[str, str] = {}
+    taken: dict[str, tuple[str, int]] = {}  # target -> (its URL, its spec's index)
     bases: dict[str | None, str] = {}  # entry.dir -> its absolute folder (a list's entries share one or few)
     for entry in entries:
         url, expected = entry_hash(entry, where=entry.url)
@@ -222,9 +225,15 @@ def plan_url_specs(
         else:
             raise UsageError(f"cannot tell a file name from {url!r}; give -o PATH (or out=NAME in an input file)")
         target = os.path.abspath(target)
-        if target in taken and taken[target] != url:
-            raise UsageError(f"{taken[target]} and {url} would both be saved as {target}; give one of them out=NAME")
-        taken[target] = url
+        prior = taken.get(target)
+        if prior is not None:
+            if prior[0] != url:
+                raise UsageError(f"{prior[0]} and {url} would both be saved as {target}; give one of them out=NAME")
+            # The same file asked twice: fetched once, with the hash either line gives (a hash on
+            # the second line was dropped with it: the file landed unverified); two hashes: refused.
+            _same_file_again(specs, prior[1], url, expected)
+            continue
+        taken[target] = (url, len(specs))
         into: tuple[str, ...] = ()
         if extract:
             where = Path(extract_to).expanduser() if extract_to else Path(target).parent
@@ -238,7 +247,42 @@ def plan_url_specs(
                 source="url",
             )
         )
+    _check_no_folder_taken(taken, set(bases.values()))
     return specs
+
+
+def _check_no_folder_taken(taken: dict[str, tuple[str, int]], bases: set[str]) -> None:
+    """Refuse a list where one URL's file would be the folder of another's (``out=x`` and
+    ``out=x/y``): whichever landed first made the other fail (exit 5) after its download.
+
+    Raises:
+        UsageError: naming both URLs.
+    """
+    for target, (url, _) in taken.items():
+        folder = os.path.dirname(target)
+        while folder not in bases and folder != os.path.dirname(folder):  # (most files: one look, at their base)
+            other = taken.get(folder)
+            if other is not None:
+                raise UsageError(f"{other[0]} would be saved as {folder}, the folder {url} is saved in "
+                                 f"({target}); give one of them out=NAME")
+            folder = os.path.dirname(folder)
+
+
+def _same_file_again(specs: list[DatasetSpec], index: int, url: str, expected: ExpectedHash | None) -> None:
+    """``url`` listed again for the file of ``specs[index]``: its hash, if new, goes to that file.
+
+    Raises:
+        UsageError: the two entries give different hashes.
+    """
+    from dataclasses import replace
+
+    spec = specs[index]
+    kept = spec.files[0].expected
+    if expected is None or expected == kept:
+        return
+    if kept is not None:
+        raise UsageError(f"{url} is listed twice with different hashes ({kept} and {expected}); keep the right one")
+    specs[index] = replace(spec, files=(replace(spec.files[0], expected=expected),))
 
 
 def _check_local_origin(url: str) -> None:
