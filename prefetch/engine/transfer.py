@@ -31,12 +31,13 @@ from prefetch.engine.part_file import PartFile
 from prefetch.engine.resume_state import StateSaver
 from prefetch.engine.retry import RetryPolicy
 from prefetch.engine.ramp import Ramp, RateMeter
-from prefetch.engine.schedule import RouteJudge, Schedule, Segment
+from prefetch.engine.schedule import RouteJudge, Schedule
 from prefetch.engine.sources import Restart, Source, Sources
 from prefetch.engine.stream import PrefixHasher
 from prefetch.engine.options import TransferOptions, TransferResult  # noqa: F401 - importable from here
 from prefetch.engine.demotion import SourceHandling
 from prefetch.engine.part_state import PartAndState
+from prefetch.engine.worker_calls import WorkerCalls
 from prefetch.engine.preconnect import Preconnects
 from prefetch.engine import single
 
@@ -117,7 +118,7 @@ def download_to_part(
             host.leave()
 
 
-class _Transfer(SourceHandling, PartAndState):
+class _Transfer(WorkerCalls, SourceHandling, PartAndState):
     """Shared state of one running transfer; workers are threads, ``lock`` guards it all."""
 
     def __init__(self, *, urls, part, state_file, algorithm, options, on_event, stop, client_factory, name,
@@ -377,100 +378,6 @@ class _Transfer(SourceHandling, PartAndState):
             thread.join(None if wait else max(0.0, deadline - time.monotonic()))
         if wait and not idle:
             self.interrupt = threading.Event()  # for the next generation (a straggler keeps seeing it set)
-
-    # -- workers -----------------------------------------------------------
-    inline_tick: Callable[[], None] | None = None  # progress while the first request runs inline
-    first_answer = None  # engine.single.Handover: the first request's answer (or failure), already in
-
-    def quitting(self, src: Source, generation: int) -> bool:
-        """A worker's read loop should end now (asked before each read)."""
-        if self.inline_tick is not None:
-            self.inline_tick()
-        return bool(self.stop.is_set() or self.generation != generation or self.fatal or self.restart
-                    or src.dropped or src.demoted)
-
-    def write_at(self, data, pos: int, generation: int) -> bool:
-        """``pwrite`` at ``pos``; False when this generation is over (nothing written).
-
-        No lock: the fd stays open while any worker runs (the last one to leave closes
-        it), and bytes are trusted only once ``record`` accepts them.
-        """
-        if self.closing or self.generation != generation:
-            return False
-        self.file.write_at(data, pos, needed=self._remaining)
-        return True
-
-    def write_from_pipe(self, pipe, n: int, pos: int, generation: int) -> bool:
-        """:meth:`write_at` for ``n`` bytes spliced into ``pipe`` (``net/splice.py``)."""
-        if self.closing or self.generation != generation:
-            return False
-        self.file.write_from_pipe(pipe, n, pos, needed=self._remaining)
-        return True
-
-    def record(self, seg: Segment, src: Source, pos: int, n: int, generation: int) -> bool:
-        """Bytes ``[pos, pos + n)`` are on disk; False when they are not to be trusted."""
-        with self.lock:
-            if src.dropped or self.generation != generation:
-                return False
-            self.done.add(pos, pos + n)
-            src.served.add(pos, pos + n)
-            src.delivered += n
-            seg.pos = pos + n
-            self.downloaded += n
-            self.retries.progress()
-            src.failures = 0
-            self.dirty = True
-            # Wake the hash loop when the contiguous prefix grew, the main loop when the
-            # file is complete; not on every read (a wake per read costs real CPU).
-            if (self.algorithm and self.done.prefix_end() == pos + n) or self._finished_locked():
-                self.wake.notify_all()
-        return True
-
-    def body_ended(self, seg: Segment, pos: int) -> None:
-        """A body of unknown length ended at ``pos``: that is the size."""
-        with self.lock:
-            if self.size is None:
-                self.size = pos
-                self.dirty = True
-            seg.end = pos
-
-    def note_latency(self, latency: float) -> None:
-        """An answer came ``latency`` seconds after its request (callers hold the lock)."""
-        self.latency = latency if self.latency is None else 0.7 * self.latency + 0.3 * latency
-        self.route.add(latency)
-        # A long route asks in pieces, when the connection count is ours to choose
-        # (--connections N asks for N requests' worth of segments, as before).
-        pieces = self.route.long and self.opt.connections is None
-        if pieces or self.retries.crowded_at is None:  # (a capped server keeps its pieces)
-            self.schedule.piece = self.opt.piece_size if pieces else None
-
-    # -- scheduling --------------------------------------------------------
-    def _smallest_piece(self) -> int:
-        """A split must save more than a new request costs: at least latency x rate per piece."""
-        return max(self.opt.min_split, int(self.conn_rate * (self.latency or 0.0)))
-
-    def take_segment(self, worker: int) -> Segment | None:
-        with self.lock:
-            if self._finished_locked() or self.fatal or self.restart:
-                return None
-            return self.schedule.take(worker, splittable=self._splittable_locked(),
-                                      smallest=self._smallest_piece(), low_first=self.hash.hasher is not None)
-
-    def _splittable_locked(self) -> bool:
-        return self.size is not None and self.ranges_ok and self.sources.pinned is None
-
-    def _has_work(self) -> bool:
-        with self.lock:
-            if not self._splittable_locked():
-                return False
-            return self.schedule.has_work(self._smallest_piece())
-
-    def release(self, seg: Segment) -> None:
-        with self.lock:
-            self.schedule.release(seg)
-
-    def _finished_locked(self) -> bool:
-        return self.size is not None and self.done.covers(self.size)
 
     # -- trouble -----------------------------------------------------------
     def _fail(self, exc: BaseException) -> None:
