@@ -220,7 +220,7 @@ def _exit_now() -> None:
 def read_input_file(path: str) -> list[dict]:
     """The URL entries of an input file (``-`` = stdin), read now: a background job gets them in its record."""
     from prefetch.errors import UsageError
-    from prefetch.flow.planners.urls import parse_input_file
+    from prefetch.flow.planners.url_list import parse_input_file
 
     if path == "-":
         text, source = sys.stdin.read(), "<stdin>"
