@@ -30,6 +30,23 @@ class Listener:
     def _serve(self, conn: socket.socket, number: int) -> None:
         raise NotImplementedError
 
+    @staticmethod
+    def heads(conn: socket.socket):
+        """Each request head (without its blank line) a kept-alive connection sends, in turn,
+        until the client closes it (or it breaks)."""
+        pending = b""
+        while True:
+            while b"\r\n\r\n" not in pending:
+                try:
+                    chunk = conn.recv(65536)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                pending += chunk
+            head, _, pending = pending.partition(b"\r\n\r\n")
+            yield head
+
     def close(self) -> None:
         self.sock.close()
 
@@ -47,15 +64,8 @@ class KeepAliveServer(Listener):
         self.base = f"http://127.0.0.1:{self.port}"
 
     def _serve(self, conn: socket.socket, number: int) -> None:
-        pending = b""
         with conn:
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    pending += chunk
-                head, _, pending = pending.partition(b"\r\n\r\n")
+            for head in self.heads(conn):
                 self.seen.append((number, head + b"\r\n\r\n"))
                 answer = self.answers[min(self.served, len(self.answers) - 1)]
                 self.served += 1

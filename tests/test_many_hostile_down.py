@@ -92,14 +92,7 @@ class BigAndBroken(Listener):
 
     def _serve(self, conn: socket.socket, number: int) -> None:
         with conn:
-            pending = b""
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    pending += chunk
-                head, _, pending = pending.partition(b"\r\n\r\n")
+            for head in self.heads(conn):
                 if b" /bad.bin " in head.split(b"\r\n")[0]:
                     self.bad += 1
                     if self.bad >= RETRIES + 1:

@@ -22,15 +22,8 @@ class LoopingHub(Listener):
         self.base = f"http://127.0.0.1:{self.port}"
 
     def _serve(self, conn: socket.socket, number: int) -> None:
-        pending = b""
         with conn:
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    pending += chunk
-                head, _, pending = pending.partition(b"\r\n\r\n")
+            for head in self.heads(conn):
                 target = head.split(b"\r\n")[0].split()[1].decode()
                 extra = ""
                 if "/revision/" in target:
@@ -73,15 +66,8 @@ class PageIgnoringMs(Listener):
         self.base = f"http://127.0.0.1:{self.port}"
 
     def _serve(self, conn: socket.socket, number: int) -> None:
-        pending = b""
         with conn:
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    pending += chunk
-                head, _, pending = pending.partition(b"\r\n\r\n")
+            for head in self.heads(conn):
                 target = head.split(b"\r\n")[0].split()[1].decode()
                 if "/repo/tree" in target:
                     self.pages += 1
@@ -127,15 +113,8 @@ class RootIgnoringMs(Listener):
     def _serve(self, conn: socket.socket, number: int) -> None:
         from urllib.parse import parse_qs, urlsplit
 
-        pending = b""
         with conn:
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    pending += chunk
-                head, _, pending = pending.partition(b"\r\n\r\n")
+            for head in self.heads(conn):
                 target = head.split(b"\r\n")[0].split()[1].decode()
                 self.requests += 1
                 query = parse_qs(urlsplit(target).query)

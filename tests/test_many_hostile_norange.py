@@ -25,13 +25,10 @@ class BreaksThenServes(Listener):
 
     def _serve(self, conn: socket.socket, number: int) -> None:
         with conn:
-            pending = b""
-            while b"\r\n\r\n" not in pending:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                pending += chunk
-            head = pending.partition(b"\r\n\r\n")[0].decode()
+            head = next(self.heads(conn), None)
+            if head is None:
+                return
+            head = head.decode()
             self.ranges.append(next((line.split(":", 1)[1].strip() for line in head.split("\r\n")
                                      if line.lower().startswith("range:")), None))
             self.served += 1
