@@ -30,6 +30,15 @@ from tests.hub_origin import _parse_range
 from tests.helpers import LocalHubApi
 
 
+def use_endpoint(monkeypatch, endpoint: str, cache) -> None:
+    """Point this test's ModelScope client and prefetch at ``endpoint``, with ``cache`` as
+    ``MODELSCOPE_CACHE``, and drop the variables that would point them elsewhere."""
+    monkeypatch.setenv("MODELSCOPE_ENDPOINT", endpoint)
+    monkeypatch.setenv("MODELSCOPE_CACHE", str(cache))
+    for var in ("MODELSCOPE_DOMAIN", "MODELSCOPE_API_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+
+
 @dataclass
 class MsRequest:
     method: str

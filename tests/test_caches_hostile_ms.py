@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ms_origin import MsServer
+from tests.ms_origin import MsServer, use_endpoint
 from tests.test_modelscope import client_reads, ms_python
 
 PARTS = {"w.bin": b"w" * 300_000, "w.bin.part": b"the repo's own file, named like a partial\n",
@@ -29,10 +29,7 @@ def ms():
 
 @pytest.fixture
 def ms_env(home, ms, monkeypatch) -> dict:
-    monkeypatch.setenv("MODELSCOPE_ENDPOINT", ms.url)
-    monkeypatch.setenv("MODELSCOPE_CACHE", str(home / "ms"))
-    for var in ("MODELSCOPE_DOMAIN", "MODELSCOPE_API_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
+    use_endpoint(monkeypatch, ms.url, home / "ms")
     return os.environ.copy()
 
 

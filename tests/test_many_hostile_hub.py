@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from tests.keepalive import Listener
+from tests.ms_origin import use_endpoint
 
 COMMIT = "a" * 40
 
@@ -84,10 +85,7 @@ class PageIgnoringMs(Listener):
 def test_a_modelscope_listing_that_ignores_page_numbers_is_a_network_error(home, cli, monkeypatch):
     """Before: 31,787 pages in 30 s and no end."""
     ms = PageIgnoringMs()
-    monkeypatch.setenv("MODELSCOPE_ENDPOINT", ms.base)
-    monkeypatch.setenv("MODELSCOPE_CACHE", str(home / "ms"))
-    for var in ("MODELSCOPE_DOMAIN", "MODELSCOPE_API_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
+    use_endpoint(monkeypatch, ms.base, home / "ms")
     try:
         proc = cli("get", "ms://datasets/acme/loop", timeout=30)
     except subprocess.TimeoutExpired:
@@ -137,10 +135,7 @@ class RootIgnoringMs(Listener):
 @pytest.mark.parametrize("deeper", [False, True])
 def test_a_modelscope_folder_listing_that_never_ends_is_a_network_error(home, cli, monkeypatch, deeper):
     ms = RootIgnoringMs(deeper)
-    monkeypatch.setenv("MODELSCOPE_ENDPOINT", ms.base)
-    monkeypatch.setenv("MODELSCOPE_CACHE", str(home / "ms"))
-    for var in ("MODELSCOPE_DOMAIN", "MODELSCOPE_API_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
+    use_endpoint(monkeypatch, ms.base, home / "ms")
     try:
         proc = cli("get", "ms://acme/loop", timeout=60)
     except subprocess.TimeoutExpired:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import sigkill_when, start_cli
-from tests.ms_origin import MsServer
+from tests.ms_origin import MsServer, use_endpoint
 
 WEIGHTS = hashlib.sha256(b"ms-seed").digest() * (3 << 15)  # 3 MiB: redirected to the object store
 MODEL = {
@@ -41,10 +41,7 @@ def ms():
 
 @pytest.fixture
 def ms_env(home, ms, monkeypatch) -> dict:
-    monkeypatch.setenv("MODELSCOPE_ENDPOINT", ms.url)
-    monkeypatch.setenv("MODELSCOPE_CACHE", str(home / "ms"))
-    for var in ("MODELSCOPE_DOMAIN", "MODELSCOPE_API_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
+    use_endpoint(monkeypatch, ms.url, home / "ms")
     return os.environ.copy()
 
 
