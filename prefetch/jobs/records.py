@@ -16,6 +16,7 @@ there (``refresh_state``). Nothing here prints.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -187,6 +188,9 @@ _RECORD_TYPES: dict[str, tuple] = {
     "exit_code": (int, type(None)), "error": (str, type(None)), "log": (str,),
     "fail_fast": (bool,), "attempts": (int,), "cancel_requested": (bool,), "schema": (int,),
 }
+# Byte counts no file has (and ``status`` could not divide: 10**400 overflows a float).
+_MAX_BYTES = 1 << 62
+_SIZE_FIELDS = frozenset({"bytes", "total"})
 _FILE_TYPES: dict[str, tuple] = {
     "name": (str,), "dataset": (str,), "path": (str,), "state": (str,), "bytes": (int,),
     "total": (int, type(None)), "rate": _NUM, "eta": (*_NUM, type(None)),
@@ -204,6 +208,11 @@ def _check_types(data: Mapping, types: dict[str, tuple], what: str) -> dict:
         if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
             raise TypeError(f"{what}field {key!r} is {type(value).__name__} {value!r:.40}, "
                             f"expected {' or '.join(t.__name__ for t in allowed)}")
+        # Python's json reads NaN and Infinity (and 1e999 as inf); no field means them.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{what}field {key!r} is {value!r}")
+        if key in _SIZE_FIELDS and value is not None and not 0 <= value <= _MAX_BYTES:
+            raise ValueError(f"{what}field {key!r} is {value!r:.40}, not a byte count")
         out[key] = value
     return out
 
@@ -236,6 +245,11 @@ def record_from_dict(data: Mapping) -> JobRecord:
 def record_to_dict(record: JobRecord) -> dict:
     data = asdict(record)
     data["state"] = JobState(record.state).value
+    for f in data["files"]:  # never NaN or Infinity in a record (readers take them as corrupt)
+        if not math.isfinite(f["rate"]):
+            f["rate"] = 0.0
+        if f["eta"] is not None and not math.isfinite(f["eta"]):
+            f["eta"] = None
     return data
 
 

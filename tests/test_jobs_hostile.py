@@ -1,0 +1,138 @@
+"""A hostile review of job state: records and logs planted or torn, read by the real CLI.
+
+A shared PREFETCH_HOME (another uid, another host) or a torn write can leave anything
+at a record's or a log's name. ``status``, ``wait`` and ``log`` must answer with one
+line and an exit code, never a traceback, never hang, and ``status --json`` must stay
+JSON that any parser reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+
+def plant(home: Path, job_id: str, **fields) -> Path:
+    """Write a job record by hand (raw text when ``raw`` is given)."""
+    jobs = home / ".prefetch" / "state" / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    path = jobs / f"{job_id}.json"
+    raw = fields.pop("raw", None)
+    if raw is None:
+        record = {"id": job_id, "command": "get x", "request": {"names": ["x"]}, "state": "done",
+                  "exit_code": 0, "started": time.time(), "updated": time.time(),
+                  "files": [{"name": "a.bin", "dataset": "x", "path": "/nonexistent/a.bin",
+                             "state": "done", "bytes": 10, "total": 10}]}
+        record.update(fields)
+        raw = json.dumps(record)
+    path.write_text(raw, encoding="utf-8")
+    return path
+
+
+def strict_json(text: str):
+    """Parse as RFC 8259 JSON: NaN and Infinity (Python's extension) are refused."""
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def no_crash(result) -> None:
+    assert "internal error" not in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+
+
+def running_elsewhere(**file_fields) -> dict:
+    """A record a live worker on another host (a shared state dir) just wrote."""
+    other = "not-" + socket.gethostname()
+    f = {"name": "a.bin", "dataset": "x", "path": "/nonexistent/a.bin", "state": "downloading",
+         "bytes": 5, "total": 10, "rate": 1.0, "eta": 5.0}
+    f.update(file_fields)
+    return {"state": "running", "exit_code": None, "pid": 12345, "host": other, "files": [f]}
+
+
+@pytest.mark.parametrize("raw_number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_numbers_in_a_record(home, cli, raw_number):
+    """A record with NaN or Infinity (Python writes and reads them; JSON has none) is corrupt:
+    `status` crashed on an ETA of NaN, `status --json` printed NaN/Infinity, which no JSON
+    parser but Python's reads."""
+    record = running_elsewhere(rate=0.123456, eta=7.654321)
+    text = json.dumps({"id": "j1126-nan1", "command": "get x", "request": {"names": ["x"]},
+                       "started": time.time(), "updated": time.time(), **record})
+    text = text.replace("7.654321", raw_number).replace("0.123456", raw_number)
+    plant(home, "j1126-nan1", raw=text)
+
+    status = cli("status")
+    no_crash(status)
+    assert status.returncode == 0, status.stderr
+    assert "corrupt" in status.stdout
+
+    as_json = cli("status", "--json")
+    no_crash(as_json)
+    jobs = strict_json(as_json.stdout)["jobs"]
+    assert [j["state"] for j in jobs] == ["corrupt"]
+
+    waited = cli("wait", "j1126-nan1", timeout=30)
+    no_crash(waited)
+    assert waited.returncode == 1 and len(waited.stderr.strip().splitlines()) == 1, waited.stderr
+
+
+@pytest.mark.parametrize("field,value", [("bytes", 10**400), ("total", 10**400), ("bytes", -5),
+                                         ("total", -1)], ids=["bytes-huge", "total-huge",
+                                                                           "bytes-negative", "total-negative"])
+def test_out_of_range_sizes_in_a_record(home, cli, field, value):
+    """A byte count no file has (10**400: `status` crashed with OverflowError; negative:
+    shown as -5B) makes the record corrupt, not a crash or a nonsense row."""
+    files = [{"name": "a.bin", "dataset": "x", "path": "/nonexistent/a.bin", "state": "done",
+              "bytes": 10, "total": 10}]
+    files[0][field] = value
+    plant(home, "j1126-big1", files=files)
+    status = cli("status")
+    no_crash(status)
+    assert status.returncode == 0, status.stderr
+    assert "corrupt" in status.stdout
+    as_json = cli("status", "--json")
+    no_crash(as_json)
+    assert [j["state"] for j in strict_json(as_json.stdout)["jobs"]] == ["corrupt"]
+    waited = cli("wait", "j1126-big1", timeout=30)
+    no_crash(waited)
+    assert waited.returncode == 1
+
+
+def test_a_fifo_at_the_log_name_is_refused_not_waited_on(home, cli):
+    """`prefetch log JOB` with a FIFO planted at jobs/JOB.log (a shared state dir) hung
+    forever in open(); now one line and an exit code, at once."""
+    plant(home, "j1126-fifo")
+    log = home / ".prefetch" / "state" / "jobs" / "j1126-fifo.log"
+    os.mkfifo(log)
+    result = cli("log", "j1126-fifo", timeout=30)
+    no_crash(result)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "FIFO" in lines[0], result.stderr
+
+
+def test_a_record_whose_log_names_a_device_is_refused(home, cli):
+    """A record whose ``log`` names /dev/zero: `prefetch log` read it until memory ran out."""
+    plant(home, "j1126-zero", log="/dev/zero")
+    result = cli("log", "j1126-zero", timeout=30)
+    no_crash(result)
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_symlink_at_the_log_name_is_not_followed(home, cli, tmp_path):
+    """Another user's link at jobs/JOB.log pointing at a file of ours: `log` does not print
+    what it points to (prefetch never writes a log through a link either)."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET\n")
+    plant(home, "j1126-link")
+    (home / ".prefetch" / "state" / "jobs" / "j1126-link.log").symlink_to(secret)
+    result = cli("log", "j1126-link", timeout=30)
+    no_crash(result)
+    assert "TOP SECRET" not in result.stdout
+    assert result.returncode != 0 and len(result.stderr.strip().splitlines()) == 1, result.stderr
