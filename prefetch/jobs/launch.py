@@ -24,7 +24,7 @@ from prefetch.jobs.records import (
     write_record,
 )
 from prefetch.fs.processes import process_start_time
-from prefetch.jobs.liveness import get_job, worker_identity_proven
+from prefetch.jobs.liveness import get_job, refresh_state, worker_identity_proven
 from prefetch.fs.paths import expand_path
 
 
@@ -349,6 +349,13 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
     plan_request(request, env=env)  # the registry may have changed since: fail now, not in the worker
 
     def reset(rec: JobRecord) -> None:
+        # Again under the jobs lock: another resume may have started a worker since the check
+        # above (its record reset here would name our worker, which finds the run lock taken).
+        if refresh_state(rec).active:
+            raise UsageError(
+                f"job {job_id} is already {rec.state} again (pid {rec.pid}): another resume started it; "
+                f"`prefetch wait {job_id}` follows it"
+            )
         rec.state = JobState.QUEUED.value
         rec.pid = None
         rec.pid_start = None
