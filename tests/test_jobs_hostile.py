@@ -136,3 +136,31 @@ def test_a_symlink_at_the_log_name_is_not_followed(home, cli, tmp_path):
     no_crash(result)
     assert "TOP SECRET" not in result.stdout
     assert result.returncode != 0 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("request_text", ['{}', '{"bogus": 1}'], ids=["empty", "no-names"])
+def test_resume_of_a_record_whose_request_is_torn(home, cli, request_text):
+    """`resume` of a stopped job whose stored request lost its names crashed (internal error:
+    GetRequest.__init__() missing 'names'). One line now."""
+    record = {"id": "j1126-req1", "command": "get synth", "state": "interrupted", "exit_code": 7,
+              "started": time.time(), "updated": time.time(), "files": []}
+    text = json.dumps(record)[:-1] + f', "request": {request_text}}}'
+    plant(home, "j1126-req1", raw=text)
+    result = cli("resume", "j1126-req1", timeout=60)
+    no_crash(result)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "stored request is corrupt" in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("field,value", [("timeout", float("nan")), ("limit_rate", float("inf")),
+                                         ("timeout", float("-inf"))])
+def test_a_stored_request_with_nan_or_infinity_is_corrupt(field, value):
+    """Python's json reads NaN and Infinity from a record; no request field means them, and a
+    resumed worker would have been handed a NaN timeout."""
+    from prefetch.errors import UsageError
+    from prefetch.flow.request import GetRequest
+
+    with pytest.raises(UsageError, match="stored request is corrupt"):
+        GetRequest.from_dict({"names": ["synth"], field: value})
+    assert GetRequest.from_dict({"names": ["synth"], field: 3.5}).names == ["synth"]
