@@ -164,3 +164,32 @@ def test_a_stored_request_with_nan_or_infinity_is_corrupt(field, value):
     with pytest.raises(UsageError, match="stored request is corrupt"):
         GetRequest.from_dict({"names": ["synth"], field: value})
     assert GetRequest.from_dict({"names": ["synth"], field: 3.5}).names == ["synth"]
+
+
+def test_a_record_naming_a_live_process_that_is_no_worker(home, cli):
+    """A 'running' record with the pid and start time of a live process of ours that is not
+    this job's worker (planted in a shared state dir, or left from before a reboot where the
+    pid and start tick came round again): `cancel` sent it SIGTERM (a notebook kernel, say)
+    and `status` showed the job running for as long as that process lived (`wait` hung)."""
+    import subprocess
+    import sys
+
+    from prefetch.fs.processes import process_start_time
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        start = process_start_time(bystander.pid)
+        assert start is not None
+        plant(home, "j1126-kill", state="running", exit_code=None, pid=bystander.pid, pid_start=start,
+              host=socket.gethostname(), files=[])
+        status = cli("status", "--json")
+        assert [j["state"] for j in json.loads(status.stdout)["jobs"]] == ["interrupted"], status.stdout
+        cancelled = cli("cancel", "j1126-kill", timeout=60)
+        no_crash(cancelled)
+        assert cancelled.returncode == 0, cancelled.stderr
+        waited = cli("wait", "j1126-kill", timeout=60)
+        assert waited.returncode == 7, waited.stderr
+        assert bystander.poll() is None, "cancel signalled a process that is no worker of the job"
+    finally:
+        bystander.kill()
+        bystander.wait()
