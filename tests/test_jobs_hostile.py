@@ -193,3 +193,62 @@ def test_a_record_naming_a_live_process_that_is_no_worker(home, cli):
     finally:
         bystander.kill()
         bystander.wait()
+
+
+@pytest.fixture
+def full_state_dir(tmp_path, monkeypatch):
+    """PREFETCH_HOME on a real 64 KiB tmpfs, filled to the last byte (root only: CI's suite)."""
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (CI runs the suite as root)")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        home = mount / "home"
+        monkeypatch.setenv("PREFETCH_HOME", str(home))
+        yield home
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(directory: Path) -> None:
+    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (4096, 1):
+            try:
+                while os.write(fd, b"\0" * size):
+                    pass
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
+def test_a_full_disk_while_a_job_record_is_written(home, cli, full_state_dir, tmp_path):
+    """The state dir's disk is full: `get -b` and `resume` said 'internal error (a bug in
+    prefetch): OSError: [Errno 28]'. Now one line naming the disk, exit 5; nothing half
+    written is left as a record."""
+    jobs = full_state_dir / "state" / "jobs"
+    jobs.mkdir(parents=True)
+    target = tmp_path / "y.bin"
+    (jobs / "j1126-full.json").write_text(json.dumps({
+        "id": "j1126-full", "command": "get", "request": {"names": ["http://127.0.0.1:9/y.bin"],
+                                                          "output": str(target)},
+        "state": "interrupted", "exit_code": 7, "started": time.time(), "updated": time.time(),
+        "files": []}))
+    fill(full_state_dir.parent)
+
+    started = cli("get", "http://127.0.0.1:9/y.bin", "-o", str(target), "-b", timeout=60)
+    resumed = cli("resume", "j1126-full", timeout=60)
+    for result in (started, resumed):
+        no_crash(result)
+        assert result.returncode == 5, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "no space left" in lines[0], result.stderr
+    assert sorted(p.name for p in jobs.iterdir() if p.suffix == ".json") == ["j1126-full.json"]
+    assert not target.exists()

@@ -254,11 +254,20 @@ def record_to_dict(record: JobRecord) -> dict:
 
 
 def write_record(record: JobRecord, env: Mapping[str, str] | None = None) -> None:
-    """Write ``record`` atomically (temp file, fsync, rename); callers hold ``locked_jobs``."""
+    """Write ``record`` atomically (temp file, fsync, rename); callers hold ``locked_jobs``.
+
+    Raises:
+        LocalFileError: the disk is full or read-only (DiskFullError), or refuses otherwise.
+    """
     path = record_path(record.id, env)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(record_to_dict(record), indent=1)
-    replace_file(path, data.encode("utf-8"), durable=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, data.encode("utf-8"), durable=True)
+    except OSError as exc:  # a full or read-only disk: one line, not a crash (the old record stays)
+        from prefetch.fs.files import local_error
+
+        raise local_error(exc, path) from None
 
 
 def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
