@@ -70,3 +70,32 @@ def test_two_resumes_of_one_job_start_one_worker_and_status_stays_true(synth, or
     assert hashlib.sha256((home / ".keras" / "datasets" / "synth.bin").read_bytes()).hexdigest() == \
         hashlib.sha256(data).hexdigest()
     assert record(job_id).attempts == 2
+
+
+def test_a_record_under_another_jobs_name_does_not_clean_away_a_running_job(synth, origin, home, cli):
+    """A record file whose id is not its name (planted in a shared state dir, or copied):
+    `jobs clean` read jobs/j1126-fake.json saying 'j<running job> done' and removed the
+    running job's record, log and run lock; the job vanished from `status` and `wait` while
+    its worker went on. Now such a record is corrupt, and only its own files go."""
+    import json
+    import time
+
+    registry, data = synth
+    origin.rate = 150_000
+    job_id = job_id_from(cli("get", "synth", "--registry", str(registry), "--connections", "1", "-b").stdout)
+    poll(lambda: record(job_id).files[0].bytes > 0, what="bytes on disk")
+    jobs = home / ".prefetch" / "state" / "jobs"
+    (jobs / "j1126-fake.json").write_text(json.dumps({
+        "id": job_id, "command": "get synth", "request": {"names": ["synth"]}, "state": "done",
+        "exit_code": 0, "started": time.time(), "updated": time.time(), "files": []}))
+
+    cleaned = cli("jobs", "clean")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert (jobs / f"{job_id}.json").exists() and (jobs / f"{job_id}.log").exists()
+    assert not (jobs / "j1126-fake.json").exists()
+    assert record(job_id).state == "running"
+    origin.rate = None
+    waited = cli("wait", job_id, timeout=60)
+    assert waited.returncode == 0, waited.stderr
+    assert hashlib.sha256((home / ".keras" / "datasets" / "synth.bin").read_bytes()).hexdigest() == \
+        hashlib.sha256(data).hexdigest()

@@ -290,7 +290,11 @@ def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
     if raw is None:
         raise JobNotFoundError(f"no job {job_id!r} in {path.parent}; `prefetch status` lists jobs") from None
     try:
-        return record_from_dict(json.loads(raw.decode("utf-8")))
+        record = record_from_dict(json.loads(raw.decode("utf-8")))
+        if record.id != job_id:
+            # (planted or copied): written back, cleaned or cancelled, it would be another job's
+            raise ValueError(f"it is the record of job {record.id!r}, not {job_id!r}")
+        return record
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"job file {path} is corrupt ({exc.__class__.__name__}: {exc})") from None
 
