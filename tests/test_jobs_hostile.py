@@ -252,3 +252,29 @@ def test_a_full_disk_while_a_job_record_is_written(home, cli, full_state_dir, tm
         assert len(lines) == 1 and "no space left" in lines[0], result.stderr
     assert sorted(p.name for p in jobs.iterdir() if p.suffix == ".json") == ["j1126-full.json"]
     assert not target.exists()
+
+
+@pytest.mark.parametrize("field,value", [("rate", -100.0), ("eta", -1e300)])
+def test_a_negative_rate_or_eta_in_a_running_record(home, cli, field, value):
+    """A live-looking record (another host's, fresh) with a negative speed or ETA: `status`
+    showed '-100B/s' and an ETA of 300 digits. The worker never writes either below zero."""
+    record = running_elsewhere(**{field: value})
+    plant(home, "j1126-neg1", **record)
+    status = cli("status", "--json")
+    no_crash(status)
+    assert [j["state"] for j in strict_json(status.stdout)["jobs"]] == ["corrupt"], status.stdout
+    table = cli("status")
+    assert table.returncode == 0 and "corrupt" in table.stdout and "-100B/s" not in table.stdout
+
+
+def test_the_worker_never_writes_what_readers_call_corrupt(home):
+    """A rate window over a file that restarted from zero gives a negative rate; NaN and
+    Infinity can come out of a division. The record written is still one readers accept."""
+    from prefetch.jobs import FileStatus, JobRecord, load_record, write_record
+
+    files = [FileStatus(name=n, dataset="x", path=f"/nonexistent/{n}", state="downloading", bytes=1,
+                        total=10, rate=rate, eta=eta)
+             for n, rate, eta in [("a", -5.0, -1.0), ("b", float("nan"), float("inf")), ("c", 2.0, 4.5)]]
+    write_record(JobRecord(id="j1126-wrt1", command="get x", request={"names": ["x"]}, files=files))
+    back = load_record("j1126-wrt1")
+    assert [(f.rate, f.eta) for f in back.files] == [(0.0, None), (0.0, None), (2.0, 4.5)]

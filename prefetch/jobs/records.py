@@ -213,6 +213,8 @@ def _check_types(data: Mapping, types: dict[str, tuple], what: str) -> dict:
             raise ValueError(f"{what}field {key!r} is {value!r}")
         if key in _SIZE_FIELDS and value is not None and not 0 <= value <= _MAX_BYTES:
             raise ValueError(f"{what}field {key!r} is {value!r:.40}, not a byte count")
+        if key in ("rate", "eta") and value is not None and value < 0:  # (the worker's are >= 0)
+            raise ValueError(f"{what}field {key!r} is {value!r:.40}, below zero")
         out[key] = value
     return out
 
@@ -245,10 +247,10 @@ def record_from_dict(data: Mapping) -> JobRecord:
 def record_to_dict(record: JobRecord) -> dict:
     data = asdict(record)
     data["state"] = JobState(record.state).value
-    for f in data["files"]:  # never NaN or Infinity in a record (readers take them as corrupt)
-        if not math.isfinite(f["rate"]):
+    for f in data["files"]:  # never NaN, Infinity or below zero in a record (readers take them as corrupt)
+        if not (math.isfinite(f["rate"]) and f["rate"] >= 0):  # (a rate window whose file restarted)
             f["rate"] = 0.0
-        if f["eta"] is not None and not math.isfinite(f["eta"]):
+        if f["eta"] is not None and not (math.isfinite(f["eta"]) and f["eta"] >= 0):
             f["eta"] = None
     return data
 
