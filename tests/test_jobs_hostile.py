@@ -278,3 +278,16 @@ def test_the_worker_never_writes_what_readers_call_corrupt(home):
     write_record(JobRecord(id="j1126-wrt1", command="get x", request={"names": ["x"]}, files=files))
     back = load_record("j1126-wrt1")
     assert [(f.rate, f.eta) for f in back.files] == [(0.0, None), (0.0, None), (2.0, 4.5)]
+
+
+@pytest.mark.parametrize("command", ["wait", "cancel"])
+@pytest.mark.parametrize("timeout", ["nan", "-1"])
+def test_a_timeout_of_nan_or_below_zero_is_bad_input(home, cli, command, timeout):
+    """`wait --timeout nan` on a running job never gave up (no deadline is ever passed by
+    NaN); `--timeout -1` said 'timed out after -1s'. Both are bad input: one line, exit 2."""
+    plant(home, "j1126-tmo1", **running_elsewhere())
+    result = cli(command, "--timeout", timeout, "j1126-tmo1", timeout=30)
+    no_crash(result)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "invalid timeout" in lines[0], result.stderr

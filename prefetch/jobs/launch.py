@@ -16,6 +16,7 @@ from prefetch.jobs.records import (
     FileStatus,
     JobRecord,
     JobState,
+    check_timeout,
     jobs_dir,
     locked_jobs,
     new_job_id,
@@ -296,6 +297,7 @@ def cancel_job(job_id: str, *, timeout: float = 30.0, env: Mapping[str, str] | N
     """
     import signal
 
+    check_timeout(timeout)
     record = get_job(job_id, env)
     if not record.active:
         return record

@@ -164,6 +164,19 @@ def check_job_id(job_id: str) -> str:
     return job_id
 
 
+def check_timeout(timeout: float | None) -> float | None:
+    """Return ``timeout`` (seconds, or None: no limit) if it is one.
+
+    Raises:
+        UsageError: NaN (no deadline would ever pass: a wait without end) or below zero.
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+        raise UsageError(f"invalid timeout {timeout!r}: expected seconds, 0 or more")
+    return timeout
+
+
 def new_job_id(directory: Path) -> str:
     """A short, unused id: ``j`` + month and day + random hex (``j0518-a3f9``)."""
     day = time.strftime("%m%d", time.gmtime())
