@@ -422,12 +422,18 @@ def test_liveness_pid_reuse_zombies_and_other_hosts(home):
         base.update(kw)
         return JobRecord(**base)
 
-    me, my_start = os.getpid(), process_start_time(os.getpid())
-    assert my_start is not None
-    assert refresh_state(running(pid=me, pid_start=my_start)).state == "running"
-    # The same pid, but started at another time: a different process reusing the pid.
-    reused = refresh_state(running(pid=me, pid_start=my_start - 1))
-    assert reused.state == "interrupted" and reused.exit_code == 7
+    # A live process whose command line is this job's worker (python -m prefetch.jobs.worker ID).
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m",
+                               "prefetch.jobs.worker", "j0101-abcd"])
+    try:
+        me, my_start = worker.pid, poll(lambda: process_start_time(worker.pid), what="its start time")
+        assert refresh_state(running(pid=me, pid_start=my_start)).state == "running"
+        # The same pid, but started at another time: a different process reusing the pid.
+        reused = refresh_state(running(pid=me, pid_start=my_start - 1))
+        assert reused.state == "interrupted" and reused.exit_code == 7
+    finally:
+        worker.kill()
+        worker.wait()
     # A zombie (exited, not yet reaped) is not alive.
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     poll(lambda: Path(f"/proc/{child.pid}/stat").read_text().split(")")[-1].split()[0] == "Z", what="a zombie")

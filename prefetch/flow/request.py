@@ -8,7 +8,7 @@ The foreground CLI, the background worker and the Python API all build a
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, field
+from dataclasses import MISSING, asdict, field
 from typing import Mapping
 
 from prefetch.errors import UsageError
@@ -91,9 +91,16 @@ class GetRequest:
                 ok = value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)))
             if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force", "torch_hub") and value is None:
                 ok = False
+            if isinstance(value, float) and not (value == value and abs(value) != float("inf")):
+                ok = False  # NaN or Infinity: Python's json reads them, no field means them
             if not ok:
                 raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
                                  f"start again with `prefetch get ... -b`")
+        missing = [f.name for f in cls.__dataclass_fields__.values()
+                   if f.name not in fields and f.default is MISSING and f.default_factory is MISSING]
+        if missing:
+            raise UsageError(f"the job's stored request is corrupt: it has no {missing[0]!r}; "
+                             f"start again with `prefetch get ... -b`")
         return cls(**fields)
 
 

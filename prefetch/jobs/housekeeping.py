@@ -64,7 +64,16 @@ def iter_log(
     poll: float = 0.25,
     env: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
-    """The text of a job's log in chunks; with ``follow``, keep reading until the job ends."""
+    """The text of a job's log in chunks; with ``follow``, keep reading until the job ends.
+
+    Raises:
+        UnsafePathError: the log is not a regular file (a FIFO, a device, a link planted in
+            a shared state dir): never opened, so never waited on or read without end.
+    """
+    import os
+
+    from prefetch.fs.safefs import open_file
+
     record = get_job(job_id, env)
     path = record.log_path if record.log else jobs_dir(env) / f"{job_id}.log"
     position = 0
@@ -72,7 +81,7 @@ def iter_log(
     while True:
         finished = not follow or not get_job(job_id, env).active
         try:
-            with open(path, "rb") as fh:
+            with os.fdopen(open_file(path, os.O_RDONLY, own=False), "rb") as fh:
                 fh.seek(position)
                 data = fh.read()
         except FileNotFoundError:

@@ -16,6 +16,7 @@ from prefetch.jobs.records import (
     FileStatus,
     JobRecord,
     JobState,
+    check_timeout,
     jobs_dir,
     locked_jobs,
     new_job_id,
@@ -24,7 +25,7 @@ from prefetch.jobs.records import (
     write_record,
 )
 from prefetch.fs.processes import process_start_time
-from prefetch.jobs.liveness import get_job, worker_identity_proven
+from prefetch.jobs.liveness import get_job, refresh_state, worker_identity_proven
 from prefetch.fs.paths import expand_path
 
 
@@ -296,6 +297,7 @@ def cancel_job(job_id: str, *, timeout: float = 30.0, env: Mapping[str, str] | N
     """
     import signal
 
+    check_timeout(timeout)
     record = get_job(job_id, env)
     if not record.active:
         return record
@@ -349,6 +351,13 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
     plan_request(request, env=env)  # the registry may have changed since: fail now, not in the worker
 
     def reset(rec: JobRecord) -> None:
+        # Again under the jobs lock: another resume may have started a worker since the check
+        # above (its record reset here would name our worker, which finds the run lock taken).
+        if refresh_state(rec).active:
+            raise UsageError(
+                f"job {job_id} is already {rec.state} again (pid {rec.pid}): another resume started it; "
+                f"`prefetch wait {job_id}` follows it"
+            )
         rec.state = JobState.QUEUED.value
         rec.pid = None
         rec.pid_start = None

@@ -1,7 +1,8 @@
 """Is a job's worker still there? Process identity, the run lock, and the verdict.
 
 A record that says "running" is only believed while its worker provably runs:
-the pid with the start time recorded beside it (``/proc/<pid>/stat``), or, where
+the pid with the start time recorded beside it (``/proc/<pid>/stat``) and a command
+line that is this job's worker (``/proc/<pid>/cmdline``), or, where
 that is missing, the run lock (``jobs/<id>.run``) the worker holds. Otherwise the
 job is ``interrupted`` (``cancelled`` when a cancel was asked for).
 """
@@ -89,8 +90,24 @@ def worker_identity_proven(record: JobRecord, env: Mapping[str, str] | None = No
     if record.pid is None or (record.host and record.host != this_host()):
         return False
     if record.pid_start is not None and _proc_available():
-        return is_process_alive(record.pid, record.pid_start)
+        # The pid and its start time are what the record says: a planted record (a shared
+        # state dir) or one from before a reboot may name a live process of ours that is no
+        # worker. Its command line must be this job's worker too.
+        return is_process_alive(record.pid, record.pid_start) and runs_worker_of(record.pid, record.id)
     return run_lock_held(record.id, env) is True
+
+
+def runs_worker_of(pid: int, job_id: str) -> bool:
+    """Whether ``pid``'s command line is ``... -m prefetch.jobs.worker JOB_ID`` (from /proc)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    try:
+        at = args.index(b"prefetch.jobs.worker")
+    except ValueError:
+        return False
+    return args[at + 1 : at + 2] == [job_id.encode()]
 
 
 def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
@@ -117,7 +134,7 @@ def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
             return record
         alive = False
     elif record.pid_start is not None and _proc_available():
-        alive = is_process_alive(record.pid, record.pid_start)
+        alive = is_process_alive(record.pid, record.pid_start) and runs_worker_of(record.pid, record.id)
     else:
         # No start time to tell a reused pid apart: the worker's run lock decides; a
         # just-launched worker may not hold it yet.

@@ -16,6 +16,7 @@ there (``refresh_state``). Nothing here prints.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -163,6 +164,19 @@ def check_job_id(job_id: str) -> str:
     return job_id
 
 
+def check_timeout(timeout: float | None) -> float | None:
+    """Return ``timeout`` (seconds, or None: no limit) if it is one.
+
+    Raises:
+        UsageError: NaN (no deadline would ever pass: a wait without end) or below zero.
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+        raise UsageError(f"invalid timeout {timeout!r}: expected seconds, 0 or more")
+    return timeout
+
+
 def new_job_id(directory: Path) -> str:
     """A short, unused id: ``j`` + month and day + random hex (``j0518-a3f9``)."""
     day = time.strftime("%m%d", time.gmtime())
@@ -187,6 +201,9 @@ _RECORD_TYPES: dict[str, tuple] = {
     "exit_code": (int, type(None)), "error": (str, type(None)), "log": (str,),
     "fail_fast": (bool,), "attempts": (int,), "cancel_requested": (bool,), "schema": (int,),
 }
+# Byte counts no file has (and ``status`` could not divide: 10**400 overflows a float).
+_MAX_BYTES = 1 << 62
+_SIZE_FIELDS = frozenset({"bytes", "total"})
 _FILE_TYPES: dict[str, tuple] = {
     "name": (str,), "dataset": (str,), "path": (str,), "state": (str,), "bytes": (int,),
     "total": (int, type(None)), "rate": _NUM, "eta": (*_NUM, type(None)),
@@ -204,6 +221,13 @@ def _check_types(data: Mapping, types: dict[str, tuple], what: str) -> dict:
         if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
             raise TypeError(f"{what}field {key!r} is {type(value).__name__} {value!r:.40}, "
                             f"expected {' or '.join(t.__name__ for t in allowed)}")
+        # Python's json reads NaN and Infinity (and 1e999 as inf); no field means them.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{what}field {key!r} is {value!r}")
+        if key in _SIZE_FIELDS and value is not None and not 0 <= value <= _MAX_BYTES:
+            raise ValueError(f"{what}field {key!r} is {value!r:.40}, not a byte count")
+        if key in ("rate", "eta") and value is not None and value < 0:  # (the worker's are >= 0)
+            raise ValueError(f"{what}field {key!r} is {value!r:.40}, below zero")
         out[key] = value
     return out
 
@@ -236,15 +260,29 @@ def record_from_dict(data: Mapping) -> JobRecord:
 def record_to_dict(record: JobRecord) -> dict:
     data = asdict(record)
     data["state"] = JobState(record.state).value
+    for f in data["files"]:  # never NaN, Infinity or below zero in a record (readers take them as corrupt)
+        if not (math.isfinite(f["rate"]) and f["rate"] >= 0):  # (a rate window whose file restarted)
+            f["rate"] = 0.0
+        if f["eta"] is not None and not (math.isfinite(f["eta"]) and f["eta"] >= 0):
+            f["eta"] = None
     return data
 
 
 def write_record(record: JobRecord, env: Mapping[str, str] | None = None) -> None:
-    """Write ``record`` atomically (temp file, fsync, rename); callers hold ``locked_jobs``."""
+    """Write ``record`` atomically (temp file, fsync, rename); callers hold ``locked_jobs``.
+
+    Raises:
+        LocalFileError: the disk is full or read-only (DiskFullError), or refuses otherwise.
+    """
     path = record_path(record.id, env)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(record_to_dict(record), indent=1)
-    replace_file(path, data.encode("utf-8"), durable=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, data.encode("utf-8"), durable=True)
+    except OSError as exc:  # a full or read-only disk: one line, not a crash (the old record stays)
+        from prefetch.fs.files import local_error
+
+        raise local_error(exc, path) from None
 
 
 def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
@@ -267,7 +305,11 @@ def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
     if raw is None:
         raise JobNotFoundError(f"no job {job_id!r} in {path.parent}; `prefetch status` lists jobs") from None
     try:
-        return record_from_dict(json.loads(raw.decode("utf-8")))
+        record = record_from_dict(json.loads(raw.decode("utf-8")))
+        if record.id != job_id:
+            # (planted or copied): written back, cleaned or cancelled, it would be another job's
+            raise ValueError(f"it is the record of job {record.id!r}, not {job_id!r}")
+        return record
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"job file {path} is corrupt ({exc.__class__.__name__}: {exc})") from None
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from prefetch.errors import ExitCode, JobNotFoundError, WaitTimeoutError
 from prefetch.jobs.liveness import get_job, list_jobs
-from prefetch.jobs.records import GENERATED_ID_RE, JobRecord, JobState, files_in_place
+from prefetch.jobs.records import GENERATED_ID_RE, JobRecord, JobState, check_timeout, files_in_place
 
 
 @dataclass
@@ -49,7 +49,7 @@ def wait_jobs(
         WaitTimeoutError: ``timeout`` seconds passed first.
         JobNotFoundError, UsageError: unknown or invalid id.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
+    deadline = None if check_timeout(timeout) is None else time.monotonic() + timeout
     while True:
         records = [get_job(j, env) for j in job_ids]
         if on_poll is not None:
@@ -93,6 +93,7 @@ def wait_for(
         WaitTimeoutError: ``timeout`` passed first. JobNotFoundError: an unknown job id.
         UnknownDatasetError: a name that is neither a job nor a known dataset.
     """
+    check_timeout(timeout)
     env = dict(os.environ if env is None else env)
     all_jobs = list_jobs(env)
     by_id = {r.id: r for r in all_jobs}

@@ -29,6 +29,7 @@ from prefetch.errors import ExitCode
 from prefetch.fs.files import remove_dead_temps
 
 HEARTBEAT_SECONDS = 20.0  # the record is rewritten at least this often while running
+RUN_LOCK_WAIT_SECONDS = 15.0  # how long a new worker waits for the job's previous one to exit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,6 +85,12 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
     # Before any thread starts: Linux keeps nice and the I/O class per thread, new ones inherit.
     manners = _lower_priority(record)
     run_lock = jobs.hold_run_lock(job_id, env)  # held until this process ends: proof of identity for cancel
+    # The job's last worker may still be exiting (it wrote "cancelled" and `cancel` returned;
+    # `prefetch cancel J; prefetch resume J` in one cell): its lock goes with it, wait for that.
+    deadline = time.monotonic() + RUN_LOCK_WAIT_SECONDS
+    while run_lock is None and time.monotonic() < deadline and not stop.is_set():
+        time.sleep(0.05)
+        run_lock = jobs.hold_run_lock(job_id, env)
     if run_lock is None:
         print(f"prefetch worker: another worker runs job {job_id}", file=sys.stderr)
         return int(ExitCode.USAGE)
