@@ -18,8 +18,10 @@ from prefetch.mirrors.configs.backup import (
     Backup,
     RestoreResult,
     backups_root,
+    check_config_target,
     create_backup,
     list_backups,
+    load_backup,
     new_operation_id,
     read_text_file,
     restore_backup,
@@ -300,6 +302,10 @@ def use_mirror(
     operation = new_operation_id()
     if dry_run:
         return UseResult(mirror=mirror, outcomes=tuple(plans), dry_run=True, operation=operation, bench=bench)
+    for outcome in plans:  # refuse another user's or a locked file before the first write
+        for write in outcome.plan.writes if outcome.plan else ():
+            if write.changed:
+                check_config_target(write.path)
     outcomes = []
     marks = _read_marks(state_dir)
     for outcome in plans:
@@ -351,7 +357,14 @@ def restore_mirror(*, state_dir: Path, backup_id: str | None = None, tools: str 
     root = backups_root(state_dir)
     chosen = select_backups(root, backup_id=backup_id, tools=tool_list)
     operation = new_operation_id()
-    results = [restore_backup(backup, root=root, operation=operation) for backup in chosen]
+    loaded = [load_backup(backup) for backup in chosen]  # every copy checked before the first write
+    for backup in chosen:
+        for item in backup.files:
+            if item.existed:
+                check_config_target(item.path)
+    results = [
+        restore_backup(backup, root=root, operation=operation, blobs=blobs) for backup, blobs in zip(chosen, loaded)
+    ]
     # hosts we had added are no longer ours once the old file is back
     marks = _read_marks(state_dir)
     touched = {str(f.path) for r in results for f in r.files}

@@ -1,0 +1,127 @@
+"""Hostile review of `prefetch mirror use|restore` on configs that are odd or not ours.
+
+Real CLI processes, real pip; files owned by another uid need root (uid 65534 exists).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from mirror_helpers import isolate_tool_env, pip_user_conf
+
+NOBODY = 65534
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
+
+
+@pytest.fixture
+def env(home, monkeypatch):
+    return isolate_tool_env(monkeypatch, home)
+
+
+def _backups(home: Path) -> list[Path]:
+    root = Path(os.environ["PREFETCH_HOME"]) / "state" / "backups"
+    return sorted(root.iterdir()) if root.is_dir() else []
+
+
+@needs_root
+def test_a_config_linked_to_another_users_file_is_never_written_through(home, env, tmp_path):
+    theirs = tmp_path / "someone-else" / "pip.conf"
+    theirs.parent.mkdir()
+    theirs.write_bytes(b"[global]\ntimeout = 5\n")
+    os.chown(theirs, NOBODY, -1)
+    conf = pip_user_conf(home)
+    conf.parent.mkdir(parents=True)
+    conf.symlink_to(theirs)
+
+    done = run_cli("mirror", "use", "tuna", env=env)
+    assert done.returncode == 5, done.stderr
+    assert "another user (uid 65534)" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert theirs.read_bytes() == b"[global]\ntimeout = 5\n"
+    assert theirs.stat().st_uid == NOBODY  # replacing it would have made it root's
+    assert conf.is_symlink() and _backups(home) == []  # refused before any backup or write
+
+
+@needs_root
+def test_a_config_owned_by_another_uid_is_refused_and_keeps_its_owner(home, env):
+    conf = pip_user_conf(home)
+    conf.parent.mkdir(parents=True)
+    conf.write_bytes(b"[global]\r\ntimeout = 5")
+    os.chown(conf, NOBODY, -1)
+    done = run_cli("mirror", "use", "tuna", "--tool", "uv,pip", env=env)
+    assert done.returncode == 5 and "uid 65534" in done.stderr, done.stderr
+    assert conf.read_bytes() == b"[global]\r\ntimeout = 5" and conf.stat().st_uid == NOBODY
+    assert not (home / ".config" / "uv" / "uv.toml").exists()  # uv came first: nothing of the run was written
+
+
+def test_a_read_only_config_is_left_alone(home, env):
+    conf = pip_user_conf(home)
+    conf.parent.mkdir(parents=True)
+    conf.write_bytes(b"[global]\ntimeout = 5\n")
+    os.chmod(conf, 0o444)
+    done = run_cli("mirror", "use", "tuna", env=env)
+    assert done.returncode == 5 and "read-only (mode 0444)" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert conf.read_bytes() == b"[global]\ntimeout = 5\n"
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o444
+
+
+def test_own_symlinked_config_is_still_written_through_and_restored(home, env, tmp_path):
+    real = tmp_path / "dotfiles" / "pip.conf"
+    real.parent.mkdir()
+    original = b"# mine\r\n[global]\r\ntimeout = 5"
+    real.write_bytes(original)
+    conf = pip_user_conf(home)
+    conf.parent.mkdir(parents=True)
+    conf.symlink_to(real)
+    assert run_cli("mirror", "use", "tuna", env=env).returncode == 0
+    assert conf.is_symlink() and b"tuna" in real.read_bytes()
+    assert run_cli("mirror", "restore", env=env).returncode == 0
+    assert conf.is_symlink() and real.read_bytes() == original
+
+
+def _hf_use(home: Path, env: dict) -> tuple[Path, Path, bytes]:
+    bashrc = home / ".bashrc"
+    original = b"# my bashrc\r\nexport A=1"  # CRLF, no final newline
+    bashrc.write_bytes(original)
+    done = run_cli("mirror", "use", "hf-mirror", "--tool", "hf", env=env)
+    assert done.returncode == 0, done.stderr
+    (backup,) = _backups(home)
+    startup = home / ".ipython" / "profile_default" / "startup" / "00-prefetch-hf-endpoint.py"
+    assert startup.exists() and b"HF_ENDPOINT" in bashrc.read_bytes()
+    return backup, startup, original
+
+
+def test_restore_with_a_missing_copy_changes_no_file(home, env):
+    backup, startup, original = _hf_use(home, env)
+    meta = json.loads((backup / "meta.json").read_text())
+    blob = next(f["blob"] for f in meta["files"] if f["existed"])
+    (backup / blob).unlink()
+    after_use = (home / ".bashrc").read_bytes()
+
+    done = run_cli("mirror", "restore", env=env)
+    assert done.returncode == 5 and "nothing was restored" in done.stderr, done.stderr
+    assert startup.exists()  # not removed while the .bashrc could not be put back
+    assert (home / ".bashrc").read_bytes() == after_use
+    assert _backups(home) == [backup]  # no pre-restore backup of a restore that did not happen
+
+
+def test_restore_of_a_tampered_copy_is_refused_then_works_once_repaired(home, env):
+    backup, startup, original = _hf_use(home, env)
+    meta = json.loads((backup / "meta.json").read_text())
+    blob = backup / next(f["blob"] for f in meta["files"] if f["existed"])
+    blob.write_bytes(b"rm -rf ~\n")
+    after_use = (home / ".bashrc").read_bytes()
+
+    done = run_cli("mirror", "restore", env=env)
+    assert done.returncode == 4 and "changed after it was saved" in done.stderr, done.stderr
+    assert startup.exists() and (home / ".bashrc").read_bytes() == after_use
+
+    blob.write_bytes(original)
+    assert run_cli("mirror", "restore", env=env).returncode == 0
+    assert not startup.exists() and (home / ".bashrc").read_bytes() == original
