@@ -125,3 +125,63 @@ def test_restore_of_a_tampered_copy_is_refused_then_works_once_repaired(home, en
     blob.write_bytes(original)
     assert run_cli("mirror", "restore", env=env).returncode == 0
     assert not startup.exists() and (home / ".bashrc").read_bytes() == original
+
+
+def _pip_config(env: dict) -> dict[str, str]:
+    import subprocess
+    import sys
+
+    from prefetch.mirrors.configs.pip import parse_config_list
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr  # pip can still load every file
+    return {k: v for k, v in parse_config_list(done.stdout).items() if not k.startswith(":env:")}
+
+
+TUNA = "https://pypi.tuna.tsinghua.edu.cn/simple"
+
+
+@pytest.mark.parametrize(
+    "original, expected",
+    [
+        # an indented key is a key for configparser, not a continuation: replaced, never duplicated
+        (b"[global]\n  index-url = https://old/simple\n  timeout = 5\n", {"global.timeout": "5"}),
+        (b"[global]\n\tindex-url = https://old/simple\n", {}),
+        # an indented header is still a header: the new key must land in [global], not [install]
+        (b"[global]\n  timeout = 5\n  [install]\n  no-cache-dir = true\n",
+         {"global.timeout": "5", "install.no-cache-dir": "true"}),
+        # index_url and index-url are one key for pip (the last wins): the one pip uses is changed
+        (b"[global]\r\nindex_url = https://a/simple\r\nindex-url = https://b/simple", {}),
+    ],
+)
+def test_odd_but_valid_pip_conf_is_edited_as_pip_reads_it(home, env, original, expected):
+    conf = pip_user_conf(home)
+    conf.parent.mkdir(parents=True)
+    conf.write_bytes(original)
+    done = run_cli("mirror", "use", "tuna", env=env)
+    assert done.returncode == 0 and "pip still resolves" not in done.stderr, done.stderr
+    wanted = {"global.index-url": TUNA, **expected}
+    seen = _pip_config(env)
+    assert {k: seen.get(k) for k in wanted} == wanted and "install.index-url" not in seen
+    assert run_cli("mirror", "restore", env=env).returncode == 0
+    assert conf.read_bytes() == original
+
+
+@pytest.mark.parametrize(
+    "original, needle",
+    [
+        (b"\xef\xbb\xbf[global]\nindex-url = https://old/simple\n", "byte-order mark"),
+        (b"[global]\ntimeout = 5\n[global]\nretries = 1\n", "section 'global' already exists"),
+        (b"index-url = https://old/simple\n", "no section headers"),
+    ],
+)
+def test_a_pip_conf_pip_cannot_load_is_refused_not_made_worse(home, env, original, needle):
+    conf = pip_user_conf(home)
+    conf.parent.mkdir(parents=True)
+    conf.write_bytes(original)
+    done = run_cli("mirror", "use", "tuna", env=env)
+    assert done.returncode == 5 and needle in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert conf.read_bytes() == original and _backups(home) == []

@@ -176,7 +176,7 @@ def plan_tool(
         old = read_text_file(target)
         assert mirror.pypi
         edit = pipconf.edit_pip_conf(
-            old, index_url=mirror.pypi, trusted_host=mirror.trusted_host, drop_hosts=owned(target)
+            old, index_url=mirror.pypi, trusted_host=mirror.trusted_host, drop_hosts=owned(target), path=target
         )
         warnings = pipconf.pip_override_warnings(target, index_url=mirror.pypi, env=env, prefix=prefix)
         warnings += pipconf.command_section_warnings(target, edit.text, index_url=mirror.pypi)
