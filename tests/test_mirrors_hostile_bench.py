@@ -1,0 +1,53 @@
+"""Hostile review of `mirror bench`: a mirror that answers 200 with something that is not the file."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import run_cli
+from mirror_helpers import BENCH_FILE, Server, build_simple_index, isolate_tool_env, pip_user_conf, write_user_mirrors
+
+from prefetch.mirrors.bench import BenchStatus, bench_mirrors
+from prefetch.mirrors.catalog import Mirror
+
+PAYLOAD = os.urandom(256 * 1024)
+
+
+def test_a_mirror_serving_a_short_non_html_error_body_is_never_the_fastest(tmp_path):
+    """Its index lists the real wheel (with its sha256); the file URL answers 200 with a tiny JSON
+    error. Before: status ok with a rate (42 bytes in a few ms), a candidate for fastest."""
+    honest_root, liar_root = tmp_path / "honest", tmp_path / "liar"
+    build_simple_index(honest_root, {"pip": {BENCH_FILE: PAYLOAD}})
+    build_simple_index(liar_root, {"pip": {BENCH_FILE: PAYLOAD}})
+    (liar_root / "packages" / BENCH_FILE).write_bytes(b'{"code": 403, "message": "access denied"}\n')
+    honest = Server(honest_root, rate=64 * 1024).start()
+    liar = Server(liar_root).start()
+    try:
+        report = bench_mirrors(
+            [Mirror("liar", pypi=f"{liar.url}/simple"), Mirror("honest", pypi=f"{honest.url}/simple")],
+            deadline=1.5,
+        )
+    finally:
+        honest.stop()
+        liar.stop()
+    by_name = {r.name: r for r in report.results}
+    assert f"/packages/{BENCH_FILE}" in liar.paths  # it was asked for the file, and answered 200
+    assert by_name["liar"].status is BenchStatus.ERROR and "sha256" in by_name["liar"].error
+    assert report.fastest is not None and report.fastest.name == "honest"
+    assert by_name["honest"].status in (BenchStatus.OK, BenchStatus.PARTIAL)
+
+
+def test_use_fastest_never_configures_a_mirror_that_serves_the_wrong_bytes(home, monkeypatch, tmp_path):
+    root = tmp_path / "liar"
+    build_simple_index(root, {"pip": {BENCH_FILE: PAYLOAD}})
+    (root / "packages" / BENCH_FILE).write_bytes(b"blocked\n")
+    liar = Server(root).start()
+    env = isolate_tool_env(monkeypatch, home)
+    write_user_mirrors(home, f'[mirrors.liar]\npypi = "{liar.url}/simple"\n')
+    try:
+        done = run_cli("mirror", "use", "fastest", "--among", "liar", "--deadline", "2", env=env)
+    finally:
+        liar.stop()
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert not pip_user_conf(home).exists()
