@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Mapping
 
 _REPLACED = ("default_channels", "custom_channels", "show_channel_urls")
-_TOP_KEY = re.compile(r"^([A-Za-z_][\w.-]*)\s*:")
+_TOP_KEY = re.compile(r"""^(["']?)([A-Za-z_][\w.-]*)\1\s*:""")  # quoted keys are the same key to YAML
+_BOM = "\ufeff"
 
 
 @dataclass(frozen=True)
@@ -101,14 +102,20 @@ def _blocks(lines: list[str]) -> list[tuple[str | None, int, int]]:
                     stop = ahead
                     continue
             break
-        spans.append((match.group(1), index, stop))
+        spans.append((match.group(2), index, stop))
         index = stop
     return spans
 
 
 def edit_condarc(text: str | None, *, base: str) -> str:
-    """Return ``.condarc`` text pointing conda's channels at mirror ``base``."""
+    """Return ``.condarc`` text pointing conda's channels at mirror ``base``.
+
+    A leading byte-order mark is kept and does not hide the first key (YAML skips it, so a
+    second ``channels:`` would be a duplicate key, which conda's ruamel.yaml refuses).
+    """
     text = text or ""
+    if text.startswith(_BOM):
+        return _BOM + edit_condarc(text[1:], base=base)
     newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
     kept: list[str] = []
@@ -140,7 +147,7 @@ def conda_override_warnings(*, env: Mapping[str, str] | None = None) -> list[str
         )
     prefix = env.get("CONDA_PREFIX")
     if prefix and (Path(prefix) / ".condarc").is_file():
-        text = (Path(prefix) / ".condarc").read_text(encoding="utf-8", errors="replace")
+        text = (Path(prefix) / ".condarc").read_text(encoding="utf-8-sig", errors="replace")
         if re.search(r"^(default_channels|channels)\s*:", text, re.M):
             warnings.append(
                 f"{Path(prefix) / '.condarc'} (the active environment's) sets channels and beats ~/.condarc;"
@@ -153,7 +160,7 @@ def read_conda_effective(*, env: Mapping[str, str] | None = None) -> CondaEffect
     """The base URL of the first ``default_channels`` entry in ``~/.condarc``."""
     path = condarc_path(env=env)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
     except OSError:
         return CondaEffective(base=None, source=f"{path} (absent): conda's defaults (repo.anaconda.com)")
     lines = text.splitlines()
