@@ -64,6 +64,8 @@ def test_a_read_only_config_is_left_alone(home, env):
     conf.parent.mkdir(parents=True)
     conf.write_bytes(b"[global]\ntimeout = 5\n")
     os.chmod(conf, 0o444)
+    dry = run_cli("mirror", "use", "tuna", "--dry-run", env=env)
+    assert dry.returncode == 5 and "read-only" in dry.stderr, dry.stderr  # a dry run tells the same truth
     done = run_cli("mirror", "use", "tuna", env=env)
     assert done.returncode == 5 and "read-only (mode 0444)" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

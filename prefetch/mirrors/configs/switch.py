@@ -299,13 +299,13 @@ def use_mirror(
             continue
         plan = plan_tool(mirror, tool, scope=scope, env=env, state_dir=state_dir, prefix=prefix)
         plans.append(ToolOutcome(plan=plan, tool=tool))
-    operation = new_operation_id()
-    if dry_run:
-        return UseResult(mirror=mirror, outcomes=tuple(plans), dry_run=True, operation=operation, bench=bench)
-    for outcome in plans:  # refuse another user's or a locked file before the first write
+    for outcome in plans:  # refuse another user's or a locked file before the first write (and in a dry run)
         for write in outcome.plan.writes if outcome.plan else ():
             if write.changed:
                 check_config_target(write.path)
+    operation = new_operation_id()
+    if dry_run:
+        return UseResult(mirror=mirror, outcomes=tuple(plans), dry_run=True, operation=operation, bench=bench)
     outcomes = []
     marks = _read_marks(state_dir)
     for outcome in plans:
