@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from mirror_helpers import isolate_tool_env, pip_user_conf
+from mirror_helpers import isolate_tool_env, pip_user_conf, write_user_mirrors
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
@@ -130,7 +131,6 @@ def test_restore_of_a_tampered_copy_is_refused_then_works_once_repaired(home, en
 
 
 def _pip_config(env: dict) -> dict[str, str]:
-    import subprocess
     import sys
 
     from prefetch.mirrors.configs.pip import parse_config_list
@@ -187,3 +187,17 @@ def test_a_pip_conf_pip_cannot_load_is_refused_not_made_worse(home, env, origina
     assert done.returncode == 5 and needle in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert conf.read_bytes() == original and _backups(home) == []
+
+
+def test_a_block_whose_end_marker_was_deleted_never_swallows_the_users_lines(home, env):
+    write_user_mirrors(home, '[mirrors.other]\nhf = "https://other.example"\n')
+    bashrc = home / ".bashrc"
+    mine = "alias ll='ls -l'\nexport PATH=/opt/bin:$PATH\n"
+    # the user (or an editor) removed our END line; their own lines follow the orphan BEGIN
+    bashrc.write_text(f"a=1\n# >>> prefetch HF_ENDPOINT >>>\nexport HF_ENDPOINT=https://old\n{mine}")
+    assert run_cli("mirror", "use", "hf-mirror", "--tool", "hf", env=env).returncode == 0
+    assert run_cli("mirror", "use", "other", "--tool", "hf", env=env).returncode == 0
+    assert mine in bashrc.read_text()
+    seen = subprocess.run(["bash", "-c", 'source "$HOME/.bashrc"; echo "$HF_ENDPOINT"'], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert seen.stdout.strip() == "https://other.example", seen.stderr

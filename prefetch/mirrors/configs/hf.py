@@ -66,7 +66,11 @@ def edit_shell_rc(text: str | None, *, endpoint: str) -> str:
     text = text or ""
     newline = "\r\n" if "\r\n" in text else "\n"
     block = f"{BEGIN}{newline}export HF_ENDPOINT={shlex.quote(endpoint)}{newline}{END}{newline}"
-    pattern = re.compile(rf"{re.escape(BEGIN)}.*?{re.escape(END)}[^\S\r\n]*(\r?\n|$)", re.S)
+    # a block never spans another BEGIN: a BEGIN whose END the user deleted must not swallow
+    # every line down to the next block's END
+    pattern = re.compile(
+        rf"{re.escape(BEGIN)}(?:(?!{re.escape(BEGIN)}).)*?{re.escape(END)}[^\S\r\n]*(\r?\n|$)", re.S
+    )
     if pattern.search(text):
         return pattern.sub(lambda _: block, text, count=1)
     if text and not text.endswith(("\n", "\r")):
