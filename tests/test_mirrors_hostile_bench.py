@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from conftest import run_cli
-from mirror_helpers import BENCH_FILE, Server, build_simple_index, isolate_tool_env, pip_user_conf, write_user_mirrors
+from mirror_helpers import (
+    BENCH_FILE,
+    Server,
+    build_simple_index,
+    closed_port_url,
+    isolate_tool_env,
+    pip_user_conf,
+    write_user_mirrors,
+)
 
 from prefetch.mirrors.bench import BenchStatus, bench_mirrors
 from prefetch.mirrors.catalog import Mirror
@@ -49,5 +58,26 @@ def test_use_fastest_never_configures_a_mirror_that_serves_the_wrong_bytes(home,
     finally:
         liar.stop()
     assert done.returncode == 3, (done.stdout, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert not pip_user_conf(home).exists()
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["mirror", "bench", "refused", "--deadline", "nan"], "'--deadline'"),  # nan passes a range check
+        (["mirror", "bench", "refused", "--deadline", "inf"], "'--deadline'"),  # would never end
+        (["mirror", "use", "fastest", "--among", "refused", "--deadline", "NaN"], "'--deadline'"),
+        (["doctor", "--no-sources", "--deadline", "nan"], "'--deadline'"),
+        # `--among "$LIST"` with an empty LIST benched every mirror of the catalog and switched pip
+        (["mirror", "use", "fastest", "--among", "", "--deadline", "0.5"], "'--among'"),
+        (["mirror", "use", "fastest", "--among", " , ", "--deadline", "0.5"], "'--among'"),
+    ],
+)
+def test_bad_deadline_or_empty_among_is_one_usage_line(home, monkeypatch, args, needle):
+    env = isolate_tool_env(monkeypatch, home)
+    write_user_mirrors(home, f'[mirrors.refused]\npypi = "{closed_port_url()}/simple"\n')
+    done = run_cli(*args, env=env, timeout=60)
+    assert done.returncode == 2 and needle in done.stderr, (done.returncode, done.stderr)
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not pip_user_conf(home).exists()
