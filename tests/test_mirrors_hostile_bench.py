@@ -81,3 +81,52 @@ def test_bad_deadline_or_empty_among_is_one_usage_line(home, monkeypatch, args, 
     assert done.returncode == 2 and needle in done.stderr, (done.returncode, done.stderr)
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not pip_user_conf(home).exists()
+
+
+class _Trickle:
+    """Answers the probe at once (200, octet-stream, 1 MB announced), then one byte every 0.2 s."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+        import time
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(1 << 20))
+                self.end_headers()
+                try:
+                    for _ in range(150):
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                except OSError:
+                    pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_trickling_mirror_is_partial_with_its_bytes_not_no_answer():
+    """The web-page sniff peeked at 512 bytes, which a trickle takes 100 s to send: the worker
+    was abandoned at the deadline and the mirror reported as 'no answer' with 0 bytes."""
+    server = _Trickle()
+    try:
+        report = bench_mirrors([Mirror("trickle", pypi=f"{server.url}/simple", probe=f"{server.url}/p.whl")],
+                               deadline=1.5)
+    finally:
+        server.stop()
+    (only,) = report.results
+    assert only.status is BenchStatus.PARTIAL and only.bytes > 0, only
+    assert "cut off" in only.error

@@ -21,6 +21,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from prefetch.net.http import Client, Timeouts, follow_redirects
 from prefetch.net.failures import TransientHTTPError
+from prefetch.net.sniff import looks_like_html
 from prefetch.mirrors.catalog import DEFAULT_BENCH_FILE, DEFAULT_BENCH_PROJECT, Mirror
 
 _HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
@@ -174,9 +175,13 @@ def measure_mirror(
             return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency,
                           error="a web page instead of the probe file: probably a captive portal or block page")
         hasher = hashlib.sha256() if digest else None
-        received, finished = _read_until(response, remaining, hasher)
+        head = bytearray()
+        received, finished = _read_until(response, remaining, hasher, head)
         elapsed = max(clock() - headers_at, 1e-6)
         rate = received / elapsed if received else None
+        if looks_like_html(bytes(head)):
+            return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency,
+                          error="a web page instead of the probe file: probably a captive portal or block page")
         if finished and hasher is not None and hasher.hexdigest() != digest:
             return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency, bytes=received,
                           error=f"the {received} bytes served as the probe file do not match the index's sha256:"
@@ -196,15 +201,11 @@ def measure_mirror(
 
 
 def _web_page(response) -> bool:
-    """A portal's page answered for the probe: its speed says nothing about the mirror."""
-    from prefetch.net.sniff import html_content_type, looks_like_html
+    """A portal's page answered for the probe (by its type; its first bytes are sniffed as they
+    are read: a ``peek`` waits for 512 bytes, past the deadline on a mirror that trickles)."""
+    from prefetch.net.sniff import html_content_type
 
-    if html_content_type(response.headers.get("Content-Type")):
-        return True
-    try:
-        return looks_like_html(response.peek(512))
-    except Exception:  # noqa: BLE001 - the read below meets the same trouble and reports it
-        return False
+    return html_content_type(response.headers.get("Content-Type"))
 
 
 def _timeouts(seconds: float) -> Timeouts:
@@ -216,8 +217,11 @@ def _cut(deadline: float) -> str:
     return f"cut off at the {deadline:g}s deadline"
 
 
-def _read_until(response, remaining: Callable[[], float], hasher=None) -> tuple[int, bool]:
-    """Read the body until its end or the deadline (fed to ``hasher``); return (bytes, finished)."""
+def _read_until(
+    response, remaining: Callable[[], float], hasher=None, head: bytearray | None = None
+) -> tuple[int, bool]:
+    """Read the body until its end or the deadline (fed to ``hasher``; its first 512 bytes
+    kept in ``head``); return (bytes, finished)."""
     import http.client
 
     buffer = memoryview(bytearray(256 << 10))
@@ -232,6 +236,8 @@ def _read_until(response, remaining: Callable[[], float], hasher=None) -> tuple[
             received += n
             if hasher is not None:
                 hasher.update(buffer[:n])
+            if head is not None and len(head) < 512:
+                head += buffer[: min(n, 512 - len(head))]
     except (http.client.HTTPException, OSError):
         return received, False
     finally:
