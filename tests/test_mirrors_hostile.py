@@ -201,3 +201,19 @@ def test_a_block_whose_end_marker_was_deleted_never_swallows_the_users_lines(hom
     seen = subprocess.run(["bash", "-c", 'source "$HOME/.bashrc"; echo "$HF_ENDPOINT"'], env=env,
                           capture_output=True, text=True, timeout=60)
     assert seen.stdout.strip() == "https://other.example", seen.stderr
+
+
+def test_show_names_the_file_that_really_sets_pips_index(home, env):
+    """`pip config debug` lists a variant's merged keys under each of its files, so a key of the
+    legacy ~/.pip/pip.conf also appears under ~/.config/pip/pip.conf; the message blamed the
+    file prefetch had just written."""
+    legacy = home / ".pip" / "pip.conf"
+    legacy.parent.mkdir()
+    legacy.write_text("[install]\nindex-url = https://legacy.example/simple\n")
+    done = run_cli("mirror", "use", "tuna", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "[install] index-url = https://legacy.example/simple" in done.stderr  # warned about
+    assert f"set by {legacy})" in done.stdout, done.stdout
+    show = json.loads(run_cli("mirror", "show", "--json", env=env).stdout)
+    pip_row = next(row for row in show["tools"] if row["tool"] == "pip")
+    assert pip_row["url"] == "https://legacy.example/simple" and pip_row["source"] == str(legacy)

@@ -17,6 +17,7 @@ from typing import Mapping
 
 from prefetch.mirrors.configs.ini import (
     get_ini_value,
+    normalise_key,
     pip_parse_error,
     read_ini_values,
     remove_ini_key,
@@ -374,8 +375,18 @@ def parse_config_debug(output: str) -> tuple[list[PipFile], dict[Path, dict[str,
 
 
 def _source_file(files: list[PipFile], keys: dict[Path, dict[str, str]], key: str) -> str:
+    """The last file (in pip's load order) that sets ``key`` (``section.name``) itself.
+
+    ``pip config debug`` lists under each file the keys merged so far for its whole variant,
+    so with ``~/.pip/pip.conf`` and ``~/.config/pip/pip.conf`` both present, a key of the first
+    is listed under the second too: each candidate's own text is checked.
+    """
+    section, _, name = key.partition(".")
     source = "unknown file"
     for item in files:
-        if key in keys.get(item.path, {}):
+        if key not in keys.get(item.path, {}):
+            continue
+        text = _read_quietly(item.path)
+        if text is None or (section, normalise_key(name)) in read_ini_values(text):
             source = str(item.path)
     return source
