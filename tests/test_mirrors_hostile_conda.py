@@ -55,3 +55,31 @@ def test_condarc_with_a_bom_or_quoted_keys_gets_no_duplicate_key(home, env, orig
     assert TUNA in show.stdout, show.stdout
     assert run_cli("mirror", "restore", env=env).returncode == 0
     assert condarc.read_bytes() == original
+
+
+@pytest.mark.parametrize(
+    "original",
+    [
+        b"default_channels: [\n  https://old/pkgs/main,\n  https://old/pkgs/r\n]\nchannels:\n  - defaults\n"
+        b"custom_channels: {\n  bioconda: https://x/cloud,\n  mine: https://y/cloud\n}\nssl_verify: true\n",
+        b"custom_channels: {bioconda: https://x/cloud, mine: https://y/cloud}  # on one line\r\nssl_verify: true\r\n",
+    ],
+)
+def test_multi_line_flow_collections_are_replaced_whole(home, env, original):
+    """A `key: [` ... `]` list with the bracket back at column 0 was cut after its first line:
+    the lone `]` and `}` stayed behind and conda could not parse the file."""
+    condarc = home / ".condarc"
+    condarc.write_bytes(original)
+    done = run_cli("mirror", "use", "tuna", "--tool", "conda", env=env)
+    assert done.returncode == 0, done.stderr
+    text = condarc.read_bytes().decode("utf-8")
+    keys = _top_level_keys(text)
+    assert len(keys) == len(set(keys)), keys
+    data = yaml.safe_load(text)
+    assert data["ssl_verify"] is True and data["default_channels"][0] == f"{TUNA}/pkgs/main"
+    assert data["custom_channels"] == {
+        "conda-forge": f"{TUNA}/cloud", "pytorch": f"{TUNA}/cloud",
+        "bioconda": "https://x/cloud", "mine": "https://y/cloud",
+    }
+    assert run_cli("mirror", "restore", env=env).returncode == 0
+    assert condarc.read_bytes() == original

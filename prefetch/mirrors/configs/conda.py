@@ -44,11 +44,13 @@ def _custom_entries(lines: list[str]) -> list[str]:
     """The user's ``custom_channels`` entries other than the mirrored ones, as ``name: url`` lines."""
     head = lines[0].split(":", 1)[1].strip() if lines else ""
     items: list[tuple[str, str]] = []
-    if head.startswith("{"):  # flow style: custom_channels: {a: url, b: url}
-        for item in head.strip("{} \r\n").split(","):
+    if head.startswith("{"):  # flow style: custom_channels: {a: url, b: url}, on one line or several
+        flow = " ".join([head, *(_uncommented(line).strip() for line in lines[1:])])
+        for item in flow[flow.index("{") + 1 : flow.rfind("}") if "}" in flow else None].split(","):
             name, _, url = item.partition(":")
             if name.strip() and url.strip():
                 items.append((name.strip().strip("'\""), url.strip()))
+        lines = []
     for line in lines[1:]:
         match = _ENTRY.match(line.rstrip("\r\n"))
         if match:
@@ -77,8 +79,24 @@ def render_condarc_channels(base: str, *, with_channels: bool, newline: str = "\
     return newline.join(lines) + newline
 
 
+def _uncommented(line: str) -> str:
+    """``line`` without a ``# comment`` (a ``#`` at the start or after a space)."""
+    match = re.search(r"(^|\s)#", line)
+    return line[: match.start()] if match else line
+
+
+def _depth(line: str) -> int:
+    """How many flow brackets (``[``/``{``) ``line`` leaves open (URLs carry none)."""
+    text = _uncommented(line)
+    return text.count("[") + text.count("{") - text.count("]") - text.count("}")
+
+
 def _blocks(lines: list[str]) -> list[tuple[str | None, int, int]]:
-    """(top-level key or None, start, end exclusive) spans of a YAML mapping's text."""
+    """(top-level key or None, start, end exclusive) spans of a YAML mapping's text.
+
+    A block runs over its indented and ``-`` lines, and over every line of a flow
+    collection left open on it (``key: [`` ... ``]``, the bracket back at column 0).
+    """
     spans: list[tuple[str | None, int, int]] = []
     index = 0
     while index < len(lines):
@@ -88,8 +106,13 @@ def _blocks(lines: list[str]) -> list[tuple[str | None, int, int]]:
             index += 1
             continue
         stop = index + 1
+        depth = _depth(lines[index])
         while stop < len(lines):
             line = lines[stop]
+            if depth > 0:
+                depth += _depth(line)
+                stop += 1
+                continue
             if line[:1] in (" ", "\t", "-") and line.strip():
                 stop += 1
                 continue
