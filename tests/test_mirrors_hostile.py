@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,8 +132,6 @@ def test_restore_of_a_tampered_copy_is_refused_then_works_once_repaired(home, en
 
 
 def _pip_config(env: dict) -> dict[str, str]:
-    import sys
-
     from prefetch.mirrors.configs.pip import parse_config_list
 
     done = subprocess.run(
@@ -217,3 +216,34 @@ def test_show_names_the_file_that_really_sets_pips_index(home, env):
     show = json.loads(run_cli("mirror", "show", "--json", env=env).stdout)
     pip_row = next(row for row in show["tools"] if row["tool"] == "pip")
     assert pip_row["url"] == "https://legacy.example/simple" and pip_row["source"] == str(legacy)
+
+
+def _ipython(env: dict, cwd, code: str, *quick: str) -> str:
+    """The last line a real IPython session (HF_ENDPOINT not inherited) prints for ``code``."""
+    env = {k: v for k, v in env.items() if k != "HF_ENDPOINT"}
+    done = subprocess.run([sys.executable, "-m", "IPython", *quick, "-c", code], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+    return (done.stdout.strip().splitlines() or [done.stderr])[-1]
+
+
+@pytest.mark.parametrize("layout", ["xdg-profile", "tilde-ipythondir"])
+def test_hf_startup_file_goes_where_ipython_looks(home, env, tmp_path, layout):
+    pytest.importorskip("IPython")
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    if layout == "xdg-profile":  # IPython uses ~/.config/ipython when ~/.ipython does not exist
+        (home / ".config" / "ipython" / "profile_default").mkdir(parents=True)
+        expected = home / ".config" / "ipython"
+    else:  # `%env IPYTHONDIR=~/ipy`: IPython expands the ~
+        env = dict(env, IPYTHONDIR="~/ipy")
+        expected = home / "ipy"
+    done = run_cli("mirror", "use", "hf-mirror", "--tool", "hf", env=env, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    startup = expected / "profile_default" / "startup" / "00-prefetch-hf-endpoint.py"
+    assert startup.is_file()
+    assert not (home / ".ipython").exists() and not (cwd / "~").exists()
+    where = "from IPython.paths import get_ipython_dir; print(get_ipython_dir())"
+    assert Path(_ipython(env, cwd, where, "--quick")) == expected  # (--quick: no startup files)
+    assert _ipython(env, cwd, "import os; print(os.environ.get('HF_ENDPOINT'))") == "https://hf-mirror.com"
+    assert run_cli("mirror", "restore", env=env, cwd=tmp_path).returncode == 0
+    assert not startup.exists()
