@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import click
 
+from prefetch.commands.mirror import DEADLINE
+
 
 @click.command()
 @click.argument("datasets", nargs=-1, metavar="[NAME...]")
 @click.option("--sources/--no-sources", default=True, show_default=True,
               help="Try every dataset source get would use (DNS, TCP, TLS, first byte, ~2 s of throughput).")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
-@click.option("--deadline", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
+@click.option("--deadline", type=DEADLINE, default=3.0, show_default=True,
               help="Seconds allowed for each reachability check (all run in parallel).")
 @click.option("--python", "python", default=None, help="Interpreter whose pip to ask [default: this one].")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")

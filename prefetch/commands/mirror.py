@@ -10,6 +10,21 @@ from pathlib import Path
 import click
 
 
+class Deadline(click.FloatRange):
+    """Seconds, at least 0.1 and finite: ``nan`` slips through a range check, ``inf`` never ends."""
+
+    def convert(self, value, param, ctx):
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a number of seconds (give e.g. 8)", param, ctx)
+        return number
+
+
+DEADLINE = Deadline(min=0.1)
+
+
 # -- rendering (shared with `prefetch doctor`) ------------------------------
 def render_table(headers: list[str], rows: list[list[str]], *, title: str | None = None) -> None:
     """Aligned columns as wide as their widest cell (URLs whole on one line), colour by NO_COLOR rules."""
@@ -136,7 +151,7 @@ def show(as_json: bool, python: str | None) -> None:
 
 @mirror.command("bench")
 @click.argument("names", nargs=-1)
-@click.option("--deadline", type=click.FloatRange(min=0.1), default=8.0, show_default=True,
+@click.option("--deadline", type=DEADLINE, default=8.0, show_default=True,
               help="Seconds allowed per mirror (all run in parallel).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def bench(names: tuple[str, ...], deadline: float, as_json: bool) -> None:
@@ -178,7 +193,7 @@ def bench(names: tuple[str, ...], deadline: float, as_json: bool) -> None:
 @click.option("--scope", type=click.Choice(["user", "site", "global"]), default="user", show_default=True,
               help="pip file: user (~/.config/pip/pip.conf), site (this venv), global (/etc/pip.conf).")
 @click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
-@click.option("--deadline", type=click.FloatRange(min=0.1), default=8.0, show_default=True,
+@click.option("--deadline", type=DEADLINE, default=8.0, show_default=True,
               help="Seconds per mirror for `use fastest`.")
 @click.option("--among", default=None, metavar="NAMES",
               help="For `use fastest`: only these mirrors (comma-separated).")
@@ -189,7 +204,9 @@ def use(name: str, tools: str, scope: str, dry_run: bool, deadline: float, among
     from prefetch.mirrors.configs.switch import use_mirror
 
     config, state = _dirs()
-    names = [n.strip() for n in among.split(",") if n.strip()] if among else None
+    names = [n.strip() for n in among.split(",") if n.strip()] if among is not None else None
+    if names == []:  # `--among "$LIST"` with an empty LIST: not "every mirror"
+        raise click.BadParameter("is empty; give mirror names, comma-separated", param_hint="'--among'")
     result = use_mirror(name, tools=tools, scope=scope, dry_run=dry_run, config_dir=config, state_dir=state,
                         deadline=deadline, among=names)
     for message in result.warnings:

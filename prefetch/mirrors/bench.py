@@ -9,6 +9,7 @@ far), with none as ``timeout``. Unreachable mirrors are reported, never fatal he
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import re
 import threading
@@ -20,9 +21,11 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from prefetch.net.http import Client, Timeouts, follow_redirects
 from prefetch.net.failures import TransientHTTPError
+from prefetch.net.sniff import looks_like_html
 from prefetch.mirrors.catalog import DEFAULT_BENCH_FILE, DEFAULT_BENCH_PROJECT, Mirror
 
 _HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
+_SHA256 = re.compile(r"sha256=([0-9a-fA-F]{64})$")
 _GRACE = 1.0  # seconds past the deadline before an unfinished thread is abandoned
 
 
@@ -140,6 +143,7 @@ def measure_mirror(
 
     client = Client()
     latency = None
+    digest = None  # the index's #sha256= for the probe, when it lists one
     try:
         probe = mirror.probe
         if probe is None:
@@ -152,7 +156,7 @@ def measure_mirror(
                 if response.status >= 400:
                     return result(BenchStatus.ERROR, latency_s=latency, error=f"HTTP {response.status} for {page_url}")
                 html = response.text()
-            probe = find_probe_link(html, base_url=final_url, probe_file=probe_file)
+            probe, digest = find_probe(html, base_url=final_url, probe_file=probe_file)
             if probe is None:
                 return result(
                     BenchStatus.ERROR, latency_s=latency, error=f"no {probe_file} (nor any wheel) listed at {page_url}"
@@ -170,9 +174,18 @@ def measure_mirror(
             response.close()
             return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency,
                           error="a web page instead of the probe file: probably a captive portal or block page")
-        received, finished = _read_until(response, remaining)
+        hasher = hashlib.sha256() if digest else None
+        head = bytearray()
+        received, finished = _read_until(response, remaining, hasher, head)
         elapsed = max(clock() - headers_at, 1e-6)
         rate = received / elapsed if received else None
+        if looks_like_html(bytes(head)):
+            return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency,
+                          error="a web page instead of the probe file: probably a captive portal or block page")
+        if finished and hasher is not None and hasher.hexdigest() != digest:
+            return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency, bytes=received,
+                          error=f"the {received} bytes served as the probe file do not match the index's sha256:"
+                                " an error or block page, not the file")
         if finished:
             return result(BenchStatus.OK, probe_url=probe, latency_s=latency, throughput_bps=rate, bytes=received)
         status = BenchStatus.PARTIAL if received else BenchStatus.TIMEOUT
@@ -188,15 +201,11 @@ def measure_mirror(
 
 
 def _web_page(response) -> bool:
-    """A portal's page answered for the probe: its speed says nothing about the mirror."""
-    from prefetch.net.sniff import html_content_type, looks_like_html
+    """A portal's page answered for the probe (by its type; its first bytes are sniffed as they
+    are read: a ``peek`` waits for 512 bytes, past the deadline on a mirror that trickles)."""
+    from prefetch.net.sniff import html_content_type
 
-    if html_content_type(response.headers.get("Content-Type")):
-        return True
-    try:
-        return looks_like_html(response.peek(512))
-    except Exception:  # noqa: BLE001 - the read below meets the same trouble and reports it
-        return False
+    return html_content_type(response.headers.get("Content-Type"))
 
 
 def _timeouts(seconds: float) -> Timeouts:
@@ -208,8 +217,11 @@ def _cut(deadline: float) -> str:
     return f"cut off at the {deadline:g}s deadline"
 
 
-def _read_until(response, remaining: Callable[[], float]) -> tuple[int, bool]:
-    """Read the body until its end or the deadline; return (bytes, finished)."""
+def _read_until(
+    response, remaining: Callable[[], float], hasher=None, head: bytearray | None = None
+) -> tuple[int, bool]:
+    """Read the body until its end or the deadline (fed to ``hasher``; its first 512 bytes
+    kept in ``head``); return (bytes, finished)."""
     import http.client
 
     buffer = memoryview(bytearray(256 << 10))
@@ -222,6 +234,10 @@ def _read_until(response, remaining: Callable[[], float]) -> tuple[int, bool]:
             if not n:
                 return received, True
             received += n
+            if hasher is not None:
+                hasher.update(buffer[:n])
+            if head is not None and len(head) < 512:
+                head += buffer[: min(n, 512 - len(head))]
     except (http.client.HTTPException, OSError):
         return received, False
     finally:
@@ -230,12 +246,20 @@ def _read_until(response, remaining: Callable[[], float]) -> tuple[int, bool]:
 
 def find_probe_link(html: str, *, base_url: str, probe_file: str) -> str | None:
     """The absolute URL of ``probe_file`` on a PEP 503 project page (else its last wheel)."""
+    return find_probe(html, base_url=base_url, probe_file=probe_file)[0]
+
+
+def find_probe(html: str, *, base_url: str, probe_file: str) -> tuple[str | None, str | None]:
+    """``find_probe_link`` plus the link's ``#sha256=`` (None when the index gives none)."""
     wheels = []
     for href in _HREF.findall(html):
-        url = urljoin(base_url, href.split("#", 1)[0])
+        target, _, fragment = href.partition("#")
+        url = urljoin(base_url, target)
         name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+        found = _SHA256.match(fragment)
+        item = (url, found.group(1).lower() if found else None)
         if name == probe_file:
-            return url
+            return item
         if name.endswith(".whl"):
-            wheels.append(url)
-    return wheels[-1] if wheels else None
+            wheels.append(item)
+    return wheels[-1] if wheels else (None, None)

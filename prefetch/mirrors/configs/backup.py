@@ -11,6 +11,7 @@ back through earlier runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -34,6 +35,7 @@ class FileBackup:
     path: Path
     existed: bool
     blob: str | None  # file name inside the backup directory when it existed
+    sha256: str | None = None  # of the blob (None in backups made before it was recorded)
 
 
 @dataclass(frozen=True)
@@ -100,17 +102,63 @@ def read_text_file(path: Path) -> str | None:
         ) from None
 
 
+def check_config_target(path: Path) -> None:
+    """Refuse to replace a config that is not ours to change.
+
+    A config that belongs to another user (itself, or the file its symlink points to),
+    a symlink another user planted, something other than a regular file, or a file
+    whose owner took away its write bit (``chmod a-w``: locked on purpose) is left
+    alone: replacing it would hand it to us (owner and all) or undo a lock. Our own
+    symlink to our own file (a dotfile manager's) is fine and stays a link.
+
+    Raises:
+        UnsafePathError: another user's file or link, or not a regular file.
+        LocalFileError: a read-only file.
+    """
+    import stat as statmod
+
+    from prefetch.errors import UnsafePathError
+    from prefetch.fs import safefs
+
+    st = safefs.lstat_or_none(path)
+    if st is None:
+        return
+    shown = str(path)
+    if statmod.S_ISLNK(st.st_mode):
+        safefs.check_link_ok(path)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return  # a dangling link of ours: writing creates its target
+        except OSError as exc:
+            raise LocalFileError(f"cannot follow {path}: {exc.strerror or exc}") from None
+        shown = f"{path} (a link to {os.path.realpath(path)})"
+    if not statmod.S_ISREG(st.st_mode):
+        raise safefs.refuse(path, f"it is {safefs.kind_of(st)}")
+    if safefs.is_foreign(st):
+        raise UnsafePathError(
+            f"refusing to change {shown}: it belongs to another user (uid {st.st_uid}) and replacing it"
+            " would make it ours; ask its owner, or write your own file (remove the link, or use another --scope)"
+        )
+    if not st.st_mode & statmod.S_IWUSR:
+        raise LocalFileError(
+            f"refusing to change {shown}: it is read-only (mode {statmod.S_IMODE(st.st_mode):04o}), locked by"
+            f" its owner; `chmod u+w {path}` to allow prefetch to edit it, then run the command again"
+        )
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` in one step (temp file beside it + ``os.replace``).
 
     A symlinked config (dotfile managers) is followed, so the link stays a link.
-    The file keeps its permission bits.
+    The file keeps its permission bits. What ``check_config_target`` refuses is left alone.
 
     Raises:
-        LocalFileError: the directory or file cannot be written.
+        LocalFileError: the directory or file cannot be written, or is not ours to change.
     """
     from prefetch.fs.files import replace_file
 
+    check_config_target(path)
     target = Path(os.path.realpath(path))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +197,7 @@ def create_backup(
                 continue
             blob = f"{index}-{path.name}"
             (directory / blob).write_bytes(data)
-            files.append(FileBackup(path=path, existed=True, blob=blob))
+            files.append(FileBackup(path=path, existed=True, blob=blob, sha256=hashlib.sha256(data).hexdigest()))
     except OSError as exc:
         raise LocalFileError(f"cannot back up to {directory}: {exc.strerror or exc}") from None
     backup = Backup(
@@ -175,7 +223,9 @@ def _write_meta(backup: Backup) -> None:
         "mirror": backup.mirror,
         "kind": backup.kind,
         "restored": backup.restored,
-        "files": [{"path": str(f.path), "existed": f.existed, "blob": f.blob} for f in backup.files],
+        "files": [
+            {"path": str(f.path), "existed": f.existed, "blob": f.blob, "sha256": f.sha256} for f in backup.files
+        ],
     }
     write_atomic(backup.directory / META, (json.dumps(meta, indent=2) + "\n").encode())
 
@@ -199,7 +249,7 @@ def _read_meta(directory: Path) -> Backup | None:
     try:
         meta = json.loads((directory / META).read_text(encoding="utf-8"))
         files = tuple(
-            FileBackup(path=Path(f["path"]), existed=bool(f["existed"]), blob=f.get("blob"))
+            FileBackup(path=Path(f["path"]), existed=bool(f["existed"]), blob=f.get("blob"), sha256=f.get("sha256"))
             for f in meta["files"]
         )
         return Backup(
@@ -256,15 +306,52 @@ def select_backups(root: Path, *, backup_id: str | None = None, tools: list[str]
     return [b for b in candidates if b.operation == operation]
 
 
-def restore_backup(backup: Backup, *, root: Path, operation: str) -> RestoreResult:
+def load_backup(backup: Backup) -> dict[Path, bytes]:
+    """Every saved copy in ``backup``, read and checked, before anything is put back.
+
+    Raises:
+        LocalFileError: a copy is missing or unreadable (nothing has been changed).
+        IntegrityError: a copy no longer matches the checksum taken when it was saved.
+    """
+    from prefetch.errors import IntegrityError
+
+    blobs = {}
+    for item in backup.files:
+        if not item.existed:
+            continue
+        try:
+            data = (backup.directory / str(item.blob)).read_bytes()
+        except OSError as exc:
+            raise LocalFileError(
+                f"backup {backup.id} is missing its copy of {item.path}: {exc.strerror or exc};"
+                " nothing was restored (`prefetch mirror restore --list` shows other backups)"
+            ) from None
+        if item.sha256 is not None and hashlib.sha256(data).hexdigest() != item.sha256:
+            raise IntegrityError(
+                f"backup {backup.id}'s copy of {item.path} was changed after it was saved (checksum differs);"
+                " nothing was restored (`prefetch mirror restore --list` shows other backups)"
+            )
+        blobs[Path(item.path)] = data
+    return blobs
+
+
+def restore_backup(
+    backup: Backup, *, root: Path, operation: str, blobs: dict[Path, bytes] | None = None
+) -> RestoreResult:
     """Put ``backup``'s files back byte for byte; remove files that did not exist.
 
-    The current files are saved first (kind ``pre-restore``), so a restore can be undone
-    by restoring that backup by name.
+    Every saved copy is read and checked first (``blobs``: already done by the caller),
+    so a missing or altered copy changes no file. The current files are saved first
+    (kind ``pre-restore``), so a restore can be undone by restoring that backup by name.
 
     Raises:
         LocalFileError: a file cannot be written or removed, or a blob is missing.
+        IntegrityError: a blob was altered.
     """
+    blobs = load_backup(backup) if blobs is None else blobs
+    for item in backup.files:
+        if item.existed:
+            check_config_target(item.path)
     paths = [f.path for f in backup.files]
     safety = create_backup(
         paths, tool=backup.tool, root=root, mirror=backup.mirror, operation=operation, kind="pre-restore"
@@ -272,13 +359,7 @@ def restore_backup(backup: Backup, *, root: Path, operation: str) -> RestoreResu
     results = []
     for item in backup.files:
         if item.existed:
-            try:
-                data = (backup.directory / str(item.blob)).read_bytes()
-            except OSError as exc:
-                raise LocalFileError(
-                    f"backup {backup.id} is missing its copy of {item.path}: {exc.strerror or exc}"
-                ) from None
-            write_atomic(item.path, data)
+            write_atomic(item.path, blobs[Path(item.path)])
             results.append(RestoredFile(path=item.path, action="restored"))
         else:
             try:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Mapping
 
 _REPLACED = ("default_channels", "custom_channels", "show_channel_urls")
-_TOP_KEY = re.compile(r"^([A-Za-z_][\w.-]*)\s*:")
+_TOP_KEY = re.compile(r"""^(["']?)([A-Za-z_][\w.-]*)\1\s*:""")  # quoted keys are the same key to YAML
+_BOM = "\ufeff"
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,13 @@ def _custom_entries(lines: list[str]) -> list[str]:
     """The user's ``custom_channels`` entries other than the mirrored ones, as ``name: url`` lines."""
     head = lines[0].split(":", 1)[1].strip() if lines else ""
     items: list[tuple[str, str]] = []
-    if head.startswith("{"):  # flow style: custom_channels: {a: url, b: url}
-        for item in head.strip("{} \r\n").split(","):
+    if head.startswith("{"):  # flow style: custom_channels: {a: url, b: url}, on one line or several
+        flow = " ".join([head, *(_uncommented(line).strip() for line in lines[1:])])
+        for item in flow[flow.index("{") + 1 : flow.rfind("}") if "}" in flow else None].split(","):
             name, _, url = item.partition(":")
             if name.strip() and url.strip():
                 items.append((name.strip().strip("'\""), url.strip()))
+        lines = []
     for line in lines[1:]:
         match = _ENTRY.match(line.rstrip("\r\n"))
         if match:
@@ -76,8 +79,24 @@ def render_condarc_channels(base: str, *, with_channels: bool, newline: str = "\
     return newline.join(lines) + newline
 
 
+def _uncommented(line: str) -> str:
+    """``line`` without a ``# comment`` (a ``#`` at the start or after a space)."""
+    match = re.search(r"(^|\s)#", line)
+    return line[: match.start()] if match else line
+
+
+def _depth(line: str) -> int:
+    """How many flow brackets (``[``/``{``) ``line`` leaves open (URLs carry none)."""
+    text = _uncommented(line)
+    return text.count("[") + text.count("{") - text.count("]") - text.count("}")
+
+
 def _blocks(lines: list[str]) -> list[tuple[str | None, int, int]]:
-    """(top-level key or None, start, end exclusive) spans of a YAML mapping's text."""
+    """(top-level key or None, start, end exclusive) spans of a YAML mapping's text.
+
+    A block runs over its indented and ``-`` lines, and over every line of a flow
+    collection left open on it (``key: [`` ... ``]``, the bracket back at column 0).
+    """
     spans: list[tuple[str | None, int, int]] = []
     index = 0
     while index < len(lines):
@@ -87,8 +106,13 @@ def _blocks(lines: list[str]) -> list[tuple[str | None, int, int]]:
             index += 1
             continue
         stop = index + 1
+        depth = _depth(lines[index])
         while stop < len(lines):
             line = lines[stop]
+            if depth > 0:
+                depth += _depth(line)
+                stop += 1
+                continue
             if line[:1] in (" ", "\t", "-") and line.strip():
                 stop += 1
                 continue
@@ -101,14 +125,20 @@ def _blocks(lines: list[str]) -> list[tuple[str | None, int, int]]:
                     stop = ahead
                     continue
             break
-        spans.append((match.group(1), index, stop))
+        spans.append((match.group(2), index, stop))
         index = stop
     return spans
 
 
 def edit_condarc(text: str | None, *, base: str) -> str:
-    """Return ``.condarc`` text pointing conda's channels at mirror ``base``."""
+    """Return ``.condarc`` text pointing conda's channels at mirror ``base``.
+
+    A leading byte-order mark is kept and does not hide the first key (YAML skips it, so a
+    second ``channels:`` would be a duplicate key, which conda's ruamel.yaml refuses).
+    """
     text = text or ""
+    if text.startswith(_BOM):
+        return _BOM + edit_condarc(text[1:], base=base)
     newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
     kept: list[str] = []
@@ -140,7 +170,7 @@ def conda_override_warnings(*, env: Mapping[str, str] | None = None) -> list[str
         )
     prefix = env.get("CONDA_PREFIX")
     if prefix and (Path(prefix) / ".condarc").is_file():
-        text = (Path(prefix) / ".condarc").read_text(encoding="utf-8", errors="replace")
+        text = (Path(prefix) / ".condarc").read_text(encoding="utf-8-sig", errors="replace")
         if re.search(r"^(default_channels|channels)\s*:", text, re.M):
             warnings.append(
                 f"{Path(prefix) / '.condarc'} (the active environment's) sets channels and beats ~/.condarc;"
@@ -153,7 +183,7 @@ def read_conda_effective(*, env: Mapping[str, str] | None = None) -> CondaEffect
     """The base URL of the first ``default_channels`` entry in ``~/.condarc``."""
     path = condarc_path(env=env)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
     except OSError:
         return CondaEffective(base=None, source=f"{path} (absent): conda's defaults (repo.anaconda.com)")
     lines = text.splitlines()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -40,9 +41,29 @@ def _home(env: Mapping[str, str]) -> Path:
 
 def ipython_startup_path(*, env: Mapping[str, str] | None = None) -> Path:
     """The IPython startup file prefetch owns."""
-    env = os.environ if env is None else env
-    root = Path(env["IPYTHONDIR"]) if env.get("IPYTHONDIR") else _home(env) / ".ipython"
-    return root / "profile_default" / "startup" / STARTUP_NAME
+    return ipython_dir(env=os.environ if env is None else env) / "profile_default" / "startup" / STARTUP_NAME
+
+
+def ipython_dir(*, env: Mapping[str, str]) -> Path:
+    """The directory IPython's ``get_ipython_dir`` picks, made absolute.
+
+    ``IPYTHONDIR`` (``~`` expanded, as IPython does); else ``~/.ipython``, unless that does
+    not exist and ``$XDG_CONFIG_HOME/ipython`` (``~/.config/ipython``) is a writable
+    directory: IPython then uses that one, and creating ``~/.ipython`` would make it
+    drop the user's profile there for an empty one.
+    """
+    home = _home(env)
+    value = env.get("IPYTHONDIR") or env.get("IPYTHON_DIR")
+    if value:
+        if value == "~" or value.startswith("~/"):
+            value = str(home) + value[1:]
+        return Path(os.path.abspath(os.path.expanduser(value)))
+    default = home / ".ipython"
+    xdg = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "ipython"
+    linux_like = os.name == "posix" and sys.platform != "darwin"  # IPython's get_xdg_dir
+    if linux_like and not default.exists() and xdg.is_dir() and os.access(xdg, os.W_OK):
+        return Path(os.path.abspath(xdg))
+    return Path(os.path.abspath(default))
 
 
 def shell_rc_path(*, env: Mapping[str, str] | None = None) -> Path:
@@ -66,7 +87,11 @@ def edit_shell_rc(text: str | None, *, endpoint: str) -> str:
     text = text or ""
     newline = "\r\n" if "\r\n" in text else "\n"
     block = f"{BEGIN}{newline}export HF_ENDPOINT={shlex.quote(endpoint)}{newline}{END}{newline}"
-    pattern = re.compile(rf"{re.escape(BEGIN)}.*?{re.escape(END)}[^\S\r\n]*(\r?\n|$)", re.S)
+    # a block never spans another BEGIN: a BEGIN whose END the user deleted must not swallow
+    # every line down to the next block's END
+    pattern = re.compile(
+        rf"{re.escape(BEGIN)}(?:(?!{re.escape(BEGIN)}).)*?{re.escape(END)}[^\S\r\n]*(\r?\n|$)", re.S
+    )
     if pattern.search(text):
         return pattern.sub(lambda _: block, text, count=1)
     if text and not text.endswith(("\n", "\r")):

@@ -15,8 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from prefetch.mirrors.configs.ini import get_ini_value, read_ini_values, remove_ini_key, set_ini_value
-from prefetch.errors import UsageError
+from prefetch.mirrors.configs.ini import (
+    get_ini_value,
+    normalise_key,
+    pip_parse_error,
+    read_ini_values,
+    remove_ini_key,
+    set_ini_value,
+)
+from prefetch.errors import LocalFileError, UsageError
 
 SCOPES = ("user", "site", "global")
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -128,14 +135,24 @@ def pip_target_file(
 
 
 def edit_pip_conf(
-    text: str | None, *, index_url: str, trusted_host: str | None, drop_hosts: tuple[str, ...] = ()
+    text: str | None,
+    *,
+    index_url: str,
+    trusted_host: str | None,
+    drop_hosts: tuple[str, ...] = (),
+    path: Path | None = None,
 ) -> PipEdit:
     """Set ``[global] index-url`` (and trusted-host for http mirrors), keeping everything else.
 
     ``drop_hosts`` are trusted hosts prefetch added earlier for another http mirror;
     they are removed so that switching to https leaves no TLS exemption behind.
+
+    Raises:
+        LocalFileError: pip cannot load the file as it is (a BOM, a duplicate section or
+            key, a line before the first section...): editing it would not help pip.
     """
     text = text or ""
+    _check_loadable(text, path)
     new = set_ini_value(text, "global", "index-url", index_url)
     current = get_ini_value(new, "global", "trusted-host")
     hosts = current.split() if current else []
@@ -152,7 +169,25 @@ def edit_pip_conf(
             new = set_ini_value(new, "global", "trusted-host", " ".join(wanted))
         else:
             new = remove_ini_key(new, "global", "trusted-host")
+    problem = pip_parse_error(new)
+    if problem:  # never hand pip a file it cannot load
+        raise LocalFileError(f"editing {path or 'pip.conf'} would leave a file pip cannot load ({problem}); not written")
     return PipEdit(text=new, hosts_added=added)
+
+
+def _check_loadable(text: str, path: Path | None) -> None:
+    where = path or "pip.conf"
+    if text.startswith("\ufeff"):
+        raise LocalFileError(
+            f"{where} starts with a byte-order mark (BOM), so pip cannot load it (`pip config debug` says"
+            " 'File contains no section headers'); save it as UTF-8 without BOM, then run the command again"
+        )
+    problem = pip_parse_error(text)
+    if problem:
+        raise LocalFileError(
+            f"pip cannot load {where} as it is ({problem}); prefetch will not edit it:"
+            " fix the file (`python -m pip config debug` shows it), then run the command again"
+        )
 
 
 def pip_override_warnings(
@@ -340,8 +375,18 @@ def parse_config_debug(output: str) -> tuple[list[PipFile], dict[Path, dict[str,
 
 
 def _source_file(files: list[PipFile], keys: dict[Path, dict[str, str]], key: str) -> str:
+    """The last file (in pip's load order) that sets ``key`` (``section.name``) itself.
+
+    ``pip config debug`` lists under each file the keys merged so far for its whole variant,
+    so with ``~/.pip/pip.conf`` and ``~/.config/pip/pip.conf`` both present, a key of the first
+    is listed under the second too: each candidate's own text is checked.
+    """
+    section, _, name = key.partition(".")
     source = "unknown file"
     for item in files:
-        if key in keys.get(item.path, {}):
+        if key not in keys.get(item.path, {}):
+            continue
+        text = _read_quietly(item.path)
+        if text is None or (section, normalise_key(name)) in read_ini_values(text):
             source = str(item.path)
     return source

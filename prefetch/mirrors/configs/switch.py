@@ -18,8 +18,10 @@ from prefetch.mirrors.configs.backup import (
     Backup,
     RestoreResult,
     backups_root,
+    check_config_target,
     create_backup,
     list_backups,
+    load_backup,
     new_operation_id,
     read_text_file,
     restore_backup,
@@ -174,7 +176,7 @@ def plan_tool(
         old = read_text_file(target)
         assert mirror.pypi
         edit = pipconf.edit_pip_conf(
-            old, index_url=mirror.pypi, trusted_host=mirror.trusted_host, drop_hosts=owned(target)
+            old, index_url=mirror.pypi, trusted_host=mirror.trusted_host, drop_hosts=owned(target), path=target
         )
         warnings = pipconf.pip_override_warnings(target, index_url=mirror.pypi, env=env, prefix=prefix)
         warnings += pipconf.command_section_warnings(target, edit.text, index_url=mirror.pypi)
@@ -297,6 +299,10 @@ def use_mirror(
             continue
         plan = plan_tool(mirror, tool, scope=scope, env=env, state_dir=state_dir, prefix=prefix)
         plans.append(ToolOutcome(plan=plan, tool=tool))
+    for outcome in plans:  # refuse another user's or a locked file before the first write (and in a dry run)
+        for write in outcome.plan.writes if outcome.plan else ():
+            if write.changed:
+                check_config_target(write.path)
     operation = new_operation_id()
     if dry_run:
         return UseResult(mirror=mirror, outcomes=tuple(plans), dry_run=True, operation=operation, bench=bench)
@@ -351,7 +357,14 @@ def restore_mirror(*, state_dir: Path, backup_id: str | None = None, tools: str 
     root = backups_root(state_dir)
     chosen = select_backups(root, backup_id=backup_id, tools=tool_list)
     operation = new_operation_id()
-    results = [restore_backup(backup, root=root, operation=operation) for backup in chosen]
+    loaded = [load_backup(backup) for backup in chosen]  # every copy checked before the first write
+    for backup in chosen:
+        for item in backup.files:
+            if item.existed:
+                check_config_target(item.path)
+    results = [
+        restore_backup(backup, root=root, operation=operation, blobs=blobs) for backup, blobs in zip(chosen, loaded)
+    ]
     # hosts we had added are no longer ours once the old file is back
     marks = _read_marks(state_dir)
     touched = {str(f.path) for r in results for f in r.files}

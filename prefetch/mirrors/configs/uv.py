@@ -44,12 +44,15 @@ def uv_config_path(*, env: Mapping[str, str] | None = None, platform: str | None
     return Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "uv" / "uv.toml"
 
 
+_BOM = "\ufeff"
+
+
 def _parse(text: str, path: Path | None = None) -> Any:
     import tomlkit
     from tomlkit.exceptions import ParseError
 
     try:
-        return tomlkit.parse(text)
+        return tomlkit.parse(text.removeprefix(_BOM))  # uv reads a file that starts with a BOM
     except ParseError as exc:
         where = path or "uv.toml"
         raise LocalFileError(f"{where}: not valid TOML ({exc}); fix it before prefetch edits it") from None
@@ -76,6 +79,8 @@ def edit_uv_toml(
     import tomlkit
 
     text = text or ""
+    bom = _BOM if text.startswith(_BOM) else ""  # kept in front of the edited text
+    text = text.removeprefix(bom)
     doc = _parse(text, path)
     hosts = [str(h) for h in doc.get("allow-insecure-host", [])]
     wanted = [h for h in hosts if h not in drop_hosts or h == insecure_host]
@@ -108,7 +113,7 @@ def edit_uv_toml(
         entry["default"] = True
         indexes.append(entry)
     out = tomlkit.dumps(doc)
-    return UvEdit(text=out if text.strip() else out.lstrip("\n"), hosts_added=added)
+    return UvEdit(text=bom + (out if text.strip() else out.lstrip("\n")), hosts_added=added)
 
 
 def _set_top_level(doc: Any, key: str, value: list[str]) -> None:
@@ -186,7 +191,7 @@ def _project_index(cwd: Path) -> tuple[str, Path] | None:
             if not path.is_file():
                 continue
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
+                data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
             except (OSError, ValueError):
                 return None
             if name == "pyproject.toml":
@@ -211,7 +216,7 @@ def read_uv_effective(*, env: Mapping[str, str] | None = None, cwd: Path | None 
         return UvEffective(index_url=project[0], source=str(project[1]))
     path = Path(env["UV_CONFIG_FILE"]) if env.get("UV_CONFIG_FILE") else uv_config_path(env=env)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         data = {}
     except (OSError, ValueError) as exc:
