@@ -1,9 +1,9 @@
 """Hostile review of `mirror use --tool conda` on odd ~/.condarc files.
 
 conda reads .condarc with ruamel.yaml (typ="safe"), which refuses a duplicate key
-(DuplicateKeyError: conda then cannot read its config at all). ruamel is not in the
-test environment, so duplicates are found on PyYAML's node tree (same YAML grammar:
-a BOM is skipped, "channels" and channels are one key); ruamel is used too when present.
+(DuplicateKeyError: conda then cannot read its config at all). The file is read back with
+ruamel.yaml as conda reads it, and duplicates are also looked for on PyYAML's node tree
+(same YAML grammar: a BOM is skipped, "channels" and channels are one key).
 """
 
 from __future__ import annotations
@@ -45,12 +45,9 @@ def test_condarc_with_a_bom_or_quoted_keys_gets_no_duplicate_key(home, env, orig
     data = yaml.safe_load(text)
     assert data["channels"] == channels and data["default_channels"][0] == f"{TUNA}/pkgs/main"
     assert data["show_channel_urls"] is True
-    try:
-        from ruamel.yaml import YAML
-    except ImportError:
-        pass
-    else:
-        assert YAML(typ="safe", pure=True).load(text)["channels"] == channels
+    from ruamel.yaml import YAML  # conda's own reader: a duplicate key is DuplicateKeyError
+
+    assert YAML(typ="safe", pure=True).load(text)["channels"] == channels
     show = run_cli("mirror", "show", "--json", env=env)
     assert TUNA in show.stdout, show.stdout
     assert run_cli("mirror", "restore", env=env).returncode == 0

@@ -1,13 +1,12 @@
 """Hostile review of `mirror use --tool uv` on a uv.toml that starts with a byte-order mark.
 
-uv reads such a file (checked with uv 0.13.9); prefetch refused it as "not valid TOML".
-When a `uv` binary is on PATH, uv itself resolves a package from the local index.
+uv reads such a file; prefetch refused it as "not valid TOML". The real uv (the test extra's
+``uv`` wheel) then resolves a package from the local index the edited file names.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import pytest
@@ -42,12 +41,12 @@ def test_a_uv_toml_with_a_bom_is_edited_keeping_the_bom_and_restored(home, env, 
         assert [i for i in parsed["index"] if i.get("default")] == [{"url": index, "default": True}]
         show = json.loads(run_cli("mirror", "show", "--json", env=env, cwd=tmp_path).stdout)
         assert index in json.dumps(show)
-        uv = shutil.which("uv", path=env.get("PATH"))
-        if uv:  # uv itself reads the edited file and resolves from the mirror
-            (tmp_path / "req.in").write_text(f"{PKG}\n")
-            resolved = subprocess.run([uv, "pip", "compile", "--no-cache", "req.in"], cwd=tmp_path, env=env,
-                                      capture_output=True, text=True, timeout=120)
-            assert f"{PKG}==1.0" in resolved.stdout, resolved.stderr
+        from uv import find_uv_bin  # the real uv reads the edited file and resolves from the mirror
+
+        (tmp_path / "req.in").write_text(f"{PKG}\n")
+        resolved = subprocess.run([find_uv_bin(), "pip", "compile", "--no-cache", "req.in"], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=120)
+        assert f"{PKG}==1.0" in resolved.stdout, resolved.stderr
         assert run_cli("mirror", "restore", env=env).returncode == 0
         assert conf.read_bytes() == original
     finally:
