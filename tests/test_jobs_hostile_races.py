@@ -7,24 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 
 import pytest
 
-from tests.test_jobs import job_id_from, poll, record, synth, write_synth_registry  # noqa: F401
-
-
-@pytest.fixture(autouse=True)
-def stop_leftover_workers(home):
-    yield
-    from prefetch.jobs import list_jobs
-
-    for job in list_jobs():
-        if job.active and job.pid:
-            try:
-                os.kill(job.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+from tests.test_jobs import (job_id_from, poll, record, stop_leftover_workers, synth,  # noqa: F401 - fixtures
+                             write_synth_registry)
 
 
 def test_two_resumes_of_one_job_start_one_worker_and_status_stays_true(synth, origin, home, cli, monkeypatch):
