@@ -291,3 +291,11 @@ def test_a_timeout_of_nan_or_below_zero_is_bad_input(home, cli, command, timeout
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "invalid timeout" in lines[0], result.stderr
+
+
+def test_a_job_named_twice_to_wait_is_reported_once(home, cli):
+    plant(home, "j1127-d0d0")
+    result = cli("wait", "j1127-d0d0", "j1127-d0d0", timeout=30)
+    no_crash(result)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("j1127-d0d0") == 1, result.stdout

@@ -247,3 +247,13 @@ def test_hf_startup_file_goes_where_ipython_looks(home, env, tmp_path, layout):
     assert _ipython(env, cwd, "import os; print(os.environ.get('HF_ENDPOINT'))") == "https://hf-mirror.com"
     assert run_cli("mirror", "restore", env=env, cwd=tmp_path).returncode == 0
     assert not startup.exists()
+
+
+def test_a_mirrors_toml_with_a_byte_order_mark_is_read(home, env):
+    """Notepad and other editors on Windows start a UTF-8 file with a BOM; TOML readers that
+    refuse it (tomllib) would make every mirror command fail on the user's catalog."""
+    path = write_user_mirrors(home, '[mirrors.bomlab]\npypi = "https://pypi.bomlab.example/simple"\n')
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    listed = run_cli("mirror", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "bomlab" in listed.stdout

@@ -104,7 +104,8 @@ def wait_for(
     else:
         for target in targets:
             if target in by_id:
-                job_ids.append(target)
+                if target not in job_ids:  # (`wait J J`: one job, reported once)
+                    job_ids.append(target)
             elif GENERATED_ID_RE.match(target):
                 raise JobNotFoundError(f"no job {target!r}; `prefetch status` lists jobs")
             else:

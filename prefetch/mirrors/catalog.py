@@ -155,7 +155,7 @@ def merge_catalog_file(catalog: MirrorCatalog, path: Path) -> None:
         from prefetch.fs.safefs import read_file
 
         try:
-            text = read_file(path).decode("utf-8")
+            text = read_file(path).decode("utf-8-sig")  # (a BOM, as an editor on Windows writes one)
         except UnsafePathError as exc:
             raise MirrorCatalogError(f"{path}: cannot read mirror catalog: {exc}") from None
     except FileNotFoundError:
