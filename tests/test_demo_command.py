@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import shutil
 import tarfile
@@ -19,8 +20,6 @@ from prefetch.demo.run import ARCHIVE, PLAIN, make_demo_files
 
 
 def test_prefetch_demo_interrupts_resumes_verifies_and_extracts(cli, home):
-    import os
-
     env = dict(os.environ, http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9",
                NO_PROXY="127.0.0.1,localhost")  # nothing may leave the machine (loopback is exempt)
     result = cli("demo", "--keep", env=env, timeout=300)
@@ -57,8 +56,6 @@ def test_prefetch_demo_interrupts_resumes_verifies_and_extracts(cli, home):
 
 
 def test_prefetch_demo_without_keep_leaves_no_cache_behind(cli, home, tmp_path):
-    import os
-
     env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     result = cli("demo", env=env, timeout=300)

@@ -46,6 +46,17 @@ def no_crash(result) -> None:
     assert "Traceback" not in result.stderr, result.stderr
 
 
+def assert_listed_corrupt(cli) -> None:
+    """`status` and `status --json` (strict JSON) show the one planted job as corrupt, no crash."""
+    status = cli("status")
+    no_crash(status)
+    assert status.returncode == 0, status.stderr
+    assert "corrupt" in status.stdout
+    as_json = cli("status", "--json")
+    no_crash(as_json)
+    assert [j["state"] for j in strict_json(as_json.stdout)["jobs"]] == ["corrupt"]
+
+
 def running_elsewhere(**file_fields) -> dict:
     """A record a live worker on another host (a shared state dir) just wrote."""
     other = "not-" + socket.gethostname()
@@ -65,16 +76,7 @@ def test_non_finite_numbers_in_a_record(home, cli, raw_number):
                        "started": time.time(), "updated": time.time(), **record})
     text = text.replace("7.654321", raw_number).replace("0.123456", raw_number)
     plant(home, "j1126-nan1", raw=text)
-
-    status = cli("status")
-    no_crash(status)
-    assert status.returncode == 0, status.stderr
-    assert "corrupt" in status.stdout
-
-    as_json = cli("status", "--json")
-    no_crash(as_json)
-    jobs = strict_json(as_json.stdout)["jobs"]
-    assert [j["state"] for j in jobs] == ["corrupt"]
+    assert_listed_corrupt(cli)
 
     waited = cli("wait", "j1126-nan1", timeout=30)
     no_crash(waited)
@@ -91,13 +93,7 @@ def test_out_of_range_sizes_in_a_record(home, cli, field, value):
               "bytes": 10, "total": 10}]
     files[0][field] = value
     plant(home, "j1126-big1", files=files)
-    status = cli("status")
-    no_crash(status)
-    assert status.returncode == 0, status.stderr
-    assert "corrupt" in status.stdout
-    as_json = cli("status", "--json")
-    no_crash(as_json)
-    assert [j["state"] for j in strict_json(as_json.stdout)["jobs"]] == ["corrupt"]
+    assert_listed_corrupt(cli)
     waited = cli("wait", "j1126-big1", timeout=30)
     no_crash(waited)
     assert waited.returncode == 1

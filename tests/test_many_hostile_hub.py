@@ -16,29 +16,39 @@ from tests.ms_origin import use_endpoint
 COMMIT = "a" * 40
 
 
-class LoopingHub(Listener):
+class JsonApi(Listener):
+    """A hub endpoint on a kept-alive connection: ``answer(target)`` gives each request's
+    (status line, JSON body, extra header lines), sent with its Content-Length."""
+
     def __init__(self) -> None:
-        self.pages = 0
         self.listen()
         self.base = f"http://127.0.0.1:{self.port}"
+
+    def answer(self, target: str) -> tuple[str, object, str]:
+        raise NotImplementedError
 
     def _serve(self, conn: socket.socket, number: int) -> None:
         with conn:
             for head in self.heads(conn):
-                target = head.split(b"\r\n")[0].split()[1].decode()
-                extra = ""
-                if "/revision/" in target:
-                    body = {"sha": COMMIT}
-                elif "/tree/" in target:
-                    self.pages += 1
-                    body = [{"type": "file", "oid": "b" * 40, "size": 5, "path": f"f{self.pages}.txt"}]
-                    extra = f'Link: <{self.base}{target}>; rel="next"\r\n'  # the same page, again
-                else:
-                    body = {"error": "Not Found"}
+                status, body, extra = self.answer(head.split(b"\r\n")[0].split()[1].decode())
                 data = json.dumps(body).encode()
-                status = "404 Not Found" if "error" in body else "200 OK"
                 conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}"
                              f"\r\n{extra}\r\n".encode() + data)
+
+
+class LoopingHub(JsonApi):
+    def __init__(self) -> None:
+        self.pages = 0
+        super().__init__()
+
+    def answer(self, target: str) -> tuple[str, object, str]:
+        if "/revision/" in target:
+            return "200 OK", {"sha": COMMIT}, ""
+        if "/tree/" in target:
+            self.pages += 1
+            body = [{"type": "file", "oid": "b" * 40, "size": 5, "path": f"f{self.pages}.txt"}]
+            return "200 OK", body, f'Link: <{self.base}{target}>; rel="next"\r\n'  # the same page, again
+        return "404 Not Found", {"error": "Not Found"}, ""
 
 
 def test_a_listing_that_pages_in_a_loop_is_a_network_error(home, tmp_path, cli, monkeypatch):
@@ -58,28 +68,20 @@ def test_a_listing_that_pages_in_a_loop_is_a_network_error(home, tmp_path, cli, 
     assert hub.pages == 1, "its next page is the page itself: not asked again"
 
 
-class PageIgnoringMs(Listener):
+class PageIgnoringMs(JsonApi):
     """A ModelScope endpoint whose dataset listing ignores PageNumber: every page is the first."""
 
     def __init__(self) -> None:
         self.pages = 0
-        self.listen()
-        self.base = f"http://127.0.0.1:{self.port}"
+        super().__init__()
 
-    def _serve(self, conn: socket.socket, number: int) -> None:
-        with conn:
-            for head in self.heads(conn):
-                target = head.split(b"\r\n")[0].split()[1].decode()
-                if "/repo/tree" in target:
-                    self.pages += 1
-                    files = [{"Name": f"f{i}.txt", "Path": f"f{i}.txt", "Type": "blob", "Size": 5, "Sha256": "",
-                              "Revision": "0" * 40} for i in range(200)]  # a full page (200): "more to come"
-                    body, status = {"Code": 200, "Data": {"Files": files}, "Message": "", "Success": True}, "200 OK"
-                else:
-                    body, status = {"Code": 404, "Data": None, "Message": "nf", "Success": False}, "404 Not Found"
-                data = json.dumps(body).encode()
-                conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}"
-                             f"\r\n\r\n".encode() + data)
+    def answer(self, target: str) -> tuple[str, object, str]:
+        if "/repo/tree" in target:
+            self.pages += 1
+            files = [{"Name": f"f{i}.txt", "Path": f"f{i}.txt", "Type": "blob", "Size": 5, "Sha256": "",
+                      "Revision": "0" * 40} for i in range(200)]  # a full page (200): "more to come"
+            return "200 OK", {"Code": 200, "Data": {"Files": files}, "Message": "", "Success": True}, ""
+        return "404 Not Found", {"Code": 404, "Data": None, "Message": "nf", "Success": False}, ""
 
 
 def test_a_modelscope_listing_that_ignores_page_numbers_is_a_network_error(home, cli, monkeypatch):
@@ -97,7 +99,7 @@ def test_a_modelscope_listing_that_ignores_page_numbers_is_a_network_error(home,
     assert ms.pages == 2
 
 
-class RootIgnoringMs(Listener):
+class RootIgnoringMs(JsonApi):
     """A ModelScope model listing cut at the truncation limit whose folder listing ignores
     Root: every folder holds a folder ``d`` (the same, or one level deeper each time)."""
 
@@ -105,31 +107,23 @@ class RootIgnoringMs(Listener):
         from prefetch.ms.api import TRUNCATION_LIMIT
 
         self.limit, self.deeper, self.requests = TRUNCATION_LIMIT, deeper, 0
-        self.listen()
-        self.base = f"http://127.0.0.1:{self.port}"
+        super().__init__()
 
-    def _serve(self, conn: socket.socket, number: int) -> None:
+    def answer(self, target: str) -> tuple[str, object, str]:
         from urllib.parse import parse_qs, urlsplit
 
-        with conn:
-            for head in self.heads(conn):
-                target = head.split(b"\r\n")[0].split()[1].decode()
-                self.requests += 1
-                query = parse_qs(urlsplit(target).query)
-                root = query.get("Root", [""])[0]
-                if "/repo/files" not in target:
-                    body, status = {"Code": 404, "Data": None, "Message": "nf", "Success": False}, "404 Not Found"
-                else:
-                    if query.get("Recursive") == ["True"]:
-                        files = [{"Name": f"f{i}", "Path": f"f{i}", "Type": "blob", "Size": 1, "Sha256": ""}
-                                 for i in range(self.limit)]  # cut at the limit: listed again by folder
-                    else:
-                        sub = f"{root}/d" if (self.deeper and root) else "d"
-                        files = [{"Name": "d", "Path": sub, "Type": "tree", "Size": 0, "Sha256": ""}]
-                    body, status = {"Code": 200, "Data": {"Files": files}, "Message": "", "Success": True}, "200 OK"
-                data = json.dumps(body).encode()
-                conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}"
-                             f"\r\n\r\n".encode() + data)
+        self.requests += 1
+        query = parse_qs(urlsplit(target).query)
+        root = query.get("Root", [""])[0]
+        if "/repo/files" not in target:
+            return "404 Not Found", {"Code": 404, "Data": None, "Message": "nf", "Success": False}, ""
+        if query.get("Recursive") == ["True"]:
+            files = [{"Name": f"f{i}", "Path": f"f{i}", "Type": "blob", "Size": 1, "Sha256": ""}
+                     for i in range(self.limit)]  # cut at the limit: listed again by folder
+        else:
+            sub = f"{root}/d" if (self.deeper and root) else "d"
+            files = [{"Name": "d", "Path": sub, "Type": "tree", "Size": 0, "Sha256": ""}]
+        return "200 OK", {"Code": 200, "Data": {"Files": files}, "Message": "", "Success": True}, ""
 
 
 @pytest.mark.parametrize("deeper", [False, True])

@@ -26,6 +26,19 @@ def _top_level_keys(text: str) -> list[str]:
     return [key.value for key, _ in node.value]
 
 
+def _use_tuna(home, env, original: bytes) -> str:
+    """``mirror use tuna --tool conda`` on a .condarc holding ``original``: the file's text
+    after, checked to have no top-level key twice (conda would refuse the whole file)."""
+    condarc = home / ".condarc"
+    condarc.write_bytes(original)
+    done = run_cli("mirror", "use", "tuna", "--tool", "conda", env=env)
+    assert done.returncode == 0, done.stderr
+    text = condarc.read_bytes().decode("utf-8")
+    keys = _top_level_keys(text)
+    assert len(keys) == len(set(keys)), keys
+    return text
+
+
 @pytest.mark.parametrize(
     "original, channels",
     [
@@ -36,12 +49,7 @@ def _top_level_keys(text: str) -> list[str]:
 )
 def test_condarc_with_a_bom_or_quoted_keys_gets_no_duplicate_key(home, env, original, channels):
     condarc = home / ".condarc"
-    condarc.write_bytes(original)
-    done = run_cli("mirror", "use", "tuna", "--tool", "conda", env=env)
-    assert done.returncode == 0, done.stderr
-    text = condarc.read_bytes().decode("utf-8")
-    keys = _top_level_keys(text)
-    assert len(keys) == len(set(keys)), keys  # conda would refuse the whole file
+    text = _use_tuna(home, env, original)
     data = yaml.safe_load(text)
     assert data["channels"] == channels and data["default_channels"][0] == f"{TUNA}/pkgs/main"
     assert data["show_channel_urls"] is True
@@ -66,12 +74,7 @@ def test_multi_line_flow_collections_are_replaced_whole(home, env, original):
     """A `key: [` ... `]` list with the bracket back at column 0 was cut after its first line:
     the lone `]` and `}` stayed behind and conda could not parse the file."""
     condarc = home / ".condarc"
-    condarc.write_bytes(original)
-    done = run_cli("mirror", "use", "tuna", "--tool", "conda", env=env)
-    assert done.returncode == 0, done.stderr
-    text = condarc.read_bytes().decode("utf-8")
-    keys = _top_level_keys(text)
-    assert len(keys) == len(set(keys)), keys
+    text = _use_tuna(home, env, original)
     data = yaml.safe_load(text)
     assert data["ssl_verify"] is True and data["default_channels"][0] == f"{TUNA}/pkgs/main"
     assert data["custom_channels"] == {
