@@ -38,6 +38,11 @@ def main(argv: list[str] | None = None) -> None:
         click = sys.modules.get("click")  # (click's errors come only from a click that was loaded)
         if click is not None and isinstance(exc, click.exceptions.Abort):
             _fail("interrupted; run the same command again to resume", ExitCode.INTERRUPTED)
+        elif click is not None and isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+            # `prefetch` or `prefetch jobs` alone: the help as `--help` shows it, not one squeezed line.
+            _show_help(exc.ctx)
+        elif isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
+            _disk_failed(exc)
         elif click is not None and isinstance(exc, click.UsageError):
             # One line, like every other error; the command's --help has the rest.
             command = exc.ctx.command_path if exc.ctx is not None else "prefetch"
@@ -236,5 +241,60 @@ def _fail(message: str, code: int) -> None:
     from prefetch.commands.get_args import echo
 
     line = " ".join(message.split("\n"))
-    echo(f"prefetch: error: {line}", err=True)
+    try:
+        echo(f"prefetch: error: {line}", err=True)
+    except OSError:  # (stderr full or gone too: the exit code is all that is left)
+        _quiet_streams()
     sys.exit(int(code))
+
+
+_DISK_ERRNOS = (28, 122, 27, 5)  # ENOSPC, EDQUOT, EFBIG, EIO: the machine's condition, never a bug
+
+
+def _disk_failed(exc: OSError) -> None:
+    """An ``OSError`` of a full or failing disk that reached the last resort: one line, exit 5.
+    Most often the command's own output (``prefetch status > out.txt`` on a full disk, or
+    ``> /dev/full``): the rest of it is dropped, not flushed again at exit."""
+    output = _writing_stdout(exc)
+    if output:
+        _quiet_streams(stderr=False)
+    what = "writing the output" if output else "writing a file"
+    _fail(f"{what}: {exc.strerror or exc} (errno {exc.errno}); free space (or send the output elsewhere) and "
+          f"run it again", ExitCode.FILESYSTEM)
+
+
+def _writing_stdout(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of a write to standard output (``click.echo``'s ``file``, a print)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    streams = (sys.stdout, sys.__stdout__)
+    return any(value is stream for value in tb.tb_frame.f_locals.values() for stream in streams if stream is not None)
+
+
+def _quiet_streams(*, stderr: bool = True) -> None:
+    """Streams whose buffered rest would fail again at exit: their flushes made silent."""
+    try:
+        from click.utils import _PacifyFlushWrapper
+    except ImportError:  # (click's own, private)
+        return
+    sys.stdout = _PacifyFlushWrapper(sys.stdout)
+    if stderr:
+        sys.stderr = _PacifyFlushWrapper(sys.stderr)
+
+
+def _show_help(ctx) -> None:
+    """A command group called without its command: its help, on stdout, exit 2 (a usage error)."""
+    from prefetch.commands.get_args import echo
+
+    try:
+        if ctx is not None:
+            echo(ctx.get_help())
+    except OSError as exc:  # (as after any command: a full disk is one line, a closed pipe exits 1)
+        if exc.errno in _DISK_ERRNOS:
+            _disk_failed(exc)
+        _quiet_streams()
+        sys.exit(int(ExitCode.FAILURE))
+    sys.exit(int(ExitCode.USAGE))
