@@ -275,6 +275,14 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 )
             )
             continue
+        fallback = options.sources.fallback(plan, wrong=True) if options.sources is not None else []
+        if fallback:
+            # The team store's copy is not the file (corrupt, or put there with a wrong hash):
+            # the file's other sources take over, and --seed replaces the store's copy after.
+            on_event(Event(EventKind.NOTE, plan.label, message=f"{expected.algorithm if expected else 'size'} "
+                           f"mismatch {describe_sources(served)}; using the other sources"))
+            urls = fallback
+            continue
         if alone is None and len(urls) > 1:
             # Which source lied is unknown: try each one alone, the origin first.
             alone = sorted(urls, key=lambda u: u != plan.spec.url)

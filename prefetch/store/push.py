@@ -83,15 +83,17 @@ def push_file(
     digests: tuple[str, str, int] | None = None,
     on_part: Callable[[int, int], None] | None = None,
     named: bool = False,
+    replace: bool = False,
 ) -> PushResult:
-    """Upload ``path`` as object ``name`` of ``store`` unless an object with its sha256 is there.
+    """Upload ``path`` as object ``name`` of ``store`` unless an object with its sha256 is there
+    (``replace``: even then, as the object's bytes were found not to match its metadata).
 
     Raises:
         StoreError: the store refused. LocalFileError: the file cannot be read.
     """
     sha256, md5, size = digests or file_digests(path, named=named)
     url = store.location.url_for(name)
-    head = store.head(name)
+    head = None if replace else store.head(name)
     if head is not None and head["metadata"].get("sha256") == sha256 and head["size"] == size:
         return PushResult(name, str(path), url, "skipped", size, sha256)
     metadata = {"sha256": sha256, "md5": md5}

@@ -42,6 +42,7 @@ class StoreSources:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _claimed: set[str] = field(default_factory=set)  # object URLs this process claimed
     _lacking: set[str] = field(default_factory=set)  # object URLs the store lacked
+    _wrong: set[str] = field(default_factory=set)  # object URLs whose bytes were not the file
     _fallback: dict[str, list[str]] = field(default_factory=dict)  # final path -> other sources
     _labels: dict[str, str] = field(default_factory=dict)  # presigned URL -> s3:// object URL
     _renewer: threading.Thread | None = None
@@ -95,10 +96,19 @@ class StoreSources:
         with self._lock:
             return self._labels.get(url, url)
 
-    def fallback(self, plan) -> list[str]:
-        """The other sources of a file read from the seed store alone (once; then empty)."""
+    def fallback(self, plan, *, wrong: bool = False) -> list[str]:
+        """The other sources of a file read from the seed store alone (once; then empty).
+
+        ``wrong``: the store's object is not the file (a hash or size mismatch), so ``finish``
+        replaces it with the verified file instead of trusting its metadata.
+        """
         with self._lock:
-            return self._fallback.pop(str(plan.final), [])
+            others = self._fallback.pop(str(plan.final), [])
+            if wrong and others and self.seed is not None:
+                from prefetch.store.s3 import parse_store_url
+
+                self._wrong.add(parse_store_url(self.seed).url_for(plan.spec.name))
+            return others
 
     def _seed_base(self) -> str:
         from prefetch.store.s3 import parse_store_url
@@ -214,8 +224,10 @@ class StoreSources:
         store = self.store_for(url)
         with self._lock:
             claimed = url in self._claimed
-            lacking = url in self._lacking
+            wrong = url in self._wrong
+            lacking = url in self._lacking or wrong
             self._claimed.discard(url)
+            self._wrong.discard(url)
         try:
             ok = result.status in ("downloaded", "cached") and (result.verified or plan.spec.expected is None)
             if not ok:
@@ -226,7 +238,7 @@ class StoreSources:
 
             state_dir = self.state_dir or Path(".")
             pushed = push_file(store, plan.final, plan.spec.name, state_dir=state_dir,
-                               part_size=part_size_from_env(self.env))
+                               part_size=part_size_from_env(self.env), replace=wrong)
             on_event(Event(EventKind.NOTE, plan.label, message=f"seeded the store: {pushed.status} {pushed.url}"))
         except Exception as exc:  # noqa: BLE001 - seeding is a service to others: the file itself is fine
             from prefetch.errors import PrefetchError
