@@ -69,3 +69,58 @@ def test_truncated_object_mirror_only(s3, tmp_path, origin, cli, keras_datasets)
     assert proc.returncode == 4, proc.stderr
     assert not (keras_datasets / "t.bin").exists()
     assert "X-Amz-" not in proc.stderr and "prefetchtest" not in proc.stderr
+
+
+class WebPageEverywhere:
+    """A web server, not S3, that answers 200 and an HTML page to every method and path
+    (``AWS_ENDPOINT_URL`` pointing at a proxy's or a portal's page)."""
+
+    def __enter__(self) -> "WebPageEverywhere":
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def answer(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                while length > 0:
+                    length -= len(self.rfile.read(min(length, 1 << 20)))
+                body = b"<html><body>Welcome to nginx!</body></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = answer
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_push_to_an_endpoint_that_is_not_s3_fails_instead_of_claiming_an_upload(s3, tmp_path, cli, monkeypatch):
+    small, big = tmp_path / "small.bin", tmp_path / "big.bin"
+    small.write_bytes(payload(1000, 111))
+    big.write_bytes(payload(6 * MIB, 112))
+    monkeypatch.setenv("PREFETCH_S3_PART_SIZE", str(5 * MIB))  # big.bin goes in two parts
+    with WebPageEverywhere() as page:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", page.url)
+        for path in (small, big):
+            proc = cli("push", str(path), "s3://team/p/")
+
+            assert proc.returncode == 3, proc.stderr  # before: 0 and "uploaded" (small), a crash (big)
+            assert "uploaded" not in proc.stdout
+            assert proc.stderr.count("\n") == 1 and "is not an S3 store" in proc.stderr, proc.stderr
+            assert "AWS_ENDPOINT_URL" in proc.stderr and "Traceback" not in proc.stderr

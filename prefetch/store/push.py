@@ -101,12 +101,13 @@ def push_file(
     if size <= part_size:
         try:
             with open_source(path, named=named) as f:
-                store.client.put_object(Bucket=bucket, Key=key, Body=f.read(), Metadata=metadata,
-                                        ContentMD5=_b64(md5))
+                answer = store.client.put_object(Bucket=bucket, Key=key, Body=f.read(), Metadata=metadata,
+                                                 ContentMD5=_b64(md5))
         except OSError as exc:
             raise LocalFileError(f"cannot read {path}: {exc.strerror or exc}") from None
         except Exception as exc:  # noqa: BLE001 - botocore
             raise store_error(exc, f"PUT {url}") from None
+        _answered(store, answer, "ETag", f"PUT {url}")
         return PushResult(name, str(path), url, "uploaded", size, sha256)
     return _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named)
 
@@ -127,7 +128,7 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
             answer = store.client.create_multipart_upload(Bucket=bucket, Key=key, Metadata=metadata)
         except Exception as exc:  # noqa: BLE001
             raise store_error(exc, f"start upload of {url}") from None
-        record = {"upload_id": answer["UploadId"], "sha256": metadata["sha256"], "part_size": part_size}
+        record = {"upload_id": _answered(store, answer, "UploadId", f"start upload of {url}"), "sha256": metadata["sha256"], "part_size": part_size}
         _save_record(record_path, record)
         done = {}
     upload_id = record["upload_id"]
@@ -148,22 +149,39 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
                                                           PartNumber=number, Body=chunk, ContentMD5=_b64(md5))
                     except Exception as exc:  # noqa: BLE001
                         raise store_error(exc, f"upload part {number}/{count} of {url}") from None
-                    etag = answer["ETag"]
+                    etag = _answered(store, answer, "ETag", f"upload part {number}/{count} of {url}")
                 parts.append({"PartNumber": number, "ETag": etag})
                 if on_part is not None:
                     on_part(number, count)
     except OSError as exc:
         raise LocalFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        store.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
-                                               MultipartUpload={"Parts": parts})
+        answer = store.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                                        MultipartUpload={"Parts": parts})
     except Exception as exc:  # noqa: BLE001
         raise store_error(exc, f"complete upload of {url}") from None
+    _answered(store, answer, "ETag", f"complete upload of {url}")
     try:
         record_path.unlink()
     except OSError:
         pass
     return PushResult(name, str(path), url, "resumed" if reused else "uploaded", size, metadata["sha256"], reused)
+
+
+def _answered(store: Store, answer, field: str, what: str) -> str:
+    """``answer[field]``, which every S3 store sends; without it the endpoint is not one (a web
+    server answering 200 to everything) and nothing was stored, whatever its status said.
+
+    Raises:
+        StoreError: the field is missing.
+    """
+    value = answer.get(field) if isinstance(answer, dict) else None
+    if not value:
+        from prefetch.errors import StoreError
+
+        raise StoreError(f"store: {what}: {store.endpoint or 'the endpoint'} answered without an {field}, "
+                         "so it is not an S3 store and nothing was stored; check AWS_ENDPOINT_URL")
+    return value
 
 
 def _uploaded_parts(store, bucket, key, upload_id) -> dict[int, str] | None:
