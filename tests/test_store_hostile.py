@@ -124,3 +124,23 @@ def test_push_to_an_endpoint_that_is_not_s3_fails_instead_of_claiming_an_upload(
             assert "uploaded" not in proc.stdout
             assert proc.stderr.count("\n") == 1 and "is not an S3 store" in proc.stderr, proc.stderr
             assert "AWS_ENDPOINT_URL" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_bucket_that_does_not_exist_is_named_as_such(s3, tmp_path, cli, origin, keras_datasets):
+    data = payload(1000, 113)
+    origin.put("nb.bin", data)
+    reg = registry(tmp_path / "r.toml", {"nb.bin": (origin.url_for("nb.bin"), data)})
+    typo = "s3://no-such-team-bucket/p/"
+
+    proc = cli("get", "toy", "--registry", reg, "--mirror", typo)
+
+    # Before: "the store has no s3://no-such-team-bucket/p/nb.bin", as if only the file were missing.
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"prefetch: error: store: the bucket 'no-such-team-bucket' does not exist at {s3.endpoint}; "
+        "create it or fix the URL"]
+    # With the origin as well, the file comes from there and the note says why.
+    proc = cli("get", "toy", "--registry", reg, "--mirror", typo, "--also-origin")
+    assert proc.returncode == 0, proc.stderr
+    assert "does not exist" in proc.stderr and "using the other sources" in proc.stderr
+    assert (keras_datasets / "nb.bin").read_bytes() == data

@@ -125,6 +125,9 @@ class StoreSources:
                     on_event(Event(EventKind.NOTE, plan.label, message=f"{url} is in the store now; reading it from there"))
                 return store.http_url(name)
             if not seeding:
+                if store.lacks_bucket():  # a typo in the URL, or the bucket was never made
+                    raise StoreError(f"store: the bucket {store.location.bucket!r} does not exist"
+                                     f"{' at ' + store.endpoint if store.endpoint else ''}; create it or fix the URL")
                 on_event(Event(EventKind.NOTE, plan.label, message=f"the store has no {url} (with the expected hash)"))
                 return None
             holder = self._claim(store, name)
