@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
 
 from tests.conftest import run_cli
 from tests.test_store import MIB, machine_env, objects, payload, put_object, registry
@@ -144,3 +145,57 @@ def test_a_bucket_that_does_not_exist_is_named_as_such(s3, tmp_path, cli, origin
     assert proc.returncode == 0, proc.stderr
     assert "does not exist" in proc.stderr and "using the other sources" in proc.stderr
     assert (keras_datasets / "nb.bin").read_bytes() == data
+
+
+def test_a_seeder_killed_here_is_not_waited_for_on_the_rerun(s3, tmp_path, origin, keras_datasets, monkeypatch):
+    """kill -9 (a restarted notebook kernel) mid-download leaves our claim in the store; the
+    rerun on the same machine sees its process is gone and takes the claim over at once,
+    instead of waiting for the lease to run out as for a seeder on another machine."""
+    from tests.helpers import sigkill_when, start_cli
+
+    data = payload(8 * MIB, 130)
+    origin.put("k.bin", data)
+    origin.total_rate = MIB
+    reg = registry(tmp_path / "r.toml", {"k.bin": (origin.url_for("k.bin"), data)})
+    monkeypatch.setenv("PREFETCH_SEED_LEASE", "30")  # (before the fix the rerun waited this long)
+    proc = start_cli("get", "toy", "--registry", reg, "--seed", s3.prefix,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    part = keras_datasets / "k.bin.part"
+    sigkill_when(proc, lambda: part.exists() and part.stat().st_size > 0, what="a partial download")
+    assert ".prefetch-claims/k.bin" in objects(s3, s3.prefix)  # the dead seeder's claim
+    origin.total_rate = None
+
+    proc = run_cli("get", "toy", "--registry", reg, "--seed", s3.prefix)
+
+    assert proc.returncode == 0, proc.stderr
+    assert "waiting for" not in proc.stderr, proc.stderr
+    assert "seeded the store: uploaded" in proc.stderr
+    assert set(objects(s3, s3.prefix)) == {"k.bin"}  # the object, no claim left
+    assert (keras_datasets / "k.bin").read_bytes() == data
+
+
+def test_a_live_seeder_on_this_machine_is_still_waited_for(s3, tmp_path, origin, keras_datasets, monkeypatch):
+    """The same check leaves a claim whose process runs alone: the second process waits."""
+    import time
+
+    from tests.helpers import start_cli
+
+    data = payload(4 * MIB, 131)
+    origin.put("l.bin", data)
+    origin.total_rate = MIB
+    reg = registry(tmp_path / "r.toml", {"l.bin": (origin.url_for("l.bin"), data)})
+    first = start_cli("get", "toy", "--registry", reg, "--seed", s3.prefix,
+                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while ".prefetch-claims/l.bin" not in objects(s3, s3.prefix):
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    second = machine_env(tmp_path / "m2")  # another cache on the same machine
+
+    proc = run_cli("get", "toy", "--registry", reg, "--seed", s3.prefix, env=second)
+
+    origin.total_rate = None
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0 and proc.returncode == 0, err + proc.stderr
+    assert "waiting for" in proc.stderr and "is in the store now" in proc.stderr, proc.stderr
+    assert len(origin.data_requests("l.bin")) >= 1 and "seeded the store" not in proc.stderr

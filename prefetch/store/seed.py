@@ -172,7 +172,7 @@ class StoreSources:
     def _claim(self, store: Store, name: str) -> str | None:
         """Claim seeding ``name``: None when it is ours now, else who holds it."""
         bucket, key = store.location.bucket, store.location.key_for(CLAIMS + name)
-        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
+        body = _claim_body()
         for _ in range(3):
             try:
                 store.client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
@@ -186,7 +186,7 @@ class StoreSources:
                 age = time.time() - float(holder.get("time", 0))
             except Exception:  # noqa: BLE001 - gone meanwhile, or unreadable: try again
                 continue
-            if age <= self.lease:
+            if age <= self.lease and not _dead_here(holder):
                 return f"{holder.get('host', '?')} (pid {holder.get('pid', '?')})"
             try:  # a seeder that died: take over its claim
                 store.client.delete_object(Bucket=bucket, Key=key)
@@ -203,7 +203,7 @@ class StoreSources:
             for url in claimed:
                 store = self.store_for(url)
                 _, name = split_object_url(url)
-                body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
+                body = _claim_body()
                 try:
                     store.client.put_object(Bucket=store.location.bucket,
                                             Key=store.location.key_for(CLAIMS + name), Body=body)
@@ -251,3 +251,36 @@ class StoreSources:
         finally:
             if claimed:
                 self._release(store, plan.spec.name)
+
+
+def _claim_body() -> bytes:
+    """Who claims: host and pid, and what tells this machine's processes apart from another's
+    with the same host name (boot id, pid namespace) and a reused pid (its start time)."""
+    from prefetch.fs.processes import process_start_time
+
+    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time(),
+                       "start": process_start_time(os.getpid()), "here": _here()}).encode()
+
+
+def _here() -> str | None:
+    """This machine's boot and pid namespace: pids in claims carrying the same are ours to check."""
+    try:
+        boot = open("/proc/sys/kernel/random/boot_id", encoding="ascii").read().strip()
+        return f"{boot} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def _dead_here(holder: dict) -> bool:
+    """The claim is this machine's (same host, boot and pid namespace) and its process is gone:
+    a seeder killed here (kill -9, a restarted kernel) need not be waited for until its lease ends."""
+    from prefetch.fs.processes import is_process_alive
+
+    here = _here()
+    if here is None or holder.get("here") != here or holder.get("host") != socket.gethostname():
+        return False
+    pid, start = holder.get("pid"), holder.get("start")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    return not is_process_alive(pid, start if isinstance(start, int) else None)
+
