@@ -54,3 +54,30 @@ def test_through_get(cli, origin, tmp_path):
         f"prefetch: error: hash '{SHA} *h.bin' is a checksum file's line (HASH  NAME), which may be another "
         "file's; give the hash alone"]
     assert not origin.data_requests("h.bin")[1:]  # (refused before any download)
+
+
+def test_export_keeps_the_sums_it_did_not_write(home, cli, origin, tmp_path):
+    """A mirror directory's SHA256SUMS written by ``sha256sum -b`` (``HASH *NAME``), in capitals,
+    or in BSD form (``SHA256 (NAME) = HASH``): export adds its files' lines and keeps the others'
+    (before, every line but ``HASH  NAME`` ones was dropped)."""
+    import subprocess
+
+    from tests.test_store import cached_toy
+
+    reg, files = cached_toy(tmp_path, origin, cli, sizes=(1000, 2000))
+    out = tmp_path / "www"
+    out.mkdir()
+    mine = {"notes.txt": b"the team's notes\n", "model.bin": b"\x00weights" * 100, "old.csv": b"a,b\n1,2\n"}
+    for name, data in mine.items():
+        (out / name).write_bytes(data)
+    digest = {n: hashlib.sha256(d).hexdigest() for n, d in mine.items()}
+    (out / "SHA256SUMS").write_text(f"{digest['notes.txt']} *notes.txt\n"
+                                    f"{digest['model.bin'].upper()}  model.bin\n"
+                                    f"SHA256 (old.csv) = {digest['old.csv']}\n")
+
+    proc = cli("export", str(out), "toy", "--registry", reg)
+
+    assert proc.returncode == 0, proc.stderr
+    check = subprocess.run(["sha256sum", "-c", "--strict", "SHA256SUMS"], cwd=out, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert sorted(line.rpartition(": ")[0] for line in check.stdout.splitlines()) == sorted([*files, *mine])
