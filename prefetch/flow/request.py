@@ -178,20 +178,9 @@ def hide_url_password(url: str) -> str:
 def shown_url(url: str) -> str:
     """``url`` as ``status`` and a job's log show it: its password hidden (``hide_url_password``)
     and a signed query (a presigned URL's key id and signature) shown as ``(signed)``."""
-    shown = hide_url_password(url)
-    if "?" not in shown or "://" not in shown:
-        return shown
-    from urllib.parse import urlsplit
+    from prefetch.net.urls import hide_signed_query
 
-    from prefetch.net.urls import redact_url
-
-    try:
-        parts = urlsplit(shown)
-        if parts.query and urlsplit(redact_url(shown)).query == "(signed)":
-            return parts._replace(query="(signed)").geturl()
-    except ValueError:
-        pass
-    return shown
+    return hide_signed_query(hide_url_password(url))
 
 
 def url_passwords(request: GetRequest) -> dict[str, str]:

@@ -383,8 +383,12 @@ def files_in_place(record: JobRecord) -> bool:
     return bool(record.files) and all(os.path.isfile(f.path) for f in record.files)  # a FIFO is not a file
 
 
-def _shown(name):
-    """A job's name as ``status`` shows it: a URL's signed query as ``(signed)``."""
-    from prefetch.flow.request import shown_url
 
-    return shown_url(name) if isinstance(name, str) else name
+def _shown(name):
+    """A job's name as ``status`` shows it: a URL's signed query as ``(signed)`` (its password
+    was hidden when the record was written)."""
+    if not isinstance(name, str) or "?" not in name:
+        return name  # (a dataset name, a URL without a query: no import for `status`)
+    from prefetch.net.urls import hide_signed_query
+
+    return hide_signed_query(name)
