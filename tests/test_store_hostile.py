@@ -227,3 +227,23 @@ def test_a_presigned_url_stays_out_of_tls_and_redirect_errors(home, cli, tls_ori
     assert "TLS verification failed" in logs  # (the job's log: the record itself keeps the URL to run it)
     for text in (tls.stderr, loop.stderr, waited.stdout + waited.stderr, status.stdout, logs):
         assert "deadbeef" not in text and "AKIAKEYID" not in text, text
+
+
+def test_an_unreadable_claim_is_taken_over_when_its_lease_ends(s3, tmp_path, cli, origin, keras_datasets,
+                                                              monkeypatch):
+    """A claim object that is not ours to read (another tool's, another version's, truncated
+    JSON) ages by the store's Last-Modified: it no longer blocks every seeder forever."""
+    data = payload(MIB, 160)
+    origin.put("u.bin", data)
+    reg = registry(tmp_path / "r.toml", {"u.bin": (origin.url_for("u.bin"), data)})
+    monkeypatch.setenv("PREFETCH_SEED_LEASE", "2")
+    for n, body in enumerate((b'{"host": "vm", "pid": 1, "ti', b"[]", b'{"time": "yesterday"}')):
+        put_object(s3, s3.prefix, ".prefetch-claims/u.bin", body)
+
+        proc = cli("get", "toy", "--registry", reg, "--seed", s3.prefix, "--cache-dir", str(tmp_path / f"c{n}"),
+                   timeout=60)  # (before: waited for the claim forever)
+
+        assert proc.returncode == 0, proc.stderr
+        assert "seeded the store: uploaded" in proc.stderr, proc.stderr
+        assert set(objects(s3, s3.prefix)) == {"u.bin"}
+        s3.client().delete_object(Bucket="team", Key=s3.prefix[len("s3://team/"):] + "u.bin")

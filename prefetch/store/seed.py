@@ -182,10 +182,10 @@ class StoreSources:
                     raise store_error(exc, f"claim s3://{bucket}/{key}") from None
             try:
                 answer = store.client.get_object(Bucket=bucket, Key=key)
-                holder = json.loads(answer["Body"].read())
-                age = time.time() - float(holder.get("time", 0))
-            except Exception:  # noqa: BLE001 - gone meanwhile, or unreadable: try again
+                body = answer["Body"].read()
+            except Exception:  # noqa: BLE001 - gone meanwhile: try again
                 continue
+            holder, age = _claim_age(body, answer.get("LastModified"))
             if age <= self.lease and not _dead_here(holder):
                 return f"{holder.get('host', '?')} (pid {holder.get('pid', '?')})"
             try:  # a seeder that died: take over its claim
@@ -251,6 +251,17 @@ class StoreSources:
         finally:
             if claimed:
                 self._release(store, plan.spec.name)
+
+
+def _claim_age(body: bytes, modified) -> tuple[dict, float]:
+    """A claim's holder and seconds since its last renewal; a claim we cannot read (another
+    tool's, truncated) ages from the store's Last-Modified, so that its lease ends too."""
+    try:
+        holder = json.loads(body)
+        return holder, time.time() - float(holder["time"])
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        stamp = modified.timestamp() if hasattr(modified, "timestamp") else 0.0
+        return {"host": "an unreadable claim"}, time.time() - stamp
 
 
 def _claim_body() -> bytes:
