@@ -4,6 +4,7 @@ races and kills. The classic escapes are tests/test_archives_cli.py's and tests/
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import tarfile
@@ -65,3 +66,38 @@ def test_a_gz_larger_than_the_free_space_is_a_full_disk_not_a_bomb(tmp_path):
         assert os.listdir(fs.path) == []  # no temp file left
     finally:
         fs.unmount()
+
+
+def test_a_link_that_a_move_takes_outside_is_refused(tmp_path):
+    """torchvision's rearrangements (SBDataset moves ``benchmark_RELEASE/dataset/cls`` up to the
+    top) take a relative link to another depth: ``a/b/link -> ../../x`` is inside where the
+    archive put it, and points outside once ``a/b`` is moved to ``b``."""
+    import io
+
+    from prefetch.archive.extract import extract_archive
+    from prefetch.errors import UnsafeArchiveError
+
+    def archive(link: str) -> bytes:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name, data in (("x", b"inside"), ("a/b/f", b"f")):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            info = tarfile.TarInfo("a/b/link")
+            info.type, info.linkname = tarfile.SYMTYPE, link
+            tar.addfile(info)
+        return buf.getvalue()
+
+    (tmp_path / "x").write_text("a file outside the extraction\n")
+    bad = tmp_path / "bad.tar"
+    bad.write_bytes(archive("../../x"))
+    with pytest.raises(UnsafeArchiveError) as info:
+        extract_archive(bad, tmp_path / "out", moves=[("a/b", "b")])
+    assert "'b/link' is a link to '../../x', which resolves outside" in str(info.value)
+    assert sorted(os.listdir(tmp_path)) == ["bad.tar", "x"]  # nothing placed, no temp dir left
+
+    good = tmp_path / "good.tar"
+    good.write_bytes(archive("f"))  # a link beside its target moves with it
+    extract_archive(good, tmp_path / "out", moves=[("a/b", "b")])
+    assert (tmp_path / "out" / "b" / "link").read_bytes() == b"f"

@@ -12,7 +12,8 @@ checked and written; only then does the result move into place with ``os.rename`
 The temp dir is removed on every error, ``KeyboardInterrupt`` included.
 
 Safety policy (defence in depth: our own checks first, then ``tarfile.data_filter``
-where the running Python has it, then a final audit of every symlink created):
+where the running Python has it, then a final audit of every symlink created, and again
+where it ends up after the tree's rearrangements, which move links to another depth):
 
 * refused: absolute names (``/x``, ``\\x``, ``C:x``), ``..`` components (``/`` and ``\\``
   both count as separators), NUL bytes, device/FIFO/unknown members, symlinks whose
@@ -180,6 +181,7 @@ def extract_archive(
                 from prefetch.archive.rearrange import rearrange
 
                 rearrange(temp, archive=archive, moves=moves, gunzip=gunzip)
+                ctx.audit_tree()  # a moved relative link may point elsewhere now
             source = _subfolder(temp, subfolder, archive) if subfolder else temp
             entries = sorted(os.listdir(source))
             _set_dir_mode(source, ctx.final_dir_mode)

@@ -221,6 +221,17 @@ class _Extraction:
             if os.path.islink(path):
                 self.check_inside("/".join(parts), path, linkname)
 
+    def audit_tree(self) -> None:
+        """Check every symlink where it is now: a move (``rearrange``) takes a relative link to
+        another depth, where ``../x`` points elsewhere, possibly outside."""
+        if not self.symlinks:
+            return
+        for here, dirs, files in os.walk(self.root):
+            for name in (*dirs, *files):
+                path = Path(here) / name
+                if os.path.islink(path):
+                    self.check_inside(str(path.relative_to(self.root)), path, os.readlink(path))
+
 
 
 def _data_mode(mode: int) -> int:
