@@ -101,3 +101,31 @@ def test_a_link_that_a_move_takes_outside_is_refused(tmp_path):
     good.write_bytes(archive("f"))  # a link beside its target moves with it
     extract_archive(good, tmp_path / "out", moves=[("a/b", "b")])
     assert (tmp_path / "out" / "b" / "link").read_bytes() == b"f"
+
+
+def test_a_link_out_of_the_subfolder_placed_is_refused(tmp_path):
+    """Of a ``subfolder`` (torchvision's Middlebury: ``MiddEval3/testF``) only the contents are
+    placed: ``sub/link -> ../x`` stays inside the archive's tree, and leaves the destination."""
+    import io
+
+    from prefetch.archive.extract import extract_archive
+    from prefetch.errors import UnsafeArchiveError
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("x", b"inside"), ("sub/f", b"f")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, target in (("sub/ok", "f"), ("sub/link", "../x")):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    (tmp_path / "ar.tar").write_bytes(buf.getvalue())
+    (tmp_path / "x").write_text("a file outside the extraction\n")
+
+    with pytest.raises(UnsafeArchiveError) as info:
+        extract_archive(tmp_path / "ar.tar", tmp_path / "out", subfolder="sub")
+
+    assert "'sub/link' is a link to '../x', which resolves outside the folder extracted" in str(info.value)
+    assert sorted(os.listdir(tmp_path)) == ["ar.tar", "x"]

@@ -13,7 +13,8 @@ The temp dir is removed on every error, ``KeyboardInterrupt`` included.
 
 Safety policy (defence in depth: our own checks first, then ``tarfile.data_filter``
 where the running Python has it, then a final audit of every symlink created, and again
-where it ends up after the tree's rearrangements, which move links to another depth):
+where it ends up after the tree's rearrangements, which move links to another depth, and
+inside the subfolder when only its contents are placed):
 
 * refused: absolute names (``/x``, ``\\x``, ``C:x``), ``..`` components (``/`` and ``\\``
   both count as separators), NUL bytes, device/FIFO/unknown members, symlinks whose
@@ -181,8 +182,9 @@ def extract_archive(
                 from prefetch.archive.rearrange import rearrange
 
                 rearrange(temp, archive=archive, moves=moves, gunzip=gunzip)
-                ctx.audit_tree()  # a moved relative link may point elsewhere now
             source = _subfolder(temp, subfolder, archive) if subfolder else temp
+            if moves or gunzip or subfolder:
+                ctx.audit_tree(source)  # a moved link, or one out of the subfolder, may point outside
             entries = sorted(os.listdir(source))
             _set_dir_mode(source, ctx.final_dir_mode)
             _install(source, final, archive=archive, protect=protected, merge=merge)
