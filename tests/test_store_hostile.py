@@ -247,3 +247,38 @@ def test_an_unreadable_claim_is_taken_over_when_its_lease_ends(s3, tmp_path, cli
         assert "seeded the store: uploaded" in proc.stderr, proc.stderr
         assert set(objects(s3, s3.prefix)) == {"u.bin"}
         s3.client().delete_object(Bucket="team", Key=s3.prefix[len("s3://team/"):] + "u.bin")
+
+
+def test_a_file_written_to_during_its_push_is_not_stored(s3, tmp_path, cli, home, monkeypatch):
+    """``push ./model.ckpt`` while training still writes it: the object's sha256 metadata was
+    taken before the upload read the bytes. The upload checks the bytes it sent against it
+    and stores nothing when they differ (before: an object whose bytes were not its sha256)."""
+    import time
+
+    from tests.helpers import start_cli
+    from tests.slowproxy import SlowProxy
+    from tests.test_store import assert_store_consistent
+
+    path = tmp_path / "model.ckpt"
+    path.write_bytes(payload(12 * MIB, 170))
+    monkeypatch.setenv("PREFETCH_S3_PART_SIZE", str(5 * MIB))  # three parts
+    with SlowProxy(int(s3.endpoint.rsplit(":", 1)[1]), rate=1 << 40, up_rate=2 * MIB) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        proc = start_cli("push", str(path), s3.prefix, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not list(home.rglob("push/*.json")):  # the upload began: its first part is on its way
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        with open(path, "r+b") as f:  # the last part changes in place, as a checkpoint being saved
+            f.seek(11 * MIB)
+            f.write(b"\xff" * MIB)
+        out, err = proc.communicate(timeout=120)
+
+    assert proc.returncode == 5, out + err
+    assert err.strip().splitlines() == [f"prefetch: error: {path} changed while it was being uploaded, so nothing "
+                                        f"was stored as {s3.prefix}model.ckpt; push it again once it is complete"]
+    assert assert_store_consistent(s3, s3.prefix) == {}
+    assert not list(home.rglob("push/*.json"))  # the next push starts afresh
+    proc = cli("push", str(path), s3.prefix)
+    assert proc.returncode == 0, proc.stderr
+    assert assert_store_consistent(s3, s3.prefix) == {"model.ckpt": path.read_bytes()}
