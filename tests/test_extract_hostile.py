@@ -129,3 +129,22 @@ def test_a_link_out_of_the_subfolder_placed_is_refused(tmp_path):
 
     assert "'sub/link' is a link to '../x', which resolves outside the folder extracted" in str(info.value)
     assert sorted(os.listdir(tmp_path)) == ["ar.tar", "x"]
+
+
+def test_a_truncated_archive_without_a_hash_is_not_kept(home, world, tmp_path):
+    """No hash vouches for the bytes: a truncated archive is exit 4, one line, and neither the
+    archive nor its partial is kept, so the same command downloads it again (and then works)."""
+    origin, _ = world
+    whole = tar_bytes([file_member("data.bin", os.urandom(300_000))])
+
+    proc = get_bytes(tmp_path, origin, "trunc.tar.gz", whole[: len(whole) // 2], sha=False)
+
+    err = proc.stderr.decode()
+    assert proc.returncode == 4, err
+    errors = [line for line in err.splitlines() if line.startswith("prefetch: error:")]
+    assert len(errors) == 1 and "is corrupt or truncated" in errors[0], err
+    assert "Nothing was extracted. The download was not kept (no expected hash to vouch for it)" in errors[0]
+    assert sorted(os.listdir(home / ".keras" / "datasets")) == []
+    proc = get_bytes(tmp_path, origin, "trunc.tar.gz", whole, sha=False)  # the origin was fixed
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert sorted(os.listdir(home / ".keras" / "datasets")) == ["somedir", "trunc.tar.gz"]

@@ -138,6 +138,7 @@ def fetch_file(
                 # have been fixed) instead of failing on the same bytes forever.
                 placement.discard(part, state)
                 message = str(exc).replace("delete it and download it again.", "").rstrip()
+                message = message[:-1] + "." if message.endswith(";") else message
                 raise type(exc)(f"{message} The download was not kept (no expected hash to vouch for it): the "
                                 f"same command downloads it again") from None
             raise
