@@ -204,9 +204,9 @@ def test_a_live_seeder_on_this_machine_is_still_waited_for(s3, tmp_path, origin,
 SIGNED_QUERY = "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAKEYID%2F20260101&X-Amz-Signature=deadbeef"
 
 
-def test_a_presigned_url_stays_out_of_tls_and_redirect_errors(home, cli, tls_origin, origin, tmp_path, monkeypatch):
+def test_a_presigned_url_stays_out_of_errors_logs_and_status(home, cli, tls_origin, origin, tmp_path, monkeypatch):
     """A presigned URL (the store's, or one given on the command line) in the errors that name
-    their URL: an untrusted certificate (a company's TLS proxy), a redirect loop. Its key id and
+    their URL: an untrusted certificate (a company's TLS proxy), a redirect loop, a 404. Its key id and
     signature would land in the job's log and `status` (its command, names and error)."""
     tls_origin.put("f.bin", b"x" * 1000)
     monkeypatch.delenv("REQUESTS_CA_BUNDLE")
@@ -215,17 +215,20 @@ def test_a_presigned_url_stays_out_of_tls_and_redirect_errors(home, cli, tls_ori
 
     tls = cli("get", tls_origin.url_for("f.bin") + SIGNED_QUERY, "-P", str(tmp_path / "a"))
     loop = cli("get", origin.url_for("r0") + SIGNED_QUERY, "-P", str(tmp_path / "b"))
+    gone = cli("get", origin.url_for("deleted.bin") + SIGNED_QUERY, "-P", str(tmp_path / "d"))  # an expired
+    # presigned URL (403), an object deleted between the store's HEAD and its GET (404)
     started = cli("get", tls_origin.url_for("f.bin") + SIGNED_QUERY, "-P", str(tmp_path / "c"), "-b")
     waited = cli("wait", "--timeout", "60")
     status = cli("status", "--json")
 
     assert tls.returncode == 3 and "TLS verification failed for https://" in tls.stderr, tls.stderr
     assert loop.returncode == 3 and "too many redirects" in loop.stderr, loop.stderr
+    assert gone.returncode == 3 and "deleted.bin?(signed) answered HTTP 404" in gone.stderr, gone.stderr
     assert started.returncode == 0 and waited.returncode == 3, started.stderr + waited.stdout + waited.stderr
     assert "TLS verification failed" in status.stdout
     logs = "".join(p.read_text(errors="replace") for p in (home / ".prefetch").rglob("*.log"))
     assert "TLS verification failed" in logs  # (the job's log: the record itself keeps the URL to run it)
-    for text in (tls.stderr, loop.stderr, waited.stdout + waited.stderr, status.stdout, logs):
+    for text in (tls.stderr, loop.stderr, gone.stderr, waited.stdout + waited.stderr, status.stdout, logs):
         assert "deadbeef" not in text and "AKIAKEYID" not in text, text
 
 

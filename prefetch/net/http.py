@@ -327,7 +327,8 @@ def open_url(client: Client, url: str, *, headers: dict[str, str] | None = None,
         if status in TRANSIENT_STATUSES:
             raise TransientHTTPError(f"{host_of(current)} answered HTTP {status}", cause=f"HTTP {status}",
                                      retry_after=retry_after, status=status)
-        raise HTTPStatusError(f"{current} answered HTTP {status}; check the URL or the mirror", status=status)
+        raise HTTPStatusError(f"{redact_url(current)} answered HTTP {status}; check the URL or the mirror",
+                              status=status)
     return resp, current
 
 
