@@ -276,7 +276,8 @@ def _claim_body() -> bytes:
 def _here() -> str | None:
     """This machine's boot and pid namespace: pids in claims carrying the same are ours to check."""
     try:
-        boot = open("/proc/sys/kernel/random/boot_id", encoding="ascii").read().strip()
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
         return f"{boot} {os.readlink('/proc/self/ns/pid')}"
     except OSError:
         return None
