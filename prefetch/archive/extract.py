@@ -12,7 +12,9 @@ checked and written; only then does the result move into place with ``os.rename`
 The temp dir is removed on every error, ``KeyboardInterrupt`` included.
 
 Safety policy (defence in depth: our own checks first, then ``tarfile.data_filter``
-where the running Python has it, then a final audit of every symlink created):
+where the running Python has it, then a final audit of every symlink created, and again
+where it ends up after the tree's rearrangements, which move links to another depth, and
+inside the subfolder when only its contents are placed):
 
 * refused: absolute names (``/x``, ``\\x``, ``C:x``), ``..`` components (``/`` and ``\\``
   both count as separators), NUL bytes, device/FIFO/unknown members, symlinks whose
@@ -181,6 +183,8 @@ def extract_archive(
 
                 rearrange(temp, archive=archive, moves=moves, gunzip=gunzip)
             source = _subfolder(temp, subfolder, archive) if subfolder else temp
+            if moves or gunzip or subfolder:
+                ctx.audit_tree(source)  # a moved link, or one out of the subfolder, may point outside
             entries = sorted(os.listdir(source))
             _set_dir_mode(source, ctx.final_dir_mode)
             _install(source, final, archive=archive, protect=protected, merge=merge)

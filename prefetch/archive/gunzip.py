@@ -14,9 +14,9 @@ import os
 import zlib
 from pathlib import Path
 
-from prefetch.errors import IntegrityError, UnsafeArchiveError
+from prefetch.errors import DiskFullError, IntegrityError, UnsafeArchiveError
 from prefetch.fs import safefs
-from prefetch.fs.files import free_space, local_error
+from prefetch.fs.files import free_space, local_error, mib
 
 _CHUNK = 1 << 20
 
@@ -27,7 +27,8 @@ def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0) -> 
     Raises:
         IntegrityError: ``source`` is not gzip, or is corrupt or truncated.
         UnsafeArchiveError: it expands more than ``max_ratio`` times (a decompression bomb).
-        DiskFullError / LocalFileError / UnsafePathError: ``target`` cannot be written.
+        DiskFullError: it expands to more than the free space (checked while writing, so the
+            disk is never filled). LocalFileError / UnsafePathError: ``target`` cannot be written.
     """
     source, target = Path(source), Path(target)
     safefs.check_dir_chain(target.parent)
@@ -38,7 +39,7 @@ def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0) -> 
     try:
         with os.fdopen(fd, "rb") as raw:
             limit = max(1 << 20, int(os.fstat(raw.fileno()).st_size * max_ratio))
-            limit = min(limit, free_space(target.parent))
+            room = free_space(target.parent)  # stop before the disk is full, not when it is
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
             xz = raw.read(6) == b"\xfd7zXZ\x00"
             raw.seek(0)
@@ -48,8 +49,12 @@ def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0) -> 
                     written += len(chunk)
                     if written > limit:
                         raise UnsafeArchiveError(
-                            f"{source}: decompresses to more than {limit} bytes ({max_ratio:g} times its size, "
-                            f"or the free space); not placed")
+                            f"{source}: decompresses to more than {limit} bytes ({max_ratio:g} times its size); "
+                            "not placed")
+                    if written > room:
+                        raise DiskFullError(
+                            f"no space left on the device holding {target}: {source.name} decompresses to more "
+                            f"than the {mib(room)} free; free some space (or use --cache-dir) and run the command again")
                     dst.write(chunk)
         safefs.replace(tmp, target)
     except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:

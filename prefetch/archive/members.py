@@ -221,6 +221,24 @@ class _Extraction:
             if os.path.islink(path):
                 self.check_inside("/".join(parts), path, linkname)
 
+    def audit_tree(self, top: Path) -> None:
+        """Check every symlink under ``top`` (what will be placed) where it is now: a move
+        (``rearrange``) takes a relative link to another depth, where ``../x`` points elsewhere,
+        and of a subfolder only its contents are placed, so ``sub/link -> ../x`` would leave it."""
+        if not self.symlinks:
+            return
+        top = Path(os.path.realpath(top))
+        for here, dirs, files in os.walk(top):
+            for name in (*dirs, *files):
+                path = Path(here) / name
+                if not os.path.islink(path):
+                    continue
+                real = os.path.realpath(path)
+                if os.path.commonpath([real, str(top)]) != str(top):
+                    raise self.unsafe(str(path.relative_to(self.root)),
+                                      f"is a link to {os.readlink(path)!r}, which resolves outside "
+                                      + ("the extraction directory" if top == self.root else "the folder extracted"))
+
 
 
 def _data_mode(mode: int) -> int:

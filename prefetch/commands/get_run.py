@@ -154,12 +154,20 @@ def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | 
             if r.status not in ("failed", "interrupted"):
                 lines.append(f"{r.status:10} {r.path}")
                 lines.extend(f"{'':10} {extra}" for extra in r.paths[1:])
-                lines.extend(f"{'extracted':10} {d}" for d in r.extracted)
+                lines.extend(f"{'extracted':10} {_one_line(d)}" for d in r.extracted)
         if lines:  # one write, not an echo per file (thousands of files)
             echo("\n".join(lines))
         for error in _error_lines(results):
             echo(f"prefetch: error: {error}", err=True)
     return overall_exit_code(results)
+
+
+def _one_line(path: str) -> str:
+    """An archive member's path on one line: its control characters (a newline in a member's
+    name would start a line of the archive's choosing) written as escapes."""
+    if path.isprintable():
+        return path
+    return "".join(c.encode("unicode_escape").decode() if c < " " or "\x7f" <= c <= "\x9f" else c for c in path)
 
 
 STOPPED_SHOWN = 3  # files a stop caught (Ctrl-C, --fail-fast) named one by one; the rest are counted

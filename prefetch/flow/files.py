@@ -138,6 +138,7 @@ def fetch_file(
                 # have been fixed) instead of failing on the same bytes forever.
                 placement.discard(part, state)
                 message = str(exc).replace("delete it and download it again.", "").rstrip()
+                message = message[:-1] + "." if message.endswith(";") else message
                 raise type(exc)(f"{message} The download was not kept (no expected hash to vouch for it): the "
                                 f"same command downloads it again") from None
             raise
@@ -274,6 +275,14 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                     f"from an earlier run; downloading the whole file again",
                 )
             )
+            continue
+        fallback = options.sources.fallback(plan, wrong=True) if options.sources is not None else []
+        if fallback:
+            # The team store's copy is not the file (corrupt, or put there with a wrong hash):
+            # the file's other sources take over, and --seed replaces the store's copy after.
+            on_event(Event(EventKind.NOTE, plan.label, message=f"{expected.algorithm if expected else 'size'} "
+                           f"mismatch {describe_sources(served)}; using the other sources"))
+            urls = fallback
             continue
         if alone is None and len(urls) > 1:
             # Which source lied is unknown: try each one alone, the origin first.

@@ -175,6 +175,14 @@ def hide_url_password(url: str) -> str:
     return parts._replace(netloc=f"{user}:{HIDDEN_PASSWORD}@{host}").geturl()
 
 
+def shown_url(url: str) -> str:
+    """``url`` as ``status`` and a job's log show it: its password hidden (``hide_url_password``)
+    and a signed query (a presigned URL's key id and signature) shown as ``(signed)``."""
+    from prefetch.net.urls import hide_signed_query
+
+    return hide_signed_query(hide_url_password(url))
+
+
 def url_passwords(request: GetRequest) -> dict[str, str]:
     """{stored URL: URL with its password} for every URL of ``request`` that carries one."""
     urls = list(request.names) + [e["url"] for e in request.urls if isinstance(e, dict) and "url" in e]

@@ -34,9 +34,9 @@ def describe_request(request) -> str:
     """The ``prefetch get`` command line equivalent to ``request``."""
     import shlex  # only when starting a job: `prefetch status` starts faster without it
 
-    from prefetch.flow.request import hide_url_password
+    from prefetch.flow.request import shown_url
 
-    parts = ["prefetch", "get", *(hide_url_password(n) for n in request.names)]
+    parts = ["prefetch", "get", *(shown_url(n) for n in request.names)]
     if request.cache_dir:
         parts += ["--cache-dir", request.cache_dir]
     for m in request.mirrors:

@@ -347,7 +347,7 @@ def job_to_dict(record: JobRecord) -> dict:
         "exit_code": record.exit_code,
         "error": record.error,
         "command": record.command,
-        "names": list(record.request.get("names", [])),
+        "names": [_shown(n) for n in record.request.get("names", [])],
         "pid": record.pid,
         "host": record.host,
         "started": record.started,
@@ -381,3 +381,14 @@ def job_to_dict(record: JobRecord) -> dict:
 def files_in_place(record: JobRecord) -> bool:
     """True when every file of ``record`` is at its final path (only ever complete and verified)."""
     return bool(record.files) and all(os.path.isfile(f.path) for f in record.files)  # a FIFO is not a file
+
+
+
+def _shown(name):
+    """A job's name as ``status`` shows it: a URL's signed query as ``(signed)`` (its password
+    was hidden when the record was written)."""
+    if not isinstance(name, str) or "?" not in name:
+        return name  # (a dataset name, a URL without a query: no import for `status`)
+    from prefetch.net.urls import hide_signed_query
+
+    return hide_signed_query(name)

@@ -54,6 +54,7 @@ _HEX = set("0123456789abcdefABCDEF")  # string.hexdigits (the string module cost
 
 
 _LENGTHS = {64: "sha256", 32: "md5"}
+_OTHER_LENGTHS = {40: "sha1", 56: "sha224", 96: "sha384", 128: "sha512"}
 
 
 @dataclass(frozen=True)
@@ -78,15 +79,22 @@ class ExpectedHash:
 def parse_hash(text: str, *, algorithm: str = "auto") -> ExpectedHash:
     """Parse a hex digest, detecting the algorithm by length like Keras.
 
-    Accepts ``HEX``, ``sha256:HEX`` or ``md5:HEX``.
+    Accepts ``HEX``, ``sha256:HEX`` or ``md5:HEX`` (also spelled ``sha-256:``, as aria2c and
+    SRI do, with spaces after the colon).
 
     Raises:
-        BadHashError: not hex, or a length that fits no supported algorithm.
+        BadHashError: not hex, or a length that fits no supported algorithm; a checksum
+            file's line (``HEX  NAME``, ``HEX *NAME``), which names a file besides the hash.
     """
     value = text.strip().lower()
     if ":" in value:
         algorithm, _, value = value.partition(":")
+        algorithm, value = algorithm.strip().replace("-", ""), value.strip()
     if not value or not set(value) <= _HEX:
+        head, _, name = value.partition(" ")
+        if head and set(head) <= _HEX and name.strip():
+            raise BadHashError(f"hash {text!r} is a checksum file's line (HASH  NAME), which may be another "
+                               f"file's; give the hash alone")
         raise BadHashError(f"hash {text!r} is not hexadecimal; give 64 hex digits (sha256) or 32 (md5)")
     if algorithm == "auto":
         # Keras: 64 hex digits -> sha256, anything else -> md5.
@@ -95,7 +103,9 @@ def parse_hash(text: str, *, algorithm: str = "auto") -> ExpectedHash:
     if expected_len is None:
         raise BadHashError(f"unsupported hash algorithm {algorithm!r}; use sha256 or md5")
     if len(value) != expected_len:
+        other = _OTHER_LENGTHS.get(len(value))
         raise BadHashError(
             f"{algorithm} hash must be {expected_len} hex digits, got {len(value)} in {text!r}"
+            + (f" (the length of a {other}, which prefetch does not check: give the sha256 or md5)" if other else "")
         )
     return ExpectedHash(algorithm, value)

@@ -38,7 +38,7 @@ from prefetch.net.local import is_file_url, open_local
 from prefetch.net.response import Response
 from prefetch.net.proxies import proxy_for
 from prefetch.net.send_errors import send_failure, transient_failure
-from prefetch.net.urls import host_of
+from prefetch.net.urls import host_of, redact_url
 from prefetch.net.checks import (
     _check_proxy,
     _check_url,
@@ -300,7 +300,7 @@ def follow_redirects(client: Client, url: str, *, headers: dict[str, str] | None
         location = resp.headers.get("Location")
         _discard(resp)
         if not location:
-            raise NetworkError(f"{current} answered {resp.status} without a Location")
+            raise NetworkError(f"{redact_url(current)} answered {resp.status} without a Location")
         target = urljoin(current, location)
         check_redirect(current, target)
         if headers and host_of(target) != host_of(current):
@@ -308,7 +308,7 @@ def follow_redirects(client: Client, url: str, *, headers: dict[str, str] | None
             # (requests' own netrc lookup then applies to the new host).
             headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
         current = target
-    raise NetworkError(f"too many redirects (more than {MAX_REDIRECTS}) starting at {url}")
+    raise NetworkError(f"too many redirects (more than {MAX_REDIRECTS}) starting at {redact_url(url)}")
 
 
 def open_url(client: Client, url: str, *, headers: dict[str, str] | None = None, timeouts: Timeouts | None = None,
@@ -327,7 +327,8 @@ def open_url(client: Client, url: str, *, headers: dict[str, str] | None = None,
         if status in TRANSIENT_STATUSES:
             raise TransientHTTPError(f"{host_of(current)} answered HTTP {status}", cause=f"HTTP {status}",
                                      retry_after=retry_after, status=status)
-        raise HTTPStatusError(f"{current} answered HTTP {status}; check the URL or the mirror", status=status)
+        raise HTTPStatusError(f"{redact_url(current)} answered HTTP {status}; check the URL or the mirror",
+                              status=status)
     return resp, current
 
 

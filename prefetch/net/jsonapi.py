@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from prefetch.errors import NetworkError, PrefetchError
 from prefetch.net.failures import TransientHTTPError
 from prefetch.net.http import Client, follow_redirects
+from prefetch.net.urls import redact_url
 
 ATTEMPTS = 4
 
@@ -50,7 +51,7 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
                 last = f"{urlsplit(final).netloc} answered HTTP {status}"
                 continue
             if status != 200:
-                raise NetworkError(f"{label}: {final} answered HTTP {status}")
+                raise NetworkError(f"{label}: {redact_url(final)} answered HTTP {status}")
             body = resp.read()
             link = resp.headers.get("Link")
         except (TransientHTTPError, OSError, http.client.HTTPException) as exc:
@@ -61,6 +62,6 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
         try:
             return json.loads(body), link
         except ValueError:
-            raise NetworkError(f"{label}: {final} did not answer JSON (a captive portal, or not a {api} endpoint?)") \
+            raise NetworkError(f"{label}: {redact_url(final)} did not answer JSON (a captive portal, or not a {api} endpoint?)") \
                 from None
     raise NetworkError(f"{label}: the {api} API gave up after {attempts} attempts: {last}")

@@ -21,6 +21,7 @@ from prefetch.net.failures import (
     failure_kind,
 )
 from prefetch.net.proxies import proxy_for
+from prefetch.net.urls import redact_url
 
 
 def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseException | None:
@@ -29,11 +30,11 @@ def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseExce
     if is_ssl_failure(exc):
         reason = _ssl_reason(exc)
         if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
-            return NetworkError(f"TLS verification failed for {url}: {reason}")
+            return NetworkError(f"TLS verification failed for {redact_url(url)}: {reason}")
         return NetworkError(f"TLS error with {key[1]}: {reason}")
     if is_invalid_request(exc) or type(exc).__name__ in ("InvalidURL", "InvalidSchema", "MissingSchema",
                                                           "InvalidHeader"):
-        return NetworkError(f"invalid URL {url}: {describe_error(exc)}")
+        return NetworkError(f"invalid URL {redact_url(url)}: {describe_error(exc)}")
     root = _root_cause(exc)
     if isinstance(root, (ConnectionResetError, BrokenPipeError)) or _is_remote_disconnected(root):
         return None

@@ -81,6 +81,20 @@ _SECRET_PARAMS = ("x-amz-signature", "x-amz-credential", "x-amz-security-token",
                   "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "token", "access_token", "se", "sp")
 
 
+def hide_signed_query(url: str) -> str:
+    """``url`` with a signed query (a presigned URL's key id and signature, a SAS token) shown as
+    ``(signed)``; anything else, its user name and password included, unchanged."""
+    if "?" not in url or "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if any(p.partition("=")[0].lower() in _SECRET_PARAMS for p in parts.query.split("&")):
+        return parts._replace(query="(signed)").geturl()
+    return url
+
+
 @functools.lru_cache(maxsize=1024)  # (a file's URL is redacted for its record, its sources and its message)
 def redact_url(url: str) -> str:
     """``url`` for logs, records and messages: no ``user:password@``, no signature or token in the query."""

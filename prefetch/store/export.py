@@ -8,6 +8,7 @@ in ``sha256sum -c`` format. Serve DIR and point ``--mirror`` at it.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
         raise local_error(exc, directory) from None
     report = ExportReport(directory=str(directory))
     chosen = names or sorted(registry.datasets)
-    sums: dict[str, str] = _read_sums(directory / "SHA256SUMS")
+    sums = _read_sums(directory / "SHA256SUMS")
     for name in chosen:
         spec = registry.get(name)
         plans = plan_files(spec, root=root)
@@ -114,21 +115,45 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _read_sums(path: Path) -> dict[str, str]:
-    sums = {}
+def _read_sums(path: Path) -> dict[str, str | None]:
+    """The name -> sha256 lines of an existing SHA256SUMS, in each form ``sha256sum -c`` reads:
+    ``HASH  NAME``, ``HASH *NAME`` (``-b``), ``SHA256 (NAME) = HASH`` (``--tag``), any case, and
+    ``\\``-escaped names. A line of another form is kept as it is (``None`` value, keyed by the line)."""
+    sums: dict[str, str | None] = {}
     try:
         data = safefs.read_bytes(path, own=False)  # never a FIFO, never through a planted link
     except (OSError, LocalFileError):
         data = None
-    for line in (data or b"").decode("utf-8", "replace").splitlines():
-        digest, _, name = line.partition("  ")
-        if len(digest) == 64 and name:
-            sums[name] = digest
+    for line in (data or b"").decode("utf-8", "surrogateescape").split("\n"):
+        line = line[:-1] if line.endswith("\r") else line
+        escaped = line.startswith("\\")
+        body = line[1:] if escaped else line
+        found = _GNU_LINE.match(body) or _BSD_LINE.match(body)
+        if found is None:
+            if line.strip():
+                sums[line] = None
+            continue
+        name = found.group("name")
+        if escaped:
+            name = re.sub(r"\\(.)", lambda m: _UNESCAPE.get(m.group(1), m.group(0)), name)
+        sums[name] = found.group("hex").lower()
     return sums
 
 
-def _write_sums(path: Path, sums: dict[str, str]) -> None:
+def _write_sums(path: Path, sums: dict[str, str | None]) -> None:
+    lines = [line for line, digest in sums.items() if digest is None]  # not ours to judge: kept
+    for name, digest in sorted((n, d) for n, d in sums.items() if d is not None):
+        if any(c in name for c in "\\\n\r"):  # as sha256sum writes such a name
+            name = name.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+            digest = "\\" + digest
+        lines.append(f"{digest}  {name}")
+    data = "".join(f"{line}\n" for line in lines).encode("utf-8", "surrogateescape")
     try:  # a planted link or another user's SHA256SUMS: refused, never written through
-        replace_file(path, "".join(f"{d}  {n}\n" for n, d in sorted(sums.items())).encode(), checked=True)
+        replace_file(path, data, checked=True)
     except OSError as exc:
         raise local_error(exc, path) from None
+
+
+_GNU_LINE = re.compile(r"^(?P<hex>[0-9A-Fa-f]{64}) [ *](?P<name>.+)$")
+_UNESCAPE = {"n": "\n", "r": "\r", "\\": "\\"}
+_BSD_LINE = re.compile(r"^SHA256 \((?P<name>.+)\) = (?P<hex>[0-9A-Fa-f]{64})$")

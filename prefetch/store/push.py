@@ -83,15 +83,17 @@ def push_file(
     digests: tuple[str, str, int] | None = None,
     on_part: Callable[[int, int], None] | None = None,
     named: bool = False,
+    replace: bool = False,
 ) -> PushResult:
-    """Upload ``path`` as object ``name`` of ``store`` unless an object with its sha256 is there.
+    """Upload ``path`` as object ``name`` of ``store`` unless an object with its sha256 is there
+    (``replace``: even then, as the object's bytes were found not to match its metadata).
 
     Raises:
         StoreError: the store refused. LocalFileError: the file cannot be read.
     """
     sha256, md5, size = digests or file_digests(path, named=named)
     url = store.location.url_for(name)
-    head = store.head(name)
+    head = None if replace else store.head(name)
     if head is not None and head["metadata"].get("sha256") == sha256 and head["size"] == size:
         return PushResult(name, str(path), url, "skipped", size, sha256)
     metadata = {"sha256": sha256, "md5": md5}
@@ -99,12 +101,17 @@ def push_file(
     if size <= part_size:
         try:
             with open_source(path, named=named) as f:
-                store.client.put_object(Bucket=bucket, Key=key, Body=f.read(), Metadata=metadata,
-                                        ContentMD5=_b64(md5))
+                body = f.read()
+            _unchanged(hashlib.sha256(body).hexdigest(), sha256, path, url)
+            answer = store.client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata,
+                                             ContentMD5=_b64(md5))
         except OSError as exc:
             raise LocalFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except LocalFileError:
+            raise
         except Exception as exc:  # noqa: BLE001 - botocore
             raise store_error(exc, f"PUT {url}") from None
+        _answered(store, answer, "ETag", f"PUT {url}")
         return PushResult(name, str(path), url, "uploaded", size, sha256)
     return _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named)
 
@@ -125,17 +132,20 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
             answer = store.client.create_multipart_upload(Bucket=bucket, Key=key, Metadata=metadata)
         except Exception as exc:  # noqa: BLE001
             raise store_error(exc, f"start upload of {url}") from None
-        record = {"upload_id": answer["UploadId"], "sha256": metadata["sha256"], "part_size": part_size}
+        upload_id = _answered(store, answer, "UploadId", f"start upload of {url}")
+        record = {"upload_id": upload_id, "sha256": metadata["sha256"], "part_size": part_size}
         _save_record(record_path, record)
         done = {}
     upload_id = record["upload_id"]
     count = (size + part_size - 1) // part_size
     parts, reused = [], 0
+    whole = hashlib.sha256()  # of the bytes sent: the file may change after it was hashed
     try:
         with open_source(path, named=named) as f:
             for number in range(1, count + 1):
                 f.seek((number - 1) * part_size)
                 chunk = f.read(part_size)
+                whole.update(chunk)
                 md5 = hashlib.md5(chunk).hexdigest()
                 etag = done.get(number)
                 if etag is not None and etag.strip('"') == md5:
@@ -146,22 +156,63 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
                                                           PartNumber=number, Body=chunk, ContentMD5=_b64(md5))
                     except Exception as exc:  # noqa: BLE001
                         raise store_error(exc, f"upload part {number}/{count} of {url}") from None
-                    etag = answer["ETag"]
+                    etag = _answered(store, answer, "ETag", f"upload part {number}/{count} of {url}")
                 parts.append({"PartNumber": number, "ETag": etag})
                 if on_part is not None:
                     on_part(number, count)
     except OSError as exc:
         raise LocalFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        store.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
-                                               MultipartUpload={"Parts": parts})
+        _unchanged(whole.hexdigest(), metadata["sha256"], path, url)
+    except LocalFileError:
+        try:  # the parts are of no use: no object appears, and the store frees them
+            store.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        except Exception:  # noqa: BLE001 - the store's lifecycle rules end it anyway
+            pass
+        _forget(record_path)
+        raise
+    try:
+        answer = store.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                                        MultipartUpload={"Parts": parts})
     except Exception as exc:  # noqa: BLE001
         raise store_error(exc, f"complete upload of {url}") from None
+    _answered(store, answer, "ETag", f"complete upload of {url}")
+    _forget(record_path)
+    return PushResult(name, str(path), url, "resumed" if reused else "uploaded", size, metadata["sha256"], reused)
+
+
+def _unchanged(sent: str, hashed: str, path, url: str) -> None:
+    """The bytes sent are the ones hashed for the object's metadata, or nothing is stored.
+
+    Raises:
+        LocalFileError: ``path`` changed (written to) while it was being uploaded.
+    """
+    if sent != hashed:
+        raise LocalFileError(f"{path} changed while it was being uploaded, so nothing was stored as {url}; "
+                             "push it again once it is complete")
+
+
+def _forget(record_path: Path) -> None:
     try:
         record_path.unlink()
     except OSError:
         pass
-    return PushResult(name, str(path), url, "resumed" if reused else "uploaded", size, metadata["sha256"], reused)
+
+
+def _answered(store: Store, answer, field: str, what: str) -> str:
+    """``answer[field]``, which every S3 store sends; without it the endpoint is not one (a web
+    server answering 200 to everything) and nothing was stored, whatever its status said.
+
+    Raises:
+        StoreError: the field is missing.
+    """
+    value = answer.get(field) if isinstance(answer, dict) else None
+    if not value:
+        from prefetch.errors import StoreError
+
+        raise StoreError(f"store: {what}: {store.endpoint or 'the endpoint'} answered without an {field}, "
+                         "so it is not an S3 store and nothing was stored; check AWS_ENDPOINT_URL")
+    return value
 
 
 def _uploaded_parts(store, bucket, key, upload_id) -> dict[int, str] | None:

@@ -92,6 +92,7 @@ class Store:
     client: object
     anonymous: bool
     endpoint: str | None
+    _no_bucket: bool | None = None
 
     def head(self, name: str) -> dict | None:
         """The object's HEAD facts (size, etag, metadata), or None when it is absent.
@@ -110,6 +111,16 @@ class Store:
             "etag": answer.get("ETag"),
             "metadata": {k.lower(): v for k, v in (answer.get("Metadata") or {}).items()},
         }
+
+    def lacks_bucket(self) -> bool:
+        """True when the store says the bucket itself does not exist (asked once, on a miss)."""
+        if self._no_bucket is None:
+            try:
+                self.client.head_bucket(Bucket=self.location.bucket)
+                self._no_bucket = False
+            except Exception as exc:  # noqa: BLE001 - only a clear "no such bucket" counts
+                self._no_bucket = error_code(exc) in ("404", "NoSuchBucket", "NotFound")
+        return self._no_bucket
 
     def http_url(self, name: str) -> str:
         """A URL the transfer engine can GET (with Range) for object ``name``."""

@@ -42,6 +42,7 @@ class StoreSources:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _claimed: set[str] = field(default_factory=set)  # object URLs this process claimed
     _lacking: set[str] = field(default_factory=set)  # object URLs the store lacked
+    _wrong: set[str] = field(default_factory=set)  # object URLs whose bytes were not the file
     _fallback: dict[str, list[str]] = field(default_factory=dict)  # final path -> other sources
     _labels: dict[str, str] = field(default_factory=dict)  # presigned URL -> s3:// object URL
     _renewer: threading.Thread | None = None
@@ -95,10 +96,19 @@ class StoreSources:
         with self._lock:
             return self._labels.get(url, url)
 
-    def fallback(self, plan) -> list[str]:
-        """The other sources of a file read from the seed store alone (once; then empty)."""
+    def fallback(self, plan, *, wrong: bool = False) -> list[str]:
+        """The other sources of a file read from the seed store alone (once; then empty).
+
+        ``wrong``: the store's object is not the file (a hash or size mismatch), so ``finish``
+        replaces it with the verified file instead of trusting its metadata.
+        """
         with self._lock:
-            return self._fallback.pop(str(plan.final), [])
+            others = self._fallback.pop(str(plan.final), [])
+            if wrong and others and self.seed is not None:
+                from prefetch.store.s3 import parse_store_url
+
+                self._wrong.add(parse_store_url(self.seed).url_for(plan.spec.name))
+            return others
 
     def _seed_base(self) -> str:
         from prefetch.store.s3 import parse_store_url
@@ -115,6 +125,9 @@ class StoreSources:
                     on_event(Event(EventKind.NOTE, plan.label, message=f"{url} is in the store now; reading it from there"))
                 return store.http_url(name)
             if not seeding:
+                if store.lacks_bucket():  # a typo in the URL, or the bucket was never made
+                    raise StoreError(f"store: the bucket {store.location.bucket!r} does not exist"
+                                     f"{' at ' + store.endpoint if store.endpoint else ''}; create it or fix the URL")
                 on_event(Event(EventKind.NOTE, plan.label, message=f"the store has no {url} (with the expected hash)"))
                 return None
             holder = self._claim(store, name)
@@ -159,7 +172,7 @@ class StoreSources:
     def _claim(self, store: Store, name: str) -> str | None:
         """Claim seeding ``name``: None when it is ours now, else who holds it."""
         bucket, key = store.location.bucket, store.location.key_for(CLAIMS + name)
-        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
+        body = _claim_body()
         for _ in range(3):
             try:
                 store.client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
@@ -169,11 +182,11 @@ class StoreSources:
                     raise store_error(exc, f"claim s3://{bucket}/{key}") from None
             try:
                 answer = store.client.get_object(Bucket=bucket, Key=key)
-                holder = json.loads(answer["Body"].read())
-                age = time.time() - float(holder.get("time", 0))
-            except Exception:  # noqa: BLE001 - gone meanwhile, or unreadable: try again
+                body = answer["Body"].read()
+            except Exception:  # noqa: BLE001 - gone meanwhile: try again
                 continue
-            if age <= self.lease:
+            holder, age = _claim_age(body, answer.get("LastModified"))
+            if age <= self.lease and not _dead_here(holder):
                 return f"{holder.get('host', '?')} (pid {holder.get('pid', '?')})"
             try:  # a seeder that died: take over its claim
                 store.client.delete_object(Bucket=bucket, Key=key)
@@ -190,7 +203,7 @@ class StoreSources:
             for url in claimed:
                 store = self.store_for(url)
                 _, name = split_object_url(url)
-                body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
+                body = _claim_body()
                 try:
                     store.client.put_object(Bucket=store.location.bucket,
                                             Key=store.location.key_for(CLAIMS + name), Body=body)
@@ -214,8 +227,10 @@ class StoreSources:
         store = self.store_for(url)
         with self._lock:
             claimed = url in self._claimed
-            lacking = url in self._lacking
+            wrong = url in self._wrong
+            lacking = url in self._lacking or wrong
             self._claimed.discard(url)
+            self._wrong.discard(url)
         try:
             ok = result.status in ("downloaded", "cached") and (result.verified or plan.spec.expected is None)
             if not ok:
@@ -226,7 +241,7 @@ class StoreSources:
 
             state_dir = self.state_dir or Path(".")
             pushed = push_file(store, plan.final, plan.spec.name, state_dir=state_dir,
-                               part_size=part_size_from_env(self.env))
+                               part_size=part_size_from_env(self.env), replace=wrong)
             on_event(Event(EventKind.NOTE, plan.label, message=f"seeded the store: {pushed.status} {pushed.url}"))
         except Exception as exc:  # noqa: BLE001 - seeding is a service to others: the file itself is fine
             from prefetch.errors import PrefetchError
@@ -236,3 +251,48 @@ class StoreSources:
         finally:
             if claimed:
                 self._release(store, plan.spec.name)
+
+
+def _claim_age(body: bytes, modified) -> tuple[dict, float]:
+    """A claim's holder and seconds since its last renewal; a claim we cannot read (another
+    tool's, truncated) ages from the store's Last-Modified, so that its lease ends too."""
+    try:
+        holder = json.loads(body)
+        return holder, time.time() - float(holder["time"])
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        stamp = modified.timestamp() if hasattr(modified, "timestamp") else 0.0
+        return {"host": "an unreadable claim"}, time.time() - stamp
+
+
+def _claim_body() -> bytes:
+    """Who claims: host and pid, and what tells this machine's processes apart from another's
+    with the same host name (boot id, pid namespace) and a reused pid (its start time)."""
+    from prefetch.fs.processes import process_start_time
+
+    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time(),
+                       "start": process_start_time(os.getpid()), "here": _here()}).encode()
+
+
+def _here() -> str | None:
+    """This machine's boot and pid namespace: pids in claims carrying the same are ours to check."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        return f"{boot} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def _dead_here(holder: dict) -> bool:
+    """The claim is this machine's (same host, boot and pid namespace) and its process is gone:
+    a seeder killed here (kill -9, a restarted kernel) need not be waited for until its lease ends."""
+    from prefetch.fs.processes import is_process_alive
+
+    here = _here()
+    if here is None or holder.get("here") != here or holder.get("host") != socket.gethostname():
+        return False
+    pid, start = holder.get("pid"), holder.get("start")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    return not is_process_alive(pid, start if isinstance(start, int) else None)
+

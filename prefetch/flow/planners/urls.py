@@ -203,9 +203,9 @@ def describe_url_options(request: GetRequest) -> list[str]:
     for data in request.urls:
         entry = UrlEntry.from_dict(data)
         url, _ = split_fragment(entry.url)
-        from prefetch.flow.request import hide_url_password
+        from prefetch.flow.request import shown_url
 
-        url = hide_url_password(url)
+        url = shown_url(url)
         if entry.sha256 or entry.md5:
             url += f"#sha256={entry.sha256}" if entry.sha256 else f"#md5={entry.md5}"
         parts.append(url if not entry.out else f"{url} (out={entry.out})")
