@@ -18,22 +18,47 @@ within about a second with ``InterruptedTransferError``; the next call resumes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from prefetch.errors import error_for_exit_code
+from prefetch.errors import UsageError, error_for_exit_code
+
+# What make_request wants of each option it type-checks (the GetRequest field's type).
+_WANTED = {
+    **dict.fromkeys(("cache_dir", "output", "output_dir", "extract_to", "root", "sha256", "md5", "seed",
+                     "hub_cache", "lfs_from", "ms_cache", "nltk_data", "torch_checkpoints"),
+                    "must be a string or a path"),
+    **dict.fromkeys(("also_origin", "fail_fast", "extract", "force", "torch_hub", "nice"), "must be True or False"),
+    **dict.fromkeys(("connections", "retries", "host_connections"), "must be a whole number"),
+    "timeout": "must be a number of seconds", "limit_rate": 'must be bytes per second or a rate like "2M"',
+    "urls": "must be a list of URLs or {'url': ...} entries",
+}
 
 
-def _names(names: str | Iterable[str]) -> list[str]:
-    if isinstance(names, str):
-        return [names]
-    return [str(n) for n in names]
+def _names(names: str | Iterable[str], what: str = "names") -> list[str]:
+    """One name or several, as strings (paths: ``os.fspath``).
+
+    Raises:
+        UsageError: not a string, a path, or an iterable of them (bytes, a number, None).
+    """
+    import os
+
+    if isinstance(names, str) or hasattr(names, "__fspath__"):
+        names = [names]
+    if isinstance(names, (bytes, bytearray)) or not isinstance(names, Iterable):
+        raise UsageError(f"{what} must be a string or a list of strings, got {names!r:.60}")
+    names = list(names)
+    for n in names:
+        if not isinstance(n, str) and not (hasattr(n, "__fspath__") and isinstance(os.fspath(n), str)):
+            raise UsageError(f"{what} must be strings, got {n!r:.60} in {what}")
+    return [os.fspath(n) for n in names]
 
 
 def make_request(names: str | Iterable[str], **options):
     """A ``GetRequest`` from API arguments (``registry``/``mirror`` accept one value or a list)."""
+    import os
     from dataclasses import fields
 
-    from prefetch.flow.request import GetRequest
+    from prefetch.flow.request import GetRequest, field_value_ok
 
     if "registry" in options:
         options["registries"] = options.pop("registry")
@@ -43,18 +68,25 @@ def make_request(names: str | Iterable[str], **options):
     unknown = sorted(set(options) - set(keys))
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; expected some of {', '.join(keys)}")
-    for key in ("registries", "mirrors", "include", "exclude"):
-        if isinstance(options.get(key), (str, bytes)) or hasattr(options.get(key), "__fspath__"):
-            options[key] = [options[key]]
-        if key in options:
-            options[key] = [str(v) for v in options[key] or []]
+    for key in ("registries", "mirrors", "include", "exclude", "headers"):
+        if key in options and not (key == "headers" and isinstance(options[key], Mapping)):
+            options[key] = [] if options[key] is None else _names(options[key], key)
     for key in ("cache_dir", "output", "output_dir", "extract_to", "root"):
-        if options.get(key) is not None:
-            options[key] = str(options[key])
-    if isinstance(options.get("headers"), dict):
+        if hasattr(options.get(key), "__fspath__"):
+            options[key] = os.fspath(options[key])
+    if isinstance(options.get("headers"), Mapping):
         options["headers"] = [f"{k}: {v}" for k, v in options["headers"].items()]
     if options.get("urls") is not None:
-        options["urls"] = [{"url": u} if isinstance(u, str) else dict(u) for u in options["urls"]]
+        urls = options["urls"]
+        if isinstance(urls, (str, Mapping)):  # one URL or one entry
+            urls = [urls]
+        if isinstance(urls, (bytes, bytearray)) or not isinstance(urls, Iterable):
+            raise UsageError(f"urls must be a list of URLs or {{'url': ...}} entries, got {urls!r:.60}")
+        options["urls"] = [{"url": u} if isinstance(u, str) else dict(u) if isinstance(u, Mapping) else u
+                           for u in urls]
+    for key in options:
+        if not field_value_ok(key, options[key]):
+            raise UsageError(f"{key}= {_WANTED.get(key, 'has the wrong type')}, got {options[key]!r:.60}")
     return GetRequest(names=_names(names), **options)
 
 

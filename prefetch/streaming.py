@@ -71,7 +71,9 @@ def as_completed(names=None, *, job: str | None = None, order: str = "given", ma
             raise UsageError("max_ahead does not apply to a background job: it downloads at its own pace "
                              "(use as_completed(names, max_ahead=N) to bound the disk)")
         from prefetch.jobs import get_job
+        from prefetch.jobs.watch import check_interval
 
+        check_interval(interval)
         record = get_job(job)  # JobNotFoundError now, not on the first next()
         feed = _Feed(order=order, max_ahead=None, keep_going=keep_going, total=len(record.files))
         return PathStream(feed, _job_runner(job, feed, interval), what=f"job {record.id}")

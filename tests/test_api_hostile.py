@@ -1,0 +1,96 @@
+"""The Python API given arguments of the wrong type: one ``UsageError`` naming the argument,
+raised before anything is downloaded, never a ``TypeError``/``AttributeError`` from deep
+inside (``'<' not supported between 'str' and 'int'``) or a nonsense message (``b"mnist"``
+read as the names ``'109'``, ``'110'``, ...)."""
+
+from __future__ import annotations
+
+import pytest
+
+import prefetch
+
+
+@pytest.fixture
+def url(origin, home):
+    origin.put("a.bin", b"x" * 1000)
+    return origin.url_for("a.bin")
+
+
+BAD_ENSURE = [
+    ("names", lambda u: ((123,), {})),
+    ("names", lambda u: ((None,), {})),
+    ("names", lambda u: ((b"mnist",), {})),
+    ("names", lambda u: (([u, 5],), {})),
+    ("connections", lambda u: ((u,), {"connections": "4"})),
+    ("connections", lambda u: ((u,), {"connections": 2.5})),
+    ("sha256", lambda u: ((u,), {"sha256": 5})),
+    ("md5", lambda u: ((u,), {"md5": b"00"})),
+    ("mirrors", lambda u: ((u,), {"mirror": 5})),
+    ("include", lambda u: ((u,), {"include": 5})),
+    ("cache_dir", lambda u: ((u,), {"cache_dir": 5})),
+    ("output_dir", lambda u: ((u,), {"output_dir": 5})),
+    ("extract", lambda u: ((u,), {"extract": "no"})),
+    ("force", lambda u: ((u,), {"force": 1})),
+    ("urls", lambda u: (([],), {"urls": [5]})),
+    ("urls", lambda u: (([],), {"urls": 5})),
+    ("headers", lambda u: ((u,), {"headers": [5]})),
+    ("timeout", lambda u: ((u,), {"timeout": float("nan")})),
+]
+
+
+@pytest.mark.parametrize("argument, make", BAD_ENSURE, ids=[f"{a}-{i}" for i, (a, _) in enumerate(BAD_ENSURE)])
+def test_ensure_and_as_completed_refuse_a_wrong_type_with_one_usage_error(url, origin, tmp_path, monkeypatch,
+                                                                          argument, make):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args, options = make(url)
+    for call in (prefetch.ensure, prefetch.as_completed):
+        with pytest.raises(prefetch.UsageError, match=argument) as caught:
+            call(*args, progress=False, **options)
+        assert len(str(caught.value).splitlines()) == 1
+    assert not origin.requests  # refused before anything was asked of the server
+    assert not list(work.iterdir())
+
+
+def test_one_url_or_entry_given_as_urls_is_one_entry_not_its_characters(url, tmp_path):
+    # urls="http://..." was read as the URLs "h", "t", "t", "p", ...: "malformed URL 'h'"
+    results = prefetch.ensure([], urls=url, output_dir=str(tmp_path), progress=False)
+    assert [r.path for r in results] == [str(tmp_path / "a.bin")]
+    results = prefetch.ensure([], urls={"url": url, "out": "b.bin"}, output_dir=str(tmp_path), progress=False)
+    assert [r.path for r in results] == [str(tmp_path / "b.bin")]
+    # headers as one "Name: value" string is one header, not its characters
+    assert prefetch.ensure(url, headers="X-Token: t", output_dir=str(tmp_path), force=True, progress=False)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: prefetch.wait(5),
+    lambda: prefetch.wait([b"j0101-abcd"]),
+    lambda: prefetch.watch(5),
+    lambda: prefetch.remove(5),
+    lambda: prefetch.watch(interval=-1),
+    lambda: prefetch.watch(interval="1"),
+    lambda: prefetch.watch(interval=0),
+    lambda: prefetch.watch(timeout="x"),
+    lambda: prefetch.watch(timeout=-1),
+    lambda: prefetch.as_completed(job="j0101-abcd", interval=-1),
+], ids=["wait-int", "wait-bytes", "watch-int", "remove-int", "watch-interval-negative", "watch-interval-str",
+        "watch-interval-zero", "watch-timeout-str", "watch-timeout-negative", "follow-interval-negative"])
+def test_wait_watch_remove_refuse_a_wrong_type_with_one_usage_error(home, capsys, call):
+    with pytest.raises(prefetch.UsageError) as caught:
+        call()
+    assert len(str(caught.value).splitlines()) == 1
+    assert capsys.readouterr().out == ""  # refused before any table was shown
+
+
+def test_watch_refuses_a_bad_interval_before_showing_a_running_job(origin, home, tmp_path, capsys):
+    """The bad interval was only found by time.sleep after the first table: a ValueError."""
+    origin.put("slow.bin", b"s" * 200_000)
+    origin.total_rate = 100_000
+    job = prefetch.ensure(origin.url_for("slow.bin"), background=True, output_dir=str(tmp_path))
+    try:
+        with pytest.raises(prefetch.UsageError, match="interval"):
+            prefetch.watch(job.id, interval=-1)
+        assert capsys.readouterr().out == ""
+    finally:
+        prefetch.wait(job.id, timeout=60, progress=False)
