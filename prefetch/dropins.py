@@ -179,6 +179,9 @@ def fetch(
         UsageError (bad URL or hash), NetworkError, IntegrityError (hash mismatch;
         nothing left at the path), LocalFileError, UnsafeArchiveError.
     """
+    if not isinstance(url, str) and not hasattr(url, "__fspath__"):
+        raise UsageError(f"url must be a URL or a local path (a string), got {url!r:.60}")
+    url = os.fspath(url)
     if known_hash:
         algorithm, sep, digest = str(known_hash).partition(":")
         if not sep:
@@ -198,9 +201,10 @@ def fetch(
 
         fname = os.path.basename(urlsplit(url.partition("#")[0]).path)
         if not fname:
-            from prefetch.errors import UsageError
-
             raise UsageError(f"cannot tell a file name from {url!r}; give fname=")
+    fname = os.fspath(fname)
+    if os.path.isabs(fname) or not Path(fname).parts or ".." in Path(fname).parts:
+        raise UsageError(f"fname must be a file name inside path, got {fname!r}; give the folder as path=")
     target = Path(path).expanduser().absolute() / fname
     entry = {"url": url, "out": str(target)}
     if sha256:

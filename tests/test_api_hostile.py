@@ -94,3 +94,19 @@ def test_watch_refuses_a_bad_interval_before_showing_a_running_job(origin, home,
         assert capsys.readouterr().out == ""
     finally:
         prefetch.wait(job.id, timeout=60, progress=False)
+
+
+@pytest.mark.parametrize("fname", ["../escaped.bin", "sub/../../escaped.bin", "..", "."])
+def test_fetch_refuses_an_fname_that_leaves_its_folder(url, origin, tmp_path, fname):
+    """fetch(fname="../x") wrote ~/.keras/x, beside the folder it was given (and returned
+    '.../datasets/../x'); pooch's fname is a file name, and get_file refuses paths too."""
+    folder = tmp_path / "data"
+    with pytest.raises(prefetch.UsageError, match="fname"):
+        prefetch.fetch(url, path=str(folder), fname=fname)
+    assert not origin.requests
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]  # nothing beside, nothing in it
+
+
+def test_fetch_refuses_a_url_that_is_not_a_string(home):
+    with pytest.raises(prefetch.UsageError, match="url"):
+        prefetch.fetch(5)
