@@ -52,3 +52,40 @@ def test_an_interrupt_stops_every_open_stream_and_still_reaches_the_caller(origi
     assert no_stream_threads()
     a.close()
     b.close()
+
+
+def test_following_a_job_whose_record_turns_corrupt_raises_instead_of_ending_short(origin, home, tmp_path):
+    """The record of a followed job becomes unreadable (its worker died mid-write, a disk
+    filled): the files the follower had not handed over yet raise at the loop. Before, the
+    corrupt record listed no files, so the loop simply ended after the first file, as if the
+    set were complete."""
+    from prefetch.jobs.records import record_path
+    from tests.test_jobs import poll, stop_leftover_workers  # noqa: F401 - the workers are killed after
+
+    entries, names, blobs = put_shards(origin, [16 * KiB] + [2048 * KiB] * 3)
+    origin.total_rate = 256 * KiB
+    job = prefetch.ensure([], background=True, urls=entries, output_dir=str(tmp_path / "out"), connections=1,
+                          host_connections=1)
+    paths = prefetch.as_completed(job=job.id, interval=0.1)
+    first = next(paths)
+    assert first.name == names[0] and first.read_bytes() == blobs[names[0]]
+    pid = poll(lambda: prefetch.status(job.id).pid, what="the worker's pid")
+    os.kill(pid, signal.SIGKILL)
+    poll(lambda: not _alive(pid), what="the worker to die")
+    record_path(job.id).write_text('{"id": "' + job.id + '", "fil')  # cut short
+    with pytest.raises(prefetch.PrefetchError, match="corrupt"):
+        rest = list(paths)
+        pytest.fail(f"the loop ended with {rest} instead of raising")
+    assert no_stream_threads()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (our own child, not reaped yet) is dead too
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
