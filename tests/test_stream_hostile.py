@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import time
-import weakref
 
 import pytest
 
 import prefetch
+from tests.test_jobs import poll
 from tests.test_stream import no_stream_threads, put_shards, stream
 
 KiB = 1 << 10
@@ -18,7 +17,7 @@ KiB = 1 << 10
 
 def test_streams_closed_out_of_order_put_the_interrupt_handler_back(origin, home, tmp_path):
     """Two streams open at once (train and validation zipped) and closed in the order they
-    were opened: the SIGINT handler ends as it was, and holds no closed stream's feed. Before,
+    were opened: the SIGINT handler ends as it was. Before,
     the second close put the first stream's handler back for good (each such pair chained
     one more, each keeping its feed and results alive)."""
     entries, names, _ = put_shards(origin, [64 * KiB] * 3)
@@ -26,15 +25,16 @@ def test_streams_closed_out_of_order_put_the_interrupt_handler_back(origin, home
     before = signal.getsignal(signal.SIGINT)
     train = stream(entries, tmp_path / "train")
     val = stream(entries, tmp_path / "val")
-    feed = weakref.ref(train._feed)
     assert next(train).name == names[0] and next(val).name == names[0]
     train.close()
     val.close()
     assert signal.getsignal(signal.SIGINT) is before
-    del train
-    gc.collect()
-    assert feed() is None  # nothing holds the closed stream any more
     assert no_stream_threads()
+    # and again, closed the other way round
+    train, val = stream(entries, tmp_path / "train2"), stream(entries, tmp_path / "val2")
+    val.close()
+    train.close()
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_an_interrupt_stops_every_open_stream_and_still_reaches_the_caller(origin, home, tmp_path):
@@ -60,7 +60,7 @@ def test_following_a_job_whose_record_turns_corrupt_raises_instead_of_ending_sho
     corrupt record listed no files, so the loop simply ended after the first file, as if the
     set were complete."""
     from prefetch.jobs.records import record_path
-    from tests.test_jobs import poll, stop_leftover_workers  # noqa: F401 - the workers are killed after
+    from tests.test_jobs import stop_leftover_workers  # noqa: F401 - the workers are killed after
 
     entries, names, blobs = put_shards(origin, [16 * KiB] + [2048 * KiB] * 3)
     origin.total_rate = 256 * KiB
@@ -89,3 +89,26 @@ def _alive(pid: int) -> bool:
             return f.read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torch_dataset_of_urls_entries_yields_them(origin, home, tmp_path, workers):
+    """torch_dataset([], urls=[{"url", "sha256"}]) (the -i entries, as as_completed takes them)
+    yielded nothing at all, silently: the dataset dealt out only ``names``, and a worker (or the
+    main process) with no names returned at once. Each entry is now dealt like a name."""
+    from pytest_socket import socket_allow_hosts
+    from torch.utils.data import DataLoader
+
+    socket_allow_hosts(["127.0.0.1", "::1", "localhost"], allow_unix_socket=True)  # DataLoader workers
+    entries, names, blobs = put_shards(origin, [32 * KiB] * 3)
+    out = tmp_path / "out"
+    dataset = prefetch.torch_dataset([], urls=entries, output_dir=str(out), connections=1, progress=False)
+    got = list(DataLoader(dataset, batch_size=None, num_workers=workers))
+    assert sorted(got) == [str(out / n) for n in names]
+    assert all(len(origin.data_requests(n)) == 1 for n in names)  # each fetched once, by one worker
+    # a name and entries together: every one of them, once
+    origin.put("extra.bin", b"e" * 1000)
+    mixed = prefetch.torch_dataset(origin.url_for("extra.bin"), urls=entries[:1], output_dir=str(out),
+                                   connections=1, progress=False)
+    assert sorted(DataLoader(mixed, batch_size=None, num_workers=workers)) == [str(out / "extra.bin"),
+                                                                                str(out / names[0])]
