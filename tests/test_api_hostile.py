@@ -110,3 +110,31 @@ def test_fetch_refuses_an_fname_that_leaves_its_folder(url, origin, tmp_path, fn
 def test_fetch_refuses_a_url_that_is_not_a_string(home):
     with pytest.raises(prefetch.UsageError, match="url"):
         prefetch.fetch(5)
+
+
+def test_watch_of_several_jobs_survives_a_finished_one_cleaned_meanwhile(origin, home, tmp_path, capsys):
+    """watch([done, running]) while another shell forgets finished jobs (``prefetch clean``'s
+    job housekeeping): the done job's record goes; watch went on reading it and died with
+    JobNotFoundError while the other job still ran. It keeps the record it last read."""
+    import threading
+
+    from prefetch.jobs.housekeeping import clean_jobs
+
+    origin.put("quick.bin", b"q" * 1000)
+    origin.put("slow.bin", b"s" * 400_000)
+    quick = prefetch.ensure(origin.url_for("quick.bin"), background=True, output_dir=str(tmp_path))
+    prefetch.wait(quick.id, timeout=60, progress=False)
+    origin.total_rate = 200_000  # about 2 s
+    slow = prefetch.ensure(origin.url_for("slow.bin"), background=True, output_dir=str(tmp_path))
+    cleaned = []
+    cleaner = threading.Timer(0.5, lambda: cleaned.extend(clean_jobs().removed))
+    cleaner.start()
+    try:
+        jobs = prefetch.watch([quick.id, slow.id], interval=0.2)
+    finally:
+        cleaner.join()
+        prefetch.wait(slow.id, timeout=60, progress=False)
+    assert cleaned == [quick.id]  # (the slow job was still running then)
+    assert [j.id for j in jobs] == [quick.id, slow.id]
+    assert [j.state for j in jobs] == ["done", "done"]
+    assert (tmp_path / "slow.bin").stat().st_size == 400_000

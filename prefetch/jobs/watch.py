@@ -6,7 +6,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from prefetch.errors import UsageError
+from prefetch.errors import JobNotFoundError, UsageError
 from prefetch.ui.progress import in_kernel
 
 
@@ -33,8 +33,16 @@ def watch_jobs(ids: Sequence[str] | None, *, interval: float = 1.0, timeout: flo
         everything = list_jobs()
         ids = [r.id for r in everything if r.active] or [r.id for r in everything[-1:]]
 
+    last: dict = {}  # job id -> its record as last read
+
     def current() -> JobList:
-        return JobList(get_job(i) for i in ids)
+        for i in ids:
+            try:
+                last[i] = get_job(i)
+            except JobNotFoundError:  # a finished job forgotten meanwhile (`prefetch clean`): as last read
+                if i not in last or last[i].active:  # (a running job's record gone: no end to wait for)
+                    raise
+        return JobList(last[i] for i in ids)
 
     records = current()
     deadline = None if timeout is None else time.monotonic() + timeout
