@@ -112,10 +112,13 @@ def test_fetch_refuses_a_url_that_is_not_a_string(home):
         prefetch.fetch(5)
 
 
-def test_watch_of_several_jobs_survives_a_finished_one_cleaned_meanwhile(origin, home, tmp_path, capsys):
-    """watch([done, running]) while another shell forgets finished jobs (``prefetch clean``'s
-    job housekeeping): the done job's record goes; watch went on reading it and died with
-    JobNotFoundError while the other job still ran. It keeps the record it last read."""
+@pytest.mark.parametrize("how", ["watch", "wait"])
+def test_watch_and_wait_of_several_jobs_survive_a_finished_one_cleaned_meanwhile(origin, home, tmp_path, capsys,
+                                                                                  how):
+    """watch([done, running]) or wait() while another shell forgets finished jobs (``prefetch
+    clean``'s job housekeeping): the done job's record goes; watch and wait went on reading it
+    and died with JobNotFoundError while the other job still ran. They keep the record they
+    last read."""
     import threading
 
     from prefetch.jobs.housekeeping import clean_jobs
@@ -130,7 +133,10 @@ def test_watch_of_several_jobs_survives_a_finished_one_cleaned_meanwhile(origin,
     cleaner = threading.Timer(0.5, lambda: cleaned.extend(clean_jobs().removed))
     cleaner.start()
     try:
-        jobs = prefetch.watch([quick.id, slow.id], interval=0.2)
+        if how == "watch":
+            jobs = prefetch.watch([quick.id, slow.id], interval=0.2)
+        else:
+            jobs = prefetch.wait(timeout=60, progress=False).jobs  # every job on record
     finally:
         cleaner.join()
         prefetch.wait(slow.id, timeout=60, progress=False)

@@ -6,7 +6,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from prefetch.errors import JobNotFoundError, UsageError
+from prefetch.errors import UsageError
 from prefetch.ui.progress import in_kernel
 
 
@@ -23,7 +23,8 @@ def check_interval(interval: float) -> float:
 
 def watch_jobs(ids: Sequence[str] | None, *, interval: float = 1.0, timeout: float | None = None):
     """``prefetch.watch``: a job table updated in place until no job runs (see api.watch)."""
-    from prefetch.jobs import get_job, list_jobs
+    from prefetch.jobs import list_jobs
+    from prefetch.jobs.liveness import reread_jobs
     from prefetch.jobs.records import check_timeout
     from prefetch.jobs.views import JobList, text_table
 
@@ -36,13 +37,7 @@ def watch_jobs(ids: Sequence[str] | None, *, interval: float = 1.0, timeout: flo
     last: dict = {}  # job id -> its record as last read
 
     def current() -> JobList:
-        for i in ids:
-            try:
-                last[i] = get_job(i)
-            except JobNotFoundError:  # a finished job forgotten meanwhile (`prefetch clean`): as last read
-                if i not in last or last[i].active:  # (a running job's record gone: no end to wait for)
-                    raise
-        return JobList(last[i] for i in ids)
+        return JobList(reread_jobs(ids, last))
 
     records = current()
     deadline = None if timeout is None else time.monotonic() + timeout
