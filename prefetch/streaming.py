@@ -177,6 +177,7 @@ class PathStream:
             from prefetch.ui.interrupt import chain_interrupt
 
             self._restore_interrupt = chain_interrupt(_InterruptFlag(feed))
+        self._owner = threading.current_thread()
         self._thread = threading.Thread(target=runner, name="prefetch-as-completed", daemon=True)
         self._thread.start()
 
@@ -238,12 +239,15 @@ class PathStream:
 
     def close(self) -> None:
         """Stop the downloads (resumable) and wait for them to end; later calls do nothing."""
+        self._close(wait=True)
+
+    def _close(self, *, wait: bool) -> None:
         feed = self._feed
         with feed.cond:
             self._closed = True
             feed.stop.set()
             feed.cond.notify_all()
-        if self._thread is not threading.current_thread():
+        if wait and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
         self._restore_interrupt()
 
@@ -255,7 +259,9 @@ class PathStream:
 
     def __del__(self) -> None:  # a `for` loop left by `break` drops the last reference
         try:
-            self.close()
+            # Waiting only on the consumer's thread: the cyclic GC may run this on a download
+            # thread, which the run waits for (joining there stalled it for the join's timeout).
+            self._close(wait=threading.current_thread() is self._owner)
         except Exception:  # noqa: BLE001 - never raise from a finaliser
             pass
 

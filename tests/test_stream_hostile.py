@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -112,3 +113,41 @@ def test_torch_dataset_of_urls_entries_yields_them(origin, home, tmp_path, worke
                                    connections=1, progress=False)
     assert sorted(DataLoader(mixed, batch_size=None, num_workers=workers)) == [str(out / "extra.bin"),
                                                                                 str(out / names[0])]
+
+
+def test_a_stream_collected_on_a_download_thread_does_not_stall_it(origin, home, tmp_path):
+    """A stream kept in a reference cycle (an object holding it and itself) is freed by the
+    cyclic GC on whichever thread allocates at that moment, often a download thread (here:
+    gc.collect() in on_event, called on one). Its finaliser closed the stream by joining the
+    run, which waits for that very thread: 30 s stalled (the join's timeout) with whatever
+    the thread held. Now a finaliser off the consumer's thread only stops the downloads."""
+    import threading
+
+    entries, names, _ = put_shards(origin, [1024 * KiB] * 3)
+    origin.total_rate = 512 * KiB
+    armed, collected_on = [False], []
+
+    def on_event(event) -> None:
+        if armed[0]:
+            armed[0] = False
+            collected_on.append(threading.current_thread().name)
+            gc.collect()
+
+    class Trainer:
+        def __init__(self) -> None:
+            self.me = self  # a cycle: only the cyclic GC frees it
+            self.paths = stream(entries, tmp_path / "out", on_event=on_event)
+
+    gc.disable()
+    try:
+        trainer = Trainer()
+        assert next(trainer.paths).name == names[0]
+        del trainer
+        armed[0] = True
+        poll(lambda: collected_on, what="a collection on a download thread", timeout=30)
+        # about a second to stop, as for a break (it took the 30 s join timeout)
+        poll(no_stream_threads, what="the stream's thread to end", timeout=10)
+    finally:
+        gc.enable()
+    assert collected_on[0].startswith("prefetch-file")
+    assert [p.name for p in stream(entries, tmp_path / "out")] == names  # resumes cleanly
