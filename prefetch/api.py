@@ -126,20 +126,24 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
         return start_job(request, env=job_environment(request))
     import threading
 
+    from prefetch.model.events import GuardedSink
     from prefetch.ui.interrupt import stop_on_interrupt
     from prefetch.ui.progress import ProgressBar, progress_wanted
     from prefetch.flow.planning import plan_once, run_request
 
     planned = plan_once(request)  # usage errors before anything starts
     bar = ProgressBar() if (progress if progress is not None else progress_wanted()) else None
-    sink = _both(on_event, bar)
     stop = threading.Event()
+    guard = None if on_event is None else GuardedSink(on_event, lambda exc: stop.set())
+    sink = _both(guard, bar)
     try:
         with stop_on_interrupt(stop):
             results = run_request(request, on_event=sink, stop=stop, planned=planned)
     finally:
         if bar is not None:
             bar.close()
+    if guard is not None and guard.error is not None:
+        raise guard.error  # the caller's callback failed: its error, the downloads stopped resumable
     failed = [r for r in results if r.status in ("failed", "interrupted") or r.exit_code]
     if failed:
         from prefetch.model.plans import overall_exit_code

@@ -136,12 +136,20 @@ class _Feed:
             with self.cond:
                 self.progress[event.file] = (event.done, event.total, event.rate)
 
+    def fail(self, error: BaseException) -> None:
+        """The caller's on_event raised: the downloads stop, and the loop raises ``error`` at its next step."""
+        with self.cond:
+            if self.crash is None:
+                self.crash = error
+            self.stop.set()
+            self.cond.notify_all()
+
     def end(self, extra=(), crash: BaseException | None = None) -> None:
         with self.cond:
             for result in extra:
                 self.file_done(self.extra_index, result)
                 self.extra_index += 1
-            self.crash = crash
+            self.crash = self.crash or crash
             self.finished = True
             self.cond.notify_all()
 
@@ -222,7 +230,7 @@ class PathStream:
 
     def _error_now(self) -> BaseException | None:
         feed = self._feed
-        if feed.crash is not None and feed.finished:
+        if feed.crash is not None:  # the run failed as a whole, or the caller's on_event raised
             return feed.crash
         if feed.failure is not None:
             return error_for_exit_code(feed.failure.exit_code or ExitCode.FAILURE, feed.failure.error or feed.failure.name)
@@ -307,10 +315,12 @@ def _request_runner(request, feed: _Feed, on_event, progress):
 
     def run() -> None:
         from prefetch.flow.planning import run_request
+        from prefetch.model.events import GuardedSink
         from prefetch.ui.progress import ProgressBar, progress_wanted
 
         bar = ProgressBar() if (progress if progress is not None else progress_wanted()) else None
-        sinks = [s for s in (feed.event, on_event, bar) if s is not None]
+        guard = None if on_event is None else GuardedSink(on_event, feed.fail)  # the caller's: raised at the loop
+        sinks = [s for s in (feed.event, guard, bar) if s is not None]
 
         def sink(event) -> None:
             for s in sinks:

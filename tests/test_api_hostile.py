@@ -144,3 +144,47 @@ def test_watch_and_wait_of_several_jobs_survive_a_finished_one_cleaned_meanwhile
     assert [j.id for j in jobs] == [quick.id, slow.id]
     assert [j.state for j in jobs] == ["done", "done"]
     assert (tmp_path / "slow.bin").stat().st_size == 400_000
+
+
+class CallbackBug(Exception):
+    pass
+
+
+def _raising_on(kinds):
+    def on_event(event) -> None:
+        if event.kind.name in kinds:
+            raise CallbackBug(f"my callback broke on {event.kind.name}")
+
+    return on_event
+
+
+@pytest.mark.parametrize("kinds", [("START", "PROGRESS", "FAILED", "DONE"), ("PROGRESS",)],
+                         ids=["every-file-event", "progress-only"])
+def test_an_on_event_callback_that_raises_is_the_error_the_caller_gets(origin, home, tmp_path, kinds):
+    """A caller's on_event that raised on a file's events (and again on its FAILED event) made
+    each file vanish from the run: ensure() returned [] as a success and as_completed ended
+    with no path and no error, nothing placed. A callback raising only on progress was
+    reported as prefetch's own 'internal error'. Now the first exception of the callback
+    stops the downloads (resumable) and is raised to the caller as it was raised."""
+    import hashlib
+
+    blobs = {f"s{i}.bin": bytes([i]) * 300_000 for i in range(3)}
+    for name, data in blobs.items():
+        origin.put(name, data)
+    entries = [{"url": origin.url_for(n), "sha256": hashlib.sha256(d).hexdigest()} for n, d in blobs.items()]
+    origin.total_rate = 600_000  # a second or two: progress events come
+    for call in ("ensure", "as_completed"):
+        out = tmp_path / call
+        options = dict(urls=entries, output_dir=str(out), on_event=_raising_on(kinds), progress=False, connections=1)
+        with pytest.raises(CallbackBug, match="my callback broke"):
+            if call == "ensure":
+                prefetch.ensure([], **options)
+            else:
+                list(prefetch.as_completed([], **options))
+        for name in blobs:  # nothing half-placed: complete and verified, or resumable
+            final = out / name
+            assert not final.exists() or final.read_bytes() == blobs[name]
+    origin.total_rate = None
+    again = prefetch.ensure([], urls=entries, output_dir=str(tmp_path / "ensure"), progress=False)
+    assert [(tmp_path / "ensure" / n).read_bytes() == d for n, d in blobs.items()] == [True] * 3
+    assert len(again) == 3

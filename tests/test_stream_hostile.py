@@ -123,7 +123,7 @@ def test_a_stream_collected_on_a_download_thread_does_not_stall_it(origin, home,
     the thread held. Now a finaliser off the consumer's thread only stops the downloads."""
     import threading
 
-    entries, names, _ = put_shards(origin, [1024 * KiB] * 3)
+    entries, names, _ = put_shards(origin, [64 * KiB, 2048 * KiB, 2048 * KiB])  # 1 and 2: seconds more of events
     origin.total_rate = 512 * KiB
     armed, collected_on = [False], []
 
