@@ -40,17 +40,21 @@ def _names(names: str | Iterable[str], what: str = "names") -> list[str]:
     Raises:
         UsageError: not a string, a path, or an iterable of them (bytes, a number, None).
     """
-    import os
-
     if isinstance(names, str) or hasattr(names, "__fspath__"):
         names = [names]
     if isinstance(names, (bytes, bytearray)) or not isinstance(names, Iterable):
         raise UsageError(f"{what} must be a string or a list of strings, got {names!r:.60}")
-    names = list(names)
-    for n in names:
-        if not isinstance(n, str) and not (hasattr(n, "__fspath__") and isinstance(os.fspath(n), str)):
-            raise UsageError(f"{what} must be strings, got {n!r:.60} in {what}")
-    return [os.fspath(n) for n in names]
+    return [n if type(n) is str else _name(n, what) for n in names]
+
+
+def _name(name, what: str) -> str:
+    import os
+
+    if isinstance(name, str):
+        return str(name)
+    if hasattr(name, "__fspath__") and isinstance(os.fspath(name), str):
+        return os.fspath(name)
+    raise UsageError(f"{what} must be strings, got {name!r:.60} in {what}")
 
 
 def make_request(names: str | Iterable[str], **options):
@@ -82,12 +86,19 @@ def make_request(names: str | Iterable[str], **options):
             urls = [urls]
         if isinstance(urls, (bytes, bytearray)) or not isinstance(urls, Iterable):
             raise UsageError(f"urls must be a list of URLs or {{'url': ...}} entries, got {urls!r:.60}")
-        options["urls"] = [{"url": u} if isinstance(u, str) else dict(u) if isinstance(u, Mapping) else u
-                           for u in urls]
+        options["urls"] = [dict(u) if type(u) is dict else _url_entry(u) for u in urls]  # (each checked here)
     for key in options:
-        if not field_value_ok(key, options[key]):
+        if key != "urls" and not field_value_ok(key, options[key]):
             raise UsageError(f"{key}= {_WANTED.get(key, 'has the wrong type')}, got {options[key]!r:.60}")
     return GetRequest(names=_names(names), **options)
+
+
+def _url_entry(entry) -> dict:
+    if isinstance(entry, str):
+        return {"url": entry}
+    if isinstance(entry, Mapping):
+        return dict(entry)
+    raise UsageError(f"urls= must be a list of URLs or {{'url': ...}} entries, got {entry!r:.60} in it")
 
 
 def ensure(names: str | Iterable[str], background: bool = False, *, on_event=None, progress: bool | None = None,
