@@ -151,3 +151,28 @@ def test_a_stream_collected_on_a_download_thread_does_not_stall_it(origin, home,
         gc.enable()
     assert collected_on[0].startswith("prefetch-file")
     assert [p.name for p in stream(entries, tmp_path / "out")] == names  # resumes cleanly
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the sink's, as raised
+@pytest.mark.parametrize("pooled", [False, True], ids=["pulled", "pooled"])
+def test_a_sink_that_raises_never_makes_a_file_vanish_from_the_run(origin, home, tmp_path, pooled):
+    """fetch_files' rule: one result per file, whatever its event sink does. A sink that raised
+    on a file's FAILED event (as a renderer writing to a closed stream would) left that file
+    without a result: run_request returned fewer results than files (and as_completed ended
+    without it). Checked at run_request, below the API's guard of callers' callbacks."""
+    from prefetch.api import make_request
+    from prefetch.flow.planning import run_request
+
+    entries, names, _ = put_shards(origin, [16 * KiB] * 4, missing=(1, 2))
+
+    def sink(event) -> None:
+        if event.kind.name == "FAILED":
+            raise BrokenPipeError("the renderer's stream is gone")
+
+    request = make_request([], urls=entries, output_dir=str(tmp_path / "out"), connections=1)
+    hooks = {"before_start": lambda index: True} if pooled else {}  # (before_start: run_in_order's pool)
+    results = run_request(request, on_event=sink, **hooks)
+    assert sorted(r.name for r in results) == sorted(names)
+    failed = sorted((r for r in results if r.status == "failed"), key=lambda r: r.name)
+    assert [r.name for r in failed] == [names[1], names[2]]
+    assert all("404" in r.error and "internal error" not in r.error for r in failed)  # their own errors
