@@ -188,3 +188,14 @@ def test_an_on_event_callback_that_raises_is_the_error_the_caller_gets(origin, h
     again = prefetch.ensure([], urls=entries, output_dir=str(tmp_path / "ensure"), progress=False)
     assert [(tmp_path / "ensure" / n).read_bytes() == d for n, d in blobs.items()] == [True] * 3
     assert len(again) == 3
+
+
+@pytest.mark.parametrize("make", [lambda: prefetch.torch_dataset(5), lambda: prefetch.tf_generator(5),
+                                  lambda: prefetch.torch_dataset(b"https://x/a.tar"),
+                                  lambda: prefetch.tf_generator([b"https://x/a.tar"])],
+                         ids=["torch-int", "tf-int", "torch-bytes", "tf-bytes"])
+def test_the_adapters_refuse_bad_names_when_made_not_in_the_first_epoch(home, make):
+    """torch_dataset(5) and tf_generator(5) died with TypeError ('int' object is not
+    iterable); bytes names were taken and failed only when a DataLoader first iterated."""
+    with pytest.raises(prefetch.UsageError, match="names"):
+        make()
