@@ -9,6 +9,7 @@ never stops or slows the job (the job downloads at its own pace).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 
@@ -63,6 +64,10 @@ def file_result(status: FileStatus, *, job_state: str = "done", job_error: str |
                         size=status.bytes)
     if status.state in ("done", "cached"):
         result.status = "downloaded" if status.state == "done" else "cached"
+        if status.path and not os.path.lexists(status.path):  # removed since the job placed it
+            result.status, result.exit_code = "failed", int(ExitCode.FAILURE)
+            result.error = (f"{status.name}: the job placed it at {status.path}, but it is no longer there "
+                            f"(removed since); get it again")
         return result
     if status.state == "failed":
         result.status = "failed"
