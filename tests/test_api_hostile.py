@@ -199,3 +199,11 @@ def test_the_adapters_refuse_bad_names_when_made_not_in_the_first_epoch(home, ma
     iterable); bytes names were taken and failed only when a DataLoader first iterated."""
     with pytest.raises(prefetch.UsageError, match="names"):
         make()
+
+
+@pytest.mark.parametrize("age", [-5, float("nan"), float("inf"), "-1d"], ids=["negative", "nan", "inf", "neg-str"])
+def test_clean_refuses_an_age_that_is_no_age(home, age):
+    """clean(older_than=nan) removed nothing and said nothing (no age compares to NaN),
+    -5 was taken as an age; each is refused as the command line refuses 'x'."""
+    with pytest.raises(prefetch.UsageError, match="older-than|older_than"):
+        prefetch.clean(older_than=age, dry_run=True)
