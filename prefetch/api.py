@@ -275,16 +275,15 @@ def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run
     Raises:
         UnknownDatasetError: a name no registry knows (nothing is removed).
     """
-    tv_root = root
+    tv_root = _path_or_none(root, "root")
     registry_, keras, state = _housekeeping_context(cache_dir, registry)
     import os
 
     from prefetch.operations.housekeeping import remove_datasets
 
-    extra = [registry] if isinstance(registry, (str, bytes)) or hasattr(registry, "__fspath__") else list(registry or [])
+    extra = [] if registry is None else _names(registry, "registry")
     return remove_datasets(_names(names), registry_, root=keras, state=state, dry_run=dry_run, env=os.environ,
-                           torchvision_root=None if tv_root is None else os.fspath(tv_root),
-                           registry_files=[os.fspath(r) for r in extra], torch_hub=torch_hub)
+                           torchvision_root=tv_root, registry_files=extra, torch_hub=torch_hub)
 
 
 def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = False, root=None):
@@ -294,14 +293,13 @@ def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = Fal
     datasets' root whose folders are tidied too (default ./data, when it exists); torch.hub's
     checkpoints and ModelScope's cache always are.
     """
-    import os
-
     from prefetch.operations.housekeeping import clean_cache, parse_age, torch_ms_places
     from prefetch.cache.layout import keras_root
     from prefetch.fs.paths import state_dir
 
-    return clean_cache(root=keras_root(cache_dir=cache_dir), state=state_dir(), older_than=parse_age(older_than),
-                       dry_run=dry_run, **torch_ms_places(None if root is None else os.fspath(root)))
+    age = parse_age(older_than)
+    return clean_cache(root=keras_root(cache_dir=_path_or_none(cache_dir, "cache_dir")), state=state_dir(),
+                       older_than=age, dry_run=dry_run, **torch_ms_places(_path_or_none(root, "root")))
 
 
 def _housekeeping_context(cache_dir, registry):
@@ -311,6 +309,22 @@ def _housekeeping_context(cache_dir, registry):
     from prefetch.fs.paths import config_dir, state_dir
     from prefetch.cache.registry import load_registry
 
-    extra = [registry] if isinstance(registry, (str, bytes)) or hasattr(registry, "__fspath__") else list(registry or [])
+    extra = [] if registry is None else _names(registry, "registry")
+    root = keras_root(cache_dir=_path_or_none(cache_dir, "cache_dir"))
     loaded = load_registry(extra_files=[Path(r) for r in extra], config_dir=config_dir())
-    return loaded, keras_root(cache_dir=cache_dir), state_dir()
+    return loaded, root, state_dir()
+
+
+def _path_or_none(value, what: str) -> str | None:
+    """``value`` as a path string (None stays None).
+
+    Raises:
+        UsageError: not a string or a path.
+    """
+    import os
+
+    if value is None:
+        return None
+    if isinstance(value, str) or (hasattr(value, "__fspath__") and isinstance(os.fspath(value), str)):
+        return os.fspath(value)
+    raise UsageError(f"{what}= must be a string or a path, got {value!r:.60}")

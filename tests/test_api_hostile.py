@@ -207,3 +207,26 @@ def test_clean_refuses_an_age_that_is_no_age(home, age):
     -5 was taken as an age; each is refused as the command line refuses 'x'."""
     with pytest.raises(prefetch.UsageError, match="older-than|older_than"):
         prefetch.clean(older_than=age, dry_run=True)
+
+
+@pytest.mark.parametrize("call", [
+    lambda u: prefetch.cache_usage(cache_dir=5),
+    lambda u: prefetch.remove(["mnist"], cache_dir=5, dry_run=True),
+    lambda u: prefetch.remove(["mnist"], registry=5, dry_run=True),
+    lambda u: prefetch.remove(["mnist"], root=5, dry_run=True),
+    lambda u: prefetch.clean(root=5, dry_run=True),
+    lambda u: prefetch.clean(cache_dir=5, dry_run=True),
+    lambda u: prefetch.fetch(u, connections="x"),
+    lambda u: prefetch.fetch(u, headers=5),
+    lambda u: prefetch.fetch(u, path=5),
+    lambda u: prefetch.fetch(u, limit_rate=[1]),
+    lambda u: prefetch.get_file("a.bin", u, connections="x"),
+], ids=["usage-cache_dir", "remove-cache_dir", "remove-registry", "remove-root", "clean-root", "clean-cache_dir",
+        "fetch-connections", "fetch-headers", "fetch-path", "fetch-limit_rate", "get_file-connections"])
+def test_housekeeping_and_dropins_refuse_a_wrong_type_with_one_usage_error(url, origin, tmp_path, monkeypatch, call):
+    """Each died with a TypeError from deep inside (fs/paths.py, planning.py, pathlib)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(prefetch.UsageError) as caught:
+        call(url)
+    assert len(str(caught.value).splitlines()) == 1
+    assert not origin.requests
