@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 from prefetch.errors import ExitCode, PrefetchError
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.model.plans import FilePlan, FileResult
-from prefetch.flow.files import fetch_file
+from prefetch.flow.files import fetch_file, forget_transfer
 from prefetch.flow.options import FetchOptions
 from prefetch.flow.leftovers import LeftoverScan
 
@@ -112,6 +112,7 @@ def fetch_files(
     finally:
         if own_hosts is not None:
             own_hosts.close()
+        forget_transfer(options.transfer)
     return [r for r in results if r is not None]
 
 
