@@ -181,7 +181,9 @@ def test_a_sink_that_raises_never_makes_a_file_vanish_from_the_run(origin, home,
 def test_following_a_finished_job_does_not_hand_over_a_file_removed_since(origin, home, tmp_path):
     """as_completed(job=) of a job that finished earlier handed over the paths its record
     lists, even one removed since: the training loop got a path that does not exist. It
-    raises at that file instead (the others still come, in order, up to it)."""
+    raises at that file instead, never handing it over. (Whether shard 0 comes first depends
+    on whether the loop asked before the follower read the failure: a failure raises at the
+    loop's next step.)"""
     entries, names, blobs = put_shards(origin, [8 * KiB] * 3)
     out = tmp_path / "out"
     job = prefetch.ensure([], background=True, urls=entries, output_dir=str(out))
@@ -191,4 +193,30 @@ def test_following_a_finished_job_does_not_hand_over_a_file_removed_since(origin
     with pytest.raises(prefetch.PrefetchError, match=f"{names[1]}.*no longer there"):
         for path in prefetch.as_completed(job=job.id):
             got.append(path.name)
-    assert got == names[:1]
+    assert got in ([], names[:1])
+
+
+@pytest.mark.parametrize("call", ["ensure", "as_completed"])
+def test_nothing_keeps_the_callers_callback_once_the_run_ended(origin, home, tmp_path, call):
+    """A notebook's on_event is often a bound method of something big (a trainer, its model).
+    flow/files.py's one-entry cache of the run's transfer options kept the last run's hosts,
+    hence its event sinks (the callback, the stream's feed, the progress bar) alive until the
+    next download, however long that was."""
+    import weakref
+
+    entries, names, _ = put_shards(origin, [8 * KiB] * 2)
+
+    class Trainer:
+        def on_event(self, event) -> None:
+            pass
+
+    trainer = Trainer()
+    gone = weakref.ref(trainer)
+    options = dict(urls=entries, output_dir=str(tmp_path / call), on_event=trainer.on_event, progress=False)
+    if call == "ensure":
+        assert len(prefetch.ensure([], **options)) == 2
+    else:
+        assert len(list(prefetch.as_completed([], **options))) == 2
+    del trainer, options
+    gc.collect()
+    assert gone() is None
