@@ -18,22 +18,51 @@ within about a second with ``InterruptedTransferError``; the next call resumes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from prefetch.errors import error_for_exit_code
+from prefetch.errors import UsageError, error_for_exit_code
+
+# What make_request wants of each option it type-checks (the GetRequest field's type).
+_WANTED = {
+    **dict.fromkeys(("cache_dir", "output", "output_dir", "extract_to", "root", "sha256", "md5", "seed",
+                     "hub_cache", "lfs_from", "ms_cache", "nltk_data", "torch_checkpoints"),
+                    "must be a string or a path"),
+    **dict.fromkeys(("also_origin", "fail_fast", "extract", "force", "torch_hub", "nice"), "must be True or False"),
+    **dict.fromkeys(("connections", "retries", "host_connections"), "must be a whole number"),
+    "timeout": "must be a number of seconds", "limit_rate": 'must be bytes per second or a rate like "2M"',
+    "urls": "must be a list of URLs or {'url': ...} entries",
+}
 
 
-def _names(names: str | Iterable[str]) -> list[str]:
-    if isinstance(names, str):
-        return [names]
-    return [str(n) for n in names]
+def _names(names: str | Iterable[str], what: str = "names") -> list[str]:
+    """One name or several, as strings (paths: ``os.fspath``).
+
+    Raises:
+        UsageError: not a string, a path, or an iterable of them (bytes, a number, None).
+    """
+    if isinstance(names, str) or hasattr(names, "__fspath__"):
+        names = [names]
+    if isinstance(names, (bytes, bytearray)) or not isinstance(names, Iterable):
+        raise UsageError(f"{what} must be a string or a list of strings, got {names!r:.60}")
+    return [n if type(n) is str else _name(n, what) for n in names]
+
+
+def _name(name, what: str) -> str:
+    import os
+
+    if isinstance(name, str):
+        return str(name)
+    if hasattr(name, "__fspath__") and isinstance(os.fspath(name), str):
+        return os.fspath(name)
+    raise UsageError(f"{what} must be strings, got {name!r:.60} in {what}")
 
 
 def make_request(names: str | Iterable[str], **options):
     """A ``GetRequest`` from API arguments (``registry``/``mirror`` accept one value or a list)."""
+    import os
     from dataclasses import fields
 
-    from prefetch.flow.request import GetRequest
+    from prefetch.flow.request import GetRequest, field_value_ok
 
     if "registry" in options:
         options["registries"] = options.pop("registry")
@@ -43,19 +72,33 @@ def make_request(names: str | Iterable[str], **options):
     unknown = sorted(set(options) - set(keys))
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; expected some of {', '.join(keys)}")
-    for key in ("registries", "mirrors", "include", "exclude"):
-        if isinstance(options.get(key), (str, bytes)) or hasattr(options.get(key), "__fspath__"):
-            options[key] = [options[key]]
-        if key in options:
-            options[key] = [str(v) for v in options[key] or []]
+    for key in ("registries", "mirrors", "include", "exclude", "headers"):
+        if key in options and not (key == "headers" and isinstance(options[key], Mapping)):
+            options[key] = [] if options[key] is None else _names(options[key], key)
     for key in ("cache_dir", "output", "output_dir", "extract_to", "root"):
-        if options.get(key) is not None:
-            options[key] = str(options[key])
-    if isinstance(options.get("headers"), dict):
+        if hasattr(options.get(key), "__fspath__"):
+            options[key] = os.fspath(options[key])
+    if isinstance(options.get("headers"), Mapping):
         options["headers"] = [f"{k}: {v}" for k, v in options["headers"].items()]
     if options.get("urls") is not None:
-        options["urls"] = [{"url": u} if isinstance(u, str) else dict(u) for u in options["urls"]]
+        urls = options["urls"]
+        if isinstance(urls, (str, Mapping)):  # one URL or one entry
+            urls = [urls]
+        if isinstance(urls, (bytes, bytearray)) or not isinstance(urls, Iterable):
+            raise UsageError(f"urls must be a list of URLs or {{'url': ...}} entries, got {urls!r:.60}")
+        options["urls"] = [dict(u) if type(u) is dict else _url_entry(u) for u in urls]  # (each checked here)
+    for key in options:
+        if key != "urls" and not field_value_ok(key, options[key]):
+            raise UsageError(f"{key}= {_WANTED.get(key, 'has the wrong type')}, got {options[key]!r:.60}")
     return GetRequest(names=_names(names), **options)
+
+
+def _url_entry(entry) -> dict:
+    if isinstance(entry, str):
+        return {"url": entry}
+    if isinstance(entry, Mapping):
+        return dict(entry)
+    raise UsageError(f"urls= must be a list of URLs or {{'url': ...}} entries, got {entry!r:.60} in it")
 
 
 def ensure(names: str | Iterable[str], background: bool = False, *, on_event=None, progress: bool | None = None,
@@ -94,20 +137,24 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
         return start_job(request, env=job_environment(request))
     import threading
 
+    from prefetch.model.events import GuardedSink
     from prefetch.ui.interrupt import stop_on_interrupt
     from prefetch.ui.progress import ProgressBar, progress_wanted
     from prefetch.flow.planning import plan_once, run_request
 
     planned = plan_once(request)  # usage errors before anything starts
     bar = ProgressBar() if (progress if progress is not None else progress_wanted()) else None
-    sink = _both(on_event, bar)
     stop = threading.Event()
+    guard = None if on_event is None else GuardedSink(on_event, lambda exc: stop.set())
+    sink = _both(guard, bar)
     try:
         with stop_on_interrupt(stop):
             results = run_request(request, on_event=sink, stop=stop, planned=planned)
     finally:
         if bar is not None:
             bar.close()
+    if guard is not None and guard.error is not None:
+        raise guard.error  # the caller's callback failed: its error, the downloads stopped resumable
     failed = [r for r in results if r.status in ("failed", "interrupted") or r.exit_code]
     if failed:
         from prefetch.model.plans import overall_exit_code
@@ -228,16 +275,15 @@ def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run
     Raises:
         UnknownDatasetError: a name no registry knows (nothing is removed).
     """
-    tv_root = root
+    tv_root = _path_or_none(root, "root")
     registry_, keras, state = _housekeeping_context(cache_dir, registry)
     import os
 
     from prefetch.operations.housekeeping import remove_datasets
 
-    extra = [registry] if isinstance(registry, (str, bytes)) or hasattr(registry, "__fspath__") else list(registry or [])
+    extra = [] if registry is None else _names(registry, "registry")
     return remove_datasets(_names(names), registry_, root=keras, state=state, dry_run=dry_run, env=os.environ,
-                           torchvision_root=None if tv_root is None else os.fspath(tv_root),
-                           registry_files=[os.fspath(r) for r in extra], torch_hub=torch_hub)
+                           torchvision_root=tv_root, registry_files=extra, torch_hub=torch_hub)
 
 
 def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = False, root=None):
@@ -247,14 +293,13 @@ def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = Fal
     datasets' root whose folders are tidied too (default ./data, when it exists); torch.hub's
     checkpoints and ModelScope's cache always are.
     """
-    import os
-
     from prefetch.operations.housekeeping import clean_cache, parse_age, torch_ms_places
     from prefetch.cache.layout import keras_root
     from prefetch.fs.paths import state_dir
 
-    return clean_cache(root=keras_root(cache_dir=cache_dir), state=state_dir(), older_than=parse_age(older_than),
-                       dry_run=dry_run, **torch_ms_places(None if root is None else os.fspath(root)))
+    age = parse_age(older_than)
+    return clean_cache(root=keras_root(cache_dir=_path_or_none(cache_dir, "cache_dir")), state=state_dir(),
+                       older_than=age, dry_run=dry_run, **torch_ms_places(_path_or_none(root, "root")))
 
 
 def _housekeeping_context(cache_dir, registry):
@@ -264,6 +309,22 @@ def _housekeeping_context(cache_dir, registry):
     from prefetch.fs.paths import config_dir, state_dir
     from prefetch.cache.registry import load_registry
 
-    extra = [registry] if isinstance(registry, (str, bytes)) or hasattr(registry, "__fspath__") else list(registry or [])
+    extra = [] if registry is None else _names(registry, "registry")
+    root = keras_root(cache_dir=_path_or_none(cache_dir, "cache_dir"))
     loaded = load_registry(extra_files=[Path(r) for r in extra], config_dir=config_dir())
-    return loaded, keras_root(cache_dir=cache_dir), state_dir()
+    return loaded, root, state_dir()
+
+
+def _path_or_none(value, what: str) -> str | None:
+    """``value`` as a path string (None stays None).
+
+    Raises:
+        UsageError: not a string or a path.
+    """
+    import os
+
+    if value is None:
+        return None
+    if isinstance(value, str) or (hasattr(value, "__fspath__") and isinstance(os.fspath(value), str)):
+        return os.fspath(value)
+    raise UsageError(f"{what}= must be a string or a path, got {value!r:.60}")

@@ -179,6 +179,9 @@ def fetch(
         UsageError (bad URL or hash), NetworkError, IntegrityError (hash mismatch;
         nothing left at the path), LocalFileError, UnsafeArchiveError.
     """
+    if not isinstance(url, str) and not hasattr(url, "__fspath__"):
+        raise UsageError(f"url must be a URL or a local path (a string), got {url!r:.60}")
+    url = os.fspath(url)
     if known_hash:
         algorithm, sep, digest = str(known_hash).partition(":")
         if not sep:
@@ -193,14 +196,17 @@ def fetch(
         from prefetch.cache.layout import datasets_dir, keras_root
 
         path = datasets_dir(keras_root())
+    elif not isinstance(path, str) and not hasattr(path, "__fspath__"):
+        raise UsageError(f"path must be a folder (a string or a path), got {path!r:.60}")
     if not fname:
         from urllib.parse import urlsplit
 
         fname = os.path.basename(urlsplit(url.partition("#")[0]).path)
         if not fname:
-            from prefetch.errors import UsageError
-
             raise UsageError(f"cannot tell a file name from {url!r}; give fname=")
+    fname = os.fspath(fname)
+    if os.path.isabs(fname) or not Path(fname).parts or ".." in Path(fname).parts:
+        raise UsageError(f"fname must be a file name inside path, got {fname!r}; give the folder as path=")
     target = Path(path).expanduser().absolute() / fname
     entry = {"url": url, "out": str(target)}
     if sha256:
@@ -266,17 +272,14 @@ def _download(entries: list[dict], *, force: bool, mirror, connections, limit_ra
     from prefetch.errors import ExitCode
     from prefetch.model.plans import overall_exit_code
     from prefetch.ui.render import make_renderer
-    from prefetch.flow.request import GetRequest
     from prefetch.flow.planning import run_request
 
-    if isinstance(headers, Mapping):
-        header_lines = [f"{k}: {v}" for k, v in headers.items()]
-    else:
-        header_lines = [str(h) for h in headers or []]
-    mirrors = [mirror] if isinstance(mirror, str) else list(mirror or [])
-    request = GetRequest(names=[], urls=entries, force=force, mirrors=mirrors, connections=connections,
-                         limit_rate=limit_rate, headers=header_lines, extract=extract_to is not None,
-                         extract_to=str(extract_to) if extract_to is not None else None)
+    from prefetch.api import make_request
+
+    # (make_request: one UsageError naming a bad argument, as ensure gives)
+    request = make_request([], urls=entries, force=bool(force), mirror=mirror, connections=connections,
+                           limit_rate=limit_rate, headers=headers, extract=extract_to is not None,
+                           extract_to=str(extract_to) if extract_to is not None else None)
     import threading
 
     from prefetch.ui.interrupt import stop_on_interrupt

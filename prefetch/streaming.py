@@ -71,7 +71,9 @@ def as_completed(names=None, *, job: str | None = None, order: str = "given", ma
             raise UsageError("max_ahead does not apply to a background job: it downloads at its own pace "
                              "(use as_completed(names, max_ahead=N) to bound the disk)")
         from prefetch.jobs import get_job
+        from prefetch.jobs.watch import check_interval
 
+        check_interval(interval)
         record = get_job(job)  # JobNotFoundError now, not on the first next()
         feed = _Feed(order=order, max_ahead=None, keep_going=keep_going, total=len(record.files))
         return PathStream(feed, _job_runner(job, feed, interval), what=f"job {record.id}")
@@ -134,12 +136,20 @@ class _Feed:
             with self.cond:
                 self.progress[event.file] = (event.done, event.total, event.rate)
 
+    def fail(self, error: BaseException) -> None:
+        """The caller's on_event raised: the downloads stop, and the loop raises ``error`` at its next step."""
+        with self.cond:
+            if self.crash is None:
+                self.crash = error
+            self.stop.set()
+            self.cond.notify_all()
+
     def end(self, extra=(), crash: BaseException | None = None) -> None:
         with self.cond:
             for result in extra:
                 self.file_done(self.extra_index, result)
                 self.extra_index += 1
-            self.crash = crash
+            self.crash = self.crash or crash
             self.finished = True
             self.cond.notify_all()
 
@@ -175,6 +185,7 @@ class PathStream:
             from prefetch.ui.interrupt import chain_interrupt
 
             self._restore_interrupt = chain_interrupt(_InterruptFlag(feed))
+        self._owner = threading.current_thread()
         self._thread = threading.Thread(target=runner, name="prefetch-as-completed", daemon=True)
         self._thread.start()
 
@@ -219,7 +230,7 @@ class PathStream:
 
     def _error_now(self) -> BaseException | None:
         feed = self._feed
-        if feed.crash is not None and feed.finished:
+        if feed.crash is not None:  # the run failed as a whole, or the caller's on_event raised
             return feed.crash
         if feed.failure is not None:
             return error_for_exit_code(feed.failure.exit_code or ExitCode.FAILURE, feed.failure.error or feed.failure.name)
@@ -236,12 +247,15 @@ class PathStream:
 
     def close(self) -> None:
         """Stop the downloads (resumable) and wait for them to end; later calls do nothing."""
+        self._close(wait=True)
+
+    def _close(self, *, wait: bool) -> None:
         feed = self._feed
         with feed.cond:
             self._closed = True
             feed.stop.set()
             feed.cond.notify_all()
-        if self._thread is not threading.current_thread():
+        if wait and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
         self._restore_interrupt()
 
@@ -253,7 +267,9 @@ class PathStream:
 
     def __del__(self) -> None:  # a `for` loop left by `break` drops the last reference
         try:
-            self.close()
+            # Waiting only on the consumer's thread: the cyclic GC may run this on a download
+            # thread, which the run waits for (joining there stalled it for the join's timeout).
+            self._close(wait=threading.current_thread() is self._owner)
         except Exception:  # noqa: BLE001 - never raise from a finaliser
             pass
 
@@ -299,10 +315,12 @@ def _request_runner(request, feed: _Feed, on_event, progress):
 
     def run() -> None:
         from prefetch.flow.planning import run_request
+        from prefetch.model.events import GuardedSink
         from prefetch.ui.progress import ProgressBar, progress_wanted
 
         bar = ProgressBar() if (progress if progress is not None else progress_wanted()) else None
-        sinks = [s for s in (feed.event, on_event, bar) if s is not None]
+        guard = None if on_event is None else GuardedSink(on_event, feed.fail)  # the caller's: raised at the loop
+        sinks = [s for s in (feed.event, guard, bar) if s is not None]
 
         def sink(event) -> None:
             for s in sinks:

@@ -30,8 +30,9 @@ def torch_dataset(names, *, samples: bool = False, transform=None, **options):
     names than workers some workers have nothing to do.
     """
     from prefetch.adapters.torch_data import StreamDataset
+    from prefetch.api import _names
 
-    return StreamDataset(names, samples=samples, transform=transform, options=options)
+    return StreamDataset(_names(names), samples=samples, transform=transform, options=options)
 
 
 def tf_generator(names, *, samples: bool = False, keys=None, **options):
@@ -43,9 +44,9 @@ def tf_generator(names, *, samples: bool = False, keys=None, **options):
     (``output_signature=(tf.TensorSpec((), tf.string),) * 2``). When TensorFlow stops
     iterating (or the generator is closed), the downloads stop, resumable.
     """
-    if isinstance(names, (str, bytes)):
-        names = [names]
-    names = list(names)
+    from prefetch.api import _names
+
+    names = _names(names)  # (UsageError now, not in the first epoch)
     keys = tuple(keys) if keys is not None else None
 
     def generate():

@@ -5,6 +5,8 @@ Imports torch; only ``prefetch.adapters.torch_dataset`` loads this module.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch.utils.data
 
 from prefetch.adapters.samples import iter_tar_samples
@@ -19,23 +21,29 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self.samples = samples
         self.transform = transform
         self.options = dict(options or {})
+        urls = self.options.pop("urls", None) or []
+        self.urls = [urls] if isinstance(urls, (str, Mapping)) else list(urls)  # the -i entries, dealt as names are
 
-    def shard(self) -> list[str]:
-        """This worker's names: all of them in the main process, every W-th in DataLoader worker k of W."""
+    def shard(self) -> tuple[list[str], list]:
+        """This worker's names and URL entries: all of them in the main process, every W-th in worker k of W."""
         info = torch.utils.data.get_worker_info()
         if info is None:
-            return list(self.names)
-        return self.names[info.id::info.num_workers]
+            return list(self.names), list(self.urls)
+        items = [*((True, n) for n in self.names), *((False, u) for u in self.urls)]
+        mine = items[info.id::info.num_workers]
+        return [n for is_name, n in mine if is_name], [u for is_name, u in mine if not is_name]
 
     def __iter__(self):
         from prefetch.streaming import as_completed
 
-        names = self.shard()
-        if not names:
-            return
+        names, urls = self.shard()
         options = dict(self.options)
         if torch.utils.data.get_worker_info() is not None:
+            if not names and not urls:
+                return  # fewer names than workers: nothing for this one
             options.setdefault("progress", False)  # one bar per worker process would garble the output
+        if urls:
+            options["urls"] = urls
         with as_completed(names, **options) as paths:
             for path in paths:
                 items = iter_tar_samples(path) if self.samples else (str(path),)

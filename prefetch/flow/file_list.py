@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 from prefetch.errors import ExitCode, PrefetchError
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.model.plans import FilePlan, FileResult
-from prefetch.flow.files import fetch_file
+from prefetch.flow.files import fetch_file, forget_transfer
 from prefetch.flow.options import FetchOptions
 from prefetch.flow.leftovers import LeftoverScan
 
@@ -63,6 +63,14 @@ def fetch_files(
 
     def run(index: int) -> None:
         plan = plans[index]
+        got: list[FileResult] = []
+        try:
+            _run(index, plan, got)
+        finally:  # one result per file, even when an event sink raised (that still propagates)
+            if results[index] is None:
+                finish(index, got[0] if got else _failed(plan, PrefetchError(f"{plan.label}: internal error")))
+
+    def _run(index: int, plan: FilePlan, got: list[FileResult]) -> None:
         try:
             if stop.is_set():
                 from prefetch.errors import InterruptedTransferError
@@ -74,12 +82,15 @@ def fetch_files(
             )
         except PrefetchError as exc:
             result = _failed(plan, exc)
+            got.append(result)
             on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
             if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
                 stop.set()
         except Exception as exc:  # noqa: BLE001 - a bug: this file fails, the others go on
             result = _failed(plan, PrefetchError(f"{plan.label}: internal error: {exc!r}"))
+            got.append(result)
             on_event(Event(EventKind.FAILED, plan.label, message=result.error, exit_code=result.exit_code))
+        got[:] = [result]
         if options.sources is not None:
             options.sources.finish(plan, result, on_event=on_event)  # seeds the team store
         finish(index, result)
@@ -101,6 +112,7 @@ def fetch_files(
     finally:
         if own_hosts is not None:
             own_hosts.close()
+        forget_transfer(options.transfer)
     return [r for r in results if r is not None]
 
 

@@ -183,6 +183,13 @@ def _without_small_record(transfer_options):
     return made
 
 
+def forget_transfer(transfer_options) -> None:
+    """The run that used ``transfer_options`` ended: the cache above lets go of them (they reach the
+    run's hosts and its event sinks: a caller's callback, a stream's feed, a progress bar)."""
+    if _NO_RECORD[0][0] is transfer_options:
+        _NO_RECORD[0] = (None, None)
+
+
 def _note_shared(plan: FilePlan, records_dir: Path) -> None:
     """A file another cache's dataset shares: note where it is, so that cache links it."""
     if plan.shares:

@@ -82,18 +82,7 @@ class GetRequest:
         known = {f for f in cls.__dataclass_fields__}
         fields = {k: v for k, v in data.items() if k in known}
         for key, value in fields.items():
-            kind = _REQUEST_TYPES[key]
-            if kind is dict:  # a list of objects (the -i URL entries)
-                ok = isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
-            elif kind is list:
-                ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-            else:
-                ok = value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)))
-            if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force", "torch_hub") and value is None:
-                ok = False
-            if isinstance(value, float) and not (value == value and abs(value) != float("inf")):
-                ok = False  # NaN or Infinity: Python's json reads them, no field means them
-            if not ok:
+            if not field_value_ok(key, value):
                 raise UsageError(f"the job's stored request is corrupt: {key!r} is {value!r:.40}; "
                                  f"start again with `prefetch get ... -b`")
         missing = [f.name for f in cls.__dataclass_fields__.values()
@@ -102,6 +91,22 @@ class GetRequest:
             raise UsageError(f"the job's stored request is corrupt: it has no {missing[0]!r}; "
                              f"start again with `prefetch get ... -b`")
         return cls(**fields)
+
+
+def field_value_ok(key: str, value) -> bool:
+    """Whether ``value`` has the type of the request's field ``key`` (a stored record's, or the API's)."""
+    kind = _REQUEST_TYPES[key]
+    if kind is dict:  # a list of objects (the -i URL entries)
+        ok = isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
+    elif kind is list:
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    else:
+        ok = value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)))
+    if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force", "torch_hub") and value is None:
+        ok = False
+    if isinstance(value, float) and not (value == value and abs(value) != float("inf")):
+        ok = False  # NaN or Infinity: Python's json reads them, no field means them
+    return ok
 
 
 _REQUEST_TYPES = {

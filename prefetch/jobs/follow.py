@@ -9,6 +9,7 @@ never stops or slows the job (the job downloads at its own pace).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 
@@ -29,16 +30,21 @@ def follow_job(
     """Call ``on_file_done(index, result)`` once per file of the job as it ends; the job's final state.
 
     Returns when the job is no longer running (files it never finished are
-    reported ``interrupted``) or when ``stop`` is set (then ``"following stopped"``).
+    reported ``interrupted``; ``failed`` when the job failed as a whole or its record
+    turned corrupt) or when ``stop`` is set (then ``"following stopped"``).
 
     Raises:
         JobNotFoundError, UsageError: unknown or invalid job id.
     """
     reported: set[int] = set()
+    known: list[FileStatus] = []  # the files of the last record that listed them
     while True:
         record = get_job(job_id, env)
         running = record.state in ACTIVE_STATES
-        for index, status in enumerate(record.files):
+        # A record that cannot be read (corrupt) lists no files: the ones known so far end with it.
+        files = record.files if len(record.files) >= len(known) else [*record.files, *known[len(record.files):]]
+        known = files
+        for index, status in enumerate(files):
             if index in reported:
                 continue
             if status.state in FINAL_FILE_STATES or not running:
@@ -58,6 +64,10 @@ def file_result(status: FileStatus, *, job_state: str = "done", job_error: str |
                         size=status.bytes)
     if status.state in ("done", "cached"):
         result.status = "downloaded" if status.state == "done" else "cached"
+        if status.path and not os.path.lexists(status.path):  # removed since the job placed it
+            result.status, result.exit_code = "failed", int(ExitCode.FAILURE)
+            result.error = (f"{status.name}: the job placed it at {status.path}, but it is no longer there "
+                            f"(removed since); get it again")
         return result
     if status.state == "failed":
         result.status = "failed"
@@ -68,6 +78,7 @@ def file_result(status: FileStatus, *, job_state: str = "done", job_error: str |
     result.status = "interrupted"
     result.exit_code = status.exit_code or int(ExitCode.INTERRUPTED)
     result.error = status.error or job_error or f"{status.name}: the job ended ({job_state}) before this file was placed"
-    if status.exit_code is None and job_state == "failed" and job_exit_code not in (None, int(ExitCode.INTERRUPTED)):
-        result.status, result.exit_code = "failed", int(job_exit_code)  # the job failed as a whole
+    failed_whole = job_state in ("failed", "corrupt") and job_exit_code not in (None, int(ExitCode.INTERRUPTED))
+    if status.exit_code is None and failed_whole:  # the job failed as a whole, or its record cannot be read
+        result.status, result.exit_code = "failed", int(job_exit_code)
     return result

@@ -195,6 +195,25 @@ def get_job(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
         return _corrupt_record(record_path(job_id, env), str(exc))
 
 
+def reread_jobs(job_ids, last: dict, env: Mapping[str, str] | None = None) -> list[JobRecord]:
+    """The jobs' current records (``last``: id -> record as last read, updated here).
+
+    A finished job whose record was removed meanwhile (``prefetch clean`` in another
+    shell forgets finished jobs) is given as last read, so a watch or wait of several
+    jobs goes on.
+
+    Raises:
+        JobNotFoundError: a job never read, or running when last read, has no record.
+    """
+    for job_id in job_ids:
+        try:
+            last[job_id] = get_job(job_id, env)
+        except JobNotFoundError:
+            if job_id not in last or last[job_id].active:  # (a running job's record gone: no end to wait for)
+                raise
+    return [last[j] for j in job_ids]
+
+
 def list_jobs(env: Mapping[str, str] | None = None) -> list[JobRecord]:
     """Every job with its current state, oldest first."""
     directory = jobs_dir(env)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prefetch.errors import ExitCode, JobNotFoundError, WaitTimeoutError
-from prefetch.jobs.liveness import get_job, list_jobs
+from prefetch.jobs.liveness import list_jobs, reread_jobs
 from prefetch.jobs.records import GENERATED_ID_RE, JobRecord, JobState, check_timeout, files_in_place
 
 
@@ -42,16 +42,21 @@ def wait_jobs(
     poll: float = 0.25,
     on_poll: Callable[[list[JobRecord]], None] | None = None,
     env: Mapping[str, str] | None = None,
+    known: Mapping[str, JobRecord] | None = None,
 ) -> list[JobRecord]:
     """Block until none of ``job_ids`` is queued or running; their final records.
+
+    A finished job whose record is removed meanwhile (``prefetch clean``) counts as last
+    read (``known``: records already read, by id).
 
     Raises:
         WaitTimeoutError: ``timeout`` seconds passed first.
         JobNotFoundError, UsageError: unknown or invalid id.
     """
     deadline = None if check_timeout(timeout) is None else time.monotonic() + timeout
+    last = dict(known or {})
     while True:
-        records = [get_job(j, env) for j in job_ids]
+        records = reread_jobs(job_ids, last, env)
         if on_poll is not None:
             on_poll(records)
         running = [r for r in records if r.active]
@@ -115,7 +120,7 @@ def wait_for(
         for r in all_jobs:
             if _job_mentions(r, name) and r.id not in job_ids:
                 job_ids.append(r.id)
-    records = wait_jobs(job_ids, timeout=timeout, poll=poll, on_poll=on_poll, env=env) if job_ids else []
+    records = wait_jobs(job_ids, timeout=timeout, poll=poll, on_poll=on_poll, env=env, known=by_id) if job_ids else []
     failures: list[str] = []
     exit_code = 0
     explicit = [r for r in records if targets is None or r.id in targets]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from enum import Enum
 from typing import Callable
 
@@ -56,3 +57,29 @@ EventSink = Callable[[Event], None]
 
 def ignore_event(event: Event) -> None:
     """An event sink that drops everything."""
+
+
+class GuardedSink:
+    """A caller's event callback (``on_event=`` of the API), run so that its exception cannot
+    break a download: the first one is kept (``error``, for the caller to raise as it was
+    raised) and passed to ``on_error`` (which stops the downloads, resumable); after it,
+    events go nowhere."""
+
+    def __init__(self, callback: Callable[[Event], None], on_error: Callable[[Exception], None]) -> None:
+        self.callback = callback
+        self.on_error = on_error
+        self.error: Exception | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        if self.error is not None:
+            return
+        try:
+            self.callback(event)
+        except Exception as exc:  # noqa: BLE001 - the caller's own error, raised to the caller
+            with self._lock:
+                first = self.error is None
+                if first:
+                    self.error = exc
+            if first:
+                self.on_error(exc)

@@ -61,6 +61,8 @@ def parse_age(text: str | float) -> float:
         UsageError: anything else.
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if not 0 <= text < float("inf"):  # (NaN too: no file's age compares to it)
+            raise UsageError(f"--older-than {text!r} is not an age; give seconds, 0 or more")
         return float(text)
     match = _AGE.match(str(text))
     if not match:

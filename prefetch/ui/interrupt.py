@@ -70,37 +70,60 @@ def stop_on_interrupt(
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+# The stops of every open chain_interrupt (one handler for all of them, installed while any is
+# open): streams closed in any order leave the handler as it was before the first one.
+_chained: list[threading.Event] = []
+_chain_previous: list = [None]  # the handler before ours
+_chain_lock = threading.RLock()  # (re-entrant: a finaliser may close a stream while chaining one)
+
+
+def _on_chained_interrupt(signum, frame) -> None:
+    for stop in list(_chained):
+        stop.set()
+    previous = _chain_previous[0]
+    if callable(previous):
+        previous(signum, frame)
+    elif previous != signal.SIG_IGN:
+        raise KeyboardInterrupt
+
+
 def chain_interrupt(stop: threading.Event) -> Callable[[], None]:
     """Until the returned function is called, SIGINT sets ``stop`` and then does what it did before.
 
     For downloads that run beside the caller's own code (``prefetch.as_completed``
     feeding a training loop): a kernel interrupt stops them at once, and the
-    caller still gets its ``KeyboardInterrupt`` wherever it was. The returned
-    function puts the previous handler back (only if ours is still the one
-    installed); calling it again does nothing. Outside the main thread it does nothing.
+    caller still gets its ``KeyboardInterrupt`` wherever it was. Several may be open
+    at once and closed in any order: one handler sets all their stops, and the last
+    one closed puts the previous handler back (only if ours is still the one
+    installed). Calling the returned function again does nothing. Outside the main
+    thread it does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    previous = signal.getsignal(signal.SIGINT)
-
-    def on_interrupt(signum, frame) -> None:
-        stop.set()
-        if callable(previous):
-            previous(signum, frame)
-        elif previous != signal.SIG_IGN:
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, on_interrupt)
+    with _chain_lock:
+        if signal.getsignal(signal.SIGINT) is not _on_chained_interrupt:
+            _chain_previous[0] = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, _on_chained_interrupt)
+        _chained.append(stop)
     restored = [False]
 
     def restore() -> None:
-        if restored[0]:
-            return
-        restored[0] = True
-        try:
-            if signal.getsignal(signal.SIGINT) is on_interrupt:
-                signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
-        except ValueError:  # not the main thread any more (a finaliser): leave it; it only sets an event
-            pass
+        with _chain_lock:
+            if restored[0]:
+                return
+            restored[0] = True
+            for i, s in enumerate(_chained):
+                if s is stop:
+                    del _chained[i]
+                    break
+            if _chained:
+                return
+            try:
+                if signal.getsignal(signal.SIGINT) is _on_chained_interrupt:
+                    previous = _chain_previous[0]
+                    signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+                    _chain_previous[0] = None
+            except ValueError:  # not the main thread (a finaliser): ours stays, setting no stop, until the next
+                pass
 
     return restore
