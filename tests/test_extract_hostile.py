@@ -12,7 +12,7 @@ import tarfile
 import pytest
 
 from tests.helpers import write_registry
-from tests.test_archives_cli import file_member, tar_bytes, world  # noqa: F401 - the fixture
+from tests.test_archives_cli import file_member, link_member, tar_bytes, world  # noqa: F401 - the fixture
 
 
 def get_bytes(tmp_path, origin, name: str, archive: bytes, *args: str, sha: bool = True):
@@ -72,22 +72,12 @@ def test_a_link_that_a_move_takes_outside_is_refused(tmp_path):
     """torchvision's rearrangements (SBDataset moves ``benchmark_RELEASE/dataset/cls`` up to the
     top) take a relative link to another depth: ``a/b/link -> ../../x`` is inside where the
     archive put it, and points outside once ``a/b`` is moved to ``b``."""
-    import io
-
     from prefetch.archive.extract import extract_archive
     from prefetch.errors import UnsafeArchiveError
 
     def archive(link: str) -> bytes:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            for name, data in (("x", b"inside"), ("a/b/f", b"f")):
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-            info = tarfile.TarInfo("a/b/link")
-            info.type, info.linkname = tarfile.SYMTYPE, link
-            tar.addfile(info)
-        return buf.getvalue()
+        return tar_bytes([file_member("x", b"inside"), file_member("a/b/f", b"f"),
+                          link_member("a/b/link", link, tarfile.SYMTYPE)], mode="w")
 
     (tmp_path / "x").write_text("a file outside the extraction\n")
     bad = tmp_path / "bad.tar"
@@ -106,22 +96,13 @@ def test_a_link_that_a_move_takes_outside_is_refused(tmp_path):
 def test_a_link_out_of_the_subfolder_placed_is_refused(tmp_path):
     """Of a ``subfolder`` (torchvision's Middlebury: ``MiddEval3/testF``) only the contents are
     placed: ``sub/link -> ../x`` stays inside the archive's tree, and leaves the destination."""
-    import io
-
     from prefetch.archive.extract import extract_archive
     from prefetch.errors import UnsafeArchiveError
 
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in (("x", b"inside"), ("sub/f", b"f")):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        for name, target in (("sub/ok", "f"), ("sub/link", "../x")):
-            info = tarfile.TarInfo(name)
-            info.type, info.linkname = tarfile.SYMTYPE, target
-            tar.addfile(info)
-    (tmp_path / "ar.tar").write_bytes(buf.getvalue())
+    archive = tar_bytes([file_member("x", b"inside"), file_member("sub/f", b"f"),
+                         link_member("sub/ok", "f", tarfile.SYMTYPE), link_member("sub/link", "../x", tarfile.SYMTYPE)],
+                        mode="w")
+    (tmp_path / "ar.tar").write_bytes(archive)
     (tmp_path / "x").write_text("a file outside the extraction\n")
 
     with pytest.raises(UnsafeArchiveError) as info:
