@@ -24,7 +24,36 @@ def __getattr__(name: str):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; map errors to one stderr line and their exit code."""
+    """Run the CLI; map errors to one stderr line and their exit code.
+
+    In a Python process that goes on after it (a notebook kernel, a test), the SIGINT,
+    SIGTERM and SIGHUP handlers are as they were before: a ``get`` ignores interrupts once its outcome is decided
+    (``stop_on_interrupt(restore=False)``: a late Ctrl-C must not turn exit 0 into a death
+    by signal), which only the process entry (:func:`run`) may leave so.
+    """
+    import _signal  # (the C module, loaded at start-up; ``signal`` is not)
+
+    signums = [getattr(_signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(_signal, name)]
+    try:
+        before = {signum: _signal.getsignal(signum) for signum in signums}
+    except ValueError:  # pragma: no cover - (no signals here)
+        before = {}
+    try:
+        _main(argv)
+    finally:
+        if not _EXITS_AFTER[0]:
+            for signum, handler in before.items():
+                try:
+                    if handler is not None and _signal.getsignal(signum) is not handler:
+                        _signal.signal(signum, handler)
+                except ValueError:  # not the main thread: nothing was changed there either
+                    pass
+
+
+_EXITS_AFTER = [False]  # run(): the process ends right after main()
+
+
+def _main(argv: list[str] | None) -> None:
     args = take_plain_flag(list(sys.argv[1:] if argv is None else argv))
     try:
         rv = _run(args)
@@ -110,6 +139,7 @@ def run() -> None:
     defer_import("datetime")
     defer_import("selectors")
     defer_import("array")
+    _EXITS_AFTER[0] = True
     try:
         main()
     except SystemExit as exc:

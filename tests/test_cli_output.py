@@ -42,3 +42,20 @@ def test_a_group_without_its_command_shows_its_help(cli, args, usage):
     assert lines[0] == usage + " [ARGS]..."
     assert "Commands:" in lines  # the help's own layout, a line per section and command
     assert len(lines) > 8
+
+
+def test_main_called_in_a_python_process_leaves_its_signal_handlers_as_they_were(home, origin, tmp_path):
+    """``prefetch.cli.main`` in a process that goes on (a notebook kernel, a script): a ``get``
+    ignores Ctrl-C, SIGTERM and SIGHUP once its outcome is decided, which only the process's own
+    entry may leave so; a kernel left ignoring SIGINT could no longer be interrupted."""
+    import signal
+
+    from prefetch.cli import main
+
+    origin.put("a.bin", b"a" * 5000)
+    signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {signum: signal.getsignal(signum) for signum in signums}
+    with pytest.raises(SystemExit) as done:
+        main(["get", origin.url_for("a.bin"), "-o", str(tmp_path / "a.bin"), "-q"])
+    assert done.value.code == 0 and (tmp_path / "a.bin").read_bytes() == b"a" * 5000
+    assert {signum: signal.getsignal(signum) for signum in signums} == before
