@@ -63,7 +63,8 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
     held: dict[int, object] = {}
     back: list[int] = []
     jobs = []
-    plans = {}
+    plans: dict[int, FilePlan] = {}
+    urls: dict[int, str] = {}
     try:
         for index, plan, url in chunk:
             if stop.is_set() or not _fresh_dir(plan, leftovers):
@@ -80,25 +81,27 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
                 _release(held.pop(index))
                 back.append(index)
                 continue
-            expected = plan.spec.expected
-            jobs.append((index, url, plan.label, expected is not None))
+            jobs.append((index, url, plan.label, plan.spec.expected is not None))
             plans[index] = plan
-        written: dict[int, tuple] = {}
+            urls[index] = url
         sync = options.transfer.sync_data
         one_fs = sync and _one_filesystem(plans.values())
         started = time.monotonic()
+        writer = _Writer(sync=sync and not one_fs)
 
         def take(job, head, answer) -> bool:
-            plan = plans[job[0]]
-            got = _write_part(plan, head.body, sync=sync and not one_fs)
-            if got is None:
-                return False
-            written[job[0]] = (head, answer, *got)
+            writer.put(job[0], plans[job[0]], head, answer)
             return True
 
-        if jobs:
-            handed = bulk.fetch_pipelined(host, jobs, options=options.transfer, stop=stop, take=take)
-            back.extend(job[0] for job in handed)
+        try:
+            if jobs:
+                handed = bulk.fetch_pipelined(host, jobs, options=options.transfer, stop=stop, take=take)
+                back.extend(job[0] for job in handed)
+        finally:
+            written = writer.finish()
+        for index in [i for i, got in written.items() if got is None]:
+            del written[index]  # (a wrong size or hash, or the .part could not be made: nothing left of it)
+            back.append(index)
         if written and (stop.is_set() or (one_fs and not _syncfs(next(iter(plans.values())).final.parent,
                                                                    [part_path(plans[i].final) for i in written]))):
             for index in written:  # (stopped before any rename: nothing of the chunk is kept)
@@ -115,7 +118,7 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
                 placement.discard(part_path(plan.final))
                 back.append(index)
                 continue
-            results[index] = _placed(plan, records_dir, head, answer, digest, st, url=jobs_url(jobs, index),
+            results[index] = _placed(plan, records_dir, head, answer, digest, st, url=urls[index],
                                      on_event=on_event, elapsed=elapsed)
         if results:
             host.given_up = False  # the host delivers files: its files get their retries again
@@ -125,8 +128,37 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
             _release(lock)
 
 
-def jobs_url(jobs, index: int) -> str:
-    return next(job[1] for job in jobs if job[0] == index)
+class _Writer:
+    """Writes a chunk's accepted bodies into their ``.part``s on a thread of its own: creating a
+    new file is kernel time (0.15-0.3 ms a file on this machine's ext4), which then overlaps the
+    lane's reading and parsing on the other core instead of adding to it."""
+
+    def __init__(self, *, sync: bool) -> None:
+        from queue import SimpleQueue
+
+        self.sync = sync
+        self.queue: SimpleQueue = SimpleQueue()
+        self.done: dict[int, tuple | None] = {}
+        self.thread = threading.Thread(target=self._run, name="prefetch-bulk-writer", daemon=True)
+        self.thread.start()
+
+    def put(self, index: int, plan: FilePlan, head, answer) -> None:
+        self.queue.put((index, plan, head, answer))
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            index, plan, head, answer = item
+            try:
+                got = _write_part(plan, head.body, sync=self.sync)
+            except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
+                got = None
+            self.done[index] = None if got is None else (head, answer, *got)
+
+    def finish(self) -> dict[int, tuple | None]:
+        """Every body written (or refused: None): index -> (head, answer, digest, the .part's stat)."""
+        self.queue.put(None)
+        self.thread.join()
+        return self.done
 
 
 def _release(lock) -> None:

@@ -139,7 +139,7 @@ class _Lane:
 
     FEWEST = 16  # a shorter list never takes the lane
     CHUNK = 128  # files per chunk: one flush each; a stop discards at most this many bodies
-    LANES = int(os.environ.get("PREFETCH_BULK_LANES", "1"))  # chunks of one host in flight at once
+    LANES = 1  # chunks of one host in flight at once (a second one: 6 of 6 pairs slower, 1.23 s against 1.03 s)
 
     def __init__(self, plans, options) -> None:
         from prefetch.engine import bulk
