@@ -210,12 +210,17 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
             conn.asked += 1
         if heads:
             conn.last = time.monotonic()
-            conn.sock.setblocking(True)
-            conn.sock.settimeout(timeouts.read)
+            data = b"".join(heads)
             try:
-                conn.sock.sendall(b"".join(heads))  # (a few hundred bytes each: the socket's buffer takes them)
-            finally:
-                conn.sock.setblocking(False)
+                sent = conn.sock.send(data)  # (a few hundred bytes each: the socket's buffer takes them)
+            except BlockingIOError:
+                sent = 0
+            if sent < len(data):
+                conn.sock.settimeout(timeouts.read)
+                try:
+                    conn.sock.sendall(data[sent:])
+                finally:
+                    conn.sock.setblocking(False)
 
     def drop(conn: _Conn, *, clean: bool = False) -> None:
         """Done with ``conn``: its answers owed go back to the queue's front (asked again on
