@@ -110,18 +110,19 @@ class OutOfStep(Exception):
     """The connection's bytes are not answers we can frame: nothing more is read from it."""
 
 
-def parse_head(data: bytes) -> tuple[Head, int] | None:
-    """``(head, its length with the blank line)`` at the start of ``data``; None: not all there yet.
+def parse_head(data: bytes, start: int = 0) -> tuple[Head, int] | None:
+    """``(head, where its body starts)`` for the head at ``data[start:]``; None: not all there yet.
 
     Raises:
         OutOfStep: not a strict HTTP/1.1 head with a ``Content-Length`` (garbage, chunked, ...).
     """
-    end = data.find(b"\r\n\r\n")
+    end = data.find(b"\r\n\r\n", start)
     if end < 0:
-        if len(data) >= _LONGEST_HEAD or (data and not b"HTTP/1.1 ".startswith(bytes(data[:9]))):
+        if len(data) - start >= _LONGEST_HEAD or (len(data) > start and
+                                                  not b"HTTP/1.1 ".startswith(bytes(data[start:start + 9]))):
             raise OutOfStep("not an answer's head")
         return None
-    lines = bytes(data[:end]).split(b"\r\n")
+    lines = bytes(data[start:end]).split(b"\r\n")
     match = _STATUS.fullmatch(lines[0])
     if match is None or match.group(1).startswith(b"1"):
         raise OutOfStep(f"status line {lines[0][:40]!r}")
@@ -269,26 +270,32 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
                 return
             raise OutOfStep("closed with answers owed")
         conn.last = time.monotonic()
-        conn.buf += data
-        while conn.sent:
-            parsed = parse_head(conn.buf)
-            if parsed is None:
-                return
-            head, size = parsed
-            if conn.held is not None:
-                judge(conn)  # the answer before is followed by a head that parses: it ended in step
-            length = int(head.headers["content-length"])
-            if length > INLINE_BODY:
-                raise OutOfStep("a body longer than the lane reads")
-            if len(conn.buf) < size + length:
-                return
-            head.body = bytes(conn.buf[size:size + length])
-            del conn.buf[:size + length]
-            conn.held = (conn.sent.popleft(), head)
-            if head.close:  # the last answer on this connection: nothing may follow it
-                conn.closing = True
-                break
-        if conn.buf:
+        buf = conn.buf
+        buf += data
+        at = 0  # (the answers read are cut from the buffer once per receive, not each: no memmove per answer)
+        try:
+            while conn.sent:
+                parsed = parse_head(buf, at)
+                if parsed is None:
+                    return
+                head, body = parsed
+                if conn.held is not None:
+                    judge(conn)  # the answer before is followed by a head that parses: it ended in step
+                length = int(head.headers["content-length"])
+                if length > INLINE_BODY:
+                    raise OutOfStep("a body longer than the lane reads")
+                if len(buf) < body + length:
+                    return
+                head.body = bytes(buf[body:body + length])
+                at = body + length
+                conn.held = (conn.sent.popleft(), head)
+                if head.close:  # the last answer on this connection: nothing may follow it
+                    conn.closing = True
+                    break
+        finally:
+            if at:
+                del buf[:at]
+        if buf:
             raise OutOfStep("bytes beyond the answers asked for")
         if conn.held is not None:
             judge(conn)  # nothing follows the last answer owed

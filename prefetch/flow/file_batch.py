@@ -152,6 +152,7 @@ class _Writer:
                 got = _write_part(plan, head.body, sync=self.sync)
             except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
                 got = None
+            head.body = b""  # (written: the chunk does not keep its bodies in memory)
             self.done[index] = None if got is None else (head, answer, *got)
 
     def finish(self) -> dict[int, tuple | None]:
