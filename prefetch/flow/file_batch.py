@@ -110,22 +110,50 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
             written.clear()
         results = {}
         elapsed = max(1e-6, time.monotonic() - started)
-        for index, (head, answer, digest, st) in written.items():
-            plan = plans[index]
-            try:
-                placement.rename(part_path(plan.final), plan.final)
-            except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
-                placement.discard(part_path(plan.final))
-                back.append(index)
-                continue
-            results[index] = _placed(plan, records_dir, head, answer, digest, st, url=urls[index],
-                                     on_event=on_event, elapsed=elapsed)
+        folders = _Folders()
+        try:
+            for index, (head, answer, digest, st) in written.items():
+                plan = plans[index]
+                try:
+                    folders.rename(plan.final)
+                except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
+                    placement.discard(part_path(plan.final))
+                    back.append(index)
+                    continue
+                results[index] = _placed(plan, records_dir, head, answer, digest, st, url=urls[index],
+                                         on_event=on_event, elapsed=elapsed)
+        finally:
+            folders.close()
         if results:
             host.given_up = False  # the host delivers files: its files get their retries again
         return results, sorted(back)
     finally:
         for lock in held.values():
             _release(lock)
+
+
+class _Folders:
+    """The chunk's folders, each opened once: a ``.part`` renamed to its final name relative to
+    its folder's fd (``safefs.replace`` opens the folder for each rename), the final name
+    checked first as there (absent, or ours and not a link)."""
+
+    def __init__(self) -> None:
+        self.fds: dict[str, int] = {}
+
+    def rename(self, final: Path) -> None:
+        from prefetch.fs.safefs import check_replaceable
+
+        folder, name = os.path.split(str(final))
+        fd = self.fds.get(folder)
+        if fd is None:
+            fd = self.fds[folder] = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        check_replaceable(final)
+        os.replace(name + ".part", name, src_dir_fd=fd, dst_dir_fd=fd)
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
 
 
 class _Writer:
