@@ -16,8 +16,10 @@ right after), the others every time:
 * ``once-reset``: the connection is reset instead of an answer;
 * ``once-gzip``: the body with ``Content-Encoding: gzip`` (not what was asked).
 
-``log``: (connection number, path, pipelined) per request, ``pipelined`` when the next
-request's bytes had already arrived as this one was read; ``delay``: seconds before each answer.
+``log``: (connection number, path, pipelined, lane) per request, ``pipelined`` when the next
+request's bytes had already arrived as this one was read, ``lane`` when it asked the bulk
+lane's range (``bytes=0-262143``; the usual path asks for its first 1 MiB); ``delay``: seconds
+before each answer.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class BulkOrigin(Listener):
         self.tricks = dict(tricks or {})
         self.delay = delay
         self.asked: Counter = Counter()
-        self.log: list[tuple[int, str, bool]] = []
+        self.log: list[tuple[int, str, bool, bool]] = []
         self._lock = threading.Lock()
         self.listen()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -52,10 +54,14 @@ class BulkOrigin(Listener):
         self.close()
 
     def connections(self) -> int:
-        return len({c for c, _, _ in self.log})
+        return len({c for c, *_ in self.log})
 
     def pipelined(self) -> int:
-        return sum(p for _, _, p in self.log)
+        return sum(p for _, _, p, _ in self.log)
+
+    def lane(self, name: str | None = None) -> int:
+        """Requests that asked the bulk lane's range (for ``name`` only, when given)."""
+        return sum(lane for _, path, _, lane in self.log if name is None or path == "/" + name)
 
     def _serve(self, conn: socket.socket, number: int) -> None:
         pending = b""
@@ -72,8 +78,9 @@ class BulkOrigin(Listener):
                 head, _, pending = pending.partition(b"\r\n\r\n")
                 path = head.split(b" ", 2)[1].decode()
                 ranged = b"\r\nrange: bytes=0-" in head.lower()
+                lane = b"\r\nrange: bytes=0-262143\r\n" in head.lower() + b"\r\n"
                 with self._lock:
-                    self.log.append((number, path, bool(pending)))
+                    self.log.append((number, path, bool(pending), lane))
                 if self.delay:
                     time.sleep(self.delay)
                 try:

@@ -16,7 +16,7 @@ import pytest
 
 from tests.bulk_origin import BulkOrigin
 
-COUNT = 60
+COUNT = 120
 SIZE = 16 << 10
 
 
@@ -53,12 +53,12 @@ def _plant(out, tmp_path) -> dict:
     """A symlink at one final name and at one .part name (to files outside), a stale .part."""
     out.mkdir()
     victims = {}
-    for name, at in (("f040.bin", "f040.bin"), ("f041.bin", "f041.bin.part")):
+    for name, at in (("f080.bin", "f080.bin"), ("f081.bin", "f081.bin.part")):
         victim = tmp_path / f"victim-{name}-{out.name}"
         victim.write_bytes(b"not yours")
         (out / at).symlink_to(victim)
         victims[victim] = b"not yours"
-    (out / "f042.bin.part").write_bytes(b"stale bytes of an earlier run")
+    (out / "f082.bin.part").write_bytes(b"stale bytes of an earlier run")
     return victims
 
 
@@ -71,14 +71,14 @@ def _run(cli, tmp_path, tag: str, tricks: dict, *, bulk: bool, bad_hash=frozense
         env = {**os.environ, "PREFETCH_BULK": "1" if bulk else "0"}
         proc = cli("get", "-i", str(listing), "-P", str(out), "--retries", "1", "-q", env=env)
         errors = _errors(proc, out, origin)
-        pipelined = origin.pipelined()
+        pipelined = origin.pipelined(), origin.lane(), {name: origin.lane(name) for name in tricks}
     for victim, data in victims.items():
         assert victim.read_bytes() == data, "nothing written through a link prefetch did not create"
     return proc, out, files, errors, pipelined
 
 
-IN_STEP = {"f030.bin": "404", "f031.bin": "portal", "f032.bin": "redirect", "f033.bin": "once-range",
-           "f034.bin": "once-gzip"}
+IN_STEP = {"f070.bin": "404", "f071.bin": "portal", "f072.bin": "redirect", "f073.bin": "once-range",
+           "f074.bin": "once-gzip"}
 
 
 def test_refused_answers_in_step_and_planted_names_are_handled_as_the_usual_path_does(home, tmp_path, cli):
@@ -86,18 +86,20 @@ def test_refused_answers_in_step_and_planted_names_are_handled_as_the_usual_path
     symlinks at a final and a .part name, a stale .part: the lane hands each back and goes on;
     exit code and error lines as without the lane; all other files byte-exact. No hash but the
     wrong one: the answers' own checks (``check_response``) must refuse the pages."""
-    bad = {"f035.bin"}
+    bad = {"f075.bin"}
     lane, out, files, errors, pipelined = _run(cli, tmp_path, "step", IN_STEP, bulk=True, bad_hash=bad, plant=True,
                                                hashes=False)
     usual, out0, _, errors0, pipelined0 = _run(cli, tmp_path, "step", IN_STEP, bulk=False, bad_hash=bad, plant=True,
                                                hashes=False)
-    assert pipelined > 20, "the lane pipelined the list's requests"
-    assert pipelined0 == 0
+    (ahead, lane_asked, tricked), (ahead0, lane_asked0, _) = pipelined, pipelined0
+    assert ahead > 20 and lane_asked > 60, "the lane pipelined the list's requests"
+    assert all(tricked.values()), f"the lane met every trick: {tricked}"
+    assert ahead0 == 0 and lane_asked0 == 0
     assert lane.returncode == usual.returncode != 0, (lane.stderr, usual.stderr)
     assert errors == errors0, (errors, errors0)
-    failed = {"f030.bin", "f031.bin", "f035.bin"}  # 404, portal, wrong hash
+    failed = {"f070.bin", "f071.bin", "f075.bin"}  # 404, portal, wrong hash
     assert all(any(n in e for e in errors) for n in failed), errors
-    _check(out, files, skip=failed | {"f040.bin", "f041.bin"})
+    _check(out, files, skip=failed | {"f080.bin", "f081.bin"})
     for name in failed:
         assert not (out / name).exists() and not (out / name).is_symlink()
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in out0.iterdir())
@@ -109,8 +111,9 @@ def test_an_answer_out_of_step_hands_the_rest_back_and_every_file_arrives(home, 
     head's first bytes complete it), a body longer than its length, a reset, in the middle of a
     pipelined batch, and no hash to catch a wrong body: the lane stops, the usual path fetches
     what it handed back; every file byte-exact, exit 0."""
-    proc, out, files, errors, pipelined = _run(cli, tmp_path, trick, {"f030.bin": trick}, bulk=True, hashes=False)
-    assert pipelined > 10, "the lane pipelined the list's requests"
+    proc, out, files, errors, (ahead, lane_asked, tricked) = _run(cli, tmp_path, trick, {"f070.bin": trick},
+                                                                  bulk=True, hashes=False)
+    assert ahead > 10 and tricked["f070.bin"], "the lane pipelined the list's requests and met the trick"
     assert proc.returncode == 0, proc.stderr
     _check(out, files, skip=set())
     assert not [p for p in out.iterdir() if p.name not in files]

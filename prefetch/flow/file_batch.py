@@ -93,16 +93,20 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
             writer.put(job[0], plans[job[0]], head, answer)
             return True
 
+        broke = False
         try:
             if jobs:
                 handed = bulk.fetch_pipelined(host, jobs, options=options.transfer, stop=stop, take=take)
                 back.extend(job[0] for job in handed)
+        except Exception:  # noqa: BLE001 - a bug: nothing of the chunk is kept, the usual path does it all
+            broke = True
+            back.extend(job[0] for job in jobs)
         finally:
             written = writer.finish()
         for index in [i for i, got in written.items() if got is None]:
             del written[index]  # (a wrong size or hash, or the .part could not be made: nothing left of it)
             back.append(index)
-        if written and (stop.is_set() or (one_fs and not _syncfs(next(iter(plans.values())).final.parent,
+        if written and (broke or stop.is_set() or (one_fs and not _syncfs(next(iter(plans.values())).final.parent,
                                                                    [part_path(plans[i].final) for i in written]))):
             for index in written:  # (stopped before any rename: nothing of the chunk is kept)
                 placement.discard(part_path(plans[index].final))
@@ -126,7 +130,7 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
             folders.close()
         if results:
             host.given_up = False  # the host delivers files: its files get their retries again
-        return results, sorted(back)
+        return results, sorted(set(back))  # (a file once, whatever handed it back)
     finally:
         for lock in held.values():
             _release(lock)
