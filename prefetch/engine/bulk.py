@@ -84,10 +84,11 @@ def direct_http(url: str, known: dict | None = None) -> bool:
 class Head:
     """A parsed answer: what ``check_response`` reads of a response (``status``, ``headers``, ``peek``)."""
 
-    __slots__ = ("status", "headers", "body", "close")
+    __slots__ = ("status", "headers", "body", "close", "elapsed")
 
     def __init__(self, status: int, headers: "_Headers", close: bool) -> None:
         self.status, self.headers, self.close, self.body = status, headers, close, b""
+        self.elapsed = 0.0  # seconds from its request written to its answer read whole
 
     def peek(self, n: int) -> bytes:
         return bytes(self.body[:n])
@@ -175,6 +176,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
     timeouts = options.timeouts
     queue = deque(jobs)
     taken = set()
+    asked: dict = {}  # job key -> when its request went out
     sel = selectors.DefaultSelector()
     slots = 0
     conns: list[_Conn] = []
@@ -202,15 +204,17 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
 
     def fill(conn: _Conn) -> None:
         heads = []
+        now = time.monotonic()
         while queue and len(conn.sent) < DEPTH and conn.asked < PER_CONNECTION and not conn.closing:
             job = queue.popleft()
             url = urlsplit(job[1])
             target = (url.path or "/") + (f"?{url.query}" if url.query else "")
             heads.append(request_head("GET", target, hostname, port, "http", headers))
             conn.sent.append(job)
+            asked[job[0]] = now
             conn.asked += 1
         if heads:
-            conn.last = time.monotonic()
+            conn.last = now
             data = b"".join(heads)
             try:
                 sent = conn.sock.send(data)  # (a few hundred bytes each: the socket's buffer takes them)
@@ -288,7 +292,9 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
                     return
                 head.body = bytes(buf[body:body + length])
                 at = body + length
-                conn.held = (conn.sent.popleft(), head)
+                job = conn.sent.popleft()
+                head.elapsed = conn.last - asked.pop(job[0], conn.last)
+                conn.held = (job, head)
                 if head.close:  # the last answer on this connection: nothing may follow it
                     conn.closing = True
                     break

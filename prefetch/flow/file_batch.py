@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 from prefetch.cache import placement
@@ -36,6 +35,7 @@ from prefetch.model.plans import FilePlan, FileResult
 from prefetch.net.urls import redact_url
 
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_RELATIVE = hasattr(os, "O_DIRECTORY") and os.replace in os.supports_dir_fd
 _SYNCFS: list = []  # [libc's syncfs or None], looked up once
 
 
@@ -86,7 +86,6 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
             urls[index] = url
         sync = options.transfer.sync_data
         one_fs = sync and _one_filesystem(plans.values())
-        started = time.monotonic()
         writer = _Writer(sync=sync and not one_fs)
 
         def take(job, head, answer) -> bool:
@@ -113,7 +112,6 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
                 back.append(index)
             written.clear()
         results = {}
-        elapsed = max(1e-6, time.monotonic() - started)
         folders = _Folders()
         try:
             for index, (head, answer, digest, st) in written.items():
@@ -125,7 +123,7 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
                     back.append(index)
                     continue
                 results[index] = _placed(plan, records_dir, head, answer, digest, st, url=urls[index],
-                                         on_event=on_event, elapsed=elapsed)
+                                         on_event=on_event, elapsed=max(1e-6, head.elapsed))
         finally:
             folders.close()
         if results:
@@ -147,6 +145,9 @@ class _Folders:
     def rename(self, final: Path) -> None:
         from prefetch.fs.safefs import check_replaceable
 
+        if not _RELATIVE:
+            placement.rename(part_path(final), final)  # (no renames relative to a folder's fd here)
+            return
         folder, name = os.path.split(str(final))
         fd = self.fds.get(folder)
         if fd is None:
