@@ -21,9 +21,12 @@ A refused answer that kept the connection in step (a 404, a redirect, a page, a 
 wrong range) hands that one file back (``flow/files.fetch_file`` fetches it again: at most
 one extra request); anything out of step (garbage, a close or reset with answers owed, a
 stall past the read timeout, a ``Transfer-Encoding``), a 429, 503 or other 5xx (the host's
-cap and ``given_up`` are the usual path's business), or a stop ends the lane for the chunk
-and hands back every file not yet taken; trouble also turns the lane off for the host
-(``Host.bulk``) for the rest of the run. Plain ``http://`` only, direct (no proxy,
+cap and ``given_up`` are the usual path's business: a 429 or 503 is reported to the host,
+``Host.refused``, which lowers its cap), or a stop ends the lane for the chunk and hands back
+every file not yet taken; trouble also turns the lane off for the host (``Host.bulk``) for the
+rest of the run, and a host that ever refused a connection never gets the lane. A connection
+starts with ``FIRST_DEPTH`` requests ahead, one more with each answer taken, up to ``DEPTH``:
+a server that refuses or breaks at once costs a few requests, not a connection's worth. Plain ``http://`` only, direct (no proxy,
 credentials or cookies): the connections are sockets of our own (``net/open_socket.py``).
 """
 
@@ -40,7 +43,11 @@ from urllib.parse import urlsplit
 from prefetch.engine.inline import INLINE_BODY
 
 CONNECTIONS = 2  # connections per chunk (one thread: the second overlaps the server's work)
-DEPTH = 8  # requests written ahead on each connection
+DEPTH = 8  # requests written ahead on each connection ...
+FIRST_DEPTH = 2  # ... from this many at first, doubling with each answer taken (a server that refuses the
+# lane, 429/503, or answers out of step costs a few requests, not a connection's worth)
+CHUNK_SECONDS = 0.5  # no new request after this long: the chunk is placed (a kill loses at most this much)
+IDLE = 0.5  # a chunk that waited on the wire more than this share of its time: the lane is off for the host
 PER_CONNECTION = 400  # requests on one connection before a fresh one (nginx closes at keepalive_requests)
 _STATUS = re.compile(rb"HTTP/1\.1 ([1-9][0-9][0-9])(?: [^\r\n]*)?")
 _NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -54,9 +61,10 @@ def enabled(env=None) -> bool:
 
 
 def host_ready(host, options) -> bool:
-    """The lane may run for ``host``'s files now: a near host, not given up, no trouble met, no rate limit."""
+    """The lane may run for ``host``'s files now: a near host, not given up, that never refused a
+    connection (429/503: its cap is the usual path's to manage), no trouble met, no rate limit."""
     return (host is not None and getattr(host, "bulk", False) and host.route.near and not host.given_up
-            and options.limiter is None)
+            and not host.refusals and options.limiter is None)
 
 
 def direct_http(url: str, known: dict | None = None) -> bool:
@@ -158,10 +166,16 @@ class _Conn:
         self.closing = False  # an answer said Connection: close
 
 
-def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
+def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set]:
     """Fetch ``jobs`` (``(key, url, name, hashed)``, all of ``host``) and call ``take(job, head,
     answer)`` for each answer accepted (see the module docstring; ``head.body`` is its bytes); a
-    False from ``take`` hands that file back. Returns the jobs not taken, in order."""
+    False from ``take`` hands that file back. Returns the jobs not taken, in order, and the keys
+    of those never asked for (after ``CHUNK_SECONDS`` no new request goes out: the caller places
+    what came and may offer those again).
+
+    A chunk that spent more than ``IDLE`` of its time waiting for answers (a server that sends
+    slowly: more files in flight on more connections do better there) turns the lane off for
+    the host."""
     from prefetch.engine.response_check import check_response
     from prefetch.engine.sources import Source
     from prefetch.net.direct import merged_headers
@@ -177,6 +191,10 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
     queue = deque(jobs)
     taken = set()
     asked: dict = {}  # job key -> when its request went out
+    began = time.monotonic()
+    waited = 0.0  # seconds in select without an answer to read
+    depth = [FIRST_DEPTH]  # requests ahead on a connection now (up to DEPTH as answers are taken)
+    admitted = [0]  # of the host's connections, those this lane counts as in use (Host.admit)
     sel = selectors.DefaultSelector()
     slots = 0
     conns: list[_Conn] = []
@@ -205,7 +223,9 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
     def fill(conn: _Conn) -> None:
         heads = []
         now = time.monotonic()
-        while queue and len(conn.sent) < DEPTH and conn.asked < PER_CONNECTION and not conn.closing:
+        if now - began > CHUNK_SECONDS:
+            return
+        while queue and len(conn.sent) < depth[0] and conn.asked < PER_CONNECTION and not conn.closing:
             job = queue.popleft()
             url = urlsplit(job[1])
             target = (url.path or "/") + (f"?{url.query}" if url.query else "")
@@ -249,7 +269,11 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
         """The held answer is in step: take it or hand its file back."""
         job, head = conn.held
         conn.held = None
-        if head.status in (429,) or head.status >= 500:
+        if head.status in (429, 503):
+            admitted[0] -= 1
+            host.refused(head.status)  # (the host's cap comes down as for the usual path's refused request)
+            raise _Crowded
+        if head.status >= 500:
             raise _Crowded
         try:
             answer = check_response(head, start=0, known_size=None, src=Source(job[1]), ranged=True, others=False,
@@ -260,6 +284,8 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
                 and answer.end == answer.total and answer.total <= INLINE_BODY and len(head.body) == answer.total
                 and take(job, head, answer)):
             taken.add(job[0])  # (any other: handed back, not in ``taken``)
+            if depth[0] < DEPTH:
+                depth[0] += 1
 
     def read(conn: _Conn) -> None:
         try:
@@ -314,10 +340,13 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
                 host.release()
                 break
             slots += 1
+            admitted[0] += 1
             fill(open_conn())
         while (conns or queue) and slots:
             if stop.is_set():
                 break
+            if not any(c.sent or c.held for c in conns) and (not queue or time.monotonic() - began > CHUNK_SECONDS):
+                break  # (nothing owed, and nothing more to ask in this chunk)
             for conn in list(conns):
                 if conn.closing or (not conn.sent and (not queue or conn.asked >= PER_CONNECTION)):
                     drop(conn, clean=not queue and not conn.closing)
@@ -327,7 +356,10 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
                 if not queue:
                     break
                 fill(open_conn())
-            for ready, _ in sel.select(0.25):
+            looked = time.monotonic()
+            events = sel.select(0.25)
+            waited += time.monotonic() - looked
+            for ready, _ in events:
                 read(ready.data)
                 if not ready.data.closing:
                     fill(ready.data)
@@ -343,12 +375,16 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> list:
             if conn.held is not None:  # (its answer is not proven in step: not kept)
                 conn.sent.appendleft(conn.held[0])
                 conn.held = None
-            drop(conn)
+            drop(conn, clean=True)  # (kept warm only when nothing is owed on it and nothing unread)
         sel.close()
         for _ in range(slots):
-            host.dismiss()
             host.release()
-    return [job for job in jobs if job[0] not in taken]
+        for _ in range(max(0, admitted[0])):
+            host.dismiss()
+    took = time.monotonic() - began
+    if took > 0.1 and waited > IDLE * took:
+        host.bulk = False  # (the wire, not this thread, sets the pace: the usual path's files overlap it)
+    return [job for job in jobs if job[0] not in taken], {job[0] for job in queue}
 
 
 class _Crowded(Exception):

@@ -55,9 +55,12 @@ def eligible(plan: FilePlan, options, known: dict | None = None) -> str | None:
 
 
 def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_dir: Path, records_dir: Path,
-                on_event: EventSink, stop: threading.Event, leftovers) -> tuple[dict[int, FileResult], list[int]]:
+                on_event: EventSink, stop: threading.Event,
+                leftovers) -> tuple[dict[int, FileResult], list[int], list[int]]:
     """Fetch ``chunk`` (``(index, plan, url)``, all of ``host``): the results of the files placed,
-    and the indexes handed back to the usual path (nothing written for them)."""
+    the indexes handed back to the usual path, and those not asked for in the chunk's time
+    (``bulk.CHUNK_SECONDS``: the caller offers them to the lane again); nothing is written for
+    either, their locks are released."""
     from prefetch.fs.locks import hold_lock
 
     held: dict[int, object] = {}
@@ -93,12 +96,14 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
             return True
 
         broke = False
+        unsent: set = set()
         try:
             if jobs:
-                handed = bulk.fetch_pipelined(host, jobs, options=options.transfer, stop=stop, take=take)
-                back.extend(job[0] for job in handed)
+                handed, unsent = bulk.fetch_pipelined(host, jobs, options=options.transfer, stop=stop, take=take)
+                back.extend(job[0] for job in handed if job[0] not in unsent)
         except Exception:  # noqa: BLE001 - a bug: nothing of the chunk is kept, the usual path does it all
             broke = True
+            unsent = set()
             back.extend(job[0] for job in jobs)
         finally:
             written = writer.finish()
@@ -128,7 +133,7 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
             folders.close()
         if results:
             host.given_up = False  # the host delivers files: its files get their retries again
-        return results, sorted(set(back))  # (a file once, whatever handed it back)
+        return results, sorted(set(back)), sorted(unsent)  # (a file once, whatever handed it back)
     finally:
         for lock in held.values():
             _release(lock)

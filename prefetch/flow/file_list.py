@@ -99,18 +99,30 @@ def fetch_files(
         from prefetch.flow.file_batch import fetch_batch
 
         host, chunk = got
-        placed, back = {}, [i for i, _, _ in chunk]
+        from prefetch.engine.bulk import host_ready
+
         try:
-            placed, back = fetch_batch(chunk, host=host, options=options, locks_dir=locks_dir,
-                                       records_dir=records_dir, on_event=on_event, stop=stop, leftovers=leftovers)
-        except Exception:  # noqa: BLE001 - a bug in the lane: its files go the usual way  # pragma: no cover
-            pass
+            while chunk:
+                placed, back, unsent = {}, [i for i, _, _ in chunk], []
+                try:
+                    placed, back, unsent = fetch_batch(chunk, host=host, options=options, locks_dir=locks_dir,
+                                                       records_dir=records_dir, on_event=on_event, stop=stop,
+                                                       leftovers=leftovers)
+                except Exception:  # noqa: BLE001 - a bug in the lane: its files go the usual way  # pragma: no cover
+                    pass
+                for i, result in placed.items():
+                    finish(i, result)
+                for i in back:
+                    run(i)
+                # Not asked for in the chunk's time: the next chunk, or the usual way once the lane is off.
+                left = set(unsent)
+                chunk = [entry for entry in chunk if entry[0] in left]
+                if chunk and (stop.is_set() or not host_ready(host, options.transfer)):
+                    for i, _, _ in chunk:
+                        run(i)
+                    chunk = []
         finally:
             lane.ended(host)
-        for i, result in placed.items():
-            finish(i, result)
-        for i in back:
-            run(i)
 
     def not_started(index: int) -> None:
         from prefetch.errors import InterruptedTransferError
