@@ -7,7 +7,7 @@ instead; ``once-`` tricks misbehave at the file's first request only (the file i
 right after), the others every time:
 
 * ``404``: an HTML 404 page; ``portal``: a captive portal's HTML page as 200;
-* ``redirect``: a 302 to ``/moved/NAME`` (which serves the file);
+* ``redirect``: a 302 to ``/moved/NAME`` (which serves the file); ``503``: a 503 (every time);
 * ``once-short``: the head promises the whole file, 100 bytes less follow, then a close;
 * ``once-shortnext``: 100 bytes less than its ``Content-Length``, and the next answer right
   after (its head's first bytes then look like the end of this body);
@@ -108,6 +108,9 @@ class BulkOrigin(Listener):
             page = b"<!DOCTYPE html><html><head><title>Log in</title></head><body>Wi-Fi login</body></html>"
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
                          % (len(page), page))
+            return True
+        if trick == "503":
+            conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n")
             return True
         if trick == "redirect":
             conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: /moved/%s\r\nContent-Length: 0\r\n\r\n" % name.encode())

@@ -62,14 +62,15 @@ def _plant(out, tmp_path) -> dict:
     return victims
 
 
-def _run(cli, tmp_path, tag: str, tricks: dict, *, bulk: bool, bad_hash=frozenset(), plant=False, hashes=True):
+def _run(cli, tmp_path, tag: str, tricks: dict, *, bulk: bool, bad_hash=frozenset(), plant=False, hashes=True,
+         output="-q"):
     files = _files()
     out = tmp_path / f"out-{tag}-{int(bulk)}"
     victims = _plant(out, tmp_path) if plant else {}
     with BulkOrigin(files, tricks) as origin:
         listing = _listing(tmp_path / f"list-{tag}-{int(bulk)}.txt", origin, files, bad_hash, hashes=hashes)
         env = {**os.environ, "PREFETCH_BULK": "1" if bulk else "0"}
-        proc = cli("get", "-i", str(listing), "-P", str(out), "--retries", "1", "-q", env=env)
+        proc = cli("get", "-i", str(listing), "-P", str(out), "--retries", "1", output, env=env)
         errors = _errors(proc, out, origin)
         pipelined = origin.pipelined(), origin.lane(), {name: origin.lane(name) for name in tricks}
     for victim, data in victims.items():
@@ -117,3 +118,14 @@ def test_an_answer_out_of_step_hands_the_rest_back_and_every_file_arrives(home, 
     assert proc.returncode == 0, proc.stderr
     _check(out, files, skip=set())
     assert not [p for p in out.iterdir() if p.name not in files]
+
+
+def test_a_503_in_a_batch_lowers_the_hosts_cap_and_ends_the_lane(home, tmp_path, cli):
+    """A 503 among the pipelined answers is reported to the host (its cap comes down, said in the
+    output, as for the usual path's refused requests) and ends the lane; the other files arrive."""
+    proc, out, files, errors, (ahead, lane_asked, tricked) = _run(cli, tmp_path, "503", {"f070.bin": "503"},
+                                                                  bulk=True, hashes=False, output="--plain")
+    assert tricked["f070.bin"], "the lane met the 503"
+    assert proc.returncode == 3 and any("f070.bin" in e for e in errors), proc.stderr
+    assert "connection to it from now on" in proc.stdout + proc.stderr, proc.stderr[-2000:]
+    _check(out, files, skip={"f070.bin"})

@@ -91,3 +91,20 @@ def test_ctrl_c_mid_batch_stops_and_leaves_no_part(home, tmp_path):
     assert proc.returncode == 7, err
     assert _placed(out, files) < COUNT, "stopped before the end"
     assert not [p for p in out.iterdir() if p.name.endswith(".part")], "the lane's unplaced bodies were removed"
+
+
+def test_a_server_that_answers_slowly_gets_the_usual_path_after_a_chunk(home, tmp_path, cli):
+    """Answers 4 ms apart on each connection: the lane's chunk mostly waits on the wire, so after
+    it (at most ``CHUNK_SECONDS`` of asking) the rest of the list takes the usual path, whose
+    files in flight overlap the server's pace; every file arrives."""
+    files = _files()
+    out = tmp_path / "out"
+    with BulkOrigin(files, delay=0.004) as origin:
+        listing = _listing(tmp_path / "urls.txt", origin, files)
+        proc = cli("get", "-i", listing, "-P", str(out), "-q")
+        lane = origin.lane()
+        usual = len(origin.log) - lane
+    assert proc.returncode == 0, proc.stderr
+    assert _placed(out, files) == COUNT
+    assert lane > 10, "the lane ran first"
+    assert usual > COUNT // 4, f"{lane} files through the lane, {usual} the usual way"
