@@ -154,6 +154,9 @@ class Host:
         # file from it was complete since: the next files give up at their first failure
         # (engine/retry.py), so a host that is down costs a list one request a file, not retries each.
         self.given_up = False
+        # The bulk lane (engine/bulk.py) may pipeline this host's small files; False once it met
+        # trouble there (out of step, a close or stall, a 429 or 5xx): the usual path for the rest of the run.
+        self.bulk = True
         self._idle: dict = {}  # client factory -> warm clients
 
     # -- transfers and their share --------------------------------------------------

@@ -94,7 +94,8 @@ def near_limit(hosts: Hosts, workers: int, *, flushing: bool) -> Callable[[tuple
 def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, stop: threading.Event,
                  before_start: Callable[[int], bool] | None = None,
                  not_started: Callable[[int], None] | None = None,
-                 limit: Callable[[tuple[float, float] | None], int] | None = None) -> None:
+                 limit: Callable[[tuple[float, float] | None], int] | None = None,
+                 taken: Callable[[int], bool] | None = None) -> None:
     """Call ``run_one(i)`` for ``i`` in ``range(count)`` on up to ``workers`` threads, started in index order.
 
     ``before_start(i)`` runs on the caller's thread just before file ``i`` starts (it may
@@ -106,6 +107,8 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
     ``limit(busy)``, when given, is how many files may run now (at most ``workers``): it
     may change as the run learns its hosts' routes and how busy the files keep the process
     (:meth:`Hosts.files_now`; ``busy`` is :meth:`Busy.now`, None at first).
+    ``taken(i)``, when given (without ``before_start`` only): file ``i`` was already run by
+    another file's ``run_one`` (a chunk of the bulk lane, ``flow/file_batch.py``): skipped.
     """
     if workers <= 1 and before_start is None:
         for i in range(count):
@@ -115,7 +118,7 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
     run_one = _measured(run_one, busy)
     allowed = None if limit is None else (lambda: limit(busy.now()))
     if before_start is None:
-        _run_pulled(count, run_one, workers=workers, stop=stop, limit=allowed)
+        _run_pulled(count, run_one, workers=workers, stop=stop, limit=allowed, taken=taken)
         return
     from concurrent.futures import ThreadPoolExecutor
 
@@ -178,7 +181,7 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
 
 
 def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, stop: threading.Event,
-                limit: Callable[[], int] | None) -> None:
+                limit: Callable[[], int] | None, taken: Callable[[int], bool] | None = None) -> None:
     """:func:`run_in_order` without ``before_start``: each thread takes the next file itself
     when it is free, so a file's end wakes no other thread (handing each file from the
     caller's thread to a pool cost a future, a wake-up each way and their locks).
@@ -197,6 +200,9 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
     def take() -> int | None:
         """The next index; None: none left, or no room now (``limit()`` files run)."""
         with lock:
+            if taken is not None:
+                while state[0] < count and taken(state[0]):
+                    state[0] += 1  # (run already, in another file's chunk)
             if state[0] >= count or (not stop.is_set() and limit is not None and state[1] >= limit()):
                 return None
             state[0] += 1

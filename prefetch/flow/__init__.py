@@ -5,6 +5,7 @@ Owns:
     urls.py     plain URLs and ``-i`` lists (``URL#sha256=HEX``, ``out=``, ``dir=``)
     files.py    ``fetch_file``: the stages for one file (lock, transfer, verify, extract, place)
     file_list.py ``fetch_files``: many files at once on a bounded pool, one failure harming none
+    file_batch.py the bulk lane: a chunk of fresh small files of one near host, one flush for all
     leftovers.py what a killed run left beside a file, each directory listed once per run
     options.py  ``FetchOptions``
 

@@ -8,6 +8,7 @@ report "interrupted".
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -95,6 +96,45 @@ def fetch_files(
             options.sources.finish(plan, result, on_event=on_event)  # seeds the team store
         finish(index, result)
 
+    lane = _Lane(plans, options) if before_start is None and len(plans) >= _Lane.FEWEST else None
+
+    def run_lane(index: int) -> None:
+        """``run(index)``, or a chunk of fresh small files from ``index`` on through the bulk lane
+        (``flow/file_batch.py``); a file the lane hands back runs through ``run`` here."""
+        got = lane.chunk_from(index, stop)
+        if got is None:
+            run(index)
+            return
+        if not got:
+            return  # (a chunk owns it: placed there, or run there after the lane handed it back)
+        from prefetch.flow.file_batch import fetch_batch
+
+        host, chunk = got
+        from prefetch.engine.bulk import host_ready
+
+        try:
+            while chunk:
+                placed, back, unsent = {}, [i for i, _, _ in chunk], []
+                try:
+                    placed, back, unsent = fetch_batch(chunk, host=host, options=options, locks_dir=locks_dir,
+                                                       records_dir=records_dir, on_event=on_event, stop=stop,
+                                                       leftovers=leftovers)
+                except Exception:  # noqa: BLE001 - a bug in the lane: its files go the usual way  # pragma: no cover
+                    pass
+                for i, result in placed.items():
+                    finish(i, result)
+                for i in back:
+                    run(i)
+                # Not asked for in the chunk's time: the next chunk, or the usual way once the lane is off.
+                left = set(unsent)
+                chunk = [entry for entry in chunk if entry[0] in left]
+                if chunk and (stop.is_set() or not host_ready(host, options.transfer)):
+                    for i, _, _ in chunk:
+                        run(i)
+                    chunk = []
+        finally:
+            lane.ended(host)
+
     def not_started(index: int) -> None:
         from prefetch.errors import InterruptedTransferError
 
@@ -107,13 +147,90 @@ def fetch_files(
                        message=f"{len(plans)} files, up to {workers} at once"))
     try:
         hosts = options.transfer.hosts
-        run_in_order(len(plans), run, workers=workers, stop=stop, before_start=before_start, not_started=not_started,
+        run_in_order(len(plans), run_lane if lane is not None else run, workers=workers, stop=stop,
+                     before_start=before_start, not_started=not_started, taken=lane.taken if lane is not None else None,
                      limit=near_limit(hosts, workers, flushing=options.transfer.sync_data) if hosts is not None else None)
     finally:
         if own_hosts is not None:
             own_hosts.close()
         forget_transfer(options.transfer)
     return [r for r in results if r is not None]
+
+
+class _Lane:
+    """Which files the bulk lane takes (``flow/file_batch.py``): from a file on, the next fresh
+    small files of its host, once that host is near (its first files came the usual way)."""
+
+    FEWEST = 16  # a shorter list never takes the lane
+    CHUNK = 256  # files per chunk: one flush each; a stop discards at most this many bodies (128: 6 of 8 pairs slower)
+    LANES = 1  # chunks of one host in flight at once (a second one: 6 of 6 pairs slower, 1.23 s against 1.03 s)
+
+    def __init__(self, plans, options) -> None:
+        from prefetch.engine import bulk
+
+        self.plans, self.options = plans, options
+        self.on = bulk.enabled() and options.sources is None
+        self.lock = threading.Condition()
+        self.running: dict = {}  # host -> chunks in flight
+        self.claimed: set[int] = set()
+        self.urls: dict[int, str | None] = {}
+        self.known: dict = {}  # host -> plain direct http there (bulk.direct_http)
+
+    def taken(self, index: int) -> bool:
+        """A chunk took file ``index`` (the scheduler skips it)."""
+        return index in self.claimed
+
+    def _url(self, index: int) -> str | None:
+        url = self.urls.get(index, False)
+        if url is False:
+            from prefetch.flow.file_batch import eligible
+
+            url = self.urls[index] = eligible(self.plans[index], self.options, self.known)
+        return url
+
+    def chunk_from(self, index: int, stop: threading.Event) -> tuple | None:
+        """``(host, [(index, plan, url), ...])``: the chunk starting at ``index``; () when a chunk
+        already has it; None when it goes the usual way. While ``LANES`` chunks of its host are in
+        flight, the thread waits (idle: more threads on the lane only hand the interpreter lock
+        around) until one ends and then looks again (a chunk may have taken the file meanwhile)."""
+        if not self.on:
+            return None
+        from prefetch.engine import bulk
+
+        with self.lock:
+            while True:
+                if index in self.claimed:
+                    return ()
+                if stop.is_set():
+                    return None
+                url = self._url(index)
+                if url is None:
+                    return None
+                host = self.options.transfer.hosts.host_for(url)
+                if not bulk.host_ready(host, self.options.transfer):
+                    return None
+                if self.running.get(host, 0) < self.LANES:
+                    break
+                self.lock.wait(0.2)
+            chunk = []
+            at = index
+            while at < len(self.plans) and len(chunk) < self.CHUNK and at not in self.claimed:
+                url = self._url(at)
+                if url is None or self.options.transfer.hosts.host_for(url) is not host:
+                    break
+                chunk.append((at, self.plans[at], url))
+                at += 1
+            if len(chunk) < 2:
+                return None
+            self.claimed.update(i for i, _, _ in chunk)
+            self.running[host] = self.running.get(host, 0) + 1
+            return host, chunk
+
+    def ended(self, host) -> None:
+        """A chunk of ``host`` ended: a thread waiting for the lane looks again."""
+        with self.lock:
+            self.running[host] -= 1
+            self.lock.notify()  # (one: it takes the next chunk; the others look again within 0.2 s)
 
 
 def _failed(plan: FilePlan, exc: PrefetchError) -> FileResult:

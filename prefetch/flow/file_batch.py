@@ -1,0 +1,348 @@
+"""The bulk lane's files: what ``files.fetch_file`` does for a fresh small file, for a chunk of them at once.
+
+``file_list.fetch_files`` routes a run of fresh small files of one near host here in chunks
+(:func:`eligible` says which; ``PREFETCH_BULK=0`` turns the lane off). Per file, as
+``fetch_file`` does: its lock, taken without waiting (busy: the usual path); nothing at its
+final name, ``.part``, state record or leftover temp names (anything there: the usual path,
+which knows what to do with it); then its request goes out pipelined with the chunk's others
+(``engine/bulk.py``). An accepted answer is written into a new ``.part`` (``O_EXCL``, never
+through a link: ``fs/safefs.py``), hashed when a hash is expected, and checked against the
+expected size and hash; a mismatch hands the file back (the usual path fetches it again and
+fails it with its own words and exit code). Then ONE flush for the chunk's parts (``syncfs``
+on their filesystem; an ``fdatasync`` per file where the parts are on several filesystems or
+``syncfs`` is missing; none with ``TransferOptions.sync_data`` off): every ``.part`` is on
+disk before any of them is renamed, the guarantee of the usual fdatasync-then-rename. Then
+per file: rename, completion record, the usual events (START, VERIFY, DONE with the same
+message) and ``FileResult``, lock released.
+
+A file handed back has nothing written for it (no ``.part``, its lock released). A stop
+(Ctrl-C, ``--fail-fast``) before the renames discards the chunk's parts: the files go back and
+report "interrupted" as the usual path's files not started do.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from prefetch.cache import placement
+from prefetch.cache.layout import part_path, state_path
+from prefetch.engine import bulk
+from prefetch.fs.safefs import lstat_or_none
+from prefetch.model.events import Event, EventKind, EventSink
+from prefetch.model.plans import FilePlan, FileResult
+from prefetch.net.urls import redact_url
+
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_RELATIVE = hasattr(os, "O_DIRECTORY") and os.replace in os.supports_dir_fd
+_SYNCFS: list = []  # [libc's syncfs or None], looked up once
+
+
+def eligible(plan: FilePlan, options, known: dict | None = None) -> str | None:
+    """The one URL the lane would fetch ``plan`` from, or None: the usual path only (several
+    sources, a team store, extraction, extra names, a custom client, not plain direct http).
+    ``known``: the run's answers by host (``bulk.direct_http``)."""
+    if (plan.extract_into or plan.decompress_to or plan.also or plan.shares or options.sources is not None
+            or options.client_factory is not None or options.transfer.limiter is not None):
+        return None
+    from prefetch.flow.files import source_urls
+
+    urls = source_urls(plan.spec, options, explicit_url=plan.explicit_url)
+    if len(urls) != 1 or not bulk.direct_http(urls[0], known):
+        return None
+    return urls[0]
+
+
+def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_dir: Path, records_dir: Path,
+                on_event: EventSink, stop: threading.Event,
+                leftovers) -> tuple[dict[int, FileResult], list[int], list[int]]:
+    """Fetch ``chunk`` (``(index, plan, url)``, all of ``host``): the results of the files placed,
+    the indexes handed back to the usual path, and those not asked for in the chunk's time
+    (``bulk.CHUNK_SECONDS``: the caller offers them to the lane again); nothing is written for
+    either, their locks are released."""
+    from prefetch.fs.locks import hold_lock
+
+    held: dict[int, object] = {}
+    back: list[int] = []
+    jobs = []
+    plans: dict[int, FilePlan] = {}
+    urls: dict[int, str] = {}
+    try:
+        for index, plan, url in chunk:
+            if stop.is_set() or not _fresh_dir(plan, leftovers):
+                back.append(index)
+                continue
+            lock = hold_lock(locks_dir, plan.final, timeout=0, job=options.job)
+            try:
+                lock.__enter__()
+            except Exception:  # noqa: BLE001 - busy (another process has it) or the locks dir fails: the usual path
+                back.append(index)
+                continue
+            held[index] = lock
+            if not _nothing_there(plan, leftovers):
+                _release(held.pop(index))
+                back.append(index)
+                continue
+            jobs.append((index, url, plan.label, plan.spec.expected is not None))
+            plans[index] = plan
+            urls[index] = url
+        sync = options.transfer.sync_data
+        one_fs = sync and _one_filesystem(plans.values())
+        writer = _Writer(sync=sync and not one_fs)
+
+        def take(job, head, answer) -> bool:
+            writer.put(job[0], plans[job[0]], head, answer)
+            return True
+
+        broke = False
+        unsent: set = set()
+        try:
+            if jobs:
+                handed, unsent = bulk.fetch_pipelined(host, jobs, options=options.transfer, stop=stop, take=take)
+                back.extend(job[0] for job in handed if job[0] not in unsent)
+        except Exception:  # noqa: BLE001 - a bug: nothing of the chunk is kept, the usual path does it all
+            broke = True
+            unsent = set()
+            back.extend(job[0] for job in jobs)
+        finally:
+            written = writer.finish()
+        for index in [i for i, got in written.items() if got is None]:
+            del written[index]  # (a wrong size or hash, or the .part could not be made: nothing left of it)
+            back.append(index)
+        if written and (broke or stop.is_set() or (one_fs and not _syncfs(next(iter(plans.values())).final.parent,
+                                                                   [part_path(plans[i].final) for i in written]))):
+            for index in written:  # (stopped before any rename: nothing of the chunk is kept)
+                placement.discard(part_path(plans[index].final))
+                back.append(index)
+            written.clear()
+        results = {}
+        folders = _Folders()
+        try:
+            for index, (head, answer, digest, st) in written.items():
+                plan = plans[index]
+                try:
+                    folders.rename(plan.final)
+                except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
+                    placement.discard(part_path(plan.final))
+                    back.append(index)
+                    continue
+                results[index] = _placed(plan, records_dir, head, answer, digest, st, url=urls[index],
+                                         on_event=on_event, elapsed=max(1e-6, head.elapsed))
+        finally:
+            folders.close()
+        if results:
+            host.given_up = False  # the host delivers files: its files get their retries again
+        return results, sorted(set(back)), sorted(unsent)  # (a file once, whatever handed it back)
+    finally:
+        for lock in held.values():
+            _release(lock)
+
+
+class _Folders:
+    """The chunk's folders, each opened once: a ``.part`` renamed to its final name relative to
+    its folder's fd (``safefs.replace`` opens the folder for each rename), the final name
+    checked first as there (absent, or ours and not a link)."""
+
+    def __init__(self) -> None:
+        self.fds: dict[str, int] = {}
+
+    def rename(self, final: Path) -> None:
+        from prefetch.fs.safefs import check_replaceable
+
+        if not _RELATIVE:
+            placement.rename(part_path(final), final)  # (no renames relative to a folder's fd here)
+            return
+        folder, name = os.path.split(str(final))
+        fd = self.fds.get(folder)
+        if fd is None:
+            fd = self.fds[folder] = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        check_replaceable(final)
+        os.replace(name + ".part", name, src_dir_fd=fd, dst_dir_fd=fd)
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+
+class _Writer:
+    """Writes a chunk's accepted bodies into their ``.part``s on a thread of its own: creating a
+    new file is kernel time (0.15-0.3 ms a file on this machine's ext4), which then overlaps the
+    lane's reading and parsing on the other core instead of adding to it."""
+
+    def __init__(self, *, sync: bool) -> None:
+        from queue import SimpleQueue
+
+        self.sync = sync
+        self.queue: SimpleQueue = SimpleQueue()
+        self.done: dict[int, tuple | None] = {}
+        self.thread = threading.Thread(target=self._run, name="prefetch-bulk-writer", daemon=True)
+        self.thread.start()
+
+    def put(self, index: int, plan: FilePlan, head, answer) -> None:
+        self.queue.put((index, plan, head, answer))
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            index, plan, head, answer = item
+            try:
+                got = _write_part(plan, head.body, sync=self.sync)
+            except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
+                got = None
+            head.body = b""  # (written: the chunk does not keep its bodies in memory)
+            self.done[index] = None if got is None else (head, answer, *got)
+
+    def finish(self) -> dict[int, tuple | None]:
+        """Every body written (or refused: None): index -> (head, answer, digest, the .part's stat)."""
+        self.queue.put(None)
+        self.thread.join()
+        return self.done
+
+
+def _release(lock) -> None:
+    lock.__exit__(None, None, None)
+
+
+def _fresh_dir(plan: FilePlan, leftovers) -> bool:
+    """The file's folder exists (made once per run); False when it cannot be made (the usual path says why)."""
+    try:
+        leftovers.make_dirs(plan.final.parent, placement.make_dirs)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _nothing_there(plan: FilePlan, leftovers) -> bool:
+    """No final file, ``.part``, state record or a killed run's temp names for it (under its lock)."""
+    state = state_path(plan.final)
+    if lstat_or_none(plan.final) is not None or lstat_or_none(part_path(plan.final)) is not None:
+        return False
+    if lstat_or_none(state) is not None:
+        return False
+    prefix = f".{state.name}."
+    return not any(name.startswith(prefix) for name in leftovers.names(plan.final.parent))
+
+
+def _write_part(plan: FilePlan, body: bytes, *, sync: bool):
+    """``(digest, stat)`` of a new ``.part`` holding ``body`` when its size and hash are the
+    expected ones; None (nothing left on disk) otherwise."""
+    expected = plan.spec.expected
+    if plan.spec.size is not None and plan.spec.size != len(body):
+        return None
+    digest = None
+    if expected is not None:
+        from prefetch.fs.hashing import new_hasher
+
+        hasher = new_hasher(expected.algorithm)
+        hasher.update(body)
+        digest = hasher.hexdigest()
+        if not expected.matches(digest):
+            return None
+    part = part_path(plan.final)
+    try:
+        # A new name only (O_EXCL never follows a link nor opens what is there: a planted link,
+        # FIFO or another user's file fails here), so a regular file of ours with one name.
+        fd = os.open(part, _NEW, 0o644)
+    except OSError:  # a name planted since the look, or the folder refuses: the usual path
+        return None
+    try:
+        view = memoryview(body)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fdatasync(fd)
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        placement.discard(part)
+        return None
+    os.close(fd)
+    return digest, st
+
+
+def _one_filesystem(plans) -> bool:
+    """All the parts' folders are on one filesystem (one ``syncfs`` flushes them), and syncfs exists."""
+    if _syncfs_call() is None:
+        return False
+    devices = set()
+    for plan in plans:
+        st = lstat_or_none(plan.final.parent)
+        if st is None:
+            return False
+        devices.add(st.st_dev)
+    return len(devices) <= 1
+
+
+def _syncfs_call():
+    if not _SYNCFS:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _SYNCFS.append(libc.syncfs if hasattr(libc, "syncfs") else None)
+        except (OSError, AttributeError):
+            _SYNCFS.append(None)
+    return _SYNCFS[0]
+
+
+def _syncfs(folder: Path, parts: list[Path]) -> bool:
+    """Flush the filesystem of ``folder`` (the parts' data with it); an ``fdatasync`` per part when
+    ``syncfs`` fails. False: not flushed (the parts are not kept)."""
+    call = _syncfs_call()
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        fd = None
+    if fd is not None:
+        try:
+            if call(fd) == 0:
+                return True
+        finally:
+            os.close(fd)
+    from prefetch.fs.safefs import open_file
+
+    try:
+        for part in parts:
+            pfd = open_file(part, os.O_RDONLY)
+            try:
+                os.fdatasync(pfd)
+            finally:
+                os.close(pfd)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+class _Done:
+    """What ``write_completion`` reads of a transfer."""
+
+    def __init__(self, digest: str | None) -> None:
+        self.digest = digest
+
+
+def _placed(plan: FilePlan, records_dir: Path, head, answer, digest, st, *, url: str, on_event: EventSink,
+            elapsed: float) -> FileResult:
+    """The file is in place: its record, its events and its result, as ``fetch_file`` gives them."""
+    from prefetch.engine.response_check import one_stream_note
+    from prefetch.flow.files import describe_sources
+
+    size = answer.total
+    placement.write_completion(records_dir, plan, _Done(digest), st=st)
+    expected = plan.spec.expected
+    algorithm = expected.algorithm if expected else None
+    label = plan.label
+    on_event(Event(EventKind.START, label, done=0, total=None))
+    if answer.note:
+        on_event(Event(EventKind.NOTE, label, done=0, total=size, message=answer.note))
+    if algorithm is None and not (answer.etag or answer.last_modified):
+        on_event(Event(EventKind.NOTE, label, done=0, total=size, message=one_stream_note(url)))
+    on_event(Event(EventKind.VERIFY, label, done=size, total=size,
+                   message=f"{algorithm} ok" if expected else "not verified: no expected hash (give --sha256 to check)"))
+    shown = redact_url(url)
+    on_event(Event(EventKind.DONE, label, done=size, total=size, rate=size / elapsed, elapsed=elapsed,
+                   message=f"{algorithm + ' ok' if expected else 'unverified'}, {describe_sources({url: size})} "
+                   f"-> {plan.final}"))
+    return FileResult(dataset=plan.dataset, name=label, path=str(plan.final), paths=[str(p) for p in plan.paths],
+                      status="downloaded", size=size, algorithm=algorithm, digest=digest, verified=expected is not None,
+                      downloaded=size, reused=0, sources={shown: size}, source=shown, elapsed=elapsed)

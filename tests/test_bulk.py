@@ -1,0 +1,96 @@
+"""The bulk lane for many small files from a near host (issue 19's loopback row): a real nginx
+counts what the lane did. Its requests ask ``Range: bytes=0-262143`` (the lane's one answer of at
+most ``INLINE_BODY``; the usual path asks for its first 1 MiB window), so nginx's log of
+``$http_range`` and ``$connection`` shows which files came through it and on how many TCP
+connections."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from tests.nginx import NginxServer
+
+LANE_RANGE = "bytes=0-262143"
+
+
+def _files(root: Path, count: int, size: int) -> dict[str, bytes]:
+    root.mkdir()
+    files = {}
+    for i in range(count):
+        name = f"f{i:04d}.bin"
+        files[name] = hashlib.sha256(name.encode()).digest() * (size // 32)
+        (root / name).write_bytes(files[name])
+    return files
+
+
+def _list(path: Path, server: NginxServer, files: dict[str, bytes], *, hashes: bool = True) -> Path:
+    path.write_text("".join(f"{server.url_for(n)}{' sha256=' + hashlib.sha256(d).hexdigest() if hashes else ''}\n"
+                            for n, d in files.items()))
+    return path
+
+
+def _check(out: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        assert (out / name).read_bytes() == data, name
+    assert sorted(p.name for p in out.iterdir()) == sorted(files), "nothing but the files is left"
+
+
+def test_a_list_of_hundreds_goes_through_the_lane_on_few_connections(home, tmp_path, cli):
+    """400 files of 16 KiB: all byte-exact, most of them through the lane (its Range), all on a
+    handful of kept-alive TCP connections (nginx's $connection), one request per file."""
+    files = _files(tmp_path / "www", 400, 16 << 10)
+    with NginxServer(tmp_path / "www") as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        out = tmp_path / "out"
+        proc = cli("get", "-i", str(listing), "-P", str(out), "-q")
+        assert proc.returncode == 0, proc.stderr
+        _check(out, files)
+        served = server.served()
+        requests = server.requests()
+    assert len(served) == len(files), "one request per file"
+    lane = [r for r in served if r[3] == LANE_RANGE]
+    assert len(lane) >= len(files) * 3 // 4, f"only {len(lane)} of {len(files)} files came through the lane"
+    connections = {r[0] for r in requests}
+    assert len(connections) <= 40, f"{len(connections)} TCP connections for {len(files)} files"
+    assert max(r[1] for r in requests) >= 100, "a connection carried many of the lane's requests"
+
+
+def test_without_the_lane_the_same_list_takes_the_usual_path(home, tmp_path, cli):
+    """``PREFETCH_BULK=0``: no request of the lane's shape (the A/B switch works)."""
+    files = _files(tmp_path / "www", 40, 4 << 10)
+    with NginxServer(tmp_path / "www") as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        out = tmp_path / "out"
+        proc = cli("get", "-i", str(listing), "-P", str(out), "-q", env={**os.environ, "PREFETCH_BULK": "0"})
+        assert proc.returncode == 0, proc.stderr
+        _check(out, files)
+        assert not [r for r in server.served() if r[3] == LANE_RANGE]
+
+
+def test_a_background_list_through_the_lane_keeps_status_and_one_log_line_per_file(home, tmp_path, cli):
+    """A `-b` job of 200 files (no hashes): the lane takes them; `status` counts 200/200 files,
+    `status --files` has a row per file, the log one line per finished file."""
+    files = _files(tmp_path / "www", 200, 8 << 10)
+    with NginxServer(tmp_path / "www") as server:
+        listing = _list(tmp_path / "urls.txt", server, files, hashes=False)
+        out = tmp_path / "out"
+        started = cli("get", "-i", str(listing), "-P", str(out), "-b", "--json")
+        assert started.returncode == 0, started.stderr
+        job = json.loads(started.stdout)["job"]
+        waited = cli("wait", job, "--timeout", "120")
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        _check(out, files)
+        lane = [r for r in server.served() if r[3] == LANE_RANGE]
+    assert len(lane) >= len(files) // 2, f"only {len(lane)} of {len(files)} files came through the lane"
+    summary = cli("status", job)
+    rows = [line for line in summary.stdout.splitlines() if line.startswith(job)]
+    assert len(rows) == 1 and "200/200 files" in rows[0], summary.stdout
+    per_file = cli("status", job, "--files")
+    assert len([line for line in per_file.stdout.splitlines() if line.startswith(job)]) == 200, per_file.stdout
+    log = cli("log", job).stdout.splitlines()
+    for name in files:
+        mine = [line for line in log if line.split(" ")[1:2] == [name]]
+        assert len(mine) == 1 and " done " in mine[0], mine
