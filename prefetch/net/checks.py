@@ -90,14 +90,16 @@ def _check_proxy(url: str) -> None:
                            f"or unset the *_proxy variables")
 
 
-def ca_bundle() -> bool | str:
-    """``verify`` for requests: the CA bundle the environment names, else True (certifi).
+def ca_bundle(env=None) -> bool | str:
+    """``verify`` for requests: the CA bundle the environment (``env``, else ``os.environ``)
+    names, else True (certifi).
 
     Raises:
         NetworkError: a named bundle does not exist.
     """
+    env = os.environ if env is None else env
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
-        bundle = os.environ.get(name)
+        bundle = env.get(name)
         if bundle:
             if not os.path.exists(bundle):
                 raise NetworkError(f"cannot use the CA bundle {bundle} named by {name}: no such file or directory")

@@ -67,6 +67,88 @@ def proxy_for(url: str, env=None) -> str | None:
     return redact_url(proxy if "://" in proxy else "http://" + proxy).rstrip("/")
 
 
+def proxy_in(url: str, env) -> str | None:
+    """The proxy requests would use for ``url`` were ``env`` its ``os.environ`` (credentials kept), or None.
+
+    For a mapping that is not the process's environment (``prefetch doctor``'s): requests'
+    ``get_environ_proxies`` and ``select_proxy`` step by step (lower-case variables preferred,
+    ``no_proxy`` before ``NO_PROXY``, CIDR blocks for an address, suffixes and ``host:port`` for a
+    name, ``*``), reading ``env`` instead of ``os.environ``.
+    """
+    if env is os.environ:
+        if not any(key.lower().endswith("_proxy") and value for key, value in env.items()):
+            return None
+        from requests.utils import get_environ_proxies, select_proxy
+
+        try:
+            return select_proxy(url, get_environ_proxies(url)) or None
+        except ValueError:
+            return None
+    found = _environ_proxies(env)
+    if not found:
+        return None
+    from urllib.parse import urlparse
+
+    from requests.utils import select_proxy
+
+    try:
+        if _bypass(urlparse(url), env.get("no_proxy") or env.get("NO_PROXY"), found):
+            return None
+        return select_proxy(url, found) or None
+    except ValueError:
+        return None
+
+
+def _environ_proxies(env) -> dict[str, str]:
+    """urllib's ``getproxies_environment``, reading ``env``: lower-case names win."""
+    found: dict[str, str] = {}
+    for name, value in env.items():
+        if value and name.lower().endswith("_proxy"):
+            found[name.lower()[:-6]] = value
+    if "REQUEST_METHOD" in env:
+        found.pop("http", None)
+    for name, value in env.items():
+        if name[-6:] == "_proxy":  # (case-sensitive, as urllib: the lower-case spelling wins)
+            key = name.lower()[:-6]
+            if value:
+                found[key] = value
+            else:
+                found.pop(key, None)
+    return found
+
+
+def _bypass(parsed, no_proxy: str | None, found: dict[str, str]) -> bool:
+    """requests' ``should_bypass_proxies`` (then urllib's ``proxy_bypass_environment``)."""
+    from urllib.request import proxy_bypass_environment
+
+    from requests.utils import address_in_network, is_ipv4_address, is_valid_cidr
+
+    hostname = parsed.hostname
+    if hostname is None:
+        return True
+    if no_proxy:
+        hosts = [host for host in no_proxy.replace(" ", "").split(",") if host]
+        if is_ipv4_address(hostname):
+            for entry in hosts:
+                if is_valid_cidr(entry):
+                    if address_in_network(hostname, entry):
+                        return True
+                elif hostname == entry:
+                    return True
+        else:
+            with_port = hostname + (f":{parsed.port}" if parsed.port else "")
+            for entry in hosts:
+                entry = entry.lstrip(".")
+                if entry in (hostname, with_port):
+                    return True
+                if hostname.endswith("." + entry) or with_port.endswith("." + entry):
+                    return True
+    try:
+        return bool(proxy_bypass_environment(hostname, found))
+    except TypeError:
+        return False
+
+
 def shown_proxy(value: str) -> str:
     """A proxy variable's value for messages: ``user:password@`` becomes ``***@`` (even in a malformed URL)."""
     return re.sub(r"^([^/]*//)?[^/@]*@", lambda m: (m.group(1) or "") + "***@", value)
