@@ -129,6 +129,9 @@ def _check_target(target: _Target, *, deadline: float, env: Mapping[str, str], w
         _blocked(verdict, verdict.step or "http", f"{type(exc).__name__}: {exc}")
     verdict.elapsed = time.monotonic() - started
     _add_hint(verdict)
+    from prefetch.net.proxies import hide_proxy_passwords
+
+    verdict.detail = hide_proxy_passwords(verdict.detail, env)  # requests quotes a proxy it cannot parse whole
     return verdict
 
 

@@ -201,7 +201,9 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
             parts.port  # noqa: B018 - raises ValueError on a bad port
             host = parts.hostname
         except ValueError as exc:
-            raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({exc}); fix it or unset it") from None
+            # (the parser's words may quote a piece of a password holding "/", "?" or "#")
+            why = "percent-encode a / ? # or @ in the user name or password" if "@" in value else exc
+            raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({why}); fix it or unset it") from None
         if not host:
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL (no host); fix it or unset it")
 

@@ -79,12 +79,15 @@ def _check_proxy(url: str) -> None:
         return  # no proxy for this host (requests would say so, without a check to fail)
     from requests.utils import get_environ_proxies, select_proxy
 
+    proxy = None
     try:
         proxy = select_proxy(url, get_environ_proxies(url))
         parsed = urlsplit(proxy if proxy and "://" in proxy else "http://" + (proxy or "x"))
         parsed.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:  # e.g. https_proxy='http://[::1': "Invalid IPv6 URL"
-        raise NetworkError(f"a *_proxy variable is not a valid URL ({exc}); fix or unset it") from None
+        # (the parser's words may quote a piece of a password holding "/", "?" or "#")
+        why = "percent-encode a / ? # or @ in the user name or password" if "@" in str(proxy) else exc
+        raise NetworkError(f"a *_proxy variable is not a valid URL ({why}); fix or unset it") from None
     if proxy and urlsplit(proxy if "://" in proxy else "http://" + proxy).scheme.lower() not in _PROXY_SCHEMES:
         raise NetworkError(f"proxy {proxies.shown_proxy(proxy)} is not supported: use an http:// proxy, "
                            f"or unset the *_proxy variables")

@@ -64,7 +64,8 @@ def proxy_for(url: str, env=None) -> str | None:
         return None
     if not proxy:
         return None
-    return redact_url(proxy if "://" in proxy else "http://" + proxy).rstrip("/")
+    return redact_url(_CREDENTIALS.sub(lambda m: m.group(1) or "", proxy if "://" in proxy else "http://" + proxy,
+                                       count=1)).rstrip("/")
 
 
 def proxy_in(url: str, env) -> str | None:
@@ -149,9 +150,26 @@ def _bypass(parsed, no_proxy: str | None, found: dict[str, str]) -> bool:
         return False
 
 
+# Everything up to the LAST "@" after the scheme: a user name may hold an "@" (an e-mail address)
+# and a password a "/", "?" or "#" not percent-encoded; a host never holds an "@".
+_CREDENTIALS = re.compile(r"^([^/@]*//)?.*@", re.S)
+
+
 def shown_proxy(value: str) -> str:
     """A proxy variable's value for messages: ``user:password@`` becomes ``***@`` (even in a malformed URL)."""
-    return re.sub(r"^([^/]*//)?[^/@]*@", lambda m: (m.group(1) or "") + "***@", value)
+    return _CREDENTIALS.sub(lambda m: (m.group(1) or "") + "***@", value, count=1)
+
+
+def hide_proxy_passwords(text: str, env) -> str:
+    """``text`` with every proxy variable's value in ``env`` that carries credentials shown as
+    :func:`shown_proxy` shows it (an exception's message may quote the variable whole)."""
+    for name, value in env.items():
+        if value and "@" in value and name.lower().endswith("_proxy"):
+            text = text.replace(value, shown_proxy(value))
+            bare = value.partition("://")[2]
+            if bare:
+                text = text.replace(bare, shown_proxy(bare))
+    return text
 
 
 def _credentials_given(url: str) -> bool:
