@@ -88,6 +88,9 @@ def _check_proxy(url: str) -> None:
         # (the parser's words may quote a piece of a password holding "/", "?" or "#")
         why = "percent-encode a / ? # or @ in the user name or password" if "@" in str(proxy) else exc
         raise NetworkError(f"a *_proxy variable is not a valid URL ({why}); fix or unset it") from None
+    if proxy and proxies.misread_scheme(proxy):
+        raise NetworkError(f"proxy {proxies.shown_proxy(proxy)} has no scheme (requests cannot read it): "
+                           f"write it as http://{proxies.shown_proxy(proxy.strip())} in the *_proxy variable")
     if proxy and urlsplit(proxy if "://" in proxy else "http://" + proxy).scheme.lower() not in _PROXY_SCHEMES:
         raise NetworkError(f"proxy {proxies.shown_proxy(proxy)} is not supported: use an http:// proxy, "
                            f"or unset the *_proxy variables")

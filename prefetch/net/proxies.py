@@ -64,8 +64,8 @@ def proxy_for(url: str, env=None) -> str | None:
         return None
     if not proxy:
         return None
-    return redact_url(_CREDENTIALS.sub(lambda m: m.group(1) or "", proxy if "://" in proxy else "http://" + proxy,
-                                       count=1)).rstrip("/")
+    return redact_url(re.sub(_CREDENTIALS, lambda m: m.group(1) or "", proxy if "://" in proxy else "http://" + proxy,
+                             count=1)).rstrip("/")
 
 
 def proxy_in(url: str, env) -> str | None:
@@ -152,12 +152,21 @@ def _bypass(parsed, no_proxy: str | None, found: dict[str, str]) -> bool:
 
 # Everything up to the LAST "@" after the scheme: a user name may hold an "@" (an e-mail address)
 # and a password a "/", "?" or "#" not percent-encoded; a host never holds an "@".
-_CREDENTIALS = re.compile(r"^([^/@]*//)?.*@", re.S)
+_CREDENTIALS = r"(?s)^([^/@]*//)?.*@"  # (compiled on first use, by re's cache)
+
+
+_MISREAD_SCHEME = r"[a-zA-Z][a-zA-Z0-9+-]*:"  # urllib3's parse_url: "proxy.corp:" is a scheme (compiled on first use)
+
+
+def misread_scheme(value: str) -> bool:
+    """Whether requests would read a proxy value with no ``://`` as having a scheme (``proxy.corp:3128``,
+    ``alice:pw@proxy:3128``): it then finds no host in it, on every request. ``127.0.0.1:7890`` is read well."""
+    return "://" not in value and bool(re.match(_MISREAD_SCHEME, value.strip()))
 
 
 def shown_proxy(value: str) -> str:
     """A proxy variable's value for messages: ``user:password@`` becomes ``***@`` (even in a malformed URL)."""
-    return _CREDENTIALS.sub(lambda m: (m.group(1) or "") + "***@", value, count=1)
+    return re.sub(_CREDENTIALS, lambda m: (m.group(1) or "") + "***@", value, count=1)
 
 
 def hide_proxy_passwords(text: str, env) -> str:
