@@ -85,3 +85,24 @@ def test_an_empty_file_with_a_length_is_still_placed(home, tmp_path):
         assert out.exists() and out.stat().st_size == 0
     finally:
         server.close()
+
+
+def test_a_tunnel_that_is_a_portal_page_names_the_proxy(home, tmp_path):
+    """CONNECT answered with 200 and an HTML page (a captive portal): the TLS handshake then
+    fails on the page's bytes; the error names the proxy, not only the host, and places nothing."""
+    page = b"<html><title>Login</title>log in first</html>"
+    proxy = HeadThenClose(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
+                          % (len(page), page))
+    try:
+        with OriginServer(tls=True) as origin:
+            origin.put("a.bin", b"a" * 30_000)
+            env = env_with(https_proxy=proxy.url, no_proxy="example.invalid", REQUESTS_CA_BUNDLE=str(origin.ca_path))
+            out = tmp_path / "a.bin"
+            proc = run_cli("get", origin.url_for("a.bin"), "-o", str(out), env=env)
+        assert proc.returncode == 3, proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error:")]
+        assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"through the proxy {proxy.url}" in errors[0], errors[0]
+        assert not out.exists()
+    finally:
+        proxy.close()
