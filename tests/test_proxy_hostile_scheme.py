@@ -60,3 +60,14 @@ def test_the_library_refuses_it_in_one_error_too(home, monkeypatch, origin):
         client.request(origin.url_for("a.bin"))
     assert not isinstance(caught.value, TransientHTTPError)
     assert "write it as http://corpproxy:3128" in str(caught.value)
+
+
+def test_a_proxy_value_urllib3_cannot_parse_is_named_as_the_proxy(home, tmp_path, origin):
+    """``http://a:b\\c@host:port`` passes Python's parser but not urllib3's: the one line says the
+    request went through that proxy (before, it blamed only the file's URL), and no password."""
+    env = env_with(http_proxy="http://alice:Zq7\\pw@127.0.0.1:9", no_proxy="example.invalid")
+    proc = run_cli("get", origin.url_for("a.bin"), "-o", str(tmp_path / "a.bin"), env=env)
+    assert proc.returncode == 3, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error:")]
+    assert len(errors) == 1 and "through the proxy http://127.0.0.1:9" in errors[0], proc.stderr
+    assert "Zq7" not in proc.stderr and "Traceback" not in proc.stderr

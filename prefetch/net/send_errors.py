@@ -34,7 +34,8 @@ def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseExce
         return NetworkError(f"TLS error with {key[1]}{_through(url)}: {reason}")
     if is_invalid_request(exc) or type(exc).__name__ in ("InvalidURL", "InvalidSchema", "MissingSchema",
                                                           "InvalidHeader"):
-        return NetworkError(f"invalid URL {redact_url(url)}: {describe_error(exc)}")
+        # (the URL passed our own checks: through a proxy, the proxy variable is the likelier culprit)
+        return NetworkError(f"invalid URL {redact_url(url)}{_through(url)}: {describe_error(exc)}")
     root = _root_cause(exc)
     if isinstance(root, (ConnectionResetError, BrokenPipeError)) or _is_remote_disconnected(root):
         return None
