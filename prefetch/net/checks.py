@@ -71,6 +71,18 @@ def netrc_named() -> bool:
     return False
 
 
+def netrc_path() -> str:
+    """The netrc file requests reads: ``$NETRC``, else the first of ``~/.netrc``, ``~/_netrc`` there."""
+    named = os.environ.get("NETRC")
+    if named is not None:
+        return os.path.expanduser(named)
+    for name in ("~/.netrc", "~/_netrc"):
+        path = os.path.expanduser(name)
+        if os.path.exists(path):
+            return path
+    return os.path.expanduser("~/.netrc")
+
+
 def _check_proxy(url: str) -> None:
     """Refuse, in one line, a proxy from the environment that requests cannot use."""
     if not _proxy_variables():
