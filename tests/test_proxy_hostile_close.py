@@ -106,3 +106,24 @@ def test_a_tunnel_that_is_a_portal_page_names_the_proxy(home, tmp_path):
         assert not out.exists()
     finally:
         proxy.close()
+
+
+def test_a_proxy_that_refuses_the_tunnel_with_403_is_final(home, tmp_path):
+    """CONNECT answered 403 (the proxy's policy blocks the host): one line naming the proxy, not retried."""
+    page = b"<html><title>Forbidden</title></html>"
+    proxy = HeadThenClose(b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
+                          % (len(page), page))
+    try:
+        with OriginServer(tls=True) as origin:
+            origin.put("a.bin", b"a" * 30_000)
+            env = env_with(https_proxy=proxy.url, no_proxy="example.invalid", REQUESTS_CA_BUNDLE=str(origin.ca_path),
+                           PREFETCH_RETRIES="3")
+            out = tmp_path / "a.bin"
+            proc = run_cli("get", origin.url_for("a.bin"), "-o", str(out), env=env)
+        assert proc.returncode == 3, proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error:")]
+        assert len(errors) == 1 and "403" in errors[0] and proxy.url in errors[0], proc.stderr
+        assert "retry" not in proc.stderr and proxy.requests == 1, proc.stderr
+        assert not out.exists()
+    finally:
+        proxy.close()

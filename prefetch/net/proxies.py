@@ -204,7 +204,12 @@ def connection_failed(proxy: str, url: str, cause: str, kind: str) -> BaseExcept
         return auth_required(proxy, url)
     tunnel = re.search(r"Tunnel connection failed:\s*(.*)", cause)
     if tunnel:
-        message = f"the proxy {proxy} did not open a tunnel to {host_of(url)} ({tunnel.group(1).strip()})"
+        answer = tunnel.group(1).strip()
+        message = f"the proxy {proxy} did not open a tunnel to {host_of(url)} ({answer})"
+        code = re.match(r"\d{3}", answer)
+        if code and 400 <= int(code.group()) < 500 and int(code.group()) not in (408, 425, 429):
+            # its policy (403: this host is blocked), not a moment's trouble: asking again changes nothing
+            return NetworkError(f"{message}; use another proxy, --mirror, or no_proxy for {host_of(url)}")
         return TransientHTTPError(message, cause=message, kind=Failure.UNREACHABLE)
     message = f"cannot reach {host_of(url)} through the proxy {proxy}: {cause}"
     return TransientHTTPError(message, cause=message, kind=kind, timed_out=kind == Failure.TIMEOUT)
