@@ -129,6 +129,9 @@ def _check_target(target: _Target, *, deadline: float, env: Mapping[str, str], w
         _blocked(verdict, verdict.step or "http", f"{type(exc).__name__}: {exc}")
     verdict.elapsed = time.monotonic() - started
     _add_hint(verdict)
+    from prefetch.net.proxies import hide_proxy_passwords
+
+    verdict.detail = hide_proxy_passwords(verdict.detail, env)  # requests quotes a proxy it cannot parse whole
     return verdict
 
 
@@ -179,13 +182,10 @@ def resolve(host: str, port: int, *, env: Mapping[str, str], timeout: float) -> 
 
 
 def _proxy_for(url: str, env: Mapping[str, str]) -> str | None:
-    host = urlsplit(url).hostname or ""
-    proxies = {k.lower(): v for k, v in env.items() if k.lower().endswith("_proxy") and v}
-    no_proxy = proxies.get("no_proxy", "")
-    if no_proxy and any(host == h.strip() or host.endswith("." + h.strip().lstrip(".")) or h.strip() == "*"
-                        for h in no_proxy.split(",") if h.strip()):
-        return None
-    return proxies.get(f"{urlsplit(url).scheme}_proxy") or proxies.get("all_proxy")
+    """The proxy ``get`` would use for ``url`` in ``env`` (requests' own choice: ``net/proxies.py``)."""
+    from prefetch.net.proxies import proxy_in
+
+    return proxy_in(url, env)
 
 
 def _probe(verdict: SourceVerdict, url: str, *, deadline: float, env: Mapping[str, str], window: float) -> None:
@@ -198,7 +198,7 @@ def _probe(verdict: SourceVerdict, url: str, *, deadline: float, env: Mapping[st
             from prefetch.net.proxies import shown_proxy
 
             verdict.detail = f"via proxy {shown_proxy(proxy)}; "
-            _probe_via_requests(verdict, url, proxy=proxy, deadline=deadline, window=window)
+            _probe_via_requests(verdict, url, proxy=proxy, deadline=deadline, window=window, env=env)
             return
         verdict.step = "dns"
         try:
@@ -231,12 +231,20 @@ def _probe(verdict: SourceVerdict, url: str, *, deadline: float, env: Mapping[st
 
 
 def _tls_context(env: Mapping[str, str]) -> ssl.SSLContext:
-    cafile = env.get("REQUESTS_CA_BUNDLE") or env.get("SSL_CERT_FILE")
-    if not cafile:
-        import certifi
+    """The context ``get``'s own connections verify with (``net/tls_context.py``), for the
+    bundle ``env`` names (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``, ``SSL_CERT_FILE``, ``SSL_CERT_DIR``).
 
-        cafile = certifi.where()
-    return ssl.create_default_context(cafile=cafile)
+    Raises:
+        ssl.SSLError: no such bundle, or one that cannot be loaded.
+    """
+    from prefetch.errors import NetworkError
+    from prefetch.net.checks import ca_bundle
+    from prefetch.net.tls_context import context_for
+
+    try:
+        return context_for(ca_bundle(env))
+    except NetworkError as exc:
+        raise ssl.SSLError(str(exc)) from None
 
 
 def _get(verdict: SourceVerdict, sock, parts, *, deadline: float, window: float) -> str | None:
@@ -301,8 +309,18 @@ def _get(verdict: SourceVerdict, sock, parts, *, deadline: float, window: float)
     return None
 
 
-def _probe_via_requests(verdict: SourceVerdict, url: str, *, proxy: str, deadline: float, window: float) -> None:
+def _probe_via_requests(verdict: SourceVerdict, url: str, *, proxy: str, deadline: float, window: float,
+                        env: Mapping[str, str]) -> None:
     import requests
+
+    from prefetch.errors import NetworkError
+    from prefetch.net.checks import ca_bundle
+
+    try:
+        verify = ca_bundle(env)  # the bundle get trusts (requests alone would skip SSL_CERT_FILE / SSL_CERT_DIR)
+    except NetworkError as exc:
+        _blocked(verdict, "tls", verdict.detail + str(exc))
+        return
 
     from prefetch.net.proxies import proxy_page, shown_proxy
 
@@ -310,7 +328,8 @@ def _probe_via_requests(verdict: SourceVerdict, url: str, *, proxy: str, deadlin
     verdict.step = "http"
     try:
         with requests.get(url, headers={"Range": "bytes=0-", "Accept-Encoding": "identity"},
-                          proxies={"http": proxy, "https": proxy}, stream=True, timeout=(deadline, deadline)) as r:
+                          proxies={"http": proxy, "https": proxy}, stream=True, timeout=(deadline, deadline),
+                          verify=verify) as r:
             if r.status_code == 407:
                 _blocked(verdict, "proxy", verdict.detail + "the proxy asks for a user name and password (HTTP 407)")
                 return

@@ -161,6 +161,12 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
     if status == 200:
         length = resp.headers.get("Content-Length")
         total = int(length) if length and length.isdigit() else None
+        if total is None and "chunked" not in resp.headers.get("Transfer-Encoding", "").lower() and not resp.peek(1):
+            # The body ends at the close, and the close came at once: a proxy or server that hung up
+            # after the head, not an empty file (that has a Content-Length: 0, or a chunked end).
+            via = proxy_for(src.url)
+            raise TransientHTTPError(f"{host}{f' through the proxy {via}' if via else ''} answered 200 with no body "
+                                     "and no length (the connection closed after the head)", kind=Failure.BAD_ANSWER)
         changed = src.differs(etag, last_modified)
         resized = known_size is not None and total is not None and total != known_size
         if (changed or resized) and others:

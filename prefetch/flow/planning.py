@@ -190,18 +190,23 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
     """
     from urllib.parse import urlsplit
 
-    from prefetch.net.proxies import shown_proxy
+    from prefetch.net.proxies import misread_scheme, shown_proxy
 
     for var in PROXY_VARIABLES:
         value = env.get(var)
         if not value:
             continue
+        if misread_scheme(value) and not (var.isupper() and var.lower() in env):  # (the lower-case one is read)
+            raise UsageError(f"{var}={shown_proxy(value)!r} has no scheme, so requests cannot read it: "
+                             f"write it as http://{shown_proxy(value.strip())}")
         try:
             parts = urlsplit(value if "://" in value else "http://" + value)
             parts.port  # noqa: B018 - raises ValueError on a bad port
             host = parts.hostname
         except ValueError as exc:
-            raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({exc}); fix it or unset it") from None
+            # (the parser's words may quote a piece of a password holding "/", "?" or "#")
+            why = "percent-encode a / ? # or @ in the user name or password" if "@" in value else exc
+            raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({why}); fix it or unset it") from None
         if not host:
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL (no host); fix it or unset it")
 

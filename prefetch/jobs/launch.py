@@ -162,6 +162,10 @@ def start_job(
     return _launch(record, env=env, python=python, note="queued")
 
 
+# Files the network layer opens by a name from the environment (net/checks.py, requests' netrc lookup).
+_PATH_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "NETRC", "SSLKEYLOGFILE")
+
+
 def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str) -> JobRecord:
     """Start the detached worker for ``record`` and store its pid."""
     log_path = record.log_path
@@ -169,6 +173,13 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
     for var in ("PREFETCH_HOME", "KERAS_HOME"):  # the worker runs in the jobs dir
         if env.get(var):
             env[var] = str(expand_path(env[var], var).absolute())
+    for var in _PATH_VARIABLES:  # ... so a relative CA bundle or netrc must name the caller's file there too
+        value = env.get(var)
+        if value and not value.startswith("~") and not os.path.isabs(value):
+            try:
+                env[var] = os.path.abspath(value)
+            except OSError:  # the caller's directory is gone: the name means nothing anywhere
+                pass
     from prefetch.fs.safefs import open_file
 
     # Never through a link or into a FIFO planted at the log's name.

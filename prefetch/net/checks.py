@@ -71,6 +71,18 @@ def netrc_named() -> bool:
     return False
 
 
+def netrc_path() -> str:
+    """The netrc file requests reads: ``$NETRC``, else the first of ``~/.netrc``, ``~/_netrc`` there."""
+    named = os.environ.get("NETRC")
+    if named is not None:
+        return os.path.expanduser(named)
+    for name in ("~/.netrc", "~/_netrc"):
+        path = os.path.expanduser(name)
+        if os.path.exists(path):
+            return path
+    return os.path.expanduser("~/.netrc")
+
+
 def _check_proxy(url: str) -> None:
     """Refuse, in one line, a proxy from the environment that requests cannot use."""
     if not _proxy_variables():
@@ -79,25 +91,33 @@ def _check_proxy(url: str) -> None:
         return  # no proxy for this host (requests would say so, without a check to fail)
     from requests.utils import get_environ_proxies, select_proxy
 
+    proxy = None
     try:
         proxy = select_proxy(url, get_environ_proxies(url))
         parsed = urlsplit(proxy if proxy and "://" in proxy else "http://" + (proxy or "x"))
         parsed.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:  # e.g. https_proxy='http://[::1': "Invalid IPv6 URL"
-        raise NetworkError(f"a *_proxy variable is not a valid URL ({exc}); fix or unset it") from None
+        # (the parser's words may quote a piece of a password holding "/", "?" or "#")
+        why = "percent-encode a / ? # or @ in the user name or password" if "@" in str(proxy) else exc
+        raise NetworkError(f"a *_proxy variable is not a valid URL ({why}); fix or unset it") from None
+    if proxy and proxies.misread_scheme(proxy):
+        raise NetworkError(f"proxy {proxies.shown_proxy(proxy)} has no scheme (requests cannot read it): "
+                           f"write it as http://{proxies.shown_proxy(proxy.strip())} in the *_proxy variable")
     if proxy and urlsplit(proxy if "://" in proxy else "http://" + proxy).scheme.lower() not in _PROXY_SCHEMES:
         raise NetworkError(f"proxy {proxies.shown_proxy(proxy)} is not supported: use an http:// proxy, "
                            f"or unset the *_proxy variables")
 
 
-def ca_bundle() -> bool | str:
-    """``verify`` for requests: the CA bundle the environment names, else True (certifi).
+def ca_bundle(env=None) -> bool | str:
+    """``verify`` for requests: the CA bundle the environment (``env``, else ``os.environ``)
+    names, else True (certifi).
 
     Raises:
         NetworkError: a named bundle does not exist.
     """
+    env = os.environ if env is None else env
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
-        bundle = os.environ.get(name)
+        bundle = env.get(name)
         if bundle:
             if not os.path.exists(bundle):
                 raise NetworkError(f"cannot use the CA bundle {bundle} named by {name}: no such file or directory")

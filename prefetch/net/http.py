@@ -46,6 +46,7 @@ from prefetch.net.checks import (
     ca_bundle,
     check_redirect,
     netrc_named,
+    netrc_path,
 )
 
 USER_AGENT = "prefetch/0.1 (+resumable dataset downloader)"
@@ -200,7 +201,12 @@ class Client:
         if netrc_named():
             from requests.utils import get_netrc_auth
 
-            auth = get_netrc_auth(url)
+            try:
+                auth = get_netrc_auth(url)
+            except ValueError as exc:  # not UTF-8: requests ignores a netrc it cannot parse, not this
+                # (the exception quotes the file's bytes, passwords and all: never shown)
+                raise NetworkError(f"cannot read the netrc file {netrc_path()}: {type(exc).__name__} "
+                                   "(not UTF-8 text?); fix or remove it") from None
         found = self._env[key] = (via, auth)
         return found
 

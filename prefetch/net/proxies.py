@@ -64,12 +64,121 @@ def proxy_for(url: str, env=None) -> str | None:
         return None
     if not proxy:
         return None
-    return redact_url(proxy if "://" in proxy else "http://" + proxy).rstrip("/")
+    return redact_url(re.sub(_CREDENTIALS, lambda m: m.group(1) or "", proxy if "://" in proxy else "http://" + proxy,
+                             count=1)).rstrip("/")
+
+
+def proxy_in(url: str, env) -> str | None:
+    """The proxy requests would use for ``url`` were ``env`` its ``os.environ`` (credentials kept), or None.
+
+    For a mapping that is not the process's environment (``prefetch doctor``'s): requests'
+    ``get_environ_proxies`` and ``select_proxy`` step by step (lower-case variables preferred,
+    ``no_proxy`` before ``NO_PROXY``, CIDR blocks for an address, suffixes and ``host:port`` for a
+    name, ``*``), reading ``env`` instead of ``os.environ``.
+    """
+    if env is os.environ:
+        if not any(key.lower().endswith("_proxy") and value for key, value in env.items()):
+            return None
+        from requests.utils import get_environ_proxies, select_proxy
+
+        try:
+            return select_proxy(url, get_environ_proxies(url)) or None
+        except ValueError:
+            return None
+    found = _environ_proxies(env)
+    if not found:
+        return None
+    from urllib.parse import urlparse
+
+    from requests.utils import select_proxy
+
+    try:
+        if _bypass(urlparse(url), env.get("no_proxy") or env.get("NO_PROXY"), found):
+            return None
+        return select_proxy(url, found) or None
+    except ValueError:
+        return None
+
+
+def _environ_proxies(env) -> dict[str, str]:
+    """urllib's ``getproxies_environment``, reading ``env``: lower-case names win."""
+    found: dict[str, str] = {}
+    for name, value in env.items():
+        if value and name.lower().endswith("_proxy"):
+            found[name.lower()[:-6]] = value
+    if "REQUEST_METHOD" in env:
+        found.pop("http", None)
+    for name, value in env.items():
+        if name[-6:] == "_proxy":  # (case-sensitive, as urllib: the lower-case spelling wins)
+            key = name.lower()[:-6]
+            if value:
+                found[key] = value
+            else:
+                found.pop(key, None)
+    return found
+
+
+def _bypass(parsed, no_proxy: str | None, found: dict[str, str]) -> bool:
+    """requests' ``should_bypass_proxies`` (then urllib's ``proxy_bypass_environment``)."""
+    from urllib.request import proxy_bypass_environment
+
+    from requests.utils import address_in_network, is_ipv4_address, is_valid_cidr
+
+    hostname = parsed.hostname
+    if hostname is None:
+        return True
+    if no_proxy:
+        hosts = [host for host in no_proxy.replace(" ", "").split(",") if host]
+        if is_ipv4_address(hostname):
+            for entry in hosts:
+                if is_valid_cidr(entry):
+                    if address_in_network(hostname, entry):
+                        return True
+                elif hostname == entry:
+                    return True
+        else:
+            with_port = hostname + (f":{parsed.port}" if parsed.port else "")
+            for entry in hosts:
+                entry = entry.lstrip(".")
+                if entry in (hostname, with_port):
+                    return True
+                if hostname.endswith("." + entry) or with_port.endswith("." + entry):
+                    return True
+    try:
+        return bool(proxy_bypass_environment(hostname, found))
+    except TypeError:
+        return False
+
+
+# Everything up to the LAST "@" after the scheme: a user name may hold an "@" (an e-mail address)
+# and a password a "/", "?" or "#" not percent-encoded; a host never holds an "@".
+_CREDENTIALS = r"(?s)^([^/@]*//)?.*@"  # (compiled on first use, by re's cache)
+
+
+_MISREAD_SCHEME = r"[a-zA-Z][a-zA-Z0-9+-]*:"  # urllib3's parse_url: "proxy.corp:" is a scheme (compiled on first use)
+
+
+def misread_scheme(value: str) -> bool:
+    """Whether requests would read a proxy value with no ``://`` as having a scheme (``proxy.corp:3128``,
+    ``alice:pw@proxy:3128``): it then finds no host in it, on every request. ``127.0.0.1:7890`` is read well."""
+    return "://" not in value and bool(re.match(_MISREAD_SCHEME, value.strip()))
 
 
 def shown_proxy(value: str) -> str:
     """A proxy variable's value for messages: ``user:password@`` becomes ``***@`` (even in a malformed URL)."""
-    return re.sub(r"^([^/]*//)?[^/@]*@", lambda m: (m.group(1) or "") + "***@", value)
+    return re.sub(_CREDENTIALS, lambda m: (m.group(1) or "") + "***@", value, count=1)
+
+
+def hide_proxy_passwords(text: str, env) -> str:
+    """``text`` with every proxy variable's value in ``env`` that carries credentials shown as
+    :func:`shown_proxy` shows it (an exception's message may quote the variable whole)."""
+    for name, value in env.items():
+        if value and "@" in value and name.lower().endswith("_proxy"):
+            text = text.replace(value, shown_proxy(value))
+            bare = value.partition("://")[2]
+            if bare:
+                text = text.replace(bare, shown_proxy(bare))
+    return text
 
 
 def _credentials_given(url: str) -> bool:
@@ -95,7 +204,12 @@ def connection_failed(proxy: str, url: str, cause: str, kind: str) -> BaseExcept
         return auth_required(proxy, url)
     tunnel = re.search(r"Tunnel connection failed:\s*(.*)", cause)
     if tunnel:
-        message = f"the proxy {proxy} did not open a tunnel to {host_of(url)} ({tunnel.group(1).strip()})"
+        answer = tunnel.group(1).strip()
+        message = f"the proxy {proxy} did not open a tunnel to {host_of(url)} ({answer})"
+        code = re.match(r"\d{3}", answer)
+        if code and 400 <= int(code.group()) < 500 and int(code.group()) not in (408, 425, 429):
+            # its policy (403: this host is blocked), not a moment's trouble: asking again changes nothing
+            return NetworkError(f"{message}; use another proxy, --mirror, or no_proxy for {host_of(url)}")
         return TransientHTTPError(message, cause=message, kind=Failure.UNREACHABLE)
     message = f"cannot reach {host_of(url)} through the proxy {proxy}: {cause}"
     return TransientHTTPError(message, cause=message, kind=kind, timed_out=kind == Failure.TIMEOUT)

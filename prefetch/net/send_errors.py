@@ -30,11 +30,12 @@ def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseExce
     if is_ssl_failure(exc):
         reason = _ssl_reason(exc)
         if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
-            return NetworkError(f"TLS verification failed for {redact_url(url)}: {reason}")
-        return NetworkError(f"TLS error with {key[1]}: {reason}")
+            return NetworkError(f"TLS verification failed for {redact_url(url)}{_through(url)}: {reason}")
+        return NetworkError(f"TLS error with {key[1]}{_through(url)}: {reason}")
     if is_invalid_request(exc) or type(exc).__name__ in ("InvalidURL", "InvalidSchema", "MissingSchema",
                                                           "InvalidHeader"):
-        return NetworkError(f"invalid URL {redact_url(url)}: {describe_error(exc)}")
+        # (the URL passed our own checks: through a proxy, the proxy variable is the likelier culprit)
+        return NetworkError(f"invalid URL {redact_url(url)}{_through(url)}: {describe_error(exc)}")
     root = _root_cause(exc)
     if isinstance(root, (ConnectionResetError, BrokenPipeError)) or _is_remote_disconnected(root):
         return None
@@ -46,8 +47,15 @@ def transient_failure(exc: BaseException, url: str, key: tuple[str, str]) -> Bas
     kind = failure_kind(exc)
     if type(exc).__name__ == "ProxyError" and (proxy := proxy_for(url)):
         return proxies.connection_failed(proxy, url, cause, kind)
-    return TransientHTTPError(f"{key[1]}: {cause}", cause=cause, kind=kind,
+    return TransientHTTPError(f"{key[1]}{_through(url)}: {cause}", cause=cause, kind=kind,
                               timed_out=kind == Failure.TIMEOUT or cause.startswith("timed out"))
+
+
+def _through(url: str) -> str:
+    """`` through the proxy P`` when ``url`` goes through one (its tunnel may be what failed:
+    a portal's page or a hang-up where the TLS handshake was due), else ``""``."""
+    proxy = proxy_for(url)
+    return f" through the proxy {proxy}" if proxy else ""
 
 
 def is_ssl_failure(exc: BaseException) -> bool:

@@ -1,0 +1,129 @@
+"""A proxy (or server) that sends a 200 head and closes, with no length and no body.
+
+A proxy that answers every request with ``HTTP/1.1 200 Connection established`` and hangs
+up (a broken CONNECT-only proxy asked for a plain http URL, a captive box), or a server that
+dies after the head: the body is "until the connection closes", i.e. empty, and prefetch
+placed a 0-byte file and exited 0. Such an answer is now trouble worth asking again, then one
+line, exit 3, nothing placed. An honest empty file (``Content-Length: 0``) still works.
+Real CLI; a raw socket server on 127.0.0.1 as the proxy.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.origin import OriginServer
+from tests.test_proxies import env_with
+
+
+class HeadThenClose:
+    """Answers every request with ``head`` and closes the connection."""
+
+    def __init__(self, head: bytes) -> None:
+        self.head = head
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.requests = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    got = conn.recv(4096)
+                    if not got:
+                        break
+                    data += got
+                self.requests += 1
+                conn.sendall(self.head)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def origin():
+    with OriginServer() as server:
+        server.put("a.bin", b"a" * 30_000)
+        yield server
+
+
+@pytest.mark.parametrize("head", [b"HTTP/1.1 200 Connection established\r\n\r\n", b"HTTP/1.0 200 OK\r\n\r\n"])
+def test_a_proxy_that_closes_after_a_200_head_places_nothing(home, tmp_path, origin, head):
+    proxy = HeadThenClose(head)
+    try:
+        env = env_with(http_proxy=proxy.url, no_proxy="example.invalid", PREFETCH_RETRIES="2")
+        out = tmp_path / "a.bin"
+        proc = run_cli("get", origin.url_for("a.bin"), "-o", str(out), env=env)
+        assert proc.returncode == 3, proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error:")]
+        assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "no body" in errors[0] and proxy.url in errors[0], errors[0]
+        assert not out.exists()
+        assert proxy.requests >= 2  # asked again: it may be a moment's trouble
+    finally:
+        proxy.close()
+
+
+def test_an_empty_file_with_a_length_is_still_placed(home, tmp_path):
+    server = HeadThenClose(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    try:
+        out = tmp_path / "empty.bin"
+        proc = run_cli("get", server.url + "/empty.bin", "-o", str(out), "-q", env=env_with())
+        assert proc.returncode == 0, proc.stderr
+        assert out.exists() and out.stat().st_size == 0
+    finally:
+        server.close()
+
+
+def test_a_tunnel_that_is_a_portal_page_names_the_proxy(home, tmp_path):
+    """CONNECT answered with 200 and an HTML page (a captive portal): the TLS handshake then
+    fails on the page's bytes; the error names the proxy, not only the host, and places nothing."""
+    page = b"<html><title>Login</title>log in first</html>"
+    proxy = HeadThenClose(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
+                          % (len(page), page))
+    try:
+        with OriginServer(tls=True) as origin:
+            origin.put("a.bin", b"a" * 30_000)
+            env = env_with(https_proxy=proxy.url, no_proxy="example.invalid", REQUESTS_CA_BUNDLE=str(origin.ca_path))
+            out = tmp_path / "a.bin"
+            proc = run_cli("get", origin.url_for("a.bin"), "-o", str(out), env=env)
+        assert proc.returncode == 3, proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error:")]
+        assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"through the proxy {proxy.url}" in errors[0], errors[0]
+        assert not out.exists()
+    finally:
+        proxy.close()
+
+
+def test_a_proxy_that_refuses_the_tunnel_with_403_is_final(home, tmp_path):
+    """CONNECT answered 403 (the proxy's policy blocks the host): one line naming the proxy, not retried."""
+    page = b"<html><title>Forbidden</title></html>"
+    proxy = HeadThenClose(b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
+                          % (len(page), page))
+    try:
+        with OriginServer(tls=True) as origin:
+            origin.put("a.bin", b"a" * 30_000)
+            env = env_with(https_proxy=proxy.url, no_proxy="example.invalid", REQUESTS_CA_BUNDLE=str(origin.ca_path),
+                           PREFETCH_RETRIES="3")
+            out = tmp_path / "a.bin"
+            proc = run_cli("get", origin.url_for("a.bin"), "-o", str(out), env=env)
+        assert proc.returncode == 3, proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error:")]
+        assert len(errors) == 1 and "403" in errors[0] and proxy.url in errors[0], proc.stderr
+        assert "retry" not in proc.stderr and proxy.requests == 1, proc.stderr
+        assert not out.exists()
+    finally:
+        proxy.close()
