@@ -64,23 +64,13 @@ class BulkOrigin(Listener):
         return sum(lane for _, path, _, lane in self.log if name is None or path == "/" + name)
 
     def _serve(self, conn: socket.socket, number: int) -> None:
-        pending = b""
         with conn:
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    try:
-                        chunk = conn.recv(65536)
-                    except OSError:
-                        return
-                    if not chunk:
-                        return
-                    pending += chunk
-                head, _, pending = pending.partition(b"\r\n\r\n")
+            for head, ahead in self.heads_ahead(conn):
                 path = head.split(b" ", 2)[1].decode()
                 ranged = b"\r\nrange: bytes=0-" in head.lower()
                 lane = b"\r\nrange: bytes=0-262143\r\n" in head.lower() + b"\r\n"
                 with self._lock:
-                    self.log.append((number, path, bool(pending), lane))
+                    self.log.append((number, path, ahead, lane))
                 if self.delay:
                     time.sleep(self.delay)
                 try:

@@ -34,6 +34,13 @@ class Listener:
     def heads(conn: socket.socket):
         """Each request head (without its blank line) a kept-alive connection sends, in turn,
         until the client closes it (or it breaks)."""
+        for head, _ in Listener.heads_ahead(conn):
+            yield head
+
+    @staticmethod
+    def heads_ahead(conn: socket.socket):
+        """``(head, ahead)`` for each request head, ``ahead`` when bytes of the next request had
+        already arrived as this one was read (it was pipelined)."""
         pending = b""
         while True:
             while b"\r\n\r\n" not in pending:
@@ -45,7 +52,7 @@ class Listener:
                     return
                 pending += chunk
             head, _, pending = pending.partition(b"\r\n\r\n")
-            yield head
+            yield head, bool(pending)
 
     def close(self) -> None:
         self.sock.close()

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from tests.nginx import NginxServer
+from tests.test_many import assert_job_reports_each_file
 
 LANE_RANGE = "bytes=0-262143"
 
@@ -85,12 +86,4 @@ def test_a_background_list_through_the_lane_keeps_status_and_one_log_line_per_fi
         _check(out, files)
         lane = [r for r in server.served() if r[3] == LANE_RANGE]
     assert len(lane) >= len(files) // 2, f"only {len(lane)} of {len(files)} files came through the lane"
-    summary = cli("status", job)
-    rows = [line for line in summary.stdout.splitlines() if line.startswith(job)]
-    assert len(rows) == 1 and "200/200 files" in rows[0], summary.stdout
-    per_file = cli("status", job, "--files")
-    assert len([line for line in per_file.stdout.splitlines() if line.startswith(job)]) == 200, per_file.stdout
-    log = cli("log", job).stdout.splitlines()
-    for name in files:
-        mine = [line for line in log if line.split(" ")[1:2] == [name]]
-        assert len(mine) == 1 and " done " in mine[0], mine
+    assert_job_reports_each_file(cli, job, files)

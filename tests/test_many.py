@@ -214,11 +214,17 @@ def test_a_background_list_is_summarized_in_status_and_logs_one_line_per_file(ho
         waited = cli("wait", job, "--timeout", "120")
         assert waited.returncode == 0, waited.stdout + waited.stderr
         _check_placed(out, files)
+    assert_job_reports_each_file(cli, job, files)
+
+
+def assert_job_reports_each_file(cli, job: str, files) -> None:
+    """A finished ``-b`` job of ``files``: ``status`` has one row counting them all, ``status
+    --files`` a row per file, the log one ``done`` line per file."""
     summary = cli("status", job)
     rows = [line for line in summary.stdout.splitlines() if line.startswith(job)]
-    assert len(rows) == 1 and "30/30 files" in rows[0], summary.stdout
+    assert len(rows) == 1 and f"{len(files)}/{len(files)} files" in rows[0], summary.stdout
     per_file = cli("status", job, "--files")
-    assert len([line for line in per_file.stdout.splitlines() if line.startswith(job)]) == 30, per_file.stdout
+    assert len([line for line in per_file.stdout.splitlines() if line.startswith(job)]) == len(files), per_file.stdout
     log = cli("log", job).stdout.splitlines()
     for name in files:
         mine = [line for line in log if line.split(" ")[1:2] == [name]]
