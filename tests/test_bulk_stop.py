@@ -55,11 +55,16 @@ def test_kill_9_mid_batch_then_the_same_command_finishes(home, tmp_path, cli):
         proc.wait(timeout=30)
         assert origin.pipelined() > 10, "the lane was pipelining when killed"
         assert _placed(out, files) < COUNT, "killed before the end"
+        before = {name for name in files if (out / name).exists()}
+        asked = len(origin.log)
         origin.delay = 0
         again = cli("get", "-i", listing, "-P", str(out), "-q")
+        resent = [path.lstrip("/") for _, path, _, _ in origin.log[asked:]]
     assert again.returncode == 0, again.stderr
     assert _placed(out, files) == COUNT
     assert sorted(p.name for p in out.iterdir()) == sorted(files)
+    assert not before & set(resent), "a placed file is not fetched again"
+    assert len(resent) == len(set(resent)) == COUNT - len(before), "each unplaced file is asked once more"
 
 
 def test_fail_fast_at_a_404_inside_a_batch_stops_the_list(home, tmp_path):
