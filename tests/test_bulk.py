@@ -87,3 +87,31 @@ def test_a_background_list_through_the_lane_keeps_status_and_one_log_line_per_fi
         lane = [r for r in server.served() if r[3] == LANE_RANGE]
     assert len(lane) >= len(files) // 2, f"only {len(lane)} of {len(files)} files came through the lane"
     assert_job_reports_each_file(cli, job, files)
+
+
+def test_a_file_gone_the_usual_way_is_never_also_in_a_chunk(monkeypatch):
+    """The scheduler starts files in order on several threads, and they reach the lane's lock in
+    any order: file 7 can find its host not yet near (the usual way: ``fetch_file`` runs it) just
+    before file 5, a moment later, finds it near and builds a chunk from 5 on. That chunk must stop
+    before 7, or 7 is fetched twice (two results, a 'done' and a 'cached' line in a -b job's log,
+    as a CI run of the test above once showed). The lane's bookkeeping with a real ``Hosts``."""
+    import threading
+    from dataclasses import replace
+
+    from prefetch.engine.hosts import Hosts
+    from prefetch.flow.file_list import _Lane
+    from prefetch.flow.options import FetchOptions
+
+    monkeypatch.delenv("PREFETCH_BULK", raising=False)
+    hosts = Hosts(budget=4)
+    options = FetchOptions()
+    options = replace(options, transfer=replace(options.transfer, hosts=hosts))
+    lane = _Lane([None] * 10, options)
+    lane.urls = {i: f"http://127.0.0.1:9/f{i}" for i in range(10)}  # (every file eligible, one host)
+    host = hosts.host_for(lane.urls[0])
+    stop = threading.Event()
+    assert lane.chunk_from(7, stop) is None, "not near yet: the usual way"
+    host.route.add(0.001)  # an answer in 1 ms: the host is near
+    got_host, chunk = lane.chunk_from(5, stop)
+    assert got_host is host and [i for i, _, _ in chunk] == [5, 6]
+    assert lane.taken(7) and lane.chunk_from(7, stop) == ()

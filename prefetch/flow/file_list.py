@@ -202,13 +202,13 @@ class _Lane:
                 if index in self.claimed:
                     return ()
                 if stop.is_set():
-                    return None
+                    return self._usual(index)
                 url = self._url(index)
                 if url is None:
-                    return None
+                    return self._usual(index)
                 host = self.options.transfer.hosts.host_for(url)
                 if not bulk.host_ready(host, self.options.transfer):
-                    return None
+                    return self._usual(index)
                 if self.running.get(host, 0) < self.LANES:
                     break
                 self.lock.wait(0.2)
@@ -221,10 +221,17 @@ class _Lane:
                 chunk.append((at, self.plans[at], url))
                 at += 1
             if len(chunk) < 2:
-                return None
+                return self._usual(index)
             self.claimed.update(i for i, _, _ in chunk)
             self.running[host] = self.running.get(host, 0) + 1
             return host, chunk
+
+    def _usual(self, index: int) -> None:
+        """File ``index`` goes the usual way (under the lock): no chunk may take it after this, or a
+        chunk starting at an earlier file would fetch it too while ``fetch_file`` runs it (two
+        results, two log lines, as a ``-b`` list once showed)."""
+        self.claimed.add(index)
+        return None
 
     def ended(self, host) -> None:
         """A chunk of ``host`` ended: a thread waiting for the lane looks again."""
