@@ -7,12 +7,11 @@ connections."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
 from tests.nginx import NginxServer
-from tests.test_many import assert_job_reports_each_file
+from tests.test_many import assert_job_reports_each_file, run_list_job
 
 LANE_RANGE = "bytes=0-262143"
 
@@ -78,11 +77,7 @@ def test_a_background_list_through_the_lane_keeps_status_and_one_log_line_per_fi
     with NginxServer(tmp_path / "www") as server:
         listing = _list(tmp_path / "urls.txt", server, files, hashes=False)
         out = tmp_path / "out"
-        started = cli("get", "-i", str(listing), "-P", str(out), "-b", "--json")
-        assert started.returncode == 0, started.stderr
-        job = json.loads(started.stdout)["job"]
-        waited = cli("wait", job, "--timeout", "120")
-        assert waited.returncode == 0, waited.stdout + waited.stderr
+        job = run_list_job(cli, listing, out)
         _check(out, files)
         lane = [r for r in server.served() if r[3] == LANE_RANGE]
     assert len(lane) >= len(files) // 2, f"only {len(lane)} of {len(files)} files came through the lane"

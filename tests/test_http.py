@@ -101,6 +101,7 @@ class _RawServer:
     def __init__(self, response: bytes) -> None:
         self.response = response
         self.connections = 0
+        self.requests = 0  # (request heads read; a connection opened ahead may send none)
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/f.bin"
         threading.Thread(target=self._serve, daemon=True).start()
@@ -119,6 +120,7 @@ class _RawServer:
                     if not chunk:
                         break
                     request += chunk
+                self.requests += 1
                 for i in range(0, len(self.response), 50_000):
                     conn.sendall(self.response[i:i + 50_000])
 

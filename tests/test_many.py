@@ -200,21 +200,27 @@ def test_an_interrupt_stops_every_file_and_a_resume_finishes(home, tmp_path, cli
 def test_a_background_list_is_summarized_in_status_and_logs_one_line_per_file(home, tmp_path, cli):
     """`status` shows one row for a job of many files (files done/total), `status --files` a row
     per file; the job's log has one line per finished file and no per-file start/verify/progress lines."""
-    import json
-
     root = tmp_path / "www"
     root.mkdir()
     files = _files(root, 30, 64 << 10)
     with NginxServer(root) as server:
         listing = _list(tmp_path / "urls.txt", server, files)
         out = tmp_path / "out"
-        started = cli("get", "-i", str(listing), "-P", str(out), "-b", "--json")
-        assert started.returncode == 0, started.stderr
-        job = json.loads(started.stdout)["job"]
-        waited = cli("wait", job, "--timeout", "120")
-        assert waited.returncode == 0, waited.stdout + waited.stderr
+        job = run_list_job(cli, listing, out)
         _check_placed(out, files)
     assert_job_reports_each_file(cli, job, files)
+
+
+def run_list_job(cli, listing, out) -> str:
+    """``get -i LISTING -P OUT -b``, waited for (both exit 0); the job's id."""
+    import json
+
+    started = cli("get", "-i", str(listing), "-P", str(out), "-b", "--json")
+    assert started.returncode == 0, started.stderr
+    job = json.loads(started.stdout)["job"]
+    waited = cli("wait", job, "--timeout", "120")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    return job
 
 
 def assert_job_reports_each_file(cli, job: str, files) -> None:

@@ -10,46 +10,22 @@ Real CLI; a raw socket server on 127.0.0.1 as the proxy.
 
 from __future__ import annotations
 
-import socket
-import threading
 
 import pytest
 
 from tests.conftest import run_cli
 from tests.origin import OriginServer
+from tests.test_http import _RawServer
 from tests.test_proxies import env_with
 
 
-class HeadThenClose:
-    """Answers every request with ``head`` and closes the connection."""
+class HeadThenClose(_RawServer):
+    """Answers every request with ``head`` and closes the connection (test_http's raw server);
+    ``url`` is its root, a proxy's address."""
 
     def __init__(self, head: bytes) -> None:
-        self.head = head
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.requests = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    got = conn.recv(4096)
-                    if not got:
-                        break
-                    data += got
-                self.requests += 1
-                conn.sendall(self.head)
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(head)
+        self.url = self.url.removesuffix("/f.bin")
 
 
 @pytest.fixture
