@@ -302,3 +302,35 @@ def test_interrupting_wait_in_a_cell_says_the_job_keeps_running(kernel, origin, 
         assert list_jobs()[0].state == "running"  # only the waiting stopped
     finally:
         kernel.run(f"!prefetch cancel {job.id}")
+
+
+def test_watch_updates_its_table_in_place_only_when_it_changed(kernel, tmp_path):
+    """A job that makes no progress (its server accepts and never answers) leaves watch's table
+    as it was: watch does not re-send the same table every interval (each update is a message
+    the notebook stores and the browser renders)."""
+    import socket
+
+    from prefetch.jobs import list_jobs
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # connections complete in the kernel's backlog; no answer ever comes
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}/stuck.bin"
+    try:
+        kernel.run(f"!prefetch get {url} -o {tmp_path / 'stuck.bin'} -b")
+        (job,) = list_jobs()
+        try:
+            watched = kernel.run("import prefetch\njobs = prefetch.watch(interval=0.1, timeout=3)\n"
+                                 "print([j.state for j in jobs])")
+            assert watched.error is None, watched.error
+            assert "['running']" in watched.rendered, watched.rendered
+            first, *updates = watched.displays
+            assert first["type"] == "display_data" and "stuck.bin" in first["data"]["text/plain"]
+            # ~30 looks at the record; the table changes at most as the job starts its download.
+            assert len(updates) <= 3, [u["data"]["text/plain"] for u in updates]
+            texts = [first["data"]["text/plain"]] + [u["data"]["text/plain"] for u in updates]
+            assert all(a != b for a, b in zip(texts, texts[1:])), texts  # each update shows something new
+        finally:
+            kernel.run(f"!prefetch cancel {job.id}")
+    finally:
+        silent.close()

@@ -58,7 +58,8 @@ def watch_jobs(ids: Sequence[str] | None, *, interval: float = 1.0, timeout: flo
             records = current()
             text = text_table(records)
             if handle is not None:
-                handle.update(records)
+                if text != shown:  # the same table again would only grow the notebook's message stream
+                    handle.update(records)
             elif text != shown and (time.monotonic() - printed_at >= max(interval, 5.0) or
                                     not any(r.active for r in records)):
                 print(text, flush=True)
