@@ -16,18 +16,33 @@ from prefetch.fs.paths import expand_path
 def keras_root(*, cache_dir: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path:
     """Return the Keras cache root (the directory that holds ``datasets/``).
 
-    Mirrors Keras 3: ``--cache-dir``, else ``$KERAS_HOME``, else ``~/.keras``
-    when the home directory is writable, else ``/tmp/.keras``.
+    ``--cache-dir``; else as Keras 3 finds it (``keras.src.backend.config``, then ``get_file``):
+    ``$KERAS_HOME`` when set, else ``~/.keras`` when the home directory is writable; and
+    ``/tmp/.keras`` when that root can be neither written nor created (an empty ``KERAS_HOME``
+    never can: Keras then reads ``/tmp/.keras``).
     """
     if cache_dir is not None:
         return expand_path(cache_dir, "--cache-dir")
     env = os.environ if env is None else env
-    if env.get("KERAS_HOME"):
-        return expand_path(env["KERAS_HOME"], "KERAS_HOME")
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
-    if os.access(home, os.W_OK):
-        return home / ".keras"
-    return Path("/tmp/.keras")
+    fallback = Path("/tmp/.keras")
+    if "KERAS_HOME" in env:
+        if not env["KERAS_HOME"]:
+            return fallback
+        root = expand_path(env["KERAS_HOME"], "KERAS_HOME")
+    else:
+        home = Path(env.get("HOME") or os.path.expanduser("~"))
+        if not os.access(home, os.W_OK):
+            return fallback
+        root = home / ".keras"
+    return root if _writable_or_creatable(root) else fallback
+
+
+def _writable_or_creatable(path: Path) -> bool:
+    """Keras's test (``os.access(root, W_OK)`` after its import made the folder when it could)."""
+    for folder in (path, *path.absolute().parents):
+        if os.path.lexists(folder):
+            return os.path.isdir(folder) and os.access(folder, os.W_OK)
+    return False
 
 
 def datasets_dir(root: Path) -> Path:

@@ -160,12 +160,14 @@ class TorchvisionTables:
 
 def torch_hub_dir(env: Mapping[str, str] | None = None) -> Path:
     """torch.hub's checkpoints dir: ``$TORCH_HOME/hub/checkpoints`` (``TORCH_HOME`` defaults to
-    ``$XDG_CACHE_HOME/torch``, i.e. ``~/.cache/torch``), as ``torch.hub.get_dir`` reads it."""
+    ``$XDG_CACHE_HOME/torch``, i.e. ``~/.cache/torch``), as ``torch.hub.get_dir`` reads it: a
+    variable set but empty is used as torch uses it (``TORCH_HOME=`` is the current directory)."""
     env = os.environ if env is None else env
-    if env.get("TORCH_HOME"):
+    if "TORCH_HOME" in env:
         home = expand_path(env["TORCH_HOME"], "TORCH_HOME")
     else:
-        cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+        cache = env["XDG_CACHE_HOME"] if "XDG_CACHE_HOME" in env else os.path.join(
+            env.get("HOME") or os.path.expanduser("~"), ".cache")
         home = expand_path(cache, "XDG_CACHE_HOME") / "torch"
     return home / "hub" / "checkpoints"
 

@@ -300,8 +300,14 @@ def _check_keras(env: Mapping[str, str], checks: list[Check]) -> None:
     from prefetch.cache.layout import datasets_dir, keras_root
 
     root = keras_root(env=env)
-    why = "KERAS_HOME" if env.get("KERAS_HOME") else "default"
+    fallback = "KERAS_HOME" in env and root == Path("/tmp/.keras") and env["KERAS_HOME"] != "/tmp/.keras"
+    why = "KERAS_HOME" if "KERAS_HOME" in env and not fallback else "default"
     checks.append(Check("keras", Level.INFO, f"Keras cache root: {root} ({why}); datasets go to {datasets_dir(root)}"))
+    if fallback:
+        shown = repr(env["KERAS_HOME"])[1:-1][:200]
+        checks.append(Check("keras", Level.WARN, f"KERAS_HOME={shown} is empty or cannot be written or created: "
+                            f"Keras reads {root} instead, and prefetch places there",
+                            "set KERAS_HOME to a writable directory, or unset it"))
     install = detect_keras()
     layouts = ", ".join(layout.value for layout in install.layouts)
     if install.keras is None and install.tf_keras is None:

@@ -99,18 +99,23 @@ def _expand(value: str, env: Mapping[str, str], what: str) -> Path:
 
 
 def hf_home(env: Mapping[str, str]) -> Path:
-    """``HF_HOME``, else ``$XDG_CACHE_HOME/huggingface``, else ``~/.cache/huggingface``."""
-    if env.get("HF_HOME"):
+    """``HF_HOME``, else ``$XDG_CACHE_HOME/huggingface``, else ``~/.cache/huggingface``.
+
+    A variable set but empty is used as huggingface_hub uses it (``os.getenv`` with a
+    default): ``HF_HOME=`` is the current directory, so the cache is ``./hub``.
+    """
+    if "HF_HOME" in env:
         return _expand(env["HF_HOME"], env, "HF_HOME")
-    base = env.get("XDG_CACHE_HOME") or "~/.cache"
+    base = env["XDG_CACHE_HOME"] if "XDG_CACHE_HOME" in env else "~/.cache"
     return _expand(base, env, "XDG_CACHE_HOME") / "huggingface"
 
 
 def hub_cache_root(env: Mapping[str, str] | None = None) -> Path:
-    """Where huggingface_hub keeps repos: ``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``, ``HF_HOME/hub``."""
+    """Where huggingface_hub keeps repos: ``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``, ``HF_HOME/hub``
+    (each used when set, even empty: the current directory, as huggingface_hub reads it)."""
     env = os.environ if env is None else env
     for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if env.get(var):
+        if var in env:
             return _expand(env[var], env, var)
     return hf_home(env) / "hub"
 
@@ -122,7 +127,7 @@ def hub_token(env: Mapping[str, str] | None = None) -> str | None:
         if env.get(var, "").strip():
             return env[var].strip()
     try:
-        path = _expand(env["HF_TOKEN_PATH"], env, "HF_TOKEN_PATH") if env.get("HF_TOKEN_PATH") else (
+        path = _expand(env["HF_TOKEN_PATH"], env, "HF_TOKEN_PATH") if "HF_TOKEN_PATH" in env else (
             hf_home(env) / "token")
     except UsageError:  # ~user naming no user: huggingface_hub finds no file there either
         return None

@@ -10,7 +10,6 @@ from pathlib import Path
 from prefetch.cache.layout import datasets_dir, keras_root
 from prefetch.cache.plans import plan_files
 from prefetch.flow.planners.base import PlanContext, Planner
-from prefetch.fs.paths import expand_path
 from prefetch.model.plans import FilePlan
 
 
@@ -41,8 +40,8 @@ def add_tf_keras_names(plan: FilePlan, *, env: Mapping[str, str], root: Path) ->
 
 def tf_keras_plans(plans: list[FilePlan], *, env: Mapping[str, str], root: Path) -> list[FilePlan]:
     """``plans`` with tf-keras's names added when the root came from KERAS_HOME (``get`` and ``rm`` alike)."""
-    if env.get("KERAS_HOME") and root.absolute() == expand_path(env["KERAS_HOME"], "KERAS_HOME").absolute():
-        # The root came from KERAS_HOME (directly, or fixed into a background job).
+    if "KERAS_HOME" in env and root.absolute() == keras_root(env=env).absolute():
+        # The root came from KERAS_HOME (directly, or fixed into a background job); tf-keras reads ~/.keras.
         return [add_tf_keras_names(plan, env=env, root=root) for plan in plans]
     return plans
 
