@@ -16,6 +16,8 @@ right after), the others every time:
 * ``once-reset``: the connection is reset instead of an answer;
 * ``once-gzip``: the body with ``Content-Encoding: gzip`` (not what was asked).
 
+``tls_dir``: serve https with a throwaway CA written there (``ca_path``).
+
 ``log``: (connection number, path, pipelined, lane) per request, ``pipelined`` when the next
 request's bytes had already arrived as this one was read, ``lane`` when it asked the bulk
 lane's range (``bytes=0-262143``; the usual path asks for its first 1 MiB); ``delay``: seconds
@@ -34,15 +36,25 @@ from tests.keepalive import Listener
 
 
 class BulkOrigin(Listener):
-    def __init__(self, files: dict[str, bytes], tricks: dict[str, str] | None = None, *, delay: float = 0.0) -> None:
+    def __init__(self, files: dict[str, bytes], tricks: dict[str, str] | None = None, *, delay: float = 0.0,
+                 tls_dir=None) -> None:
         self.files = files
+        self.ca_path = None
+        if tls_dir is not None:  # https, with a throwaway CA (``ca_path``) in ``tls_dir``
+            import ssl
+
+            from tests.origin_tls import make_certificates
+
+            self.ca_path, chain, key = make_certificates(tls_dir)
+            self.tls_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls_context.load_cert_chain(chain, key)
         self.tricks = dict(tricks or {})
         self.delay = delay
         self.asked: Counter = Counter()
         self.log: list[tuple[int, str, bool, bool]] = []
         self._lock = threading.Lock()
         self.listen()
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.base = f"{'https' if tls_dir is not None else 'http'}://127.0.0.1:{self.port}"
 
     def url_for(self, name: str) -> str:
         return f"{self.base}/{name}"

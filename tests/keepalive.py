@@ -10,7 +10,11 @@ import threading
 
 class Listener:
     """A socket on 127.0.0.1 (``port``) whose connections are each served by ``_serve(conn,
-    number)`` on a thread of its own, numbered from 1 in the order they came; ``close`` stops it."""
+    number)`` on a thread of its own, numbered from 1 in the order they came; ``close`` stops it.
+    With ``tls_context`` (a server-side ``ssl.SSLContext``) each connection is TLS, its handshake
+    done on its own thread."""
+
+    tls_context = None
 
     def listen(self) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -25,7 +29,16 @@ class Listener:
             except OSError:
                 return
             number += 1
-            threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
+            threading.Thread(target=self._serve_tls if self.tls_context else self._serve, args=(conn, number),
+                             daemon=True).start()
+
+    def _serve_tls(self, conn: socket.socket, number: int) -> None:
+        try:
+            conn = self.tls_context.wrap_socket(conn, server_side=True)
+        except OSError:
+            conn.close()
+            return
+        self._serve(conn, number)
 
     def _serve(self, conn: socket.socket, number: int) -> None:
         raise NotImplementedError

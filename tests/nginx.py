@@ -4,7 +4,8 @@
 prefix (pid, logs and temp paths all inside it), runs ``nginx -c CONF -p PREFIX -e LOG``
 in the foreground (``daemon off; master_process off;``, so it never switches user and
 can read root-only pytest tmp dirs) on 127.0.0.1 at a free port, waits until it accepts
-connections and stops it on exit. ``nginx_binary()`` finds the executable (``NGINX`` env
+connections and stops it on exit. ``tls=True`` serves https with a throwaway CA
+(``ca_path``: give it as ``REQUESTS_CA_BUNDLE``). ``nginx_binary()`` finds the executable (``NGINX`` env
 var, then PATH, then the usual sbin paths) or returns None.
 """
 
@@ -52,12 +53,16 @@ def _nginx_string(value: str) -> str:
 
 
 def _render_conf(*, prefix: Path, root: Path, port: int, limit_rate: str | None,
-                 limit_conn: int | None = None) -> str:
+                 limit_conn: int | None = None, tls: tuple[Path, Path] | None = None) -> str:
     rate = f"        limit_rate {limit_rate};\n" if limit_rate else ""
     zone = "    limit_conn_zone $binary_remote_addr zone=perclient:1m;\n" if limit_conn else ""
     if limit_conn:
         rate += f"        limit_conn perclient {limit_conn};\n        limit_conn_status 503;\n"
     p = prefix
+    listen = f"127.0.0.1:{port}"
+    if tls:
+        listen += (f" ssl;\n        ssl_certificate {_nginx_string(str(tls[0]))};\n"
+                   f"        ssl_certificate_key {_nginx_string(str(tls[1]))}")
     return f"""\
 daemon off;
 master_process off;
@@ -101,7 +106,7 @@ http {{
     keepalive_timeout 30s;
 {zone}
     server {{
-        listen 127.0.0.1:{port};
+        listen {listen};
         server_name localhost;
         root {_nginx_string(str(root))};
         location / {{
@@ -117,12 +122,14 @@ class NginxServer:
     ``limit_conn`` connections per client address (more are answered 503)."""
 
     def __init__(self, root: Path, *, limit_rate: str | None = None, limit_conn: int | None = None,
-                 binary: str | None = None, start_timeout: float = 10.0):
+                 binary: str | None = None, start_timeout: float = 10.0, tls: bool = False):
         self.root = Path(root).resolve()
         self.limit_rate = limit_rate
         self.limit_conn = limit_conn
         self.binary = binary or nginx_binary()
         self.start_timeout = start_timeout
+        self.tls = tls
+        self.ca_path: Path | None = None  # (tls) the CA that signed the server's certificate
         self.url = ""
         self.port = 0
         self.prefix: Path | None = None
@@ -184,12 +191,18 @@ class NginxServer:
                                f"{', '.join(_CANDIDATES)}); install it, e.g. apt-get install nginx")
         self.prefix = Path(tempfile.mkdtemp(prefix="nginx-test-"))
         (self.prefix / "tmp").mkdir()
+        certificates = None
+        if self.tls:
+            from tests.origin_tls import make_certificates
+
+            self.ca_path, chain, key = make_certificates(self.prefix)
+            certificates = (chain, key)
         last_error = ""
         for _attempt in range(5):
             port = _free_port()
             conf = self.prefix / "nginx.conf"
             conf.write_text(_render_conf(prefix=self.prefix, root=self.root, port=port,
-                                         limit_rate=self.limit_rate, limit_conn=self.limit_conn))
+                                         limit_rate=self.limit_rate, limit_conn=self.limit_conn, tls=certificates))
             log = self.error_log
             log.write_text("")
             stderr_path = self.prefix / "stderr.log"
@@ -200,7 +213,7 @@ class NginxServer:
                 )
             if self._wait_ready(proc, port):
                 self._proc, self.port = proc, port
-                self.url = f"http://127.0.0.1:{port}/"
+                self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}/"
                 return self
             stop_process(proc)
             last_error = (stderr_path.read_text(errors="replace")

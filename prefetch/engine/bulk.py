@@ -26,8 +26,12 @@ cap and ``given_up`` are the usual path's business: a 429 or 503 is reported to 
 every file not yet taken; trouble also turns the lane off for the host (``Host.bulk``) for the
 rest of the run, and a host that ever refused a connection never gets the lane. A connection
 starts with ``FIRST_DEPTH`` requests ahead, one more with each answer taken, up to ``DEPTH``:
-a server that refuses or breaks at once costs a few requests, not a connection's worth. Plain ``http://`` only, direct (no proxy,
-credentials or cookies): the connections are sockets of our own (``net/open_socket.py``).
+a server that refuses or breaks at once costs a few requests, not a connection's worth.
+``http://`` and ``https://``, direct (no proxy, credentials or cookies): the connections are
+the engine's own sockets (``net/direct.py``; TLS with the run's CA bundle, ``net/tls_context.py``),
+read without blocking: a TLS socket's ``recv`` that needs more of a record says so
+(``SSLWantReadError``) and is read again when the socket is readable; a TLS connection that ends
+without its close_notify, or any TLS error, is a connection ending out of step.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import os
 import re
 import selectors
+import ssl
 import socket
 import time
 from collections import deque
@@ -68,16 +73,18 @@ def host_ready(host, options) -> bool:
 
 
 def direct_http(url: str, known: dict | None = None) -> bool:
-    """``url`` is plain ``http://`` that the engine's client would send on its own socket
-    (``Client._route``: no proxy, no credentials, no cookies). ``known``: a run's answers by
-    host (the environment is read once per host)."""
-    if url[:7].lower() != "http://":
+    """``url`` is ``http://`` or ``https://`` that the engine's client would send on its own
+    socket (``Client._route``: no proxy, no credentials, no cookies). ``known``: a run's answers
+    by scheme and host (the environment is read once per host: https and http have each their
+    proxy variable)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
         return False
     from prefetch.net.direct import plain_url
 
     if not plain_url(url):
         return False
-    where = url[7:].split("/", 1)[0]
+    where = scheme.lower() + "://" + rest.split("/", 1)[0]
     answer = None if known is None else known.get(where)
     if answer is None:
         from prefetch.net.checks import netrc_named
@@ -164,6 +171,7 @@ class _Conn:
         self.held = None  # (job, head): an answer read whole, kept once the next head proves it in step
         self.last = time.monotonic()
         self.closing = False  # an answer said Connection: close
+        self.tls = isinstance(self.sock, ssl.SSLSocket)
 
 
 def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set]:
@@ -183,8 +191,9 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
     from prefetch.net.write_head import request_head
 
     parts = urlsplit(jobs[0][1])
-    hostname, port = parts.hostname, parts.port or 80
-    key = ("http", hostname, port)
+    scheme = parts.scheme.lower()
+    hostname, port = parts.hostname, parts.port or (443 if scheme == "https" else 80)
+    key = (scheme, hostname, port)
     ask_end = min(options.first_request, INLINE_BODY)
     headers = merged_headers(_HEADERS, {**options.headers, "Range": f"bytes=0-{ask_end - 1}"})
     timeouts = options.timeouts
@@ -204,7 +213,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
         before), else a new one; it goes back warm when the chunk leaves it clean (``put_back``)."""
         client = host.client(timeouts=timeouts, resolve=options.resolve)
         try:
-            pools = client._open(True)  # (the lent client's direct pools: plain http here, no proxy)
+            pools = client._open(True)  # (the lent client's direct pools: no proxy here)
             raw = pools._take(key)
             if raw is not None and (raw.reader is not None or raw.queued is not None):
                 raw.close()
@@ -229,7 +238,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
             job = queue.popleft()
             url = urlsplit(job[1])
             target = (url.path or "/") + (f"?{url.query}" if url.query else "")
-            heads.append(request_head("GET", target, hostname, port, "http", headers))
+            heads.append(request_head("GET", target, hostname, port, scheme, headers))
             conn.sent.append(job)
             asked[job[0]] = now
             conn.asked += 1
@@ -238,7 +247,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
             data = b"".join(heads)
             try:
                 sent = conn.sock.send(data)  # (a few hundred bytes each: the socket's buffer takes them)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 sent = 0
             if sent < len(data):
                 conn.sock.settimeout(timeouts.read)
@@ -288,17 +297,34 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
                 depth[0] += 1
 
     def read(conn: _Conn) -> None:
-        try:
-            data = conn.sock.recv(1 << 20)
-        except BlockingIOError:
-            return
-        if not data:
+        data, closed = receive(conn)
+        if data:
+            frame(conn, data)
+        if closed:
             if conn.closing or (not conn.sent and not conn.buf):
                 conn.closing = True  # (closed as announced, or with nothing owed: dropped, its owed asked again)
                 if conn.held is not None:
                     judge(conn)
                 return
             raise OutOfStep("closed with answers owed")
+
+    def receive(conn: _Conn) -> tuple[bytes, bool]:
+        """The bytes the connection has for us now, and whether it ended after them. A TLS recv
+        gives one record (16 KiB at most): every record already here is taken, so that none
+        waits in the TLS layer where the selector cannot see it."""
+        chunks = []
+        while True:
+            try:
+                chunk = conn.sock.recv(1 << 20)
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return b"".join(chunks), False
+            if not chunk:
+                return b"".join(chunks), True
+            if not conn.tls:
+                return chunk, False  # (plain: one recv per readiness)
+            chunks.append(chunk)
+
+    def frame(conn: _Conn, data: bytes) -> None:
         conn.last = time.monotonic()
         buf = conn.buf
         buf += data

@@ -174,7 +174,7 @@ class _Lane:
         self.running: dict = {}  # host -> chunks in flight
         self.claimed: set[int] = set()
         self.urls: dict[int, str | None] = {}
-        self.known: dict = {}  # host -> plain direct http there (bulk.direct_http)
+        self.known: dict = {}  # scheme://host -> direct there, no proxy or credentials (bulk.direct_http)
 
     def taken(self, index: int) -> bool:
         """A chunk took file ``index`` (the scheduler skips it)."""
