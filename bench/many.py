@@ -11,6 +11,9 @@ Rows (all tools measured in the same run, every output checked byte for byte):
 * ``rtt200``: 200 files of 64 KiB behind the latency proxy (200 ms round trip) in front of
   nginx with ``limit_rate 1m`` (per connection);
 * ``loop2000``: 2,000 files of 16 KiB from nginx on loopback;
+* ``tls2000``: the same over https (nginx with a throwaway CA that every tool is given:
+  ``REQUESTS_CA_BUNDLE``, ``--ca-certificate``); not one of the issue's rows, measured so that
+  the https path is seen too;
 * ``hf-loop`` / ``hf-rtt``: a repo of 300 files of 32 KiB plus 2 of 8 MiB on the local hub
   (``tests/hub_origin.py``), directly and through the latency proxy (the Hub API and the
   small files go through it; LFS files are redirected to the hub's CDN on loopback),
@@ -40,7 +43,7 @@ from tests.hub_origin import HubServer  # noqa: E402
 from tests.latency_proxy import LatencyProxy  # noqa: E402
 from tests.nginx import NginxServer  # noqa: E402
 
-ROWS = ("rtt200", "loop2000", "hf-loop", "hf-rtt")
+ROWS = ("rtt200", "loop2000", "tls2000", "hf-loop", "hf-rtt")
 TARGET = 0.8  # the issue's target: prefetch at most 0.8x the best other tool
 
 
@@ -64,22 +67,25 @@ def check_outputs(out: Path, sums: dict[str, str]) -> bool:
     return True
 
 
-def list_commands(tool: str, listing: Path, out: Path) -> list[str]:
+def list_commands(tool: str, listing: Path, out: Path, ca: Path | None = None) -> list[str]:
+    """The tool's command for ``listing`` into ``out``; ``ca``: the https server's CA (prefetch
+    reads it from ``REQUESTS_CA_BUNDLE``)."""
+    trust = [f"--ca-certificate={ca}"] if ca else []
     if tool == "prefetch":
         return [*prefetch_cli(), "get", "-i", str(listing), "-P", str(out), "-q"]
     if tool == "aria2c":
         return ["aria2c", "-i", str(listing), "-j16", "-d", str(out), "-q", "--allow-overwrite=true",
-                "--auto-file-renaming=false"]
+                "--auto-file-renaming=false", *trust]
     if tool == "wget":
-        return ["wget", "-q", "-i", str(listing), "-P", str(out)]
+        return ["wget", "-q", "-i", str(listing), "-P", str(out), *trust]
     raise ValueError(tool)
 
 
-def bench_list(row: str, *, count: int, size: int, rtt: float | None, work: Path) -> list[dict]:
+def bench_list(row: str, *, count: int, size: int, rtt: float | None, work: Path, tls: bool = False) -> list[dict]:
     root = work / f"www-{row}"
     sums = write_files(root, count, size)
     results = []
-    with NginxServer(root, limit_rate="1m" if rtt else None) as nginx:
+    with NginxServer(root, limit_rate="1m" if rtt else None, tls=tls) as nginx:
         proxy = LatencyProxy(nginx.port, rtt=rtt).start() if rtt else None
         try:
             base = proxy.url + "/" if proxy else nginx.url
@@ -92,8 +98,10 @@ def bench_list(row: str, *, count: int, size: int, rtt: float | None, work: Path
                 shutil.rmtree(out, ignore_errors=True)
                 out.mkdir()
                 env = tool_env(work)
+                if tls:
+                    env["REQUESTS_CA_BUNDLE"] = str(nginx.ca_path)
                 shutil.rmtree(env["PREFETCH_HOME"], ignore_errors=True)
-                wall, code, rss, cpu = run_measured(list_commands(tool, listing, out), env=env, cwd=work,
+                wall, code, rss, cpu = run_measured(list_commands(tool, listing, out, nginx.ca_path), env=env, cwd=work,
                                                     log=work / f"{row}-{tool}.log", timeout=900)
                 results.append({"row": row, "tool": tool, "seconds": round(wall, 2), "exit": code,
                                 "ok": code == 0 and check_outputs(out, sums), "cpu": round(cpu, 2),
@@ -169,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                 results += bench_list(row, count=scaled(200), size=64 << 10, rtt=0.2, work=work)
             elif row == "loop2000":
                 results += bench_list(row, count=scaled(2000), size=16 << 10, rtt=None, work=work)
+            elif row == "tls2000":
+                results += bench_list(row, count=scaled(2000), size=16 << 10, rtt=None, work=work, tls=True)
             elif row == "hf-loop":
                 results += bench_hub(row, small=scaled(300), rtt=None, work=work)
             elif row == "hf-rtt":
