@@ -143,3 +143,11 @@ def _ssl_reason(exc: BaseException) -> str:
     if text and text not in reason:
         reason = f"{reason} ({text})"
     return reason if len(reason) < 300 else reason[:297] + "..."
+
+
+def spoke_plain_http(reason: str) -> bool:
+    """A TLS error saying the other end answered the handshake in plain HTTP (OpenSSL's "wrong
+    version number", "packet length too long", "http request", "record layer failure")."""
+    reason = reason.lower()
+    return any(s in reason for s in ("wrong version number", "packet length too long", "http request",
+                                     "record layer failure"))

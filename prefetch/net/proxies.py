@@ -17,7 +17,7 @@ import os
 import re
 
 from prefetch.errors import NetworkError
-from prefetch.net.failures import Failure, TransientHTTPError
+from prefetch.net.failures import Failure, TransientHTTPError, spoke_plain_http
 from prefetch.net.urls import host_of, redact_url
 
 _PROXY_PAGE_STATUSES = {502, 503, 504}
@@ -196,6 +196,15 @@ def auth_required(proxy: str, url: str) -> NetworkError:
         what = (f"the proxy {proxy} asks for a user name and password (HTTP 407): give them in the proxy variable, "
                 f"e.g. {url.partition(':')[0].lower()}_proxy=http://USER:PASSWORD@{host_of(proxy)}")
     return NetworkError(f"{what}; fetching {host_of(url)}")
+
+
+def tls_failed(proxy: str, url: str, reason: str) -> NetworkError:
+    """A TLS failure with an ``https://`` proxy itself (final: asking again meets the same proxy).
+    Most often the proxy speaks plain HTTP and its variable says ``https://`` by mistake."""
+    if spoke_plain_http(reason):
+        return NetworkError(f"the proxy {proxy} answered in plain HTTP, not TLS: write it as "
+                            f"http://{proxy.partition('://')[2]} in the proxy variable; fetching {host_of(url)}")
+    return NetworkError(f"TLS error with the proxy {proxy}: {reason}; fetching {host_of(url)}")
 
 
 def connection_failed(proxy: str, url: str, cause: str, kind: str) -> BaseException:

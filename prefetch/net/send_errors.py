@@ -19,6 +19,7 @@ from prefetch.net.failures import (
     _ssl_reason,
     describe_error,
     failure_kind,
+    spoke_plain_http,
 )
 from prefetch.net.proxies import proxy_for
 from prefetch.net.urls import redact_url
@@ -31,7 +32,7 @@ def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseExce
         reason = _ssl_reason(exc)
         if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
             return NetworkError(f"TLS verification failed for {redact_url(url)}{_through(url)}: {reason}")
-        return NetworkError(f"TLS error with {key[1]}{_through(url)}: {reason}")
+        return NetworkError(f"TLS error with {key[1]}{_through(url)}: {reason}{plain_http_hint(reason, url)}")
     if is_invalid_request(exc) or type(exc).__name__ in ("InvalidURL", "InvalidSchema", "MissingSchema",
                                                           "InvalidHeader"):
         # (the URL passed our own checks: through a proxy, the proxy variable is the likelier culprit)
@@ -46,9 +47,20 @@ def transient_failure(exc: BaseException, url: str, key: tuple[str, str]) -> Bas
     cause = describe_error(exc)
     kind = failure_kind(exc)
     if type(exc).__name__ == "ProxyError" and (proxy := proxy_for(url)):
+        root = _root_cause(exc)
+        if proxy[:8].lower() == "https://" and is_ssl_failure(root):
+            return proxies.tls_failed(proxy, url, _ssl_reason(root))
         return proxies.connection_failed(proxy, url, cause, kind)
     return TransientHTTPError(f"{key[1]}{_through(url)}: {cause}", cause=cause, kind=kind,
                               timed_out=kind == Failure.TIMEOUT or cause.startswith("timed out"))
+
+
+def plain_http_hint(reason: str, url: str) -> str:
+    """``; ...`` when the TLS error says the other end spoke plain HTTP: an ``https://`` URL for
+    an http server."""
+    if not spoke_plain_http(reason):
+        return ""
+    return f"; the server answered in plain HTTP, not TLS: try {'http://' + url.partition('://')[2]}"
 
 
 def _through(url: str) -> str:
