@@ -83,3 +83,24 @@ def test_an_https_url_of_a_plain_http_server_says_to_try_http(home, tmp_path, or
     assert len(lines) == 1 and lines[0].startswith("prefetch: error: TLS error with 127.0.0.1:"), proc.stderr
     assert lines[0].endswith(f"the server answered in plain HTTP, not TLS: try {origin.url_for('a.bin')}"), lines
     assert not (tmp_path / "a.bin").exists()
+
+
+def test_doctor_says_which_variable_to_write_as_http(home, monkeypatch):
+    """`prefetch doctor` finds the slip before any download: a TLS handshake with each https://
+    proxy; and a source checked through it says the proxy answered in plain HTTP."""
+    from tests.test_doctor import isolate_tool_env  # (the doctor tests' environment without real tools)
+
+    env = isolate_tool_env(monkeypatch, home)
+    proxy = PlainProxy()
+    try:
+        env.update(https_proxy=f"https://127.0.0.1:{proxy.port}", PIP_INDEX_URL="http://127.0.0.1:9/simple",
+                   UV_DEFAULT_INDEX="http://127.0.0.1:9/simple", no_proxy="127.0.0.1")
+        done = run_cli("doctor", "--deadline", "1", env=env)
+    finally:
+        proxy.close()
+    assert done.returncode == 1, done.stdout
+    out = done.stdout
+    assert (f"[fail] proxy    the proxy 127.0.0.1:{proxy.port} (https_proxy) answers in plain HTTP, where the "
+            "variable's https:// asks for TLS") in out, out
+    assert f"-> write it as http://127.0.0.1:{proxy.port} in https_proxy" in out
+    assert "blocked at proxy" not in out or "the proxy answered in plain HTTP, not TLS" in out

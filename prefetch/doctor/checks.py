@@ -250,7 +250,7 @@ def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: flo
 
     from prefetch.net.proxies import shown_proxy
 
-    seen: dict[tuple[str, int], str] = {}
+    seen: dict[tuple[str, int], tuple[str, str]] = {}  # (host, port) -> (variable, scheme)
     for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         value = env.get(name, "").strip()
         if not value:
@@ -262,20 +262,44 @@ def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: flo
         except ValueError:
             checks.append(Check("proxy", Level.FAIL, f"{name} is not a valid proxy URL", "fix it or unset it"))
             continue
-        seen.setdefault(address, name)
+        seen.setdefault(address, (name, parts.scheme.lower()))
     no_proxy = env.get("no_proxy") or env.get("NO_PROXY")
     if seen and no_proxy:
         checks.append(Check("proxy", Level.INFO, f"no_proxy={no_proxy} (these hosts are reached directly)"))
-    for (host, port), name in seen.items():
+    for (host, port), (name, scheme) in seen.items():
         try:
-            socket.create_connection((host, port), timeout=deadline).close()
+            sock = socket.create_connection((host, port), timeout=deadline)
         except OSError as exc:
             checks.append(Check("proxy", Level.FAIL,
                                 f"the proxy {host}:{port} ({name}) does not accept connections: {exc.strerror or exc}",
                                 "every download through it will fail: start the proxy, fix the variable, or unset "
                                 "it (or list hosts to reach directly in no_proxy)"))
         else:
-            checks.append(Check("proxy", Level.OK, f"the proxy {host}:{port} ({name}) accepts connections"))
+            plain = scheme == "https" and _speaks_plain_http(sock, host)
+            sock.close()
+            if plain:
+                checks.append(Check("proxy", Level.FAIL, f"the proxy {host}:{port} ({name}) answers in plain HTTP, "
+                                    "where the variable's https:// asks for TLS",
+                                    f"write it as http://{host}:{port} in {name}"))
+            else:
+                checks.append(Check("proxy", Level.OK, f"the proxy {host}:{port} ({name}) accepts connections"))
+
+
+def _speaks_plain_http(sock, host: str) -> bool:
+    """A TLS handshake on ``sock`` is answered in plain HTTP (an https:// variable for an http proxy)."""
+    import ssl
+
+    from prefetch.net.failures import spoke_plain_http
+
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # (the protocol only, not the certificate)
+    try:
+        context.wrap_socket(sock, server_hostname=host or None).close()
+    except ssl.SSLError as exc:
+        return spoke_plain_http(str(exc))
+    except OSError:
+        pass
+    return False
 
 
 def _check_dataset_mirror(env: Mapping[str, str], config_dir: Path, checks: list[Check], urls: dict[str, str]) -> None:

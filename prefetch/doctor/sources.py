@@ -359,10 +359,11 @@ def _probe_via_requests(verdict: SourceVerdict, url: str, *, proxy: str, deadlin
             if verdict.rate < SLOW and time.monotonic() - start > window:
                 verdict.verdict = "throttled"
     except requests.exceptions.ProxyError as exc:
-        from prefetch.net.failures import describe_error
+        from prefetch.net.failures import describe_error, spoke_plain_http
 
         cause = describe_error(exc)
         what = ("the proxy asks for a user name and password (HTTP 407)" if "407" in cause
+                else "the proxy answered in plain HTTP, not TLS (its variable says https://)" if spoke_plain_http(cause)
                 else f"the proxy failed: {cause}")
         _blocked(verdict, "proxy", verdict.detail + what)
     except requests.RequestException as exc:
