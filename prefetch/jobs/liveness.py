@@ -110,13 +110,16 @@ def runs_worker_of(pid: int, job_id: str) -> bool:
     return args[at + 1 : at + 2] == [job_id.encode()]
 
 
-def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
+def refresh_state(record: JobRecord, *, now: float | None = None, mtime: float | None = None) -> JobRecord:
     """Return ``record`` with its state corrected when its worker is gone.
 
     A queued or running job whose worker process no longer exists becomes
     ``interrupted`` (or ``cancelled`` when a cancel was asked for); its files
     still in flight become ``interrupted`` too. For jobs on other hosts (a shared
-    state dir) only a record not rewritten for ``STALE_SECONDS`` counts as gone.
+    state dir) only a record not rewritten for ``STALE_SECONDS`` counts as gone: its
+    ``updated`` time, or the record file's ``mtime`` (the file server's clock), whichever is
+    later; a time further ahead of this clock than ``STALE_SECONDS`` (a skewed clock, a record
+    edited by hand) is no sign of life, so such a job cannot look alive for ever.
     """
     if not record.active:
         return record
@@ -124,7 +127,8 @@ def refresh_state(record: JobRecord, *, now: float | None = None) -> JobRecord:
     if record.host and record.host != this_host():
         # Another machine sharing the state dir: its pids mean nothing here, but a
         # live worker rewrites its record at least every 20 s (worker.HEARTBEAT_SECONDS).
-        if now - record.updated < STALE_SECONDS:
+        signs = [t for t in (record.updated, mtime) if t is not None and t <= now + STALE_SECONDS]
+        if signs and now - max(signs) < STALE_SECONDS:
             return record
         return _mark_stopped(record)
     if record.pid is None:
@@ -190,9 +194,16 @@ def get_job(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
         UsageError: bad id. JobNotFoundError: no such job.
     """
     try:
-        return refresh_state(load_record(job_id, env))
+        record = load_record(job_id, env)
     except ValueError as exc:
         return _corrupt_record(record_path(job_id, env), str(exc))
+    mtime = None
+    if record.active and record.host and record.host != this_host():
+        try:
+            mtime = record_path(job_id, env).stat().st_mtime
+        except OSError:
+            pass
+    return refresh_state(record, mtime=mtime)
 
 
 def reread_jobs(job_ids, last: dict, env: Mapping[str, str] | None = None) -> list[JobRecord]:
