@@ -38,6 +38,18 @@ def _check(out: Path, files: dict[str, bytes]) -> None:
     assert sorted(p.name for p in out.iterdir()) == sorted(files), "nothing but the files is left"
 
 
+def assert_through_the_lane(server: NginxServer, files: dict[str, bytes], *, connections: int) -> None:
+    """nginx's logs: one request per file, most of them the lane's (its Range), on at most
+    ``connections`` TCP connections ($connection), one of which carried many requests."""
+    served, requests = server.served(), server.requests()
+    assert len(served) == len(files), "one request per file"
+    lane = [r for r in served if r[3] == LANE_RANGE]
+    assert len(lane) >= len(files) * 3 // 4, f"only {len(lane)} of {len(files)} files came through the lane"
+    opened = {r[0] for r in requests}
+    assert len(opened) <= connections, f"{len(opened)} TCP connections for {len(files)} files"
+    assert max(r[1] for r in requests) >= 100, "a connection carried many of the lane's requests"
+
+
 def test_a_list_of_hundreds_goes_through_the_lane_on_few_connections(home, tmp_path, cli):
     """400 files of 16 KiB: all byte-exact, most of them through the lane (its Range), all on a
     handful of kept-alive TCP connections (nginx's $connection), one request per file."""
@@ -48,14 +60,7 @@ def test_a_list_of_hundreds_goes_through_the_lane_on_few_connections(home, tmp_p
         proc = cli("get", "-i", str(listing), "-P", str(out), "-q")
         assert proc.returncode == 0, proc.stderr
         _check(out, files)
-        served = server.served()
-        requests = server.requests()
-    assert len(served) == len(files), "one request per file"
-    lane = [r for r in served if r[3] == LANE_RANGE]
-    assert len(lane) >= len(files) * 3 // 4, f"only {len(lane)} of {len(files)} files came through the lane"
-    connections = {r[0] for r in requests}
-    assert len(connections) <= 40, f"{len(connections)} TCP connections for {len(files)} files"
-    assert max(r[1] for r in requests) >= 100, "a connection carried many of the lane's requests"
+        assert_through_the_lane(server, files, connections=40)
 
 
 def test_without_the_lane_the_same_list_takes_the_usual_path(home, tmp_path, cli):

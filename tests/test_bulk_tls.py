@@ -16,7 +16,7 @@ import pytest
 
 from tests.bulk_origin import BulkOrigin
 from tests.nginx import NginxServer
-from tests.test_bulk import LANE_RANGE, _check, _files, _list
+from tests.test_bulk import _check, _files, _list, assert_through_the_lane
 from tests.test_bulk_hostile import IN_STEP, _errors, _listing
 from tests.test_bulk_hostile import _check as _check_hostile
 from tests.test_bulk_hostile import _files as _hostile_files
@@ -34,13 +34,7 @@ def test_a_list_over_https_goes_through_the_lane_on_few_tls_connections(home, tm
                    env={**os.environ, "REQUESTS_CA_BUNDLE": str(server.ca_path)})
         assert proc.returncode == 0, proc.stderr
         _check(out, files)
-        served = server.served()
-        requests = server.requests()
-    assert len(served) == len(files), "one request per file"
-    lane = [r for r in served if r[3] == LANE_RANGE]
-    assert len(lane) >= len(files) * 3 // 4, f"only {len(lane)} of {len(files)} files came through the lane"
-    assert len({r[0] for r in requests}) <= 30, "few TLS connections"
-    assert max(r[1] for r in requests) >= 100, "a connection carried many of the lane's requests"
+        assert_through_the_lane(server, files, connections=30)
 
 
 def test_a_certificate_the_run_does_not_trust_is_refused_as_without_the_lane(home, tmp_path, cli):
