@@ -160,6 +160,7 @@ def test_background_get_returns_at_once_and_the_job_finishes_after_the_cell(kern
     assert not final.exists()  # the cell ended before the download did
     poll(final.exists, what="the job to finish after the cell", timeout=120)
     assert final.read_bytes() == data
+    kernel.run("!prefetch wait")  # (the file is renamed into place a moment before its record says done)
     done = kernel.run("!prefetch status")
     assert " done " in done.rendered and "later.bin" in done.rendered
 

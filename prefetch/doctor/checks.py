@@ -291,8 +291,7 @@ def _speaks_plain_http(sock, host: str) -> bool:
 
     from prefetch.net.failures import spoke_plain_http
 
-    context = ssl.create_default_context()
-    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # (the protocol only, not the certificate)
+    context = ssl.create_default_context()  # (a plain-HTTP answer fails the handshake before any certificate)
     try:
         context.wrap_socket(sock, server_hostname=host or None).close()
     except ssl.SSLError as exc:
