@@ -202,14 +202,24 @@ class Fetcher:
         thread.start()
 
     def _pause(self, seconds: float) -> None:
-        """Wait ``seconds``, or less: the generation ends, or (inline, where no main loop watches) the stop."""
-        if not self.inline:
-            self.t.interrupt.wait(seconds)
-            return
-        until = time.monotonic() + seconds
-        while not self.t.stop.is_set() and (left := until - time.monotonic()) > 0:
-            if self.t.interrupt.wait(min(left, WATCH)):
+        """Wait ``seconds``, or less: the generation ends, or (inline, where no main loop watches) the stop.
+
+        Meanwhile the worker counts as ``pausing``: it has no request out, so the others need
+        not wait for its first answer before asking ahead (a mirror's 503 to a fifth connection
+        retried in 0.5 s held back every other connection's next request: a round trip idle)."""
+        with self.t.lock:
+            self.t.pausing += 1
+        try:
+            if not self.inline:
+                self.t.interrupt.wait(seconds)
                 return
+            until = time.monotonic() + seconds
+            while not self.t.stop.is_set() and (left := until - time.monotonic()) > 0:
+                if self.t.interrupt.wait(min(left, WATCH)):
+                    return
+        finally:
+            with self.t.lock:
+                self.t.pausing -= 1
 
     def _dead(self, src: Source, exc: TransientHTTPError) -> bool:
         """A failure that drops ``src`` at once while another source remains.

@@ -159,6 +159,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
         self.interrupt = threading.Event()  # wakes sleeping workers when a generation ends
         self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
+        self.pausing = 0  # running workers waiting out a refusal or a retry's delay, no request out (ahead.py)
         # id(Ahead) -> bytes an answer read after its connection's next request went out: not saved
         # as done until that request's answer begins in step (engine/ahead.py; a kill then refetches them)
         self.unconfirmed: dict[int, tuple[int, int]] = {}
