@@ -342,9 +342,10 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                     self.emit(Event(EventKind.PROGRESS, self.name, done=done, total=self.size,
                                     rate=rate.update(now, done), connections=alive, elapsed=now - started))
                     last_progress = now
+                due = self.ahead.due(time.monotonic(), self.probe_asked) if self.opt.preconnect else None
                 with self.lock:
                     if not (self.fatal or self.restart or self._finished_locked()):
-                        self.wake.wait(0.05)
+                        self.wake.wait(0.05 if due is None else min(0.05, due + 0.001))  # (a step of preconnect.py on time)
         finally:
             self._end_generation(threads, wait=ended)
 
