@@ -426,8 +426,10 @@ class Fetcher:
             self.t.worker_limit = min(self.t.worker_limit or limit, limit)
             if self.t.opt.connections is None:
                 # The few connections the server allows share the rest in pieces: none
-                # holds a big segment to the end while the others are done.
+                # holds a big segment to the end while the others are done; the last ones
+                # are sized so that they end together (Schedule.even_end).
                 self.t.schedule.piece = self.t.opt.piece_size
+                self.t.schedule.even = True
         if first:
             self.t.note(f"{host_of(src.url)} answered HTTP {status} to connection {delivering + 1}; "
                        f"staying at {delivering} connection{'s' if delivering != 1 else ''}")
