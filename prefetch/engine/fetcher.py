@@ -203,10 +203,7 @@ class Fetcher:
 
     def _pause(self, seconds: float) -> None:
         """Wait ``seconds``, or less: the generation ends, or (inline, where no main loop watches) the stop.
-
-        Meanwhile the worker counts as ``pausing``: it has no request out, so the others need
-        not wait for its first answer before asking ahead (a mirror's 503 to a fifth connection
-        retried in 0.5 s held back every other connection's next request: a round trip idle)."""
+        Meanwhile it is ``pausing``: no request out, nothing for the others to wait for (ahead.py)."""
         with self.t.lock:
             self.t.pausing += 1
         try:
@@ -426,10 +423,8 @@ class Fetcher:
             self.t.worker_limit = min(self.t.worker_limit or limit, limit)
             if self.t.opt.connections is None:
                 # The few connections the server allows share the rest in pieces: none
-                # holds a big segment to the end while the others are done; the last ones
-                # are sized so that they end together (Schedule.even_end).
-                self.t.schedule.piece = self.t.opt.piece_size
-                self.t.schedule.even = True
+                # holds a big segment to the end while the others are done; they end together.
+                self.t.schedule.piece, self.t.schedule.even = self.t.opt.piece_size, True
         if first:
             self.t.note(f"{host_of(src.url)} answered HTTP {status} to connection {delivering + 1}; "
                        f"staying at {delivering} connection{'s' if delivering != 1 else ''}")

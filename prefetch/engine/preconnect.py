@@ -9,8 +9,8 @@ steps: after ``long_route`` seconds without it (the answer will be judged at lea
 and after any such answer the ramp opens ``initial_connections``), that many; after
 ``2 x long_route`` (the route judge will call the route long, and the ramp will open the
 long-route count at once) the rest of the long-route count. A mirror 30 ms away answers the
-probe in ~60 ms: its other connections, opened at 40 ms, carried bytes ~80 ms sooner than
-when they were opened after the answer (engine/preconnect.py's first step, tenth sitting).
+probe in ~62 ms: its other connections, opened at ~43 ms, carried their first bytes ~37 ms
+after the probe's, against ~66 ms when they were opened after its answer.
 Once the size is known the transfer's main loop hands each a worker id
 (:meth:`Preconnects.start`) instead of starting a new thread, and its range request goes
 out at once on the open connection: the handshake overlapped the probe's wait.
@@ -18,8 +18,8 @@ out at once on the open connection: the handshake overlapped the probe's wait.
 Kept polite:
 
 * only as many as the transfer would run after that answer (``--connections``, else the
-  ramp's first count, then the long-route count), within the host's budget: each holds one of the host's connection
-  slots from the moment it opens, as a worker does;
+  ramp's first count, then the long-route count), within the host's budget: each holds
+  one of the host's connection slots from the moment it opens, as a worker does;
 * none when a size hint says the file fits the probe's answer, and no more than the
   pieces the rest needs; at most ``preconnect`` (``PREFETCH_PRECONNECT``; 0: never);
 * none through a proxy (``Client.connect`` declines), none to a host known to be near;
