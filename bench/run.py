@@ -408,13 +408,24 @@ def machine_info() -> dict:
 # ---------------------------------------------------------------------------- phases
 
 
-def bench_downloads(*, servers: dict[str, tuple[Scenario, str, int, str, Path]], tools: list[str], rounds: int,
-                    work: Path, env: dict, prefetch_env: dict, progress) -> list[Run]:
-    """Every tool on every scenario; ``servers`` maps a scenario to (it, url, size, sha256, access log)."""
+def idle(proxy, limit: float = 2.0) -> None:
+    """Wait (at most ``limit`` seconds) until ``proxy`` has seen every connection of the run before
+    it close. It passes a client's close on after half a round trip and its loop's turn: on a
+    loaded machine the last tool's connections still counted towards the capped row's 4 when the
+    next tool connected, and their 503s (taken as a cap of 1) made one prefetch run 26 s."""
+    until = time.monotonic() + limit
+    while proxy is not None and proxy.open and time.monotonic() < until:
+        time.sleep(0.01)
+
+
+def bench_downloads(*, servers: dict[str, tuple[Scenario, str, int, str, Path, object]], tools: list[str],
+                    rounds: int, work: Path, env: dict, prefetch_env: dict, progress) -> list[Run]:
+    """Every tool on every scenario; ``servers`` maps a scenario to (it, url, size, sha256, access
+    log, its latency proxy or None)."""
     logs = work / "logs"
     logs.mkdir(exist_ok=True)
     runs: list[Run] = []
-    for name, (scenario, url, size, sha256, access_log) in servers.items():
+    for name, (scenario, url, size, sha256, access_log, proxy) in servers.items():
         out = work / "out" / url.rsplit("/", 1)[-1]
         out.parent.mkdir(exist_ok=True)
         for r in range(rounds):
@@ -423,6 +434,7 @@ def bench_downloads(*, servers: dict[str, tuple[Scenario, str, int, str, Path]],
                 if scenario.route and (tool in ROUTE_SKIP or (tool in SLOW_TOOLS and r)):
                     continue  # one connection at 1 MiB/s: minutes per run, and no variance worth it
                 clean_outputs(out, env)
+                idle(proxy)  # (each tool starts on a mirror that has no connection of the last one open)
                 before = count_lines(access_log)
                 timing = access_log.with_name("timing.log")
                 served_before = count_lines(timing)
@@ -697,13 +709,14 @@ def main(argv: list[str] | None = None) -> int:
                 nginx = NginxServer(root, limit_rate=scenario.limit_rate, limit_conn=scenario.limit_conn).start()
                 running.append(nginx)
                 url_base = nginx.url.rstrip("/")
+                proxy = None
                 if scenario.rtt:
                     proxy = LatencyProxy(nginx.port, rtt=scenario.rtt, pace=scenario.pace,
                                          max_open=scenario.max_open).start()
                     running.append(proxy)
                     url_base = proxy.url
                 file_name, file_size, file_sha = files["big" if scenario.big else scenario.route]
-                servers[name] = (scenario, f"{url_base}/{file_name}", file_size, file_sha, nginx.access_log)
+                servers[name] = (scenario, f"{url_base}/{file_name}", file_size, file_sha, nginx.access_log, proxy)
             progress(f"bench: {', '.join(f'{k} {v[1]}' for k, v in servers.items())}")
             prefetch_env = dict(item.split("=", 1) for item in args.prefetch_env)
             runs = bench_downloads(servers=servers, tools=tools, rounds=args.rounds, work=work, env=env,

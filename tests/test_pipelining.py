@@ -216,6 +216,31 @@ def test_nginx_behind_a_long_route_serves_pipelined_requests_on_the_same_connect
     assert pipeline.answered(key) >= 2 and not pipeline.refused(key)  # sent ahead, answered as asked
 
 
+@pytest.mark.skipif(nginx_binary() is None, reason="nginx not installed")
+def test_a_connection_refused_and_waiting_to_retry_does_not_hold_the_others_requests_back(tmp_path):
+    """A mirror that serves two connections per client and answers 503 beyond (the latency
+    proxy's ``max_open``), 50 ms away, each connection paced at 1 MiB/s: of the four the transfer
+    opens, two are refused; the first refusal is retried after the backoff (5 s here, longer than
+    the whole download), the second taken as the cap. The one waiting out its backoff has no
+    request out: the two that deliver still send their next requests ahead (waiting for its
+    first answer, as before, they sent none until it woke: a round trip idle per connection)."""
+    data = DATA[: 3 * MiB]
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "file.bin").write_bytes(data)
+    opts = options(connections=None, initial_connections=4, max_connections=4, long_route_connections=4,
+                   piece_size=256 * KiB, first_request=256 * KiB, request_max=512 * KiB,
+                   backoff_base=5.0, backoff_cap=5.0)
+    with NginxServer(tmp_path / "www") as nginx, \
+            LatencyProxy(nginx.port, rtt=0.05, pace=MiB, max_open=2) as proxy:
+        download(tmp_path, proxy.url_for("file.bin"), opts, data)
+        key = ("http", "127.0.0.1", proxy.port)
+        time.sleep(0.2)  # (nginx writes its log line as each request ends)
+        requests = [r for r in nginx.requests() if r[4] in (200, 206)]
+    assert proxy.rejected >= 1  # (a fifth connection's refusal: the case at hand)
+    assert pipeline.answered(key) >= 2 and not pipeline.refused(key)  # requests were sent ahead meanwhile
+    assert sum(r[5] for r in requests) == len(data)  # every byte served once
+
+
 @pytest.mark.parametrize("how", ["file-url", "path"])
 def test_a_local_copy_is_never_wrapped_for_pipelining(home, tmp_path, monkeypatch, how):
     """A local source's answer (net/local.py) has no connection: even where every route counts

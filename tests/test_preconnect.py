@@ -83,6 +83,20 @@ def test_connections_open_during_the_probe_and_carry_the_ranges(far, tmp_path, f
     assert result.downloaded == len(BIG)
 
 
+def test_an_answer_slower_than_a_long_route_opens_the_ramps_first_count_ahead(far, tmp_path):
+    """The probe's answer comes after 0.6 s (two round trips of 0.3 s): slower than ``long_route``
+    (0.4 s), not twice as slow. After any answer that slow the ramp opens its first count
+    (``initial_connections``, 3 here) together, so those are opened at 0.4 s, while the answer is
+    still on its way (a mirror 30 ms away answers in ~60 ms; the rest opened after its answer
+    started a round trip later); the long route's count waits for 0.8 s, which never comes."""
+    _, proxy = far
+    result, data = get(tmp_path, proxy, "big.bin", options(long_route=0.4, initial_connections=3))
+    assert data == BIG and result.digest == hashlib.sha256(BIG).hexdigest()
+    assert before_first_answer(proxy) == 3  # the probe's and the ramp's two more, opened while it waited
+    assert settled(lambda: proxy.open == 0)
+    assert proxy.silent == 0  # each carried requests
+
+
 def test_connections_opened_ahead_count_in_the_hosts_budget(far, tmp_path):
     _, proxy = far
     hosts = Hosts(budget=4, long_route=0.025)

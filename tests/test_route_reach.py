@@ -91,3 +91,33 @@ def test_a_paced_capped_mirror_is_asked_in_requests_not_in_one_mib_pieces(tmp_pa
         requests = origin.data_requests("capped.bin")
         assert len(requests) <= 17, [r.range for r in requests]  # (13 here; 1 MiB pieces: 23)
         assert result.downloaded == len(data)  # nothing fetched twice
+
+
+def _capped_tail(even: bool, mine: int) -> Segment:
+    """A capped server's last round: workers 1 and 2 each have 512 KiB of their own pieces left,
+    worker 0 (taking now) ``mine``, and 1 MiB is still pending. The piece worker 0 gets."""
+    schedule = Schedule(min_split=512 << 10)
+    schedule.piece = 1 * MIB
+    schedule.even = even  # (set with the server's cap: Fetcher._crowded)
+    schedule.segments = [Segment(0, 0, 512 << 10, owner=1), Segment(512 << 10, 512 << 10, 1 * MIB, owner=2),
+                         Segment(2 * MIB, 2 * MIB, 3 * MIB)]
+    if mine:
+        schedule.segments.append(Segment(1 * MIB, 2 * MIB - mine, 2 * MIB, owner=0))
+    return schedule.take(0, splittable=True, smallest=512 << 10, low_first=False,
+                         besides=schedule.segments[-1] if mine else None)
+
+
+def test_a_capped_servers_last_pieces_are_sized_so_the_connections_end_together():
+    """Whole pieces at the end left the connection that started first (the probe's, a round trip
+    ahead of the others) idle while the others read their last piece; sized to what every one
+    has left, each connection's last piece ends with the others'."""
+    # 2 MiB left in all over three connections: worker 0, with nothing of its own, reads 2/3 MiB
+    # (not the whole 1 MiB piece; the others keep reading their 512 KiB), ...
+    seg = _capped_tail(True, 0)
+    assert (seg.pos, seg.end) == (2 * MIB, 2 * MIB + (2 * MIB) // 3)
+    # ... less when it still has 256 KiB of its own to read (sent ahead) ...
+    seg = _capped_tail(True, 256 << 10)
+    assert seg.end - seg.pos == (2 * MIB + (256 << 10)) // 3 - (256 << 10)
+    # ... and whole pieces on a server without a cap (a long route of many connections).
+    seg = _capped_tail(False, 0)
+    assert (seg.pos, seg.end) == (2 * MIB, 3 * MIB)

@@ -126,7 +126,7 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
                 or seg.end < until or not t._splittable_locked()):
             return True
         if (t.max_workers_seen < (t.opt.connections or t.planned_workers or t.opt.max_connections)
-                or len(t.answered) < t.active_workers):
+                or len(t.answered) + t.pausing < t.active_workers):
             return False  # (connections still to come, or one still waiting for its first answer)
         if seg.end > until:
             nxt, start = seg, until  # the next window of this segment

@@ -202,14 +202,21 @@ class Fetcher:
         thread.start()
 
     def _pause(self, seconds: float) -> None:
-        """Wait ``seconds``, or less: the generation ends, or (inline, where no main loop watches) the stop."""
-        if not self.inline:
-            self.t.interrupt.wait(seconds)
-            return
-        until = time.monotonic() + seconds
-        while not self.t.stop.is_set() and (left := until - time.monotonic()) > 0:
-            if self.t.interrupt.wait(min(left, WATCH)):
+        """Wait ``seconds``, or less: the generation ends, or (inline, where no main loop watches) the stop.
+        Meanwhile it is ``pausing``: no request out, nothing for the others to wait for (ahead.py)."""
+        with self.t.lock:
+            self.t.pausing += 1
+        try:
+            if not self.inline:
+                self.t.interrupt.wait(seconds)
                 return
+            until = time.monotonic() + seconds
+            while not self.t.stop.is_set() and (left := until - time.monotonic()) > 0:
+                if self.t.interrupt.wait(min(left, WATCH)):
+                    return
+        finally:
+            with self.t.lock:
+                self.t.pausing -= 1
 
     def _dead(self, src: Source, exc: TransientHTTPError) -> bool:
         """A failure that drops ``src`` at once while another source remains.
@@ -416,8 +423,8 @@ class Fetcher:
             self.t.worker_limit = min(self.t.worker_limit or limit, limit)
             if self.t.opt.connections is None:
                 # The few connections the server allows share the rest in pieces: none
-                # holds a big segment to the end while the others are done.
-                self.t.schedule.piece = self.t.opt.piece_size
+                # holds a big segment to the end while the others are done; they end together.
+                self.t.schedule.piece, self.t.schedule.even = self.t.opt.piece_size, True
         if first:
             self.t.note(f"{host_of(src.url)} answered HTTP {status} to connection {delivering + 1}; "
                        f"staying at {delivering} connection{'s' if delivering != 1 else ''}")

@@ -33,6 +33,7 @@ class Segment:
 _MANY = 16  # connections from which one share is a small part of what is left (request_end)
 _PACE = 1.0  # a request asks for about this many seconds of the connection's bytes (each costs ~2 ms of CPU) ...
 _ROUND_TRIPS = 50  # ... or this many round trips, if longer: the wait for each answer stays ~2% (pace)
+_LEAST_PIECE = 256 << 10  # the last round's pieces (even_end) are at least this long
 
 
 class Schedule:
@@ -53,6 +54,8 @@ class Schedule:
         self.paced = 0  # bytes a connection reads in _PACE seconds lately (pace)
         self.reach = 0  # ... in max(_PACE, _ROUND_TRIPS round trips): a request's size on this route
         self.share = 0  # the last request's share of what is left (request_end; 0: none asked yet)
+        # The few connections a capped server allows end together (even_end): set with its cap.
+        self.even = False
 
     def pace(self, rate: float, round_trip: float | None, patience: float) -> None:
         """Each connection reads ``rate`` bytes/s lately and waits ``round_trip`` seconds for an answer
@@ -100,7 +103,7 @@ class Schedule:
         if pending:
             if self.piece and splittable:
                 seg = min(pending, key=lambda s: s.pos)  # in file order: the hashed prefix grows
-                self.cut(seg, self.piece_size())
+                self.cut(seg, self.even_end(worker) or self.piece_size())
             else:
                 seg = max(pending, key=lambda s: (s.end or 1 << 62) - s.pos)
             seg.owner = worker
@@ -131,6 +134,28 @@ class Schedule:
             return 0
         reach = min(self.reach, self.share) if self.share else 0
         return self.piece * max(1, round(reach / self.piece))
+
+    def even_end(self, worker: int) -> int | None:
+        """Toward the end, the piece that keeps ``worker`` ending with the others (None: a whole piece).
+
+        Only for the few connections a capped server allows (``even``). Each then reads about what
+        every one has left: the bytes not yet read over the connections reading them (and
+        ``worker``), less what ``worker`` still has of its own. From two pieces of that left, a
+        connection takes half of it, so every one comes back for a last one sized to the others'
+        (halves down to ``_LEAST_PIECE``, all sent ahead on the connection). Whole pieces ended
+        the capped row's four connections up to a piece's time apart: the probe's connection,
+        ~40 ms ahead of the others from the start, read 12.00 MiB as they did and idled while
+        they finished.
+        """
+        if not self.even:
+            return None
+        live = [s for s in self.segments if s.end is not None and s.pos < s.end]
+        owners = {s.owner for s in live if s.owner is not None} | {worker}
+        mine = sum(s.end - s.pos for s in live if s.owner == worker)
+        even = sum(s.end - s.pos for s in live) // len(owners) - mine
+        if even >= 2 * self.piece_size():
+            return None
+        return even // 2 if even >= 4 * _LEAST_PIECE else max(even, _LEAST_PIECE)
 
     def cut(self, seg: Segment, length: int) -> None:
         """Shorten ``seg`` to ``length`` bytes (not below half a piece more); the rest is pending."""

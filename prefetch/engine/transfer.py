@@ -159,6 +159,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
         self.interrupt = threading.Event()  # wakes sleeping workers when a generation ends
         self.responses: dict[int, object] = {}  # worker -> open response, to abort on stop
         self.answered: set[int] = set()  # running workers that have had an answer (the ramp waits for them)
+        self.pausing = 0  # running workers waiting out a refusal or a retry's delay, no request out (ahead.py)
         # id(Ahead) -> bytes an answer read after its connection's next request went out: not saved
         # as done until that request's answer begins in step (engine/ahead.py; a kill then refetches them)
         self.unconfirmed: dict[int, tuple[int, int]] = {}
@@ -341,9 +342,10 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                     self.emit(Event(EventKind.PROGRESS, self.name, done=done, total=self.size,
                                     rate=rate.update(now, done), connections=alive, elapsed=now - started))
                     last_progress = now
+                due = self.ahead.due(time.monotonic(), self.probe_asked) if self.opt.preconnect else None
                 with self.lock:
                     if not (self.fatal or self.restart or self._finished_locked()):
-                        self.wake.wait(0.05)
+                        self.wake.wait(0.05 if due is None else min(0.05, due + 0.001))  # (a step of preconnect.py on time)
         finally:
             self._end_generation(threads, wait=ended)
 
