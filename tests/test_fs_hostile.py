@@ -1,0 +1,37 @@
+"""A hostile review of the local filesystem: names that are not what they seem, files changed
+under a running download, a state dir that fills up while a job runs.
+
+Real CLI processes (or the real API in-process), the real origin on 127.0.0.1; a full disk is
+a real small tmpfs (``tests/test_disk.py``'s ``Tmpfs``; the suite runs as root in CI).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from prefetch.errors import ExitCode
+from prefetch.model.events import EventKind
+from tests.test_bad_input import one_error_line
+from tests.test_disk import Tmpfs
+
+MiB = 1 << 20
+
+
+def test_a_dangling_symlink_at_the_output_name_is_refused_before_any_byte(cli, origin, tmp_path):
+    """A link the user (or anyone) left at the name, pointing nowhere: refused up front, as a link
+    to a file is, not after the whole download (which was then left behind as a ``.part``)."""
+    origin.put("big.bin", random.Random(1).randbytes(2 * MiB))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "big.bin").symlink_to(tmp_path / "nowhere" / "big.bin")
+    for args in (["-o", str(out / "big.bin")], ["-P", str(out)]):
+        line = one_error_line(cli("get", origin.url_for("big.bin"), *args, "-q"), ExitCode.FILESYSTEM)
+        assert "refusing to use" in line and "symbolic link" in line, line
+    assert origin.data_requests("big.bin") == []
+    assert sorted(p.name for p in out.iterdir()) == ["big.bin"]  # the link, untouched; no .part
+    assert os.readlink(out / "big.bin") == str(tmp_path / "nowhere" / "big.bin")
