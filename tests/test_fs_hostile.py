@@ -35,3 +35,36 @@ def test_a_dangling_symlink_at_the_output_name_is_refused_before_any_byte(cli, o
     assert origin.data_requests("big.bin") == []
     assert sorted(p.name for p in out.iterdir()) == ["big.bin"]  # the link, untouched; no .part
     assert os.readlink(out / "big.bin") == str(tmp_path / "nowhere" / "big.bin")
+
+
+def test_a_part_replaced_by_another_process_mid_download_is_never_placed(home, origin, tmp_path):
+    """Without a hash to catch it, a ``.part`` swapped for another file while the download writes
+    into the old one would be renamed into place holding the other file's bytes, exit 0."""
+    import prefetch
+    from prefetch.errors import PrefetchError
+
+    data = random.Random(2).randbytes(4 * MiB)
+    origin.put("swap.bin", data)
+    origin.rate = 2_000_000
+    out = tmp_path / "out"
+    part = out / "swap.bin.part"
+    swapped = []
+
+    def swap(event) -> None:
+        if not swapped and event.kind == EventKind.PROGRESS and event.done and part.exists():
+            other = tmp_path / "other"
+            other.write_bytes(b"\0" * len(data))
+            os.replace(other, part)  # another process's file at the name; ours keeps being written
+            swapped.append(True)
+
+    with pytest.raises(PrefetchError) as caught:
+        prefetch.ensure(origin.url_for("swap.bin"), output_dir=str(out), connections=1, on_event=swap,
+                        progress=False)
+    assert swapped
+    assert caught.value.exit_code in (ExitCode.FILESYSTEM, ExitCode.INTEGRITY), caught.value
+    assert "replaced" in str(caught.value), caught.value
+    assert not (out / "swap.bin").exists()
+    origin.rate = None
+    results = prefetch.ensure(origin.url_for("swap.bin"), output_dir=str(out), progress=False)
+    assert [r.status for r in results] == ["downloaded"]
+    assert (out / "swap.bin").read_bytes() == data

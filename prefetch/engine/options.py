@@ -180,3 +180,4 @@ class TransferResult:
     restarts: int
     sources_dropped: list[str]
     served: dict[str, int] = field(default_factory=dict)  # source URL -> bytes of the file it delivered
+    part_ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the .part written: the name must still hold it
