@@ -68,3 +68,46 @@ def test_a_part_replaced_by_another_process_mid_download_is_never_placed(home, o
     results = prefetch.ensure(origin.url_for("swap.bin"), output_dir=str(out), progress=False)
     assert [r.status for r in results] == ["downloaded"]
     assert (out / "swap.bin").read_bytes() == data
+
+
+def _fill(path: Path) -> None:
+    """Append to ``path`` until the filesystem says no (the file's last page is filled too)."""
+    with open(path, "ab", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\n" * 4096)
+        except OSError:
+            pass
+        try:
+            while True:
+                f.write(b"\n")
+        except OSError:
+            pass
+
+
+def test_a_job_keeps_downloading_when_its_state_dir_fills_up(cli, home, origin, tmp_path, monkeypatch):
+    """PREFETCH_HOME on a small root disk that fills up (a pip install beside the job), the data
+    on another disk: the job's log and record cannot grow, the download must not die of it."""
+    from tests.test_jobs import job_id_from
+
+    fs = Tmpfs(tmp_path / "state").mount(size="1m")
+    try:
+        monkeypatch.setenv("PREFETCH_HOME", str(fs.path / "prefetch"))
+        data = random.Random(3).randbytes(2 * MiB)
+        origin.put("slow.bin", data)
+        origin.rate = 600_000
+        out = tmp_path / "out"
+        started = cli("get", origin.url_for("slow.bin"), "-P", str(out), "-b")
+        assert started.returncode == 0, started.stderr
+        job = job_id_from(started.stdout)
+        log = fs.path / "prefetch" / "state" / "jobs" / f"{job}.log"
+        deadline = time.monotonic() + 30
+        while not (out / "slow.bin.part").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _fill(fs.path / "fill")  # no room for a new page: the record's rewrite fails...
+        _fill(log)  # ...and so does the log's next line
+        cli("wait", job, timeout=60)  # (returns once the worker has gone)
+        assert (out / "slow.bin").read_bytes() == data
+        assert "Traceback" not in log.read_text(errors="replace")
+    finally:
+        fs.unmount()

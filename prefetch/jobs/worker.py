@@ -139,7 +139,9 @@ def _open_log(record, env: Mapping[str, str]) -> TextIO:
     from prefetch.fs.safefs import open_file
 
     fd = open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # never through a planted link
-    return open(fd, "a", encoding="utf-8", errors="surrogateescape", buffering=1, newline="\n")  # (a path not UTF-8: its bytes)
+    from prefetch.jobs.log_file import JobLog
+
+    return JobLog(fd)  # a line the disk refuses is dropped, never fatal to the job
 
 
 def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: list[int], env) -> int:
