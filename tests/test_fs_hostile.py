@@ -106,8 +106,12 @@ def test_a_job_keeps_downloading_when_its_state_dir_fills_up(cli, home, origin, 
             time.sleep(0.05)
         _fill(fs.path / "fill")  # no room for a new page: the record's rewrite fails...
         _fill(log)  # ...and so does the log's next line
-        cli("wait", job, timeout=60)  # (returns once the worker has gone)
+        waited = cli("wait", job, timeout=60)
         assert (out / "slow.bin").read_bytes() == data
         assert "Traceback" not in log.read_text(errors="replace")
+        # Its end is recorded all the same (over the record's own blocks): done, not "interrupted".
+        assert waited.returncode == 0 and f"{job} done" in waited.stdout, (waited.stdout, waited.stderr)
+        status = cli("status", job)
+        assert status.returncode == 0 and "done" in status.stdout and "interrupted" not in status.stdout
     finally:
         fs.unmount()

@@ -107,3 +107,31 @@ def local_error(exc: OSError, path: Path, *, needed: int | None = None):
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return LocalFileError(f"cannot write {path}: {exc.strerror}; choose a writable --cache-dir")
     return LocalFileError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def overwrite_in_place(path: Path, data: bytes) -> bool:
+    """Write ``data`` over the bytes of ``path`` itself, for when a full disk refuses the new file of
+    ``replace_file``: True when done.
+
+    Only when ``data`` fits in the file's current size: padded with spaces to exactly that size
+    (JSON readers skip them), in one ``pwrite``: the file's size and blocks stay as they are, so
+    no block is allocated. False (nothing written) when it does not fit, cannot be opened as our
+    own regular file, or the write is refused (a copy-on-write filesystem may need a block).
+    """
+    from prefetch.errors import UnsafePathError
+    from prefetch.fs import safefs
+
+    try:
+        fd, st = safefs.open_file_stat(path, os.O_WRONLY)
+    except (OSError, UnsafePathError):
+        return False
+    try:
+        if len(data) > st.st_size:
+            return False
+        os.pwrite(fd, data + b" " * (st.st_size - len(data)), 0)
+        os.fsync(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from prefetch.errors import ExitCode
+from prefetch.errors import ExitCode, LocalFileError
 from prefetch.fs.files import remove_dead_temps
 
 HEARTBEAT_SECONDS = 20.0  # the record is rewritten at least this often while running
@@ -293,7 +293,10 @@ class JobProgress:
             rec.error = error or None
             rec.finished = time.time()
 
-        jobs.update_record(self.job_id, end, self.env)
+        try:
+            jobs.update_record(self.job_id, end, self.env)
+        except LocalFileError as exc:  # its disk refuses even that: said once, not a crash of the worker
+            self.log_line(f"job {self.job_id} could not record its end ({state}, exit {exit_code}): {exc}")
         return exit_code
 
     def apply_results(self, results, *, cancelled: bool) -> None:
