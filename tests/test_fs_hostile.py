@@ -115,3 +115,15 @@ def test_a_job_keeps_downloading_when_its_state_dir_fills_up(cli, home, origin, 
         assert status.returncode == 0 and "done" in status.stdout and "interrupted" not in status.stdout
     finally:
         fs.unmount()
+
+
+def test_an_output_dir_that_is_a_link_pointing_nowhere_is_named_as_such(cli, origin, tmp_path):
+    """``-P data`` where ``data`` links to a volume not mounted (yet): the line says so, not
+    'cannot write data: File exists'."""
+    origin.put("a.bin", b"a" * 1000)
+    (tmp_path / "data").symlink_to(tmp_path / "mnt" / "workspace" / "data")
+    line = one_error_line(cli("get", origin.url_for("a.bin"), "-P", str(tmp_path / "data"), "-q"),
+                          ExitCode.FILESYSTEM)
+    assert "symbolic link to" in line and "does not exist" in line, line
+    assert origin.data_requests("a.bin") == []
+    assert not (tmp_path / "mnt").exists()  # never created through the link

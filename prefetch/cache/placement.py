@@ -428,4 +428,12 @@ def make_dirs(path: Path) -> None:
 
                 raise LocalFileError(f"cannot make the folder {path}: {blocker} is a file, not a folder "
                                      f"({exc.strerror}); move it, or choose another path") from None
+            # a link pointing nowhere where a folder goes (its target on a volume not mounted yet)
+            dangling = next((p for p in (path, *path.parents) if p.is_symlink() and not p.exists()), None)
+            if dangling is not None:
+                from prefetch.errors import LocalFileError
+
+                raise LocalFileError(f"cannot make the folder {path}: {dangling} is a symbolic link to "
+                                     f"{os.readlink(dangling)}, which does not exist; create that folder, "
+                                     f"or choose another path") from None
         raise local_error(exc, path) from None
