@@ -127,3 +127,29 @@ def test_an_output_dir_that_is_a_link_pointing_nowhere_is_named_as_such(cli, ori
     assert "symbolic link to" in line and "does not exist" in line, line
     assert origin.data_requests("a.bin") == []
     assert not (tmp_path / "mnt").exists()  # never created through the link
+
+
+def test_a_disk_filled_by_another_process_after_the_part_is_reserved(home, origin, tmp_path):
+    """The ``.part`` has its room (preallocated); something else then takes the rest of the disk:
+    the resume record's rewrite has no room for a new file, but fits over its own bytes, so the
+    download completes instead of stopping with 'no space left' at a file that had its room."""
+    data = random.Random(4).randbytes(4 * MiB)
+    origin.put("room.bin", data)
+    origin.rate = 1_500_000
+    fs = Tmpfs(tmp_path / "disk").mount(size="8m")
+    try:
+        from tests.helpers import start_cli
+
+        proc = start_cli("get", origin.url_for("room.bin"), "-P", str(fs.path), "--connections", "1", "-q",
+                         stdout=-1, stderr=-1, text=True)
+        record = fs.path / "room.bin.part.json"
+        deadline = time.monotonic() + 30
+        while not record.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert record.exists()
+        _fill(fs.path / "fill")
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert (fs.path / "room.bin").read_bytes() == data
+    finally:
+        fs.unmount()

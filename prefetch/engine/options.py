@@ -163,6 +163,7 @@ _ENV_KNOBS = [
     ("host_connections", "PREFETCH_HOST_CONNECTIONS", int),
     ("cap_retry", "PREFETCH_CAP_RETRY", float),
     ("splice", "PREFETCH_SPLICE", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),
+    ("preallocate", "PREFETCH_PREALLOCATE", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),
 ]
 
 
