@@ -153,3 +153,23 @@ def test_a_disk_filled_by_another_process_after_the_part_is_reserved(home, origi
         assert (fs.path / "room.bin").read_bytes() == data
     finally:
         fs.unmount()
+
+
+def test_mirror_use_on_a_full_disk_says_so_and_leaves_the_config(home, monkeypatch, tmp_path):
+    """A full disk is not a permission problem: the line says to free space, the config is as it was."""
+    from tests.conftest import run_cli
+    from tests.mirror_helpers import isolate_tool_env, pip_user_conf
+
+    env = isolate_tool_env(monkeypatch, home)
+    conf = pip_user_conf(home)
+    fs = Tmpfs(conf.parent).mount(size="64k")
+    try:
+        original = b"[global]\ntimeout = 5\n"
+        conf.write_bytes(original)
+        _fill(fs.path / "fill")
+        _fill(conf.parent / "pad")
+        line = one_error_line(run_cli("mirror", "use", "tuna", "--tool", "pip", env=env), ExitCode.FILESYSTEM)
+        assert "no space left" in line.lower() and "free some space" in line, line
+        assert conf.read_bytes() == original
+    finally:
+        fs.unmount()
