@@ -30,6 +30,17 @@ def open_part(part: Path) -> tuple[int, os.stat_result]:
         raise local_error(exc, part) from None
 
 
+def _write_rest(fd: int, data, pos: int, written: int) -> None:
+    """``pwrite`` ``data[written:]`` at ``pos + written`` until all of it is on disk (OSError: the
+    disk's refusal). A short write is never ignored: it would leave a hole in a range counted done."""
+    view = memoryview(data)
+    while written < len(view):
+        n = os.pwrite(fd, view[written:], pos + written)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written += n
+
+
 class PartFile:
     """One open ``.part``. ``write_at`` needs no lock: the fd stays open until ``close``."""
 
@@ -48,7 +59,9 @@ class PartFile:
         """Write ``data`` at offset ``pos`` (``needed()``: bytes still to come, for a disk-full message)."""
         self.empty = False
         try:
-            os.pwrite(self.fd, data, pos)
+            written = os.pwrite(self.fd, data, pos)
+            if written < len(data):  # a nearly full disk takes what fits; the rest, or its error, next
+                _write_rest(self.fd, data, pos, written)
         except OSError as exc:
             raise local_error(exc, self.path, needed=needed() if needed else None) from None
 
@@ -70,7 +83,7 @@ class PartFile:
                 while pipe.pending:
                     data = os.read(pipe.r, pipe.pending)
                     pipe.pending -= len(data)
-                    os.pwrite(self.fd, data, pos + done)
+                    _write_rest(self.fd, data, pos + done, 0)
                     done += len(data)
         except OSError as exc:
             raise local_error(exc, self.path, needed=needed() if needed else None) from None

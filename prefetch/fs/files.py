@@ -128,10 +128,17 @@ def overwrite_in_place(path: Path, data: bytes) -> bool:
     try:
         if len(data) > st.st_size:
             return False
-        os.pwrite(fd, data + b" " * (st.st_size - len(data)), 0)
+        data += b" " * (st.st_size - len(data))
+        written = 0
+        while written < len(data):  # (over allocated blocks a write is whole; a short one is still finished)
+            written += os.pwrite(fd, data[written:], written) or _no_progress()
         os.fsync(fd)
         return True
     except OSError:
         return False
     finally:
         os.close(fd)
+
+
+def _no_progress() -> int:
+    raise OSError(errno.EIO, "a write made no progress")
