@@ -202,3 +202,23 @@ def test_a_disk_that_fills_during_a_list_is_a_full_disk_not_a_bad_download(cli, 
         assert sorted(p.name for p in fs.path.iterdir()) == sorted(files)
     finally:
         fs.unmount()
+
+
+def test_a_full_state_disk_does_not_stop_a_download_to_another_disk(cli, home, origin, tmp_path, monkeypatch):
+    """PREFETCH_HOME on the small root disk, full; the data goes to a roomy workspace disk. The
+    lock's owner record (a courtesy: who holds it) cannot be written, the lock itself needs no
+    room: the download goes on."""
+    fs = Tmpfs(tmp_path / "root").mount(size="1m")
+    try:
+        monkeypatch.setenv("PREFETCH_HOME", str(fs.path / "prefetch"))
+        origin.put("first.bin", b"1" * 5000)
+        data = random.Random(6).randbytes(300_000)
+        origin.put("second.bin", data)
+        out = tmp_path / "workspace"
+        assert cli("get", origin.url_for("first.bin"), "-P", str(out), "-q").returncode == 0  # (the state dir made)
+        _fill(fs.path / "fill")
+        done = cli("get", origin.url_for("second.bin"), "-P", str(out), "-q")
+        assert done.returncode == 0, done.stderr
+        assert (out / "second.bin").read_bytes() == data
+    finally:
+        fs.unmount()

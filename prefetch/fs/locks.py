@@ -157,7 +157,13 @@ def hold_lock(
                 owner_file = _key_file(locks_dir, key, ".owner")  # another user's lock file: the owner beside it
                 replace_file(owner_file, data)
         except OSError as exc:
-            raise _locks_dir_error(exc, locks_dir) from None
+            import errno
+
+            # The owner record is a courtesy (who holds the lock); the lock itself needs no room. A
+            # full state disk (a small root disk, the data elsewhere) must not stop the download.
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise _locks_dir_error(exc, locks_dir) from None
+            owner_file = None
     except BaseException:
         lock.close()
         raise
