@@ -222,3 +222,17 @@ def test_a_full_state_disk_does_not_stop_a_download_to_another_disk(cli, home, o
         assert (out / "second.bin").read_bytes() == data
     finally:
         fs.unmount()
+
+
+def test_a_folder_name_too_long_in_a_list_is_bad_input_before_anything(cli, origin, tmp_path):
+    """``out=sub/<300 bytes>/x.bin``: exit 2 before any download or folder, as a file name too
+    long already is (not exit 5 'File name too long' once ``sub`` was made and others fetched)."""
+    origin.put("a.bin", b"a" * 100)
+    origin.put("b.bin", b"b" * 100)
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"{origin.url_for('a.bin')} out=sub/{'d' * 300}/x.bin\n{origin.url_for('b.bin')}\n")
+    out = tmp_path / "out"
+    line = one_error_line(cli("get", "-i", str(listing), "-P", str(out), "-q"), ExitCode.USAGE)
+    assert "folder name too long" in line and "300 bytes" in line, line
+    assert not out.exists()
+    assert origin.data_requests("a.bin") == origin.data_requests("b.bin") == []
