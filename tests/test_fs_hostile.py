@@ -236,3 +236,23 @@ def test_a_folder_name_too_long_in_a_list_is_bad_input_before_anything(cli, orig
     assert "folder name too long" in line and "300 bytes" in line, line
     assert not out.exists()
     assert origin.data_requests("a.bin") == origin.data_requests("b.bin") == []
+
+
+def test_an_archive_member_path_too_long_is_one_short_line(cli, origin, tmp_path):
+    """A member path of 25 folders of 200 bytes: exit 5 saying so, in a line a notebook can show
+    (it held the whole 5,000-byte path), nothing extracted, the download kept."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("/".join(["d" * 200] * 25) + "/x.txt")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"hello"))
+    origin.put("deep.tar.gz", buf.getvalue())
+    out = tmp_path / "out"
+    line = one_error_line(cli("get", origin.url_for("deep.tar.gz"), "--extract", "-P", str(out), "-q"),
+                          ExitCode.FILESYSTEM)
+    assert "longer than this filesystem allows" in line and len(line) < 600, line
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith("deep.tar.gz")) == []
+    assert [p.name for p in tmp_path.iterdir() if "extract" in p.name] == []  # its temp folder gone
