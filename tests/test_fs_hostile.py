@@ -256,3 +256,34 @@ def test_an_archive_member_path_too_long_is_one_short_line(cli, origin, tmp_path
     assert "longer than this filesystem allows" in line and len(line) < 600, line
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith("deep.tar.gz")) == []
     assert [p.name for p in tmp_path.iterdir() if "extract" in p.name] == []  # its temp folder gone
+
+
+def test_a_job_whose_record_cannot_be_written_at_its_end_says_so_in_one_line(cli, home, origin, tmp_path):
+    """The record made immutable (``chattr +i``) while the job runs: its end cannot be recorded.
+    The log says so in one line; it is not an internal error with a traceback (finish raised,
+    run_job took it for a bug and called finish again, which raised again)."""
+    import subprocess
+
+    from tests.test_jobs import job_id_from
+
+    origin.put("slow.bin", random.Random(7).randbytes(1 * MiB))
+    origin.rate = 700_000
+    out = tmp_path / "out"
+    started = cli("get", origin.url_for("slow.bin"), "-P", str(out), "-b")
+    job = job_id_from(started.stdout)
+    jobs = Path(os.environ["PREFETCH_HOME"]) / "state" / "jobs"
+    record = jobs / f"{job}.json"
+    deadline = time.monotonic() + 30
+    while not (out / "slow.bin.part").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    made = subprocess.run(["chattr", "+i", str(record)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i is not supported here: {made.stderr.strip()}")
+    try:
+        cli("wait", job, timeout=60)  # (returns once the worker has gone)
+    finally:
+        subprocess.run(["chattr", "-i", str(record)], capture_output=True)
+    assert (out / "slow.bin").stat().st_size == 1 * MiB
+    log = (jobs / f"{job}.log").read_text()
+    assert "Traceback" not in log and "internal error" not in log, log
+    assert "could not record its end (done, exit 0)" in log, log
