@@ -99,9 +99,9 @@ def local_error(exc: OSError, path: Path, *, needed: int | None = None):
     from prefetch.errors import DiskFullError, LocalFileError
 
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        need = f"; needs {mib(needed)} more" if needed else ""
+        need = f"; needs {_amount(needed)} more" if needed else ""
         return DiskFullError(
-            f"no space left on the device holding {path}{need}, {mib(free_space(path))} free. "
+            f"no space left on the device holding {path}{need}, {_amount(free_space(path))} free. "
             f"Free some space (or use --cache-dir) and run the command again to resume"
         )
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -142,3 +142,8 @@ def overwrite_in_place(path: Path, data: bytes) -> bool:
 
 def _no_progress() -> int:
     raise OSError(errno.EIO, "a write made no progress")
+
+
+def _amount(n: int) -> str:
+    """Bytes for a disk-full message: MiB, or KiB below one (a small file's '0.0 MiB' said nothing)."""
+    return mib(n) if n >= 1 << 20 else f"{n / 1024:.1f} KiB"
