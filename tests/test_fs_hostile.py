@@ -288,3 +288,28 @@ def test_a_job_whose_record_cannot_be_written_at_its_end_says_so_in_one_line(cli
     log = (jobs / f"{job}.log").read_text()
     assert "Traceback" not in log and "internal error" not in log, log
     assert "could not record its end (done, exit 0)" in log, log
+
+
+def test_a_job_log_says_how_many_lines_a_full_disk_dropped(tmp_path):
+    """The job's log on a real full tmpfs: lines the disk refuses are dropped without an error, and
+    the first line written once there is room again is preceded by one saying how many and why."""
+    from prefetch.jobs.log_file import JobLog
+
+    fs = Tmpfs(tmp_path / "state").mount(size="64k")
+    try:
+        path = fs.path / "job.log"
+        log = JobLog(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+        log.write("first\n")
+        _fill(fs.path / "fill")
+        _fill(path)  # (its last page too)
+        log.write("dropped 1\n")
+        log.write("dropped 2\n")
+        (fs.path / "fill").unlink()
+        log.write("after\n")
+        log.close()
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        assert lines[0] == "first"
+        assert lines[-2].endswith("log: 2 line(s) before this one not written (No space left on device)"), lines[-2:]
+        assert lines[-1] == "after"
+    finally:
+        fs.unmount()

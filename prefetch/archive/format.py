@@ -167,7 +167,6 @@ def _filesystem_error(exc: OSError, *, archive: Path, destination: Path) -> Pref
     return LocalFileError(f"cannot extract {archive} into {destination}{where}: {exc.strerror or exc}")
 
 
-
 def _short(path: str, keep: int = 80) -> str:
     """``path`` for a one-line message: its start and end when it is long."""
     return path if len(path) <= 2 * keep + 3 else f"{path[:keep]}...{path[-keep:]}"

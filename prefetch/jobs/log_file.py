@@ -9,6 +9,7 @@ one saying how many were lost and why.
 from __future__ import annotations
 
 import os
+import time
 
 
 class JobLog:
@@ -25,7 +26,8 @@ class JobLog:
     def write(self, text: str) -> int:
         data = text.encode("utf-8", "surrogateescape")  # (a path not UTF-8: its bytes)
         if self.lost:
-            note = f"[{self.lost} log line(s) not written: {self.why}]\n"
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # (as the other lines begin)
+            note = f"{stamp} log: {self.lost} line(s) before this one not written ({self.why})\n"
             data = (("\n" if self.torn else "") + note).encode() + data
         elif self.torn:
             data = b"\n" + data
