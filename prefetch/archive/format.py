@@ -150,7 +150,10 @@ def _read_error(archive: Path, exc: BaseException, *, member: str | None = None)
 
 
 def _filesystem_error(exc: OSError, *, archive: Path, destination: Path) -> PrefetchError:
-    where = f" ({exc.filename})" if exc.filename else ""
+    where = f" ({_short(str(exc.filename))})" if exc.filename else ""
+    if exc.errno == errno.ENAMETOOLONG:  # (a member's path of thousands of bytes: not all of it in the line)
+        return LocalFileError(f"cannot extract {archive} into {destination}{where}: a member's name or path is "
+                              f"longer than this filesystem allows; nothing was extracted")
     if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         return DiskFullError(
             f"no space left while extracting {archive} into {destination}{where}; nothing was "
@@ -163,3 +166,7 @@ def _filesystem_error(exc: OSError, *, archive: Path, destination: Path) -> Pref
         )
     return LocalFileError(f"cannot extract {archive} into {destination}{where}: {exc.strerror or exc}")
 
+
+def _short(path: str, keep: int = 80) -> str:
+    """``path`` for a one-line message: its start and end when it is long."""
+    return path if len(path) <= 2 * keep + 3 else f"{path[:keep]}...{path[-keep:]}"

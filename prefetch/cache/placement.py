@@ -421,11 +421,15 @@ def make_dirs(path: Path) -> None:
     except OSError as exc:
         import errno
 
-        if exc.errno in (errno.EEXIST, errno.ENOTDIR):  # a file where a folder of the path goes
-            blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
-            if blocker is not None:
+        if exc.errno in (errno.EEXIST, errno.ENOTDIR):  # a file, or a link pointing nowhere, where a folder goes
+            for p in (path, *path.parents):
+                if p.is_symlink() and not p.exists():  # (its target on a volume not mounted yet)
+                    why = f"a symbolic link to {os.readlink(p)}, which does not exist; create that folder"
+                elif p.exists() and not p.is_dir():
+                    why = f"a file, not a folder ({exc.strerror}); move it"
+                else:
+                    continue
                 from prefetch.errors import LocalFileError
 
-                raise LocalFileError(f"cannot make the folder {path}: {blocker} is a file, not a folder "
-                                     f"({exc.strerror}); move it, or choose another path") from None
+                raise LocalFileError(f"cannot make the folder {path}: {p} is {why}, or choose another path") from None
         raise local_error(exc, path) from None

@@ -163,6 +163,7 @@ _ENV_KNOBS = [
     ("host_connections", "PREFETCH_HOST_CONNECTIONS", int),
     ("cap_retry", "PREFETCH_CAP_RETRY", float),
     ("splice", "PREFETCH_SPLICE", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),
+    ("preallocate", "PREFETCH_PREALLOCATE", lambda v: v.strip().lower() not in ("0", "no", "false", "off")),
 ]
 
 
@@ -180,3 +181,4 @@ class TransferResult:
     restarts: int
     sources_dropped: list[str]
     served: dict[str, int] = field(default_factory=dict)  # source URL -> bytes of the file it delivered
+    part_ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the .part written: the name must still hold it

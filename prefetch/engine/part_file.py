@@ -13,8 +13,8 @@ from pathlib import Path
 from prefetch.fs.files import local_error
 
 
-def open_part(part: Path) -> tuple[int, int]:
-    """Open (creating) the ``.part`` file for positional writes; its fd and its length.
+def open_part(part: Path) -> tuple[int, os.stat_result]:
+    """Open (creating) the ``.part`` file for positional writes; its fd and its ``fstat``.
 
     Never through a link, never a FIFO or device, never another user's file (a shared
     cache dir): those raise ``UnsafePathError``.
@@ -25,10 +25,20 @@ def open_part(part: Path) -> tuple[int, int]:
     from prefetch.fs.safefs import open_file_stat
 
     try:
-        fd, st = open_file_stat(part, os.O_RDWR | os.O_CREAT, 0o644)
-        return fd, st.st_size
+        return open_file_stat(part, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise local_error(exc, part) from None
+
+
+def _write_rest(fd: int, data, pos: int, written: int) -> None:
+    """``pwrite`` ``data[written:]`` at ``pos + written`` until all of it is on disk (OSError: the
+    disk's refusal). A short write is never ignored: it would leave a hole in a range counted done."""
+    view = memoryview(data)
+    while written < len(view):
+        n = os.pwrite(fd, view[written:], pos + written)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written += n
 
 
 class PartFile:
@@ -38,16 +48,20 @@ class PartFile:
         self.path = path
         self.fd: int | None = None
         self.empty = False  # known to hold no byte (a new file, nothing written yet): truncate() has nothing to do
+        self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened: the one to be placed
 
     def open(self) -> None:
-        self.fd, length = open_part(self.path)
-        self.empty = not length
+        self.fd, st = open_part(self.path)
+        self.empty = not st.st_size
+        self.ident = (st.st_dev, st.st_ino)
 
     def write_at(self, data, pos: int, *, needed=None) -> None:
         """Write ``data`` at offset ``pos`` (``needed()``: bytes still to come, for a disk-full message)."""
         self.empty = False
         try:
-            os.pwrite(self.fd, data, pos)
+            written = os.pwrite(self.fd, data, pos)
+            if written < len(data):  # a nearly full disk takes what fits; the rest, or its error, next
+                _write_rest(self.fd, data, pos, written)
         except OSError as exc:
             raise local_error(exc, self.path, needed=needed() if needed else None) from None
 
@@ -69,7 +83,7 @@ class PartFile:
                 while pipe.pending:
                     data = os.read(pipe.r, pipe.pending)
                     pipe.pending -= len(data)
-                    os.pwrite(self.fd, data, pos + done)
+                    _write_rest(self.fd, data, pos + done, 0)
                     done += len(data)
         except OSError as exc:
             raise local_error(exc, self.path, needed=needed() if needed else None) from None

@@ -140,10 +140,21 @@ def _parse_state(data) -> TransferState:
 
 
 def save_state(path: Path, state: TransferState) -> None:
-    """Write the state atomically (temp file + rename)."""
+    """Write the state atomically (temp file + rename); on a full disk, over the old record's own
+    bytes when it fits there (``overwrite_in_place``): a preallocated ``.part`` has its room, the
+    download goes on."""
+    text = state.to_json()
     try:
-        replace_file(path, state.to_json().encode("utf-8"), checked=True)
+        replace_file(path, text.encode("utf-8"), checked=True)
     except OSError as exc:
+        import errno
+        import json
+
+        from prefetch.fs.files import overwrite_in_place
+
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT) and overwrite_in_place(
+                path, json.dumps(json.loads(text), separators=(",", ":")).encode("utf-8")):
+            return
         raise local_error(exc, path) from None
 
 

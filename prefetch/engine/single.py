@@ -189,7 +189,7 @@ def _complete(one: "_One", host, client, resp, src: Source, answer, algorithm, s
     host.release()
     return TransferResult(size=size, digest=hasher.finish(size), algorithm=algorithm, downloaded=size, reused=0,
                           elapsed=time.monotonic() - started, connections=1, restarts=0, sources_dropped=[],
-                          served={url: size})
+                          served={url: size}, part_ident=one.file.ident)
 
 
 class _One:

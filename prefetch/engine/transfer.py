@@ -212,6 +212,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
             restarts=self.restarts,
             sources_dropped=list(self.sources.dropped),
             served={s.url: s.served.total() for s in self.sources.all if s.served.total()},
+            part_ident=self.file.ident,
         )
 
     def _start_over(self, exc: Restart) -> None:

@@ -19,7 +19,7 @@ from prefetch.net.urls import redact_url
 from prefetch.cache.layout import part_path, state_path
 from prefetch.cache import placement
 from prefetch.fs.locks import hold_lock
-from prefetch.fs.safefs import lstat_or_none
+from prefetch.fs.safefs import check_owned, lstat_or_none
 from prefetch.model.specs import FileSpec
 from prefetch.engine.transfer import download_to_part
 from prefetch.fs.hashing import check_hash
@@ -108,6 +108,8 @@ def fetch_file(
             result.elapsed = time.monotonic() - started
             on_event(Event(EventKind.CACHED, plan.label, done=result.size, total=result.size, message=str(plan.final)))
             return result
+        if there is not None:  # to be replaced by the download: refused now, not after its last byte
+            check_owned(plan.final, there)  # (a link pointing nowhere, another user's file: placement refuses)
         # Hash only when there is something to check: hashing costs CPU that a
         # 2-core notebook needs for the transfer itself.
         algorithm = expected.algorithm if expected else None
@@ -269,7 +271,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         result.source = max(served, key=served.get) if served else None
         size_ok = plan.spec.size is None or transfer.size == plan.spec.size
         if size_ok and (expected is None or expected.matches(transfer.digest)):
-            return transfer, check_size(part, state, transfer.size, plan.label)
+            return transfer, check_size(part, state, transfer.size, plan.label, ident=transfer.part_ident)
         placement.discard(part, state)
         if transfer.reused:
             # Bytes kept from an earlier run may be what is wrong (a server that sent

@@ -10,13 +10,22 @@ from prefetch.fs.files import local_error
 from prefetch.model.events import Event, EventKind, EventSink
 
 
-def check_size(part: Path, state: Path, size: int, label: str):
-    """The file to be placed has exactly the size the transfer verified (no tail of junk); its stat."""
+def check_size(part: Path, state: Path, size: int, label: str, *, ident: tuple[int, int] | None = None):
+    """The file to be placed is the one the transfer wrote (``ident``: its st_dev, st_ino) and has
+    exactly the size the transfer verified (no tail of junk); its stat."""
     try:
         st = os.stat(part, follow_symlinks=False)
         actual = st.st_size
     except OSError as exc:
         raise local_error(exc, part) from None
+    if ident is not None and (st.st_dev, st.st_ino) != ident:
+        from prefetch.errors import LocalFileError
+
+        # Another process put a file at the name while the download wrote into the one it opened:
+        # its bytes are not ours to place (nor to delete); our record described the other file.
+        placement.discard(state)
+        raise LocalFileError(f"{label}: {part} was replaced by another file during the download; not placed. "
+                             f"Make sure nothing else writes there, then run the same command again")
     if actual != size:
         from prefetch.errors import IntegrityError
 

@@ -154,6 +154,12 @@ def check_name_length(path: Path, name_max: dict[str, int] | None = None) -> Non
                 break
             except (OSError, ValueError):
                 continue
+        # (once per folder) a folder to be made whose name no filesystem here can hold: said now,
+        # as for the file's own name, not as 'File name too long' after the folders above it were made
+        long = next((c for c in folder.parts if len(os.fsencode(c)) > limit), None)
+        if long is not None:
+            raise UsageError(f"folder name too long: {long[:40]}... is {len(os.fsencode(long))} bytes; this "
+                             f"filesystem allows {limit}: give a shorter out= or -o PATH")
         if name_max is not None:
             name_max[folder_name] = limit
     if size + IN_FLIGHT_EXTRA > limit:

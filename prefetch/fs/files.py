@@ -99,11 +99,51 @@ def local_error(exc: OSError, path: Path, *, needed: int | None = None):
     from prefetch.errors import DiskFullError, LocalFileError
 
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        need = f"; needs {mib(needed)} more" if needed else ""
+        need = f"; needs {_amount(needed)} more" if needed else ""
         return DiskFullError(
-            f"no space left on the device holding {path}{need}, {mib(free_space(path))} free. "
+            f"no space left on the device holding {path}{need}, {_amount(free_space(path))} free. "
             f"Free some space (or use --cache-dir) and run the command again to resume"
         )
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return LocalFileError(f"cannot write {path}: {exc.strerror}; choose a writable --cache-dir")
     return LocalFileError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def overwrite_in_place(path: Path, data: bytes) -> bool:
+    """Write ``data`` over the bytes of ``path`` itself, for when a full disk refuses the new file of
+    ``replace_file``: True when done.
+
+    Only when ``data`` fits in the file's current size: padded with spaces to exactly that size
+    (JSON readers skip them), in one ``pwrite``: the file's size and blocks stay as they are, so
+    no block is allocated. False (nothing written) when it does not fit, cannot be opened as our
+    own regular file, or the write is refused (a copy-on-write filesystem may need a block).
+    """
+    from prefetch.errors import UnsafePathError
+    from prefetch.fs import safefs
+
+    try:
+        fd, st = safefs.open_file_stat(path, os.O_WRONLY)
+    except (OSError, UnsafePathError):
+        return False
+    try:
+        if len(data) > st.st_size:
+            return False
+        data += b" " * (st.st_size - len(data))
+        written = 0
+        while written < len(data):  # (over allocated blocks a write is whole; a short one is still finished)
+            written += os.pwrite(fd, data[written:], written) or _no_progress()
+        os.fsync(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _no_progress() -> int:
+    raise OSError(errno.EIO, "a write made no progress")
+
+
+def _amount(n: int) -> str:
+    """Bytes for a disk-full message: MiB, or KiB below one (a small file's '0.0 MiB' said nothing)."""
+    return mib(n) if n >= 1 << 20 else f"{n / 1024:.1f} KiB"

@@ -12,6 +12,7 @@ per target (``_FileLock``).
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -156,8 +157,10 @@ def hold_lock(
             if not lock.write_owner(data):  # (in the lock file itself: no temp file, rename and unlink per lock)
                 owner_file = _key_file(locks_dir, key, ".owner")  # another user's lock file: the owner beside it
                 replace_file(owner_file, data)
-        except OSError as exc:
-            raise _locks_dir_error(exc, locks_dir) from None
+        except OSError as exc:  # (the owner record is a courtesy; the lock itself needs no room:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):  # a full state disk: go on)
+                raise _locks_dir_error(exc, locks_dir) from None
+            owner_file = None
     except BaseException:
         lock.close()
         raise

@@ -15,6 +15,7 @@ there (``refresh_state``). Nothing here prints.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -280,8 +281,13 @@ def write_record(record: JobRecord, env: Mapping[str, str] | None = None) -> Non
         path.parent.mkdir(parents=True, exist_ok=True)
         replace_file(path, data.encode("utf-8"), durable=True)
     except OSError as exc:  # a full or read-only disk: one line, not a crash (the old record stays)
-        from prefetch.fs.files import local_error
+        from prefetch.fs.files import local_error, overwrite_in_place
 
+        # A full disk (the state dir on a small root disk): the record's own blocks still hold it,
+        # written compactly over the old one (a job's end must not read as "interrupted").
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT) and overwrite_in_place(
+                path, json.dumps(record_to_dict(record), separators=(",", ":")).encode("utf-8")):
+            return
         raise local_error(exc, path) from None
 
 

@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from prefetch.errors import ExitCode
+from prefetch.errors import ExitCode, LocalFileError
 from prefetch.fs.files import remove_dead_temps
 
 HEARTBEAT_SECONDS = 20.0  # the record is rewritten at least this often while running
@@ -139,7 +139,9 @@ def _open_log(record, env: Mapping[str, str]) -> TextIO:
     from prefetch.fs.safefs import open_file
 
     fd = open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # never through a planted link
-    return open(fd, "a", encoding="utf-8", errors="surrogateescape", buffering=1, newline="\n")  # (a path not UTF-8: its bytes)
+    from prefetch.jobs.log_file import JobLog
+
+    return JobLog(fd)  # a line the disk refuses is dropped, never fatal to the job
 
 
 def _run(record, progress: JobProgress, *, stop: threading.Event, signalled: list[int], env) -> int:
@@ -291,7 +293,10 @@ class JobProgress:
             rec.error = error or None
             rec.finished = time.time()
 
-        jobs.update_record(self.job_id, end, self.env)
+        try:
+            jobs.update_record(self.job_id, end, self.env)
+        except LocalFileError as exc:  # its disk refuses even that: said once, not a crash of the worker
+            self.log_line(f"job {self.job_id} could not record its end ({state}, exit {exit_code}): {exc}")
         return exit_code
 
     def apply_results(self, results, *, cancelled: bool) -> None:

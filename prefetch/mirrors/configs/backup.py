@@ -165,6 +165,11 @@ def write_atomic(path: Path, data: bytes) -> None:
         mode = target.stat().st_mode & 0o7777 if target.exists() else None
         replace_file(target, data, durable=True, mode=mode)
     except OSError as exc:
+        import errno
+
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # (the file is as it was: the new one is a temp file)
+            raise LocalFileError(f"cannot write {path}: {exc.strerror}; free some space on its disk and run "
+                                 f"the command again (the file is unchanged)") from None
         raise LocalFileError(
             f"cannot write {path}: {exc.strerror or exc}; check permissions (or use --scope user)"
         ) from None
