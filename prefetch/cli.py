@@ -268,9 +268,10 @@ def take_plain_flag(args: list[str]) -> list[str]:
 
 
 def _fail(message: str, code: int) -> None:
+    from prefetch.commands.error_line import error_line
     from prefetch.commands.get_args import echo
 
-    line = " ".join(message.split("\n"))
+    line = error_line(message)
     try:
         echo(f"prefetch: error: {line}", err=True)
     except OSError:  # (stderr full or gone too: the exit code is all that is left)

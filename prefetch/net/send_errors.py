@@ -31,7 +31,7 @@ def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseExce
         reason = _ssl_reason(exc)
         if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
             return NetworkError(f"TLS verification failed for {redact_url(url)}{_through(url)}: {reason}")
-        return NetworkError(f"TLS error with {key[1]}{_through(url)}: {reason}")
+        return NetworkError(f"TLS error with {key[1].rpartition('@')[2]}{_through(url)}: {reason}")
     if is_invalid_request(exc) or type(exc).__name__ in ("InvalidURL", "InvalidSchema", "MissingSchema",
                                                           "InvalidHeader"):
         # (the URL passed our own checks: through a proxy, the proxy variable is the likelier culprit)
@@ -47,7 +47,8 @@ def transient_failure(exc: BaseException, url: str, key: tuple[str, str]) -> Bas
     kind = failure_kind(exc)
     if type(exc).__name__ == "ProxyError" and (proxy := proxy_for(url)):
         return proxies.connection_failed(proxy, url, cause, kind)
-    return TransientHTTPError(f"{key[1]}{_through(url)}: {cause}", cause=cause, kind=kind,
+    host = key[1].rpartition("@")[2]  # (the key's netloc may hold ``user:password@``: never shown)
+    return TransientHTTPError(f"{host}{_through(url)}: {cause}", cause=cause, kind=kind,
                               timed_out=kind == Failure.TIMEOUT or cause.startswith("timed out"))
 
 
