@@ -92,3 +92,64 @@ def test_a_100_kb_value_is_one_short_line(home, capsys):
     code, _out, err = run_main(capsys, "rm", "a" * 100_000)
     line = one_line(code, err, ExitCode.USAGE)
     assert len(line) < 600 and "(100002 characters)" in line  # (the quotes around it included)
+
+
+# --------------------------------------------------------------------------- paths
+
+
+@pytest.mark.parametrize("args", [
+    ["get", "http://127.0.0.1:9/x.bin", "-P", "~nosuchuser/x"],
+    ["get", "http://127.0.0.1:9/x.bin", "--extract", "--extract-to", "~nosuchuser/x"],
+    ["get", "-i", "LIST:http://127.0.0.1:9/x.bin out=~nosuchuser/y"],
+    ["get", "-i", "LIST:http://127.0.0.1:9/x.bin dir=~nosuchuser/y"],
+    ["export", "~nosuchuser/x"],
+])
+def test_a_tilde_naming_no_user_is_a_usage_error(home, capsys, tmp_path, monkeypatch, args):
+    """``Path.expanduser`` raised RuntimeError (an internal error); ``out=`` kept ``~nosuchuser`` as a
+    folder of that name."""
+    if args[1] == "-i":
+        listing = tmp_path / "list.txt"
+        listing.write_text(args[2][len("LIST:"):] + "\n")
+        args = [args[0], "-i", str(listing)]
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = run_main(capsys, *args)
+    line = one_line(code, err, ExitCode.USAGE)
+    assert "there is no user 'nosuchuser'" in line
+    assert not (tmp_path / "~nosuchuser").exists()
+
+
+def test_a_cache_dir_that_is_not_utf8_is_listed(home, tmp_path):
+    """A folder name of bytes that are not UTF-8 (surrogates in Python) was an internal error
+    (UnicodeEncodeError) in the completion record's name, then in writing it to a strict UTF-8
+    stdout (en_US.UTF-8's; PYTHONIOENCODING=utf-8:strict here, where only C locales exist)."""
+    folder = os.fsencode(str(tmp_path)) + b"/\xff\xfe"
+    done = subprocess.run([sys.executable, "-m", "prefetch", "list", "--cache-dir", folder], capture_output=True,
+                          timeout=60, stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONIOENCODING="utf-8:strict"))
+    assert done.returncode == 0, done.stderr
+    assert b"Keras cache: " + folder + b"/datasets\n" in done.stdout and b"mnist" in done.stdout
+
+
+@pytest.mark.parametrize("args", [["clean", "--cache-dir", "a" * 3000], ["clean", "--root", "a" * 3000],
+                                  ["export", "out", "--cache-dir", "a" * 3000]])
+def test_a_name_longer_than_the_filesystem_allows_is_a_usage_error(home, capsys, tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = run_main(capsys, *args)
+    line = one_line(code, err, ExitCode.USAGE)
+    assert "File name too long" in line and len(line) < 600
+
+
+@pytest.mark.parametrize("command", [["mirror", "bench"], ["doctor"], ["mirror", "use", "--dry-run", "fastest"]])
+def test_a_deadline_past_what_a_wait_holds_is_a_usage_error(home, capsys, command):
+    """``--deadline 1e23`` passed the finite check and overflowed a queue's wait (internal error)."""
+    code, _out, err = run_main(capsys, *command, "--deadline", "1e23")
+    assert "0.1<=x<=86400" in one_line(code, err, ExitCode.USAGE)
+
+
+@pytest.mark.parametrize("kwargs", [{"path": "~nosuchuser/x"}, {"extract": True, "extract_to": "~nosuchuser/x"}])
+def test_the_python_fetch_refuses_a_tilde_naming_no_user_with_one_usage_error(home, tmp_path, kwargs):
+    import prefetch
+    from prefetch.errors import UsageError
+
+    kwargs.setdefault("path", str(tmp_path))
+    with pytest.raises(UsageError, match="there is no user 'nosuchuser'"):
+        prefetch.fetch("http://127.0.0.1:9/x.tar.gz", **kwargs)

@@ -22,7 +22,7 @@ class Deadline(click.FloatRange):
         return number
 
 
-DEADLINE = Deadline(min=0.1)
+DEADLINE = Deadline(min=0.1, max=86400)  # (past a day: more than a wait's timeout holds)
 
 
 # -- rendering (shared with `prefetch doctor`) ------------------------------
