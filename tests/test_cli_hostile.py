@@ -153,3 +153,93 @@ def test_the_python_fetch_refuses_a_tilde_naming_no_user_with_one_usage_error(ho
     kwargs.setdefault("path", str(tmp_path))
     with pytest.raises(UsageError, match="there is no user 'nosuchuser'"):
         prefetch.fetch("http://127.0.0.1:9/x.tar.gz", **kwargs)
+
+
+# --------------------------------------------------------------------------- -i FILE
+
+
+def run_list(*args: str, stdin=subprocess.DEVNULL, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "prefetch", "get", *args], stdin=stdin, capture_output=True,
+                          text=True, timeout=timeout, env=os.environ.copy())
+
+
+@pytest.mark.parametrize("path, why", [("/dev/zero", "it is a device"), ("/", "Is a directory")])
+def test_an_input_file_that_is_a_device_or_a_directory_is_refused_at_once(home, path, why):
+    """``-i /dev/zero`` read forever (the whole machine's memory)."""
+    done = run_list("-i", path)
+    assert why in one_line(done.returncode, done.stderr, ExitCode.USAGE)
+
+
+def test_an_input_file_on_a_closed_stdin_is_a_usage_error(home):
+    done = subprocess.run(["sh", "-c", 'exec "$@" <&-', "sh", sys.executable, "-m", "prefetch", "get", "-i", "-"],
+                          capture_output=True, text=True, timeout=30, env=os.environ.copy())
+    assert "no standard input" in one_line(done.returncode, done.stderr, ExitCode.USAGE)
+
+
+def test_an_input_file_past_the_limit_is_refused(home, capsys, tmp_path, monkeypatch):
+    from prefetch.commands import get_run
+
+    monkeypatch.setattr(get_run, "INPUT_LIMIT", 1000)
+    listing = tmp_path / "list.txt"
+    listing.write_text("http://127.0.0.1:9/x.bin\n" * 100)
+    code, _out, err = run_main(capsys, "get", "-i", str(listing))
+    assert "more than" in one_line(code, err, ExitCode.USAGE)
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\x07", "\x7f"])
+def test_a_control_character_in_a_listed_url_is_a_usage_error(home, capsys, tmp_path, bad):
+    """A NUL was an internal error of that file (ValueError: embedded null byte)."""
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"http://127.0.0.1:9/x{bad}.bin\n")
+    code, _out, err = run_main(capsys, "get", "-i", str(listing), "-P", str(tmp_path))
+    assert f"it contains the control character {bad!r}" in one_line(code, err, ExitCode.USAGE)
+
+
+def test_an_input_file_from_a_pipe_with_a_byte_order_mark(home, origin, tmp_path):
+    origin.put("d.bin", b"d" * 1000)
+    done = subprocess.run([sys.executable, "-m", "prefetch", "get", "-i", "-", "-P", str(tmp_path), "-q"],
+                          input=("\ufeff" + origin.url_for("d.bin") + "\r\n").encode(), capture_output=True,
+                          timeout=60, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "d.bin").read_bytes() == b"d" * 1000
+
+
+# --------------------------------------------------------------------------- FIFOs where a config is read
+
+
+def test_fifos_at_pip_uv_and_conda_configs_never_block_mirror_show(home):
+    """pip (run by ``mirror show`` and ``doctor``), the uv and conda readers opened them blocking:
+    the command never ended (and the ``pip config list`` child outlived it)."""
+    for path in (home / ".config" / "pip" / "pip.conf", home / ".config" / "uv" / "uv.toml", home / ".condarc"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path)
+    done = subprocess.run([sys.executable, "-m", "prefetch", "mirror", "show"], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
+    assert "pip would wait forever on its config" in rows["pip"]
+    assert "uv.toml unreadable: not a regular file" in rows["uv"]
+    assert ".condarc (not read: not a regular file)" in rows["conda"]
+
+
+def test_a_fifo_at_the_netrc_is_refused_not_waited_on(cli, home, origin, tmp_path):
+    origin.put("d.bin", b"d" * 1000)
+    os.mkfifo(home / ".netrc")
+    done = cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), timeout=60)
+    line = one_line(done.returncode, done.stderr, ExitCode.FILESYSTEM)
+    assert f"refusing to use {home / '.netrc'}: it is a FIFO" in line
+    assert not (tmp_path / "d.bin").exists()
+
+
+# --------------------------------------------------------------------------- closed streams
+
+
+def test_print_paths_into_a_closed_stdout_drops_them_as_every_command_does(home, origin, tmp_path):
+    """``>&-``: ``sys.stdout`` is None; the path printer wrote to it (internal error, exit 1)."""
+    origin.put("d.bin", b"d" * 1000)
+    done = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "prefetch", "get",
+                           origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "--print-paths"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr
+    assert "internal error" not in done.stderr
+    assert (tmp_path / "d.bin").read_bytes() == b"d" * 1000
