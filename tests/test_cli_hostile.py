@@ -243,3 +243,53 @@ def test_print_paths_into_a_closed_stdout_drops_them_as_every_command_does(home,
     assert done.returncode == 0, done.stderr
     assert "internal error" not in done.stderr
     assert (tmp_path / "d.bin").read_bytes() == b"d" * 1000
+
+
+# --------------------------------------------------------------------------- the environment
+
+
+@pytest.mark.parametrize("variable, value, expect", [
+    ("PREFETCH_DEMOTE_WINDOW", "0", "must be more than 0"),  # a division by it: internal error
+    ("PREFETCH_DEMOTE_WINDOW", "-5", "must be more than 0"),
+    ("PREFETCH_CONNECT_TIMEOUT", "-5", "must be more than 0"),  # exit 3, "invalid URL ...: Timeout value out of range"
+    ("PREFETCH_CONNECT_TIMEOUT", "0", "must be more than 0"),  # exit 3, a non-blocking socket's EINPROGRESS
+    ("PREFETCH_READ_TIMEOUT", "-1", "must be more than 0"),
+    ("PREFETCH_BACKOFF", "-1", "must be 0 or more"),
+])
+def test_a_tuning_variable_out_of_its_range_is_a_usage_error(cli, origin, tmp_path, variable, value, expect):
+    origin.put("d.bin", b"d" * 1000)
+    done = cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"),
+               env=dict(os.environ, **{variable: value}))
+    assert f"{variable}='{value}': {expect}" in one_line(done.returncode, done.stderr, ExitCode.USAGE)
+    assert not (tmp_path / "d.bin").exists()
+
+
+def test_a_failed_files_error_is_one_line_too(cli, tmp_path):
+    """The per-file errors a get prints at its end did not go through the one-line rule."""
+    done = cli("get", f"https://127.0.0.1:{refused_port()}/x.bin", "-o", str(tmp_path / "x.bin"),
+               env=dict(os.environ, REQUESTS_CA_BUNDLE="a\nb\x1b[2J"))
+    line = one_line(done.returncode, done.stderr, ExitCode.NETWORK)
+    assert "cannot use the CA bundle a b\\x1b[2J named by REQUESTS_CA_BUNDLE" in line
+
+
+def test_a_pip_config_path_that_is_not_utf8_is_shown(home):
+    """pip's answer quoting the path was decoded strictly (UnicodeDecodeError: internal error)."""
+    done = subprocess.run([sys.executable, "-m", "prefetch", "mirror", "show"], capture_output=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=dict(os.environ, PIP_CONFIG_FILE=os.fsdecode(b"/tmp/\xff\xfe")))
+    assert done.returncode == 0, done.stderr
+    assert b"internal error" not in done.stderr
+
+
+@pytest.mark.parametrize("args", [["mirror", "show"], ["mirror", "show", "--json"],
+                                  ["doctor", "--no-sources", "--deadline", "0.5"],
+                                  ["doctor", "--no-sources", "--deadline", "0.5", "--json"]])
+def test_mirror_show_and_doctor_never_print_an_index_password(home, args):
+    """A private index's token in PIP_INDEX_URL / UV_INDEX_URL / HF_ENDPOINT was printed whole, in a
+    notebook's saved output."""
+    secret = "https://alice:s3cr3t@pypi.example.invalid/simple"
+    env = dict(os.environ, PIP_INDEX_URL=secret, UV_INDEX_URL=secret, HF_ENDPOINT="https://alice:s3cr3t@hf.example.invalid")
+    done = subprocess.run([sys.executable, "-m", "prefetch", *args], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL, env=env)
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    assert "s3cr3t" not in done.stdout + done.stderr
+    assert "alice:***@pypi.example.invalid" in done.stdout

@@ -25,12 +25,18 @@ LONGEST_WORD = 300
 
 def error_line(message: str) -> str:
     """``message`` as one line that shows what it quotes and never a password."""
-    message = _CREDENTIALS.sub(r"\1:***@", message)
+    message = hide_passwords(message)
     message = " ".join(message.split("\n"))  # (a message's own line breaks: one line)
     message = _ODD.sub(_escape, message)
     if len(message) > LONGEST_WORD:
         message = re.sub(r"\S{%d,}" % (LONGEST_WORD + 1), _shorten, message)
     return message
+
+
+def hide_passwords(text: str) -> str:
+    """``text`` with each ``scheme://user:password@`` as ``scheme://user:***@`` (a report's URLs:
+    a private index's token in ``PIP_INDEX_URL``, a mirror's in mirrors.toml)."""
+    return _CREDENTIALS.sub(r"\1:***@", text) if "://" in text else text
 
 
 def _escape(match: re.Match) -> str:

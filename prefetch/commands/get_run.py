@@ -183,7 +183,11 @@ def _error_lines(results) -> list[str]:
         rest = len(stopped) - STOPPED_SHOWN
         stopped = stopped[:STOPPED_SHOWN] + [f"... and {rest} more files stopped or not started; "
                                              f"run the same command again to resume them"]
-    return failed + stopped
+    if not failed and not stopped:
+        return []
+    from prefetch.commands.error_line import error_line  # (one line each, as cli._fail's)
+
+    return [error_line(e) for e in failed + stopped]
 
 
 def _distinct(errors) -> list[str]:

@@ -295,6 +295,7 @@ def read_pip_effective(*, python: str | None = None, env: Mapping[str, str] | No
                 [python, "-m", "pip", *command],
                 capture_output=True,
                 text=True,
+                errors="surrogateescape",  # (a config path that is not UTF-8: its bytes, as os.fsdecode gives them)
                 env=run_env,
                 timeout=120,
                 stdin=subprocess.DEVNULL,
