@@ -198,6 +198,8 @@ def fetch(
         path = datasets_dir(keras_root())
     elif not isinstance(path, str) and not hasattr(path, "__fspath__"):
         raise UsageError(f"path must be a folder (a string or a path), got {path!r:.60}")
+    if fname is not None and not isinstance(fname, str) and not hasattr(fname, "__fspath__"):
+        raise UsageError(f"fname must be a file name (a string), got {fname!r:.60}")
     if not fname:
         from urllib.parse import urlsplit
 

@@ -293,3 +293,21 @@ def test_mirror_show_and_doctor_never_print_an_index_password(home, args):
     assert "internal error" not in done.stderr and "Traceback" not in done.stderr
     assert "s3cr3t" not in done.stdout + done.stderr
     assert "alice:***@pypi.example.invalid" in done.stdout
+
+
+# --------------------------------------------------------------------------- the Python API
+
+
+@pytest.mark.parametrize("call", [
+    lambda prefetch: prefetch.ensure("http://127.0.0.1:9/x.bin", on_event=5),  # TypeError at the first event
+    lambda prefetch: prefetch.ensure("http://127.0.0.1:9/x.bin", on_event="print"),
+    lambda prefetch: prefetch.fetch("http://127.0.0.1:9/x.bin", fname=5),  # TypeError from os.fspath
+    lambda prefetch: prefetch.fetch("http://127.0.0.1:9/x.bin", fname=b"x.bin"),
+    lambda prefetch: prefetch.fetch("http://127.0.0.1:9/x.bin", fname={"x.bin"}),
+], ids=["on_event-int", "on_event-str", "fname-int", "fname-bytes", "fname-set"])
+def test_the_api_refuses_a_wrong_type_with_one_usage_error_before_anything_starts(home, call):
+    import prefetch
+    from prefetch.errors import UsageError
+
+    with pytest.raises(UsageError, match="must be a"):
+        call(prefetch)
