@@ -79,6 +79,13 @@ def test_a_password_in_a_url_is_never_printed_back(home, capsys, args):
     assert "alice:***@" in line
 
 
+def test_waits_failures_are_one_line_too(home, capsys):
+    """``wait`` prints its failures itself (not through the last resort): a pasted CRLF split it in three."""
+    code, _out, err = run_main(capsys, "wait", "mnist\r\n")
+    line = one_line(code, err, ExitCode.FAILURE)
+    assert line.startswith("prefetch: error: mnist\\r : not in place")
+
+
 def test_a_password_in_a_url_that_is_refused_is_in_no_note_and_no_error(cli, tmp_path):
     """The connection's failure named its host as the URL's netloc, ``user:password@`` and all."""
     port = refused_port()
