@@ -143,7 +143,7 @@ def run() -> None:
     defer_import("selectors")
     defer_import("array")
     _EXITS_AFTER[0] = True
-    if getattr(sys.stdout, "errors", None) == "strict":  # (a UTF-8 locale such as en_US.UTF-8)
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):  # (en_US.UTF-8's)
         # A path that is not UTF-8 (its bytes decoded as surrogates) is written as its bytes, as
         # ``ls`` writes it, not an internal error; ``--print-paths | xargs`` gets the real name.
         sys.stdout.reconfigure(errors="surrogateescape")

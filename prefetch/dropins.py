@@ -219,7 +219,8 @@ def fetch(
         entry["md5"] = md5
     into = None
     if extract:
-        into = expand_path(extract_to, "extract_to").absolute() if extract_to else target.parent / _archive_stem(target.name)
+        into = (expand_path(extract_to, "extract_to").absolute() if extract_to
+                else target.parent / _archive_stem(target.name))
     _download([entry], force=force, mirror=mirror, connections=connections, limit_rate=limit_rate,
               headers=headers, progress=progress, extract_to=into)
     return into if into is not None else target

@@ -33,7 +33,8 @@ def render_table(headers: list[str], rows: list[list[str]], *, title: str | None
     from prefetch.commands.error_line import hide_passwords
 
     status = [i for i, h in enumerate(headers) if h in ("STATUS", "STATE")]
-    echo_table(headers, [[hide_passwords(str(cell)) for cell in row] for row in rows], title=title, state_columns=status)
+    rows = [[hide_passwords(str(cell)) for cell in row] for row in rows]
+    echo_table(headers, rows, title=title, state_columns=status)
 
 
 def warn(message: str) -> None:

@@ -103,7 +103,8 @@ class TransferOptions:
 
                     raise UsageError(f"{name}={env[name]!r} is not a valid {kind.__name__}") from None
                 positive = key in _POSITIVE_KNOBS
-                if kind in (float, int) and (values[key] < 0 or positive and values[key] == 0):  # (counts, sizes, times)
+                # (counts, sizes, rates, times: never negative)
+                if kind in (float, int) and (values[key] < 0 or positive and values[key] == 0):
                     from prefetch.errors import UsageError
 
                     raise UsageError(f"{name}={env[name]!r}: must be {'more than 0' if positive else '0 or more'}")
