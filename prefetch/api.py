@@ -129,6 +129,8 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
         kernel interrupt: the bytes on disk stay, the next call resumes): the
         first file's failure (the others were still attempted).
     """
+    if on_event is not None and not callable(on_event):  # (it would fail at the first event, mid-download)
+        raise UsageError(f"on_event must be a function called with each Event, got {on_event!r:.60}")
     request = make_request(names, **options)
     if background:
         from prefetch.jobs import start_job

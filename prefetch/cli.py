@@ -72,6 +72,9 @@ def _main(argv: list[str] | None) -> None:
             _show_help(exc.ctx)
         elif isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
             _disk_failed(exc)
+        elif isinstance(exc, OSError) and exc.errno == 36:  # ENAMETOOLONG: a path the user gave (or its URL's name)
+            _fail(f"{exc.filename}: {exc.strerror}; the filesystem allows names of up to 255 bytes; give a shorter "
+                  f"path", ExitCode.USAGE)
         elif click is not None and isinstance(exc, click.UsageError):
             # One line, like every other error; the command's --help has the rest.
             command = exc.ctx.command_path if exc.ctx is not None else "prefetch"
@@ -140,6 +143,10 @@ def run() -> None:
     defer_import("selectors")
     defer_import("array")
     _EXITS_AFTER[0] = True
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):  # (en_US.UTF-8's)
+        # A path that is not UTF-8 (its bytes decoded as surrogates) is written as its bytes, as
+        # ``ls`` writes it, not an internal error; ``--print-paths | xargs`` gets the real name.
+        sys.stdout.reconfigure(errors="surrogateescape")
     try:
         main()
     except SystemExit as exc:
@@ -268,9 +275,10 @@ def take_plain_flag(args: list[str]) -> list[str]:
 
 
 def _fail(message: str, code: int) -> None:
+    from prefetch.commands.error_line import error_line
     from prefetch.commands.get_args import echo
 
-    line = " ".join(message.split("\n"))
+    line = error_line(message)
     try:
         echo(f"prefetch: error: {line}", err=True)
     except OSError:  # (stderr full or gone too: the exit code is all that is left)

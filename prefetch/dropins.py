@@ -198,6 +198,8 @@ def fetch(
         path = datasets_dir(keras_root())
     elif not isinstance(path, str) and not hasattr(path, "__fspath__"):
         raise UsageError(f"path must be a folder (a string or a path), got {path!r:.60}")
+    if fname is not None and not isinstance(fname, str) and not hasattr(fname, "__fspath__"):
+        raise UsageError(f"fname must be a file name (a string), got {fname!r:.60}")
     if not fname:
         from urllib.parse import urlsplit
 
@@ -207,7 +209,9 @@ def fetch(
     fname = os.fspath(fname)
     if os.path.isabs(fname) or not Path(fname).parts or ".." in Path(fname).parts:
         raise UsageError(f"fname must be a file name inside path, got {fname!r}; give the folder as path=")
-    target = Path(path).expanduser().absolute() / fname
+    from prefetch.fs.paths import expand_path
+
+    target = expand_path(path, "path").absolute() / fname
     entry = {"url": url, "out": str(target)}
     if sha256:
         entry["sha256"] = sha256
@@ -215,7 +219,8 @@ def fetch(
         entry["md5"] = md5
     into = None
     if extract:
-        into = Path(extract_to).expanduser().absolute() if extract_to else target.parent / _archive_stem(target.name)
+        into = (expand_path(extract_to, "extract_to").absolute() if extract_to
+                else target.parent / _archive_stem(target.name))
     _download([entry], force=force, mirror=mirror, connections=connections, limit_rate=limit_rate,
               headers=headers, progress=progress, extract_to=into)
     return into if into is not None else target

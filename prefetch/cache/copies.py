@@ -18,7 +18,7 @@ MAX_PATHS = 16  # the newest places kept per shared file
 
 
 def index_path(state: Path, key: str) -> Path:
-    return state / "copies" / (hashlib.sha1(key.encode()).hexdigest()[:24] + ".json")
+    return state / "copies" / (hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()[:24] + ".json")
 
 
 def known_copies(state: Path, key: str) -> list[Path]:

@@ -149,7 +149,7 @@ def same_inode(a: Path, b: Path) -> bool:
 
 
 def completion_path(records_dir: Path, final: Path) -> Path:
-    return records_dir / (sha1(str(final.absolute()).encode()).hexdigest()[:24] + ".json")
+    return records_dir / (sha1(str(final.absolute()).encode("utf-8", "surrogateescape")).hexdigest()[:24] + ".json")
 
 
 def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat_result | None = None) -> None:
@@ -311,7 +311,7 @@ def own_paths(plan: FilePlan) -> list[Path]:
 
 
 def marker_path(markers_dir: Path, final: Path, into: Path) -> Path:
-    key = sha1(f"{final.absolute()}\0{into.absolute()}".encode()).hexdigest()[:20]
+    key = sha1(f"{final.absolute()}\0{into.absolute()}".encode("utf-8", "surrogateescape")).hexdigest()[:20]
     return markers_dir / f"{key}.json"
 
 

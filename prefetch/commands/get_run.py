@@ -99,7 +99,7 @@ class PathPrinter:
         if result.status not in ("downloaded", "cached") or result.exit_code:
             return
         with self.lock:
-            if self.broken:
+            if self.broken or self.stream is None:  # (stdout closed, ``>&-``: dropped, as click.echo drops it)
                 return
             try:
                 self.stream.write(result.path + self.end)
@@ -183,7 +183,11 @@ def _error_lines(results) -> list[str]:
         rest = len(stopped) - STOPPED_SHOWN
         stopped = stopped[:STOPPED_SHOWN] + [f"... and {rest} more files stopped or not started; "
                                              f"run the same command again to resume them"]
-    return failed + stopped
+    if not failed and not stopped:
+        return []
+    from prefetch.commands.error_line import error_line  # (one line each, as cli._fail's)
+
+    return [error_line(e) for e in failed + stopped]
 
 
 def _distinct(errors) -> list[str]:
@@ -230,16 +234,43 @@ def read_input_file(path: str) -> list[dict]:
     from prefetch.errors import UsageError
     from prefetch.flow.planners.url_list import parse_input_file
 
-    if path == "-":
-        text, source = sys.stdin.read(), "<stdin>"
-    else:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read the input file {path}: {getattr(exc, 'strerror', None) or exc}") from None
-        source = path
+    source = "<stdin>" if path == "-" else path
+    try:
+        data = _read_list(path)
+        text = data.decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the input file {source}: {getattr(exc, 'strerror', None) or exc}") from None
     entries = parse_input_file(text, source=source)
     if not entries:
         raise UsageError(f"{source}: no URLs in the input file")
     return [e.to_dict() for e in entries]
+
+
+INPUT_LIMIT = 64 << 20  # an input file's bytes: ~500,000 URLs; more is no list (-i /dev/zero, a runaway pipe)
+
+
+def _read_list(path: str) -> bytes:
+    """The bytes of ``-i PATH`` (``-`` = stdin): a file, or a pipe or FIFO read to its end, as ``cat``
+    would (``-i <(...)`` waits for its writer; Ctrl-C stops it, exit 7); never a device, never
+    more than ``INPUT_LIMIT`` bytes.
+
+    Raises:
+        OSError: unreadable, a directory or device, no stdin, or past the limit.
+    """
+    import os
+    import stat
+
+    if path == "-":
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise OSError(0, "there is no standard input (it is closed)")
+        data = stream.read(INPUT_LIMIT + 1)
+    else:
+        with open(path, "rb") as f:  # (a FIFO: blocks until a writer opens it, as cat does)
+            mode = os.fstat(f.fileno()).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+                raise OSError(0, "it is a directory" if stat.S_ISDIR(mode) else "it is a device, not a file")
+            data = f.read(INPUT_LIMIT + 1)
+    if len(data) > INPUT_LIMIT:
+        raise OSError(0, f"it holds more than {INPUT_LIMIT >> 20} MiB, which is no URL list")
+    return data

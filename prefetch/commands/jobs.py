@@ -193,8 +193,10 @@ def wait(targets, timeout):
         click.echo(f"{job_id}: stopped earlier, but its files are in place now")
     for name in result.datasets:
         click.echo(f"{name} in place")
+    from prefetch.commands.error_line import error_line
+
     for failure in result.failures:
-        click.echo(f"prefetch: error: {failure}", err=True)
+        click.echo(f"prefetch: error: {error_line(failure)}", err=True)
     return result.exit_code
 
 

@@ -22,7 +22,7 @@ class Deadline(click.FloatRange):
         return number
 
 
-DEADLINE = Deadline(min=0.1)
+DEADLINE = Deadline(min=0.1, max=86400)  # (past a day: more than a wait's timeout holds)
 
 
 # -- rendering (shared with `prefetch doctor`) ------------------------------
@@ -30,7 +30,10 @@ def render_table(headers: list[str], rows: list[list[str]], *, title: str | None
     """Aligned columns as wide as their widest cell (URLs whole on one line), colour by NO_COLOR rules."""
     from prefetch.commands.output import echo_table
 
+    from prefetch.commands.error_line import hide_passwords
+
     status = [i for i, h in enumerate(headers) if h in ("STATUS", "STATE")]
+    rows = [[hide_passwords(str(cell)) for cell in row] for row in rows]
     echo_table(headers, rows, title=title, state_columns=status)
 
 
@@ -40,8 +43,10 @@ def warn(message: str) -> None:
 
 
 def echo_json(data: object) -> None:
-    """Dataclasses, enums and paths as JSON on stdout."""
-    click.echo(json.dumps(to_jsonable(data), indent=2))
+    """Dataclasses, enums and paths as JSON on stdout (passwords in URLs as ``***``)."""
+    from prefetch.commands.error_line import hide_passwords
+
+    click.echo(hide_passwords(json.dumps(to_jsonable(data), indent=2)))
 
 
 def to_jsonable(value: object) -> object:
@@ -140,13 +145,15 @@ def show(as_json: bool, python: str | None) -> None:
         return
     rows = [[t.tool, t.url or "-", t.mirror or "-", t.source] for t in result.tools]
     render_table(["TOOL", "INDEX / ENDPOINT", "MIRROR", "SET BY"], rows)
+    from prefetch.commands.error_line import hide_passwords
+
     for state in result.tools:
         if state.detail:
-            click.echo(f"{state.tool}: {state.detail}")
+            click.echo(hide_passwords(f"{state.tool}: {state.detail}"))
     if result.env_overrides:
         click.echo("environment:")
         for name, value in result.env_overrides.items():
-            click.echo(f"  {name}={value}")
+            click.echo(hide_passwords(f"  {name}={value}"))
 
 
 @mirror.command("bench")

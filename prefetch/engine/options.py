@@ -102,6 +102,12 @@ class TransferOptions:
                     from prefetch.errors import UsageError
 
                     raise UsageError(f"{name}={env[name]!r} is not a valid {kind.__name__}") from None
+                positive = key in _POSITIVE_KNOBS
+                # (counts, sizes, rates, times: never negative)
+                if kind in (float, int) and (values[key] < 0 or positive and values[key] == 0):
+                    from prefetch.errors import UsageError
+
+                    raise UsageError(f"{name}={env[name]!r}: must be {'more than 0' if positive else '0 or more'}")
         if env.get("PREFETCH_RESOLVE"):
             from prefetch.net.open_socket import resolve_overrides
 
@@ -136,6 +142,8 @@ class TransferOptions:
 LONGEST_TIMEOUT = 1e9  # seconds (31 years): longer ones (inf) are read as this
 POLITE_ONE_CONNECTION_RATE = 200e6  # bytes/s: a polite background job's one_connection_rate
 
+# Knobs a 0 makes meaningless: a socket timeout of 0 is a non-blocking socket, a window of 0 a division by it.
+_POSITIVE_KNOBS = ("read_timeout", "connect_timeout", "demote_window")
 _ENV_KNOBS = [
     ("read_timeout", "PREFETCH_READ_TIMEOUT", float),
     ("connect_timeout", "PREFETCH_CONNECT_TIMEOUT", float),

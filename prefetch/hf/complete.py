@@ -30,7 +30,7 @@ _DIR = "hub-complete"
 def manifest_path(state: Path, repo_dir: Path, revision: str, include: Sequence[str], exclude: Sequence[str]) -> Path:
     """Where the manifest of this repo, revision and selection lives."""
     key = json.dumps([str(repo_dir), revision, sorted(include), sorted(exclude)])
-    return state / _DIR / (hashlib.sha1(key.encode()).hexdigest() + ".json")
+    return state / _DIR / (hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest() + ".json")
 
 
 def record_complete(path: Path, *, commit: str, files: Sequence) -> None:

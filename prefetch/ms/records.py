@@ -21,7 +21,7 @@ def record_path(state: Path, root: Path, repo: MsRepo) -> Path:
     import hashlib
 
     folder = f"{repo.segment}--{repo.repo_id.replace('/', '--')}--{repo.revision}"
-    digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]  # one record per cache root
+    digest = hashlib.sha256(str(root).encode("utf-8", "surrogateescape")).hexdigest()[:12]  # one record per cache root
     return state / "modelscope" / digest / f"{folder}.complete"
 
 

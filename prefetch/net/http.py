@@ -199,8 +199,16 @@ class Client:
             via = dict(get_environ_proxies(url))
         auth = None
         if netrc_named():
+            import os
+
             from requests.utils import get_netrc_auth
 
+            from prefetch.fs.safefs import open_readable
+
+            try:  # (requests opens it blocking: a FIFO there would never answer)
+                os.close(open_readable(netrc_path()))
+            except OSError:
+                pass  # absent or unreadable: requests' lookup skips it too
             try:
                 auth = get_netrc_auth(url)
             except ValueError as exc:  # not UTF-8: requests ignores a netrc it cannot parse, not this

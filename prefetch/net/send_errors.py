@@ -32,7 +32,8 @@ def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseExce
         reason = _ssl_reason(exc)
         if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
             return NetworkError(f"TLS verification failed for {redact_url(url)}{_through(url)}: {reason}")
-        return NetworkError(f"TLS error with {key[1]}{_through(url)}: {reason}{plain_http_hint(reason, url)}")
+        return NetworkError(f"TLS error with {key[1].rpartition('@')[2]}{_through(url)}: {reason}"
+                            f"{plain_http_hint(reason, url)}")
     if is_invalid_request(exc) or type(exc).__name__ in ("InvalidURL", "InvalidSchema", "MissingSchema",
                                                           "InvalidHeader"):
         # (the URL passed our own checks: through a proxy, the proxy variable is the likelier culprit)
@@ -51,7 +52,8 @@ def transient_failure(exc: BaseException, url: str, key: tuple[str, str]) -> Bas
         if proxy[:8].lower() == "https://" and is_ssl_failure(root):
             return proxies.tls_failed(proxy, url, _ssl_reason(root))
         return proxies.connection_failed(proxy, url, cause, kind)
-    return TransientHTTPError(f"{key[1]}{_through(url)}: {cause}", cause=cause, kind=kind,
+    host = key[1].rpartition("@")[2]  # (the key's netloc may hold ``user:password@``: never shown)
+    return TransientHTTPError(f"{host}{_through(url)}: {cause}", cause=cause, kind=kind,
                               timed_out=kind == Failure.TIMEOUT or cause.startswith("timed out"))
 
 
@@ -60,7 +62,7 @@ def plain_http_hint(reason: str, url: str) -> str:
     an http server."""
     if not spoke_plain_http(reason):
         return ""
-    return f"; the server answered in plain HTTP, not TLS: try {'http://' + url.partition('://')[2]}"
+    return f"; the server answered in plain HTTP, not TLS: try {'http://' + redact_url(url).partition('://')[2]}"
 
 
 def _through(url: str) -> str:

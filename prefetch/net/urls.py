@@ -36,11 +36,15 @@ def check_url(url: str) -> None:
     if bad:
         shown = "a space" if bad[0] == " " else f"the character {bad[0]!r}"
         raise UsageError(f"malformed URL {url!r}: the host {host!r} contains {shown}")
+    bad = None if url.isprintable() else _CONTROL_CHARACTER.search(url)  # (isprintable: the fast common answer)
+    if bad:  # (a NUL, a bell: no request can carry it; \t, \r and \n are dropped by urlsplit, as pasted)
+        raise UsageError(f"malformed URL {url!r}: it contains the control character {bad[0]!r}")
 
 
 # What a host never contains: whitespace (str.isspace's, as \s of a str pattern), control
 # characters, DEL, and the characters that end or quote a host.
 _BAD_HOST_CHARACTER = re.compile(r'[\s\x00-\x1f\x7f<>"{}|\\^`%/?#@]')
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def is_url(text: str) -> bool:

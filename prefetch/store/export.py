@@ -17,6 +17,7 @@ from pathlib import Path
 from prefetch.errors import HashMismatchError, LocalFileError, NotDownloadedError
 from prefetch.fs import safefs
 from prefetch.fs.files import local_error, replace_file
+from prefetch.fs.paths import expand_path
 
 
 @dataclass
@@ -39,7 +40,7 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
     from prefetch.cache.plans import plan_files
     from prefetch.store.push import file_digests
 
-    directory = Path(directory).expanduser().absolute()
+    directory = expand_path(directory, "DIRECTORY").absolute()
     try:
         safefs.make_dirs(directory)  # a folder link another user planted, here or above, is never followed
     except OSError as exc:

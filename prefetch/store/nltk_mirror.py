@@ -25,6 +25,7 @@ from typing import Callable, Mapping, Sequence
 
 from prefetch.cache import nltk_data
 from prefetch.errors import HashMismatchError, LocalFileError, NetworkError, NotDownloadedError, UsageError
+from prefetch.fs.paths import expand_path
 from prefetch.store.s3 import error_code, open_store, store_error
 
 INDEX = "index.xml"
@@ -197,7 +198,7 @@ def export_nltk(directory: Path, ids: Sequence[str], *, data_dir: Path, state_di
     from prefetch.fs import safefs
     from prefetch.store.export import _place
 
-    directory = Path(directory).expanduser().absolute()
+    directory = expand_path(directory, "DIRECTORY").absolute()
     safefs.check_link_ok(directory)
     found, collections = local_packages(ids, data_dir=data_dir, records_dir=state_dir / "placed")
     make_dirs(directory)

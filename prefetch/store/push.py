@@ -241,7 +241,7 @@ def _b64(md5_hex: str) -> str:
 
 def _record_path(state_dir: Path, store: Store, key: str) -> Path:
     ident = f"{store.endpoint or 'aws'}\0{store.location.bucket}\0{key}"
-    return Path(state_dir) / "push" / (hashlib.sha1(ident.encode()).hexdigest()[:24] + ".json")
+    return Path(state_dir) / "push" / (hashlib.sha1(ident.encode("utf-8", "surrogateescape")).hexdigest()[:24] + ".json")
 
 
 def _load_record(path: Path) -> dict | None:
@@ -270,10 +270,11 @@ def local_files(targets: list[str], *, registry, root: Path) -> list[tuple[Path,
     """
     from prefetch.errors import NotDownloadedError
     from prefetch.cache.plans import plan_files
+    from prefetch.fs.paths import expand_path
 
     found: list[tuple[Path, str, object]] = []
     for target in targets:
-        path = Path(target).expanduser()
+        path = expand_path(target, "TARGET")
         if os.sep in target or path.is_file():
             if not path.is_file():
                 raise LocalFileError(f"{path} is not a file")

@@ -56,11 +56,11 @@ def plan_url_specs(
         _check_local_origin(url)
         base = bases.get(entry.dir)
         if base is None:
-            folder = Path(entry.dir or output_dir or here()).expanduser()
+            folder = expand_path(entry.dir or output_dir or here(), "dir" if entry.dir else "-P")
             base = bases[entry.dir] = str(folder if folder.is_absolute() else here() / folder)
         name = url_file_name(url)
         if entry.out:
-            target = os.path.join(base, os.path.expanduser(entry.out))  # (an absolute out= replaces base)
+            target = os.path.join(base, expand_path(entry.out, "out"))  # (an absolute out= replaces base)
         elif name:
             target = os.path.join(base, name)
         else:
@@ -77,7 +77,7 @@ def plan_url_specs(
         taken[target] = (url, len(specs))
         into: tuple[str, ...] = ()
         if extract:
-            where = Path(extract_to).expanduser() if extract_to else Path(target).parent
+            where = expand_path(extract_to, "--extract-to") if extract_to else Path(target).parent
             into = (os.path.abspath(where if where.is_absolute() else here() / where),)
         specs.append(
             DatasetSpec(
@@ -183,17 +183,17 @@ def pin_url_paths(request: GetRequest) -> GetRequest:
     if not request.urls and not any(PLANNER.claims(n) for n in request.names):
         return request
 
-    def absolute(path: str) -> str:
-        path = Path(path).expanduser()
+    def absolute(path: str, what: str) -> str:
+        path = expand_path(path, what)
         return str(path if path.is_absolute() else current_dir() / path)
 
-    urls = [dict(e, dir=absolute(e["dir"])) if isinstance(e, dict) and e.get("dir") else e for e in request.urls]
+    urls = [dict(e, dir=absolute(e["dir"], "dir")) if isinstance(e, dict) and e.get("dir") else e for e in request.urls]
     return dataclasses.replace(
         request,
         names=[local_to_url(n) if is_local_path(n.partition("#")[0]) else n for n in request.names],
         urls=urls,
-        output_dir=absolute(request.output_dir) if request.output_dir else str(current_dir()),
-        extract_to=absolute(request.extract_to) if request.extract_to else None,
+        output_dir=absolute(request.output_dir, "-P") if request.output_dir else str(current_dir()),
+        extract_to=absolute(request.extract_to, "--extract-to") if request.extract_to else None,
     )
 
 

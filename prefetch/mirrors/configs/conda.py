@@ -170,7 +170,7 @@ def conda_override_warnings(*, env: Mapping[str, str] | None = None) -> list[str
         )
     prefix = env.get("CONDA_PREFIX")
     if prefix and (Path(prefix) / ".condarc").is_file():
-        text = (Path(prefix) / ".condarc").read_text(encoding="utf-8-sig", errors="replace")
+        text = _read(Path(prefix) / ".condarc")
         if re.search(r"^(default_channels|channels)\s*:", text, re.M):
             warnings.append(
                 f"{Path(prefix) / '.condarc'} (the active environment's) sets channels and beats ~/.condarc;"
@@ -183,9 +183,10 @@ def read_conda_effective(*, env: Mapping[str, str] | None = None) -> CondaEffect
     """The base URL of the first ``default_channels`` entry in ``~/.condarc``."""
     path = condarc_path(env=env)
     try:
-        text = path.read_text(encoding="utf-8-sig", errors="replace")
-    except OSError:
-        return CondaEffective(base=None, source=f"{path} (absent): conda's defaults (repo.anaconda.com)")
+        text = _read(path)
+    except OSError as exc:
+        why = "absent" if isinstance(exc, FileNotFoundError) else f"not read: {exc.strerror or exc}"
+        return CondaEffective(base=None, source=f"{path} ({why}): conda's defaults (repo.anaconda.com)")
     lines = text.splitlines()
     for key, start, end in _blocks([line + "\n" for line in lines]):
         if key == "default_channels":
@@ -194,3 +195,14 @@ def read_conda_effective(*, env: Mapping[str, str] | None = None) -> CondaEffect
                 if item:
                     return CondaEffective(base=re.sub(r"/pkgs/main/?$", "", item), source=str(path))
     return CondaEffective(base=None, source=f"{path}: no default_channels, conda's defaults (repo.anaconda.com)")
+
+
+def _read(path: Path) -> str:
+    """A .condarc's text; never blocks on a FIFO there (OSError: not a regular file, as unreadable)."""
+    from prefetch.errors import LocalFileError
+    from prefetch.fs.safefs import read_file
+
+    try:
+        return read_file(path).decode("utf-8-sig", errors="replace")
+    except LocalFileError:
+        raise OSError(0, "not a regular file") from None

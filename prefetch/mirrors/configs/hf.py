@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from prefetch.errors import PrefetchError
+
 BEGIN = "# >>> prefetch HF_ENDPOINT >>>"
 END = "# <<< prefetch HF_ENDPOINT <<<"
 STARTUP_NAME = "00-prefetch-hf-endpoint.py"
@@ -124,9 +126,11 @@ def read_hf_effective(*, env: Mapping[str, str] | None = None) -> HfEffective:
     path = ipython_startup_path(env=env)
     persisted = None
     try:
-        match = re.search(r"HF_ENDPOINT\",\s*'([^']*)'", path.read_text(encoding="utf-8"))
+        from prefetch.fs.safefs import read_file
+
+        match = re.search(r"HF_ENDPOINT\",\s*'([^']*)'", read_file(path).decode("utf-8", errors="replace"))
         persisted = match.group(1) if match else None
-    except OSError:
+    except (OSError, PrefetchError):  # (absent, or a FIFO there: never read, it would block)
         pass
     source = str(path) if persisted else "huggingface_hub default (HF_ENDPOINT neither set nor persisted)"
     return HfEffective(current=env.get("HF_ENDPOINT"), persisted=persisted, source=source)

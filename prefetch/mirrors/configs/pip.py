@@ -284,6 +284,10 @@ def read_pip_effective(*, python: str | None = None, env: Mapping[str, str] | No
     python = python or sys.executable
     run_env = dict(os.environ if env is None else env)
     run_env.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    for f in pip_config_files(env=run_env):  # pip opens its configs blocking: a FIFO there, and it never ends
+        odd = _not_a_file(f.path)
+        if odd:
+            return _pip_unavailable(python, f"pip would wait forever on its config {f.path}: it is {odd}; remove it")
     outputs = []
     for command in (["config", "list"], ["config", "debug"]):
         try:
@@ -291,6 +295,7 @@ def read_pip_effective(*, python: str | None = None, env: Mapping[str, str] | No
                 [python, "-m", "pip", *command],
                 capture_output=True,
                 text=True,
+                errors="surrogateescape",  # (a config path that is not UTF-8: its bytes, as os.fsdecode gives them)
                 env=run_env,
                 timeout=120,
                 stdin=subprocess.DEVNULL,
@@ -325,6 +330,19 @@ def read_pip_effective(*, python: str | None = None, env: Mapping[str, str] | No
         files=tuple(files),
         python=python,
     )
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What ``path`` is when it is there and is a FIFO, socket or device (links followed), else None."""
+    import stat
+
+    from prefetch.fs.safefs import kind_of
+
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) else kind_of(st)
 
 
 def _pip_unavailable(python: str, message: str) -> PipEffective:

@@ -191,8 +191,8 @@ def _project_index(cwd: Path) -> tuple[str, Path] | None:
             if not path.is_file():
                 continue
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-            except (OSError, ValueError):
+                data = tomllib.loads(_read(path))
+            except (OSError, ValueError, LocalFileError):
                 return None
             if name == "pyproject.toml":
                 data = data.get("tool", {}).get("uv", {})
@@ -216,12 +216,21 @@ def read_uv_effective(*, env: Mapping[str, str] | None = None, cwd: Path | None 
         return UvEffective(index_url=project[0], source=str(project[1]))
     path = Path(env["UV_CONFIG_FILE"]) if env.get("UV_CONFIG_FILE") else uv_config_path(env=env)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        data = tomllib.loads(_read(path))
     except FileNotFoundError:
         data = {}
     except (OSError, ValueError) as exc:
         return UvEffective(index_url=DEFAULT_INDEX, source=f"uv default ({path} unreadable: {exc})")
+    except LocalFileError:  # a FIFO or device there: never read (it would block)
+        return UvEffective(index_url=DEFAULT_INDEX, source=f"uv default ({path} unreadable: not a regular file)")
     found = _default_index(data)
     if found:
         return UvEffective(index_url=found, source=str(path))
     return UvEffective(index_url=DEFAULT_INDEX, source="uv default")
+
+
+def _read(path: Path) -> str:
+    """A uv config's text, never blocking on a FIFO (LocalFileError: not a regular file)."""
+    from prefetch.fs.safefs import read_file
+
+    return read_file(path).decode("utf-8-sig")
