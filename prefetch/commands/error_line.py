@@ -36,7 +36,12 @@ def error_line(message: str) -> str:
 def hide_passwords(text: str) -> str:
     """``text`` with each ``scheme://user:password@`` as ``scheme://user:***@`` (a report's URLs:
     a private index's token in ``PIP_INDEX_URL``, a mirror's in mirrors.toml)."""
-    return _CREDENTIALS.sub(r"\1:***@", text) if "://" in text else text
+    if "://" not in text:
+        return text
+    return _CREDENTIALS.sub(lambda m: m.group() if m.group() == _EXAMPLE else m.group(1) + ":***@", text)
+
+
+_EXAMPLE = "://USER:PASSWORD@"  # a hint's example of where credentials go (the 407 error's), not a secret
 
 
 def _escape(match: re.Match) -> str:
