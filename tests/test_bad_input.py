@@ -80,6 +80,8 @@ def test_malformed_url(cli, tmp_path, url):
     ("--sha256", SHA[:-1], "64 hex digits"),
     ("--md5", SHA, "32 hex digits"),
     ("--sha256", "sha1:" + "a" * 40, "unsupported hash algorithm"),
+    ("--sha256", "", "--sha256 is empty (an unset shell variable?)"),  # `--sha256 "$SHA"` with SHA unset
+    ("--md5", " ", "--md5 is empty"),
 ])
 def test_malformed_hash(cli, origin, tmp_path, flag, value, expect):
     line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), flag, value),

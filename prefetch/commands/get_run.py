@@ -24,6 +24,12 @@ def run_get(names, input_file, output_dir, extract, extract_to, limit_rate, head
                                f"{'-b' if background else '--json'} (from Python, prefetch.as_completed(job=...) "
                                "follows a background job)")
 
+    for option, value in (("--sha256", sha256), ("--md5", md5)):
+        if value is not None and not value.strip():
+            import click
+
+            raise click.UsageError(f"{option} is empty (an unset shell variable?): give the file's hash, or leave "
+                                   f"{option} out to download unverified")
     urls = read_input_file(input_file) if input_file else []
     if not names and not input_file:
         import click
