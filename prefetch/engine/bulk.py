@@ -52,6 +52,10 @@ PER_CONNECTION = 400  # requests on one connection before a fresh one (nginx clo
 _STATUS = re.compile(rb"HTTP/1\.1 ([1-9][0-9][0-9])(?: [^\r\n]*)?")
 _NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _LONGEST_HEAD = 64 << 10
+# http.client's limits, which the usual path's reader keeps (net/read_head.py): a line (with its
+# CRLF) of at most 65536 bytes, at most 100 lines after the status line counting the blank one.
+_MAX_LINE = 65536
+_MAX_LINES = 100
 
 
 def enabled(env=None) -> bool:
@@ -132,6 +136,8 @@ def parse_head(data: bytes, start: int = 0) -> tuple[Head, int] | None:
             raise OutOfStep("not an answer's head")
         return None
     lines = bytes(data[start:end]).split(b"\r\n")
+    if len(lines) > _MAX_LINES or max(map(len, lines)) + 2 > _MAX_LINE:
+        raise OutOfStep("a head the usual path's reader refuses (http.client's limits)")
     match = _STATUS.fullmatch(lines[0])
     if match is None or match.group(1).startswith(b"1"):
         raise OutOfStep(f"status line {lines[0][:40]!r}")
