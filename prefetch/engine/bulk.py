@@ -20,7 +20,8 @@ gives ``take`` an answer only when:
 A refused answer that kept the connection in step (a 404, a redirect, a page, a 206 of the
 wrong range) hands that one file back (``flow/files.fetch_file`` fetches it again: at most
 one extra request); anything out of step (garbage, a close or reset with answers owed, a
-stall past the read timeout, a ``Transfer-Encoding``), a 429, 503 or other 5xx (the host's
+stall past the read timeout, a ``Transfer-Encoding``, a ``Connection: close`` before
+``DEPTH`` answers on a connection), a 429, 503 or other 5xx (the host's
 cap and ``given_up`` are the usual path's business: a 429 or 503 is reported to the host,
 ``Host.refused``, which lowers its cap), or a stop ends the lane for the chunk and hands back
 every file not yet taken; trouble also turns the lane off for the host (``Host.bulk``) for the
@@ -354,6 +355,9 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
             if not any(c.sent or c.held for c in conns) and (not queue or time.monotonic() - began > CHUNK_SECONDS):
                 break  # (nothing owed, and nothing more to ask in this chunk)
             for conn in list(conns):
+                if conn.closing and conn.asked - len(conn.sent) < DEPTH:
+                    # (a server that closes after a few answers: a connection a file or two, the usual path's pace)
+                    raise OutOfStep("closes its connections after a few answers")
                 if conn.closing or (not conn.sent and (not queue or conn.asked >= PER_CONNECTION)):
                     drop(conn, clean=not queue and not conn.closing)
                     if queue:
