@@ -20,8 +20,9 @@ gives ``take`` an answer only when:
 A refused answer that kept the connection in step (a 404, a redirect, a page, a 206 of the
 wrong range) hands that one file back (``flow/files.fetch_file`` fetches it again: at most
 one extra request); anything out of step (garbage, a close or reset with answers owed, a
-stall past the read timeout, a ``Transfer-Encoding``, a ``Connection: close`` before
-``DEPTH`` answers on a connection), a 429, 503 or other 5xx (the host's
+stall past the read timeout, answers still owed ``OWED_SECONDS`` after the chunk's last
+request, a ``Transfer-Encoding``, a ``Connection: close`` before ``DEPTH`` answers on a
+connection), a 429, 503 or other 5xx (the host's
 cap and ``given_up`` are the usual path's business: a 429 or 503 is reported to the host,
 ``Host.refused``, which lowers its cap), or a stop ends the lane for the chunk and hands back
 every file not yet taken; trouble also turns the lane off for the host (``Host.bulk``) for the
@@ -48,6 +49,8 @@ DEPTH = 8  # requests written ahead on each connection ...
 FIRST_DEPTH = 2  # ... from this many at first, doubling with each answer taken (a server that refuses the
 # lane, 429/503, or answers out of step costs a few requests, not a connection's worth)
 CHUNK_SECONDS = 0.5  # no new request after this long: the chunk is placed (a kill loses at most this much)
+OWED_SECONDS = 1.0  # ... and answers still owed this long after that go the usual way (a slow drip of one
+# answer held the chunk's files unplaced for as long as it lasted; a stop then discarded them all)
 IDLE = 0.5  # a chunk that waited on the wire more than this share of its time: the lane is off for the host
 PER_CONNECTION = 400  # requests on one connection before a fresh one (nginx closes at keepalive_requests)
 _STATUS = re.compile(rb"HTTP/1\.1 ([1-9][0-9][0-9])(?: [^\r\n]*)?")
@@ -376,6 +379,8 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
             now = time.monotonic()
             if any(c.sent and now - c.last > timeouts.read for c in conns):
                 raise OutOfStep("stalled")
+            if now - began > CHUNK_SECONDS + OWED_SECONDS and any(c.sent for c in conns):
+                raise OutOfStep("answers owed past the chunk's time")  # (a drip: the rest is placed now)
     except _Crowded:
         host.bulk = False
     except (OutOfStep, OSError):
