@@ -19,7 +19,8 @@ gives ``take`` an answer only when:
 
 A refused answer that kept the connection in step (a 404, a redirect, a page, a 206 of the
 wrong range) hands that one file back (``flow/files.fetch_file`` fetches it again: at most
-one extra request); anything out of step (garbage, a close or reset with answers owed, a
+one extra request; with ``first_refusal_ends``, ``--fail-fast``'s, it also ends the chunk's
+requests: its file may fail the run); anything out of step (garbage, a close or reset with answers owed, a
 stall past the read timeout, answers still owed ``OWED_SECONDS`` after the chunk's last
 request, a ``Transfer-Encoding``, a ``Connection: close`` before ``DEPTH`` answers on a
 connection), a 429, 503 or other 5xx (the host's
@@ -176,7 +177,7 @@ class _Conn:
         self.closing = False  # an answer said Connection: close
 
 
-def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set]:
+def fetch_pipelined(host, jobs: list, *, options, stop, take, first_refusal_ends: bool = False) -> tuple[list, set]:
     """Fetch ``jobs`` (``(key, url, name, hashed)``, all of ``host``) and call ``take(job, head,
     answer)`` for each answer accepted (see the module docstring; ``head.body`` is its bytes); a
     False from ``take`` hands that file back. Returns the jobs not taken, in order, and the keys
@@ -204,6 +205,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
     began = time.monotonic()
     waited = 0.0  # seconds in select without an answer to read
     depth = [FIRST_DEPTH]  # requests ahead on a connection now (up to DEPTH as answers are taken)
+    ended = [False]  # an answer handed back with ``first_refusal_ends`` (--fail-fast): no new request
     admitted = [0]  # of the host's connections, those this lane counts as in use (Host.admit)
     sel = selectors.DefaultSelector()
     slots = 0
@@ -233,7 +235,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
     def fill(conn: _Conn) -> None:
         heads = []
         now = time.monotonic()
-        if now - began > CHUNK_SECONDS:
+        if now - began > CHUNK_SECONDS or ended[0]:
             return
         while queue and len(conn.sent) < depth[0] and conn.asked < PER_CONNECTION and not conn.closing:
             job = queue.popleft()
@@ -296,6 +298,8 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
             taken.add(job[0])  # (any other: handed back, not in ``taken``)
             if depth[0] < DEPTH:
                 depth[0] += 1
+        elif first_refusal_ends:
+            ended[0] = True  # (its file may fail the run: the usual path starts nothing after a failure)
 
     def read(conn: _Conn) -> None:
         try:
@@ -355,7 +359,8 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
         while (conns or queue) and slots:
             if stop.is_set():
                 break
-            if not any(c.sent or c.held for c in conns) and (not queue or time.monotonic() - began > CHUNK_SECONDS):
+            if not any(c.sent or c.held for c in conns) and (not queue or ended[0]
+                                                            or time.monotonic() - began > CHUNK_SECONDS):
                 break  # (nothing owed, and nothing more to ask in this chunk)
             for conn in list(conns):
                 if conn.closing and conn.asked - len(conn.sent) < DEPTH:

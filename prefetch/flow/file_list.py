@@ -131,7 +131,9 @@ def fetch_files(
                 # Not asked for in the chunk's time: the next chunk, or the usual way once the lane is off.
                 left = set(unsent)
                 chunk = [entry for entry in chunk if entry[0] in left]
-                if chunk and (stop.is_set() or not host_ready(host, options.transfer)):
+                if chunk and (stop.is_set() or not host_ready(host, options.transfer) or (options.fail_fast and back)):
+                    # (--fail-fast: a file handed back may fail the run; the rest go the usual way, which
+                    # starts nothing once a file failed)
                     lane.give_back([i for i, _, _ in chunk])
                     chunk = []
         finally:
