@@ -19,8 +19,11 @@ gives ``take`` an answer only when:
 
 A refused answer that kept the connection in step (a 404, a redirect, a page, a 206 of the
 wrong range) hands that one file back (``flow/files.fetch_file`` fetches it again: at most
-one extra request); anything out of step (garbage, a close or reset with answers owed, a
-stall past the read timeout, a ``Transfer-Encoding``), a 429, 503 or other 5xx (the host's
+one extra request; with ``first_refusal_ends``, ``--fail-fast``'s, it also ends the chunk's
+requests: its file may fail the run); anything out of step (garbage, a close or reset with answers owed, a
+stall past the read timeout, answers still owed ``OWED_SECONDS`` after the chunk's last
+request, a ``Transfer-Encoding``, a ``Connection: close`` before ``DEPTH`` answers on a
+connection), a 429, 503 or other 5xx (the host's
 cap and ``given_up`` are the usual path's business: a 429 or 503 is reported to the host,
 ``Host.refused``, which lowers its cap), or a stop ends the lane for the chunk and hands back
 every file not yet taken; trouble also turns the lane off for the host (``Host.bulk``) for the
@@ -52,11 +55,17 @@ DEPTH = 8  # requests written ahead on each connection ...
 FIRST_DEPTH = 2  # ... from this many at first, doubling with each answer taken (a server that refuses the
 # lane, 429/503, or answers out of step costs a few requests, not a connection's worth)
 CHUNK_SECONDS = 0.5  # no new request after this long: the chunk is placed (a kill loses at most this much)
+OWED_SECONDS = 1.0  # ... and answers still owed this long after that go the usual way (a slow drip of one
+# answer held the chunk's files unplaced for as long as it lasted; a stop then discarded them all)
 IDLE = 0.5  # a chunk that waited on the wire more than this share of its time: the lane is off for the host
 PER_CONNECTION = 400  # requests on one connection before a fresh one (nginx closes at keepalive_requests)
 _STATUS = re.compile(rb"HTTP/1\.1 ([1-9][0-9][0-9])(?: [^\r\n]*)?")
 _NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _LONGEST_HEAD = 64 << 10
+# http.client's limits, which the usual path's reader keeps (net/read_head.py): a line (with its
+# CRLF) of at most 65536 bytes, at most 100 lines after the status line counting the blank one.
+_MAX_LINE = 65536
+_MAX_LINES = 100
 
 
 def enabled(env=None) -> bool:
@@ -139,6 +148,8 @@ def parse_head(data: bytes, start: int = 0) -> tuple[Head, int] | None:
             raise OutOfStep("not an answer's head")
         return None
     lines = bytes(data[start:end]).split(b"\r\n")
+    if len(lines) > _MAX_LINES or max(map(len, lines)) + 2 > _MAX_LINE:
+        raise OutOfStep("a head the usual path's reader refuses (http.client's limits)")
     match = _STATUS.fullmatch(lines[0])
     if match is None or match.group(1).startswith(b"1"):
         raise OutOfStep(f"status line {lines[0][:40]!r}")
@@ -174,7 +185,7 @@ class _Conn:
         self.tls = isinstance(self.sock, ssl.SSLSocket)
 
 
-def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set]:
+def fetch_pipelined(host, jobs: list, *, options, stop, take, first_refusal_ends: bool = False) -> tuple[list, set]:
     """Fetch ``jobs`` (``(key, url, name, hashed)``, all of ``host``) and call ``take(job, head,
     answer)`` for each answer accepted (see the module docstring; ``head.body`` is its bytes); a
     False from ``take`` hands that file back. Returns the jobs not taken, in order, and the keys
@@ -203,6 +214,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
     began = time.monotonic()
     waited = 0.0  # seconds in select without an answer to read
     depth = [FIRST_DEPTH]  # requests ahead on a connection now (up to DEPTH as answers are taken)
+    ended = [False]  # an answer handed back with ``first_refusal_ends`` (--fail-fast): no new request
     admitted = [0]  # of the host's connections, those this lane counts as in use (Host.admit)
     sel = selectors.DefaultSelector()
     slots = 0
@@ -232,7 +244,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
     def fill(conn: _Conn) -> None:
         heads = []
         now = time.monotonic()
-        if now - began > CHUNK_SECONDS:
+        if now - began > CHUNK_SECONDS or ended[0]:
             return
         while queue and len(conn.sent) < depth[0] and conn.asked < PER_CONNECTION and not conn.closing:
             job = queue.popleft()
@@ -295,6 +307,8 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
             taken.add(job[0])  # (any other: handed back, not in ``taken``)
             if depth[0] < DEPTH:
                 depth[0] += 1
+        elif first_refusal_ends:
+            ended[0] = True  # (its file may fail the run: the usual path starts nothing after a failure)
 
     def read(conn: _Conn) -> None:
         data, closed = receive(conn)
@@ -371,9 +385,13 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
         while (conns or queue) and slots:
             if stop.is_set():
                 break
-            if not any(c.sent or c.held for c in conns) and (not queue or time.monotonic() - began > CHUNK_SECONDS):
+            if not any(c.sent or c.held for c in conns) and (not queue or ended[0]
+                                                            or time.monotonic() - began > CHUNK_SECONDS):
                 break  # (nothing owed, and nothing more to ask in this chunk)
             for conn in list(conns):
+                if conn.closing and conn.asked - len(conn.sent) < DEPTH:
+                    # (a server that closes after a few answers: a connection a file or two, the usual path's pace)
+                    raise OutOfStep("closes its connections after a few answers")
                 if conn.closing or (not conn.sent and (not queue or conn.asked >= PER_CONNECTION)):
                     drop(conn, clean=not queue and not conn.closing)
                     if queue:
@@ -392,6 +410,8 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take) -> tuple[list, set
             now = time.monotonic()
             if any(c.sent and now - c.last > timeouts.read for c in conns):
                 raise OutOfStep("stalled")
+            if now - began > CHUNK_SECONDS + OWED_SECONDS and any(c.sent for c in conns):
+                raise OutOfStep("answers owed past the chunk's time")  # (a drip: the rest is placed now)
     except _Crowded:
         host.bulk = False
     except (OutOfStep, OSError):

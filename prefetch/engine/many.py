@@ -95,7 +95,7 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
                  before_start: Callable[[int], bool] | None = None,
                  not_started: Callable[[int], None] | None = None,
                  limit: Callable[[tuple[float, float] | None], int] | None = None,
-                 taken: Callable[[int], bool] | None = None) -> None:
+                 taken: Callable[[int], bool] | None = None, again=None) -> None:
     """Call ``run_one(i)`` for ``i`` in ``range(count)`` on up to ``workers`` threads, started in index order.
 
     ``before_start(i)`` runs on the caller's thread just before file ``i`` starts (it may
@@ -109,16 +109,20 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
     (:meth:`Hosts.files_now`; ``busy`` is :meth:`Busy.now`, None at first).
     ``taken(i)``, when given (without ``before_start`` only): file ``i`` was already run by
     another file's ``run_one`` (a chunk of the bulk lane, ``flow/file_batch.py``): skipped.
+    ``again``, with ``taken``: a deque of indexes that a ``run_one`` gave back to be run again
+    (files a chunk handed back): the next thread free takes them first, before the next index.
     """
     if workers <= 1 and before_start is None:
         for i in range(count):
             run_one(i)
+            while again:
+                run_one(again.popleft())
         return
     busy = Busy()
     run_one = _measured(run_one, busy)
     allowed = None if limit is None else (lambda: limit(busy.now()))
     if before_start is None:
-        _run_pulled(count, run_one, workers=workers, stop=stop, limit=allowed, taken=taken)
+        _run_pulled(count, run_one, workers=workers, stop=stop, limit=allowed, taken=taken, again=again)
         return
     from concurrent.futures import ThreadPoolExecutor
 
@@ -181,7 +185,8 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
 
 
 def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, stop: threading.Event,
-                limit: Callable[[], int] | None, taken: Callable[[int], bool] | None = None) -> None:
+                limit: Callable[[], int] | None, taken: Callable[[int], bool] | None = None,
+                again=None) -> None:
     """:func:`run_in_order` without ``before_start``: each thread takes the next file itself
     when it is free, so a file's end wakes no other thread (handing each file from the
     caller's thread to a pool cost a future, a wake-up each way and their locks).
@@ -196,6 +201,7 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
     lock = threading.Lock()
     ended = threading.Event()
     state = [0, 0, 0]  # the next index to start, the files running, the threads alive
+    again = again if again is not None else ()  # (indexes given back to run again: before the next index)
 
     def take() -> int | None:
         """The next index; None: none left, or no room now (``limit()`` files run)."""
@@ -203,8 +209,12 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
             if taken is not None:
                 while state[0] < count and taken(state[0]):
                     state[0] += 1  # (run already, in another file's chunk)
-            if state[0] >= count or (not stop.is_set() and limit is not None and state[1] >= limit()):
+            if (state[0] >= count and not again) or (not stop.is_set() and limit is not None
+                                                     and state[1] >= limit()):
                 return None
+            if again:
+                state[1] += 1
+                return again.popleft()
             state[0] += 1
             state[1] += 1
             return state[0] - 1
@@ -227,10 +237,10 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
 
     def room() -> int:
         with lock:
-            if state[0] >= count:
+            if state[0] >= count and not again:
                 return 0
             allowed = workers if limit is None else min(workers, limit())
-            return max(0, min(allowed - state[1], workers - state[2], count - state[0]))
+            return max(0, min(allowed - state[1], workers - state[2], count - state[0] + len(again)))
 
     started = 0
     try:
@@ -243,7 +253,7 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
                 started += 1
                 threading.Thread(target=work, name=f"prefetch-file-{started}", daemon=True).start()
             with lock:
-                if state[0] >= count and not state[2]:
+                if state[0] >= count and not state[2] and not again:
                     return
             ended.wait(_POLL)  # short waits: Ctrl-C reaches the caller's thread
             ended.clear()

@@ -22,7 +22,9 @@ Kept polite:
   one of the host's connection slots from the moment it opens, as a worker does;
 * none when a size hint says the file fits the probe's answer, and no more than the
   pieces the rest needs; at most ``preconnect`` (``PREFETCH_PRECONNECT``; 0: never);
-* none through a proxy (``Client.connect`` declines), none to a host known to be near;
+* none through a proxy (``Client.connect`` declines), none to a host known to be near or
+  that refused a request (429/503), and those open go back when it refuses one (a lowered cap
+  counts them: the probe's retry would wait for their slots while they wait for its answer);
 * the ones the answer does not call for go back at once: to the host's warm clients
   (the next file's) or closed; so do all of them when the answer came from another host
   (a redirect, to a CDN: the workers open their own there);
@@ -76,6 +78,7 @@ class Preconnects:
         self._parked: list[_Parked] = []
         self._opened = 0  # connections opened ahead so far (both steps)
         self._steps = 0  # steps taken: 1 after long_route, 2 (the last) after 2 x long_route
+        self._refusals = 0  # the host's refusals when they opened
 
     def due(self, now: float, asked_at: float | None) -> float | None:
         """Seconds until the next step is due (None: none is coming): the main loop's wait."""
@@ -87,10 +90,22 @@ class Preconnects:
         """Open them when the probe has waited ``long_route`` for its answer (the ramp's first
         count), then ``2 x long_route`` (the long-route count): each step once a transfer."""
         t = self.t
+        if self._parked and t.host is not None and t.host.refusals > self._refusals:
+            # The host refused a request (429/503) since they opened: the cap it lowers counts them,
+            # and the probe's retry would wait for their slots while they wait for its answer (a
+            # single file from a server answering 429 hung for good). They go back now, none again.
+            self._steps = 2
+            self.close()
+            return
         if self._steps >= 2 or asked_at is None or now - asked_at < t.opt.long_route * (self._steps + 1):
             return
         long = now - asked_at >= 2 * t.opt.long_route
         self._steps = 2 if long else 1
+        if t.host is not None and t.host.refusals:
+            self._steps = 2
+            return  # the host refuses requests: the wait is the server's (and the slots the probe's)
+        if not self._parked:
+            self._refusals = t.host.refusals if t.host is not None else 0
         if t.size is not None or t.answered or t.stop.is_set() or t.sources.pinned is not None:
             self._steps = 2
             return

@@ -99,7 +99,8 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
         unsent: set = set()
         try:
             if jobs:
-                handed, unsent = bulk.fetch_pipelined(host, jobs, options=options.transfer, stop=stop, take=take)
+                handed, unsent = bulk.fetch_pipelined(host, jobs, options=options.transfer, stop=stop, take=take,
+                                                      first_refusal_ends=options.fail_fast)
                 back.extend(job[0] for job in handed if job[0] not in unsent)
         except Exception:  # noqa: BLE001 - a bug: nothing of the chunk is kept, the usual path does it all
             broke = True
