@@ -120,3 +120,48 @@ def test_a_slow_near_servers_files_handed_back_by_the_lane_run_side_by_side(home
     after_first = [(r[2], r[3]) for r in log if "/f0000.bin" not in r[6]]
     # (the lane's own requests: at most 2 at once, its connections; a serial hand-back adds 1)
     assert _max_overlap(after_first) >= 4, "the handed-back files ran one at a time"
+
+
+def test_the_next_chunk_goes_on_the_wire_while_the_last_one_is_flushed(home, tmp_path, monkeypatch):
+    """A chunk done with the host's connections lets the host's next chunk start: its looks and
+    requests overlap this one's flush (the disk's time) and renames. The first chunk's flush
+    here waits until a second chunk is on the wire (it would wait in vain, 10 s, if the lane
+    were held until the first was placed)."""
+    import prefetch.flow.file_batch as file_batch
+    from prefetch.engine import bulk
+    from prefetch.flow.planning import run_request
+    from prefetch.flow.request import GetRequest
+    from tests.nginx import NginxServer
+
+    monkeypatch.setenv("PREFETCH_SYNC", "1")
+    monkeypatch.setattr(_Lane, "CHUNK", 16)
+    root = tmp_path / "www"
+    root.mkdir()
+    names = [f"s{i:03d}.bin" for i in range(64)]
+    for name in names:
+        (root / name).write_bytes(name.encode() * 1000)
+    on_wire, flushed_first = threading.Event(), []
+    real_pipelined, real_syncfs = bulk.fetch_pipelined, file_batch._syncfs
+    chunks = []
+
+    def fetch_pipelined(host, jobs, **kwargs):
+        chunks.append(len(jobs))
+        if len(chunks) > 1:
+            on_wire.set()
+        return real_pipelined(host, jobs, **kwargs)
+
+    def syncfs(folder, parts):
+        if not flushed_first:
+            flushed_first.append(on_wire.wait(10))
+        return real_syncfs(folder, parts)
+
+    monkeypatch.setattr(bulk, "fetch_pipelined", fetch_pipelined)
+    monkeypatch.setattr(file_batch, "_syncfs", syncfs)
+    with NginxServer(root) as nginx:
+        request = GetRequest(names=[], urls=[{"url": nginx.url_for(n)} for n in names],
+                             output_dir=str(tmp_path / "out"))
+        results = run_request(request)
+    assert [r.status for r in results] == ["downloaded"] * len(names)
+    for name in names:
+        assert (tmp_path / "out" / name).read_bytes() == (root / name).read_bytes()
+    assert len(chunks) >= 2 and flushed_first == [True], (chunks, flushed_first)

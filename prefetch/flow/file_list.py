@@ -117,13 +117,24 @@ def fetch_files(
         host, chunk = got
         from prefetch.engine.bulk import host_ready
 
+        lane_held = [True]
+
+        def off_wire(all_asked: bool, back: list[int]) -> None:
+            """The chunk is off the wire: the files it handed back start now, and with nothing left
+            to ask the host's next chunk may start while this one is flushed and placed (files
+            left unasked keep the lane: asked next)."""
+            lane.hand_back(back)
+            if all_asked and lane_held[0]:
+                lane_held[0] = False
+                lane.ended(host)
+
         try:
             while chunk:
                 placed, back, unsent = {}, [i for i, _, _ in chunk], []
                 try:
                     placed, back, unsent = fetch_batch(chunk, host=host, options=options, locks_dir=locks_dir,
                                                        records_dir=records_dir, on_event=on_event, stop=stop,
-                                                       leftovers=leftovers)
+                                                       leftovers=leftovers, off_wire=off_wire)
                 except Exception:  # noqa: BLE001 - a bug in the lane: its files go the usual way  # pragma: no cover
                     pass
                 for i, result in placed.items():
@@ -136,7 +147,8 @@ def fetch_files(
                     lane.hand_back([i for i, _, _ in chunk])
                     chunk = []
         finally:
-            lane.ended(host)
+            if lane_held[0]:
+                lane.ended(host)
 
     def not_started(index: int) -> None:
         from prefetch.errors import InterruptedTransferError
