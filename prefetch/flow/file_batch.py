@@ -279,8 +279,8 @@ def _one_filesystem(plans) -> bool:
     if _syncfs_call() is None:
         return False
     devices = set()
-    for plan in plans:
-        st = lstat_or_none(plan.final.parent)
+    for folder in {os.path.dirname(plan.final) or "." for plan in plans}:  # (a list's files share a folder or a few)
+        st = lstat_or_none(folder)
         if st is None:
             return False
         devices.add(st.st_dev)
