@@ -165,3 +165,33 @@ def test_the_next_chunk_goes_on_the_wire_while_the_last_one_is_flushed(home, tmp
     for name in names:
         assert (tmp_path / "out" / name).read_bytes() == (root / name).read_bytes()
     assert len(chunks) >= 2 and flushed_first == [True], (chunks, flushed_first)
+
+
+def test_the_writer_thread_is_handed_bodies_in_batches(tmp_path, monkeypatch):
+    """The lane's thread hands the writer thread its bodies ``_Writer.BATCH`` at a time: one
+    wake-up of the writer (and one hand-off of the interpreter lock) per batch, not per file
+    (20 of 30 alternating rounds faster on loop2000, CPU lower in each set); every body is
+    still written to its own ``.part``, and the last, short batch at ``finish``."""
+    import queue
+    from types import SimpleNamespace
+
+    from prefetch.flow.file_batch import _Writer
+
+    puts = []
+
+    class Counted(queue.Queue):
+        def put(self, item, block=True, timeout=None):
+            puts.append(item)
+            super().put(item, block, timeout)
+
+    monkeypatch.setattr(queue, "SimpleQueue", Counted)
+    writer = _Writer(sync=False)
+    bodies = {i: bytes([i]) * 100 for i in range(40)}
+    for i, body in bodies.items():
+        plan = SimpleNamespace(final=tmp_path / f"f{i}", spec=SimpleNamespace(size=100, expected=None))
+        writer.put(i, plan, SimpleNamespace(body=body), None)
+    done = writer.finish()
+    assert sorted(done) == sorted(bodies) and all(done.values())
+    for i, body in bodies.items():
+        assert (tmp_path / f"f{i}.part").read_bytes() == body
+    assert len(puts) <= 5, f"{len(puts)} hand-offs for {len(bodies)} bodies"  # (16 + 16 + 8, the end)

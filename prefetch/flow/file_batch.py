@@ -190,24 +190,33 @@ class _Writer:
         self.sync = sync
         self.queue: SimpleQueue = SimpleQueue()
         self.done: dict[int, tuple | None] = {}
+        self.pending: list = []
         self.thread = threading.Thread(target=self._run, name="prefetch-bulk-writer", daemon=True)
         self.thread.start()
 
+    BATCH = 16  # bodies handed to the thread at once: one wake-up (and interpreter-lock hand-off) each
+
     def put(self, index: int, plan: FilePlan, head, answer) -> None:
-        self.queue.put((index, plan, head, answer))
+        self.pending.append((index, plan, head, answer))
+        if len(self.pending) >= self.BATCH:
+            self.queue.put(self.pending)
+            self.pending = []
 
     def _run(self) -> None:
-        while (item := self.queue.get()) is not None:
-            index, plan, head, answer = item
-            try:
-                got = _write_part(plan, head.body, sync=self.sync)
-            except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
-                got = None
-            head.body = b""  # (written: the chunk does not keep its bodies in memory)
-            self.done[index] = None if got is None else (head, answer, *got)
+        while (items := self.queue.get()) is not None:
+            for index, plan, head, answer in items:
+                try:
+                    got = _write_part(plan, head.body, sync=self.sync)
+                except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
+                    got = None
+                head.body = b""  # (written: the chunk does not keep its bodies in memory)
+                self.done[index] = None if got is None else (head, answer, *got)
 
     def finish(self) -> dict[int, tuple | None]:
         """Every body written (or refused: None): index -> (head, answer, digest, the .part's stat)."""
+        if self.pending:
+            self.queue.put(self.pending)
+            self.pending = []
         self.queue.put(None)
         self.thread.join()
         return self.done
