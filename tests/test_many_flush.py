@@ -50,6 +50,9 @@ def test_a_list_of_small_files_has_two_in_flight_only_while_they_are_flushed(hom
     from prefetch.flow.request import GetRequest
 
     monkeypatch.setenv("PREFETCH_SYNC", sync)
+    # The usual path's files in flight (the bulk lane, which now takes every file after the first
+    # of a near host, has its own shared flush: flow/file_batch.py).
+    monkeypatch.setenv("PREFETCH_BULK", "0")
     monkeypatch.setattr(Hosts, "files_now", lambda self, workers, busy=None: 1)  # "one file is enough"
     monkeypatch.setattr(Busy, "now", lambda self: (cpu, 1.0))  # one file in flight kept it at `cpu` CPU s/s
     root = tmp_path / "www"

@@ -74,11 +74,12 @@ def enabled(env=None) -> bool:
     return value.strip().lower() not in ("0", "no", "false", "off")
 
 
-def host_ready(host, options) -> bool:
+def host_ready(host, options, *, judged: bool = True) -> bool:
     """The lane may run for ``host``'s files now: a near host, not given up, that never refused a
-    connection (429/503: its cap is the usual path's to manage), no trouble met, no rate limit."""
-    return (host is not None and getattr(host, "bulk", False) and host.route.near and not host.given_up
-            and not host.refusals and options.limiter is None)
+    connection (429/503: its cap is the usual path's to manage), no trouble met, no rate limit.
+    ``judged=False``: all that but the nearness (which the host's first answer tells)."""
+    return (host is not None and getattr(host, "bulk", False) and (host.route.near or not judged)
+            and not host.given_up and not host.refusals and options.limiter is None)
 
 
 def direct_http(url: str, known: dict | None = None) -> bool:

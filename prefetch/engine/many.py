@@ -95,7 +95,8 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
                  before_start: Callable[[int], bool] | None = None,
                  not_started: Callable[[int], None] | None = None,
                  limit: Callable[[tuple[float, float] | None], int] | None = None,
-                 taken: Callable[[int], bool] | None = None, again=None) -> None:
+                 taken: Callable[[int], bool] | None = None,
+                 again: deque | None = None) -> None:
     """Call ``run_one(i)`` for ``i`` in ``range(count)`` on up to ``workers`` threads, started in index order.
 
     ``before_start(i)`` runs on the caller's thread just before file ``i`` starts (it may
@@ -109,8 +110,9 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
     (:meth:`Hosts.files_now`; ``busy`` is :meth:`Busy.now`, None at first).
     ``taken(i)``, when given (without ``before_start`` only): file ``i`` was already run by
     another file's ``run_one`` (a chunk of the bulk lane, ``flow/file_batch.py``): skipped.
-    ``again``, with ``taken``: a deque of indexes that a ``run_one`` gave back to be run again
-    (files a chunk handed back): the next thread free takes them first, before the next index.
+    ``again``, when given (with ``taken``): the files such a chunk handed back (it appends them),
+    run through ``run_one`` again before any file not started yet, on the threads free for
+    files: side by side as the others, not one after another on the chunk's thread.
     """
     if workers <= 1 and before_start is None:
         for i in range(count):
@@ -186,7 +188,7 @@ def run_in_order(count: int, run_one: Callable[[int], None], *, workers: int, st
 
 def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, stop: threading.Event,
                 limit: Callable[[], int] | None, taken: Callable[[int], bool] | None = None,
-                again=None) -> None:
+                again: deque | None = None) -> None:
     """:func:`run_in_order` without ``before_start``: each thread takes the next file itself
     when it is free, so a file's end wakes no other thread (handing each file from the
     caller's thread to a pool cost a future, a wake-up each way and their locks).
@@ -209,8 +211,12 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
             if taken is not None:
                 while state[0] < count and taken(state[0]):
                     state[0] += 1  # (run already, in another file's chunk)
-            if (state[0] >= count and not again) or (not stop.is_set() and limit is not None
-                                                     and state[1] >= limit()):
+            if not stop.is_set() and limit is not None and state[1] >= limit():
+                return None
+            if again:
+                state[1] += 1
+                return again.popleft()  # (a file a chunk handed back: before the files not started yet)
+            if state[0] >= count:
                 return None
             if again:
                 state[1] += 1
@@ -237,10 +243,11 @@ def _run_pulled(count: int, run_one: Callable[[int], None], *, workers: int, sto
 
     def room() -> int:
         with lock:
-            if state[0] >= count and not again:
+            left = count - state[0] + (len(again) if again is not None else 0)
+            if left <= 0:
                 return 0
             allowed = workers if limit is None else min(workers, limit())
-            return max(0, min(allowed - state[1], workers - state[2], count - state[0] + len(again)))
+            return max(0, min(allowed - state[1], workers - state[2], left))
 
     started = 0
     try:

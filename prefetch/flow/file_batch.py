@@ -55,12 +55,19 @@ def eligible(plan: FilePlan, options, known: dict | None = None) -> str | None:
 
 
 def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_dir: Path, records_dir: Path,
-                on_event: EventSink, stop: threading.Event,
-                leftovers) -> tuple[dict[int, FileResult], list[int], list[int]]:
+                on_event: EventSink, stop: threading.Event, leftovers,
+                off_wire=None) -> tuple[dict[int, FileResult], list[int], list[int]]:
     """Fetch ``chunk`` (``(index, plan, url)``, all of ``host``): the results of the files placed,
     the indexes handed back to the usual path, and those not asked for in the chunk's time
     (``bulk.CHUNK_SECONDS``: the caller offers them to the lane again); nothing is written for
-    either, their locks are released."""
+    either, their locks are released.
+
+    ``off_wire(all_asked, back)`` is called once the chunk is done with the host's connections
+    (every answer read, the bodies in their ``.part``s, the connections given back), before its
+    flush and renames: ``all_asked`` is False when some files were not asked for in the chunk's
+    time, ``back`` the files handed back so far (their locks released; they are not returned
+    again). The caller may start the host's next chunk then, and the files handed back: this
+    chunk's flush (the disk's time, the interpreter lock free) and placing overlap them."""
     from prefetch.fs.locks import hold_lock
 
     held: dict[int, object] = {}
@@ -111,6 +118,12 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
         for index in [i for i, got in written.items() if got is None]:
             del written[index]  # (a wrong size or hash, or the .part could not be made: nothing left of it)
             back.append(index)
+        if off_wire is not None:
+            for index in back:  # (nothing written for them: their locks go now, their files the usual way)
+                if index in held:
+                    _release(held.pop(index))
+            off_wire(not unsent, sorted(set(back)))
+            back = []
         if written and (broke or stop.is_set() or (one_fs and not _syncfs(next(iter(plans.values())).final.parent,
                                                                    [part_path(plans[i].final) for i in written]))):
             for index in written:  # (stopped before any rename: nothing of the chunk is kept)
@@ -178,24 +191,33 @@ class _Writer:
         self.sync = sync
         self.queue: SimpleQueue = SimpleQueue()
         self.done: dict[int, tuple | None] = {}
+        self.pending: list = []
         self.thread = threading.Thread(target=self._run, name="prefetch-bulk-writer", daemon=True)
         self.thread.start()
 
+    BATCH = 16  # bodies handed to the thread at once: one wake-up (and interpreter-lock hand-off) each
+
     def put(self, index: int, plan: FilePlan, head, answer) -> None:
-        self.queue.put((index, plan, head, answer))
+        self.pending.append((index, plan, head, answer))
+        if len(self.pending) >= self.BATCH:
+            self.queue.put(self.pending)
+            self.pending = []
 
     def _run(self) -> None:
-        while (item := self.queue.get()) is not None:
-            index, plan, head, answer = item
-            try:
-                got = _write_part(plan, head.body, sync=self.sync)
-            except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
-                got = None
-            head.body = b""  # (written: the chunk does not keep its bodies in memory)
-            self.done[index] = None if got is None else (head, answer, *got)
+        while (items := self.queue.get()) is not None:
+            for index, plan, head, answer in items:
+                try:
+                    got = _write_part(plan, head.body, sync=self.sync)
+                except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
+                    got = None
+                head.body = b""  # (written: the chunk does not keep its bodies in memory)
+                self.done[index] = None if got is None else (head, answer, *got)
 
     def finish(self) -> dict[int, tuple | None]:
         """Every body written (or refused: None): index -> (head, answer, digest, the .part's stat)."""
+        if self.pending:
+            self.queue.put(self.pending)
+            self.pending = []
         self.queue.put(None)
         self.thread.join()
         return self.done
@@ -267,8 +289,8 @@ def _one_filesystem(plans) -> bool:
     if _syncfs_call() is None:
         return False
     devices = set()
-    for plan in plans:
-        st = lstat_or_none(plan.final.parent)
+    for folder in {os.path.dirname(plan.final) or "." for plan in plans}:  # (a list's files share a folder or a few)
+        st = lstat_or_none(folder)
         if st is None:
             return False
         devices.add(st.st_dev)

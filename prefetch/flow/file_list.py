@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
@@ -102,8 +103,8 @@ def fetch_files(
     def run_lane(index: int) -> None:
         """``run(index)``, or a chunk of fresh small files from ``index`` on through the bulk lane
         (``flow/file_batch.py``); a file the lane hands back runs through ``run`` here."""
-        if lane.again_here(index):
-            run(index)  # (handed back by a chunk: the usual path, on whichever thread is free)
+        if index in lane.handed:
+            run(index)  # (a file a chunk handed back, run again by the scheduler: the usual way)
             return
         got = lane.chunk_from(index, stop)
         if got is None:
@@ -116,28 +117,40 @@ def fetch_files(
         host, chunk = got
         from prefetch.engine.bulk import host_ready
 
+        lane_held = [True]
+
+        def off_wire(all_asked: bool, back: list[int]) -> None:
+            """The chunk is off the wire: the files it handed back start now, and with nothing left
+            to ask the host's next chunk may start while this one is flushed and placed (files
+            left unasked keep the lane: asked next)."""
+            lane.hand_back(back)
+            if all_asked and lane_held[0]:
+                lane_held[0] = False
+                lane.ended(host)
+
         try:
             while chunk:
                 placed, back, unsent = {}, [i for i, _, _ in chunk], []
                 try:
                     placed, back, unsent = fetch_batch(chunk, host=host, options=options, locks_dir=locks_dir,
                                                        records_dir=records_dir, on_event=on_event, stop=stop,
-                                                       leftovers=leftovers)
+                                                       leftovers=leftovers, off_wire=off_wire)
                 except Exception:  # noqa: BLE001 - a bug in the lane: its files go the usual way  # pragma: no cover
                     pass
                 for i, result in placed.items():
                     finish(i, result)
-                lane.give_back(back)
+                lane.hand_back(back)
                 # Not asked for in the chunk's time: the next chunk, or the usual way once the lane is off.
                 left = set(unsent)
                 chunk = [entry for entry in chunk if entry[0] in left]
                 if chunk and (stop.is_set() or not host_ready(host, options.transfer) or (options.fail_fast and back)):
                     # (--fail-fast: a file handed back may fail the run; the rest go the usual way, which
                     # starts nothing once a file failed)
-                    lane.give_back([i for i, _, _ in chunk])
+                    lane.hand_back([i for i, _, _ in chunk])
                     chunk = []
         finally:
-            lane.ended(host)
+            if lane_held[0]:
+                lane.ended(host)
 
     def not_started(index: int) -> None:
         from prefetch.errors import InterruptedTransferError
@@ -168,6 +181,8 @@ class _Lane:
 
     FEWEST = 16  # a shorter list never takes the lane
     CHUNK = 256  # files per chunk: one flush each; a stop discards at most this many bodies (128: 6 of 8 pairs slower)
+    SCOUT_WAIT = 0.05  # seconds the files after a host's first wait for its first answer (a long route: 0.04)
+    SCOUT_POLL = 0.001  # ... looking this often (the answer comes from a file's thread, which notifies nobody)
     LANES = 1  # chunks of one host in flight at once (a second one: 6 of 6 pairs slower, 1.23 s against 1.03 s)
 
     def __init__(self, plans, options) -> None:
@@ -178,31 +193,24 @@ class _Lane:
         self.lock = threading.Condition()
         self.running: dict = {}  # host -> chunks in flight
         self.claimed: set[int] = set()
-        # Files a chunk handed back (or left unasked once the lane went off): the scheduler's next
-        # free threads run them the usual way (``run_in_order``'s ``again``), not the chunk's thread
-        # one after another (a chunk broken early left 250 files to one thread: 4 s against 1 s).
-        self.again: deque = deque()
-        self.handed: set[int] = set()
         self.urls: dict[int, str | None] = {}
         self.known: dict = {}  # scheme://host -> direct there, no proxy or credentials (bulk.direct_http)
+        self.waiting: dict = {}  # host -> indexes of the threads waiting for its lane
+        self.handed: set[int] = set()  # files a chunk handed back ...
+        self.again: deque[int] = deque()  # ... that the scheduler has yet to run (engine.many.run_in_order)
+        self.scouts: dict = {}  # host -> when its first file went the usual way (no answer from it yet)
+
+    def hand_back(self, indexes) -> None:
+        """Files a chunk handed back (or could not ask for before the lane went off): the scheduler
+        runs them the usual way on its free threads, side by side, before the files not started yet
+        (run one after another on the chunk's thread, a slow server's list took 18 s instead of 4)."""
+        for index in indexes:
+            self.handed.add(index)
+            self.again.append(index)
 
     def taken(self, index: int) -> bool:
         """A chunk took file ``index`` (the scheduler skips it)."""
         return index in self.claimed
-
-    def give_back(self, indexes) -> None:
-        """Files of a chunk for the usual path: the scheduler's free threads run them (``again_here``)."""
-        with self.lock:
-            self.handed.update(indexes)
-        self.again.extend(indexes)
-
-    def again_here(self, index: int) -> bool:
-        """File ``index`` was given back by a chunk (the scheduler hands it out once more)."""
-        with self.lock:
-            if index in self.handed:
-                self.handed.discard(index)
-                return True
-            return False
 
     def _url(self, index: int) -> str | None:
         url = self.urls.get(index, False)
@@ -214,28 +222,54 @@ class _Lane:
 
     def chunk_from(self, index: int, stop: threading.Event) -> tuple | None:
         """``(host, [(index, plan, url), ...])``: the chunk starting at ``index``; () when a chunk
-        already has it; None when it goes the usual way. While ``LANES`` chunks of its host are in
-        flight, the thread waits (idle: more threads on the lane only hand the interpreter lock
-        around) until one ends and then looks again (a chunk may have taken the file meanwhile)."""
+        already has it; None when it goes the usual way.
+
+        While ``LANES`` chunks of its host are in flight, the thread waits (idle: more threads on
+        the lane only hand the interpreter lock around); the waiting thread with the host's
+        lowest file takes the next chunk when one ends (a later one would leave the files before
+        it to a chunk of their own, after the others), and every waiting thread looks again when
+        a chunk takes files or ends (one whose file a chunk took is free at once).
+
+        Before the host has answered anything, the first of its files goes the usual way (the
+        scout) and the next ones wait up to ``SCOUT_WAIT`` for that answer: a near host's comes in
+        a few milliseconds and its files then take the lane, instead of a file per thread going
+        the usual way until one of them has answered; a far or silent host's files go the usual
+        way once the wait is over (a long route answers in more than ``SCOUT_WAIT`` anyway)."""
         if not self.on:
             return None
         from prefetch.engine import bulk
 
         with self.lock:
-            while True:
-                if index in self.claimed:
-                    return ()
-                if stop.is_set():
-                    return self._usual(index)
-                url = self._url(index)
-                if url is None:
-                    return self._usual(index)
-                host = self.options.transfer.hosts.host_for(url)
-                if not bulk.host_ready(host, self.options.transfer):
-                    return self._usual(index)
-                if self.running.get(host, 0) < self.LANES:
-                    break
-                self.lock.wait(0.2)
+            host = None
+            try:
+                while True:
+                    if index in self.claimed:
+                        return ()
+                    if stop.is_set():
+                        return self._usual(index)
+                    url = self._url(index)
+                    if url is None:
+                        return self._usual(index)
+                    host = self.options.transfer.hosts.host_for(url)
+                    if not bulk.host_ready(host, self.options.transfer):
+                        if host.route.fastest is not None or not bulk.host_ready(host, self.options.transfer,
+                                                                                 judged=False):
+                            return self._usual(index)
+                        scout = self.scouts.get(host)
+                        if scout is None:
+                            self.scouts[host] = time.monotonic()
+                            return self._usual(index)  # the scout: its answer tells whether the host is near
+                        left = scout + self.SCOUT_WAIT - time.monotonic()
+                        if left <= 0:
+                            return self._usual(index)
+                        self._wait(host, index, min(left, self.SCOUT_POLL) if self._lowest(host, index) else left)
+                        continue
+                    if self.running.get(host, 0) < self.LANES and self._lowest(host, index):
+                        break
+                    self._wait(host, index, 0.2)
+            finally:
+                if host is not None and index in self.waiting.get(host, ()):
+                    self.waiting[host].discard(index)
             chunk = []
             at = index
             while at < len(self.plans) and len(chunk) < self.CHUNK and at not in self.claimed:
@@ -248,20 +282,32 @@ class _Lane:
                 return self._usual(index)
             self.claimed.update(i for i, _, _ in chunk)
             self.running[host] = self.running.get(host, 0) + 1
+            self.lock.notify_all()  # (the threads waiting with a file of this chunk are free)
             return host, chunk
+
+    def _lowest(self, host, index: int) -> bool:
+        """No thread with an earlier file of ``host`` waits for its lane."""
+        waiting = self.waiting.get(host)
+        return not waiting or index <= min(waiting)
+
+    def _wait(self, host, index: int, seconds: float) -> None:
+        """Wait (under the lock) as one of ``host``'s files waiting for the lane."""
+        self.waiting.setdefault(host, set()).add(index)
+        self.lock.wait(seconds)
 
     def _usual(self, index: int) -> None:
         """File ``index`` goes the usual way (under the lock): no chunk may take it after this, or a
         chunk starting at an earlier file would fetch it too while ``fetch_file`` runs it (two
         results, two log lines, as a ``-b`` list once showed)."""
         self.claimed.add(index)
+        self.lock.notify_all()  # (a thread waiting behind this file may now be the lowest)
         return None
 
     def ended(self, host) -> None:
-        """A chunk of ``host`` ended: a thread waiting for the lane looks again."""
+        """A chunk of ``host`` ended: the waiting threads look again (the lowest takes the next chunk)."""
         with self.lock:
             self.running[host] -= 1
-            self.lock.notify()  # (one: it takes the next chunk; the others look again within 0.2 s)
+            self.lock.notify_all()
 
 
 def _failed(plan: FilePlan, exc: PrefetchError) -> FileResult:
