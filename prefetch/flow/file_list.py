@@ -124,6 +124,10 @@ def fetch_files(
             to ask the host's next chunk may start while this one is flushed and placed (files
             left unasked keep the lane: asked next)."""
             lane.hand_back(back)
+            if back and options.fail_fast:
+                # (--fail-fast: a file handed back may fail the run; the rest of the list goes the
+                # usual way, which starts nothing once a file failed: no further chunk either)
+                lane.close()
             if all_asked and lane_held[0]:
                 lane_held[0] = False
                 lane.ended(host)
@@ -143,9 +147,9 @@ def fetch_files(
                 # Not asked for in the chunk's time: the next chunk, or the usual way once the lane is off.
                 left = set(unsent)
                 chunk = [entry for entry in chunk if entry[0] in left]
-                if chunk and (stop.is_set() or not host_ready(host, options.transfer) or (options.fail_fast and back)):
-                    # (--fail-fast: a file handed back may fail the run; the rest go the usual way, which
-                    # starts nothing once a file failed)
+                if options.fail_fast and back:
+                    lane.close()  # (as in off_wire)
+                if chunk and (stop.is_set() or not host_ready(host, options.transfer) or not lane.on):
                     lane.hand_back([i for i, _, _ in chunk])
                     chunk = []
         finally:
@@ -200,6 +204,12 @@ class _Lane:
         self.again: deque[int] = deque()  # ... that the scheduler has yet to run (engine.many.run_in_order)
         self.scouts: dict = {}  # host -> when its first file went the usual way (no answer from it yet)
 
+    def close(self) -> None:
+        """No more chunks in this run: every file not yet in one goes the usual way."""
+        with self.lock:
+            self.on = False
+            self.lock.notify_all()
+
     def hand_back(self, indexes) -> None:
         """Files a chunk handed back (or could not ask for before the lane went off): the scheduler
         runs them the usual way on its free threads, side by side, before the files not started yet
@@ -245,7 +255,7 @@ class _Lane:
                 while True:
                     if index in self.claimed:
                         return ()
-                    if stop.is_set():
+                    if stop.is_set() or not self.on:
                         return self._usual(index)
                     url = self._url(index)
                     if url is None:
