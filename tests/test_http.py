@@ -96,10 +96,13 @@ class _RawServer:
     """Answers every request with the same raw bytes (status line, headers, body), in
     pieces as a network delivers them, then closes the connection whatever the headers
     said. With ``Connection: keep-alive`` in them, the client keeps the connection for
-    its next request and finds it closed: a server's idle keep-alive timeout."""
+    its next request and finds it closed: a server's idle keep-alive timeout. ``whole_head``
+    False: answers the first bytes a connection sends, whatever they are (a TLS ClientHello,
+    as squid answers one with a 400)."""
 
-    def __init__(self, response: bytes) -> None:
+    def __init__(self, response: bytes, *, whole_head: bool = True) -> None:
         self.response = response
+        self.whole_head = whole_head
         self.connections = 0
         self.requests = 0  # (request heads read; a connection opened ahead may send none)
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -117,12 +120,15 @@ class _RawServer:
                 request = b""
                 while b"\r\n\r\n" not in request:
                     chunk = conn.recv(4096)
-                    if not chunk:
+                    if not chunk or not self.whole_head:
                         break
                     request += chunk
                 self.requests += 1
-                for i in range(0, len(self.response), 50_000):
-                    conn.sendall(self.response[i:i + 50_000])
+                try:
+                    for i in range(0, len(self.response), 50_000):
+                        conn.sendall(self.response[i:i + 50_000])
+                except OSError:
+                    pass  # (the client gave up first)
 
     def close(self) -> None:
         self.sock.close()

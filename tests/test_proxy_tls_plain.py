@@ -8,50 +8,22 @@ Real CLI; a raw socket server on 127.0.0.1 answering as squid does; the suite's 
 
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 
 from tests.conftest import run_cli
-from tests.origin import OriginServer
+from tests.test_http import _RawServer
 from tests.test_proxies import env_with
+from tests.test_proxy_hostile_scheme import origin  # noqa: F401 - the fixture: a.bin of 20,000 bytes
 
 
-class PlainProxy:
+class PlainProxy(_RawServer):
     """Answers the first bytes of every connection (a TLS ClientHello here) with an HTTP 400, as
-    squid does for a request it cannot parse, and closes it."""
+    squid does for a request it cannot parse, and closes it (test_http's raw server)."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
+        super().__init__(b"HTTP/1.1 400 Bad Request\r\nServer: squid\r\nContent-Length: 0\r\n"
+                         b"Connection: close\r\n\r\n", whole_head=False)
         self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                try:
-                    conn.recv(65536)
-                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nServer: squid\r\nContent-Length: 0\r\n"
-                                 b"Connection: close\r\n\r\n")
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-@pytest.fixture
-def origin():
-    with OriginServer() as server:
-        server.put("a.bin", b"a" * 20_000)
-        yield server
 
 
 @pytest.mark.parametrize("variable", ["http_proxy", "HTTPS_PROXY"])
