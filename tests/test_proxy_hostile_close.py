@@ -63,18 +63,29 @@ def test_an_empty_file_with_a_length_is_still_placed(home, tmp_path):
         server.close()
 
 
+def _page(status: str, page: bytes) -> bytes:
+    """An HTML answer with ``status`` (the proxy's own page to a CONNECT)."""
+    return b"HTTP/1.1 %s\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s" % (
+        status.encode(), len(page), page)
+
+
+def _get_https_through(proxy: HeadThenClose, tmp_path, **env):
+    """``prefetch get`` of an https origin's file through ``proxy``: (the process, the output path)."""
+    with OriginServer(tls=True) as origin:
+        origin.put("a.bin", b"a" * 30_000)
+        out = tmp_path / "a.bin"
+        proc = run_cli("get", origin.url_for("a.bin"), "-o", str(out),
+                       env=env_with(https_proxy=proxy.url, no_proxy="example.invalid",
+                                    REQUESTS_CA_BUNDLE=str(origin.ca_path), **env))
+    return proc, out
+
+
 def test_a_tunnel_that_is_a_portal_page_names_the_proxy(home, tmp_path):
     """CONNECT answered with 200 and an HTML page (a captive portal): the TLS handshake then
     fails on the page's bytes; the error names the proxy, not only the host, and places nothing."""
-    page = b"<html><title>Login</title>log in first</html>"
-    proxy = HeadThenClose(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
-                          % (len(page), page))
+    proxy = HeadThenClose(_page("200 OK", b"<html><title>Login</title>log in first</html>"))
     try:
-        with OriginServer(tls=True) as origin:
-            origin.put("a.bin", b"a" * 30_000)
-            env = env_with(https_proxy=proxy.url, no_proxy="example.invalid", REQUESTS_CA_BUNDLE=str(origin.ca_path))
-            out = tmp_path / "a.bin"
-            proc = run_cli("get", origin.url_for("a.bin"), "-o", str(out), env=env)
+        proc, out = _get_https_through(proxy, tmp_path)
         assert proc.returncode == 3, proc.stderr
         errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error:")]
         assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -86,16 +97,9 @@ def test_a_tunnel_that_is_a_portal_page_names_the_proxy(home, tmp_path):
 
 def test_a_proxy_that_refuses_the_tunnel_with_403_is_final(home, tmp_path):
     """CONNECT answered 403 (the proxy's policy blocks the host): one line naming the proxy, not retried."""
-    page = b"<html><title>Forbidden</title></html>"
-    proxy = HeadThenClose(b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
-                          % (len(page), page))
+    proxy = HeadThenClose(_page("403 Forbidden", b"<html><title>Forbidden</title></html>"))
     try:
-        with OriginServer(tls=True) as origin:
-            origin.put("a.bin", b"a" * 30_000)
-            env = env_with(https_proxy=proxy.url, no_proxy="example.invalid", REQUESTS_CA_BUNDLE=str(origin.ca_path),
-                           PREFETCH_RETRIES="3")
-            out = tmp_path / "a.bin"
-            proc = run_cli("get", origin.url_for("a.bin"), "-o", str(out), env=env)
+        proc, out = _get_https_through(proxy, tmp_path, PREFETCH_RETRIES="3")
         assert proc.returncode == 3, proc.stderr
         errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error:")]
         assert len(errors) == 1 and "403" in errors[0] and proxy.url in errors[0], proc.stderr
