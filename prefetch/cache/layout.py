@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from prefetch.fs.paths import expand_path
+from prefetch.fs.paths import expand_path, nearest_existing
 
 
 def keras_root(*, cache_dir: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path:
@@ -39,10 +39,8 @@ def keras_root(*, cache_dir: str | Path | None = None, env: Mapping[str, str] | 
 
 def _writable_or_creatable(path: Path) -> bool:
     """Keras's test (``os.access(root, W_OK)`` after its import made the folder when it could)."""
-    for folder in (path, *path.absolute().parents):
-        if os.path.lexists(folder):
-            return os.path.isdir(folder) and os.access(folder, os.W_OK)
-    return False
+    folder = nearest_existing(path)
+    return os.path.isdir(folder) and os.access(folder, os.W_OK)
 
 
 def datasets_dir(root: Path) -> Path:

@@ -275,7 +275,7 @@ def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: flo
                                 "every download through it will fail: start the proxy, fix the variable, or unset "
                                 "it (or list hosts to reach directly in no_proxy)"))
         else:
-            plain = scheme == "https" and _speaks_plain_http(sock, host)
+            plain = scheme == "https" and _speaks_plain_http(sock, host, env)
             sock.close()
             if plain:
                 checks.append(Check("proxy", Level.FAIL, f"the proxy {host}:{port} ({name}) answers in plain HTTP, "
@@ -285,15 +285,16 @@ def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: flo
                 checks.append(Check("proxy", Level.OK, f"the proxy {host}:{port} ({name}) accepts connections"))
 
 
-def _speaks_plain_http(sock, host: str) -> bool:
-    """A TLS handshake on ``sock`` is answered in plain HTTP (an https:// variable for an http proxy)."""
+def _speaks_plain_http(sock, host: str, env: Mapping[str, str]) -> bool:
+    """A TLS handshake on ``sock`` is answered in plain HTTP (an https:// variable for an http proxy).
+    The context is ``get``'s own (``sources._tls_context``); a plain answer fails before any certificate."""
     import ssl
 
+    from prefetch.doctor.sources import _tls_context
     from prefetch.net.failures import spoke_plain_http
 
-    context = ssl.create_default_context()  # (a plain-HTTP answer fails the handshake before any certificate)
     try:
-        context.wrap_socket(sock, server_hostname=host or None).close()
+        _tls_context(env).wrap_socket(sock, server_hostname=host or None).close()
     except ssl.SSLError as exc:
         return spoke_plain_http(str(exc))
     except OSError:
@@ -351,9 +352,9 @@ def _check_keras(env: Mapping[str, str], checks: list[Check]) -> None:
 
 
 def _check_writable(directory: Path, checks: list[Check]) -> None:
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    from prefetch.fs.paths import nearest_existing
+
+    existing = nearest_existing(directory)
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         checks.append(
             Check("cache", Level.FAIL, f"cannot write to {directory} ({existing} is not a writable directory)",

@@ -82,7 +82,7 @@ def host_ready(host, options, *, judged: bool = True) -> bool:
             and not host.given_up and not host.refusals and options.limiter is None)
 
 
-def direct_http(url: str, known: dict | None = None) -> bool:
+def direct_url(url: str, known: dict | None = None) -> bool:
     """``url`` is ``http://`` or ``https://`` that the engine's client would send on its own
     socket (``Client._route``: no proxy, no credentials, no cookies). ``known``: a run's answers
     by scheme and host (the environment is read once per host: https and http have each their

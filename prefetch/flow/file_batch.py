@@ -42,14 +42,14 @@ _SYNCFS: list = []  # [libc's syncfs or None], looked up once
 def eligible(plan: FilePlan, options, known: dict | None = None) -> str | None:
     """The one URL the lane would fetch ``plan`` from, or None: the usual path only (several
     sources, a team store, extraction, extra names, a custom client, not plain direct http).
-    ``known``: the run's answers by host (``bulk.direct_http``)."""
+    ``known``: the run's answers by host (``bulk.direct_url``)."""
     if (plan.extract_into or plan.decompress_to or plan.also or plan.shares or options.sources is not None
             or options.client_factory is not None or options.transfer.limiter is not None):
         return None
     from prefetch.flow.files import source_urls
 
     urls = source_urls(plan.spec, options, explicit_url=plan.explicit_url)
-    if len(urls) != 1 or not bulk.direct_http(urls[0], known):
+    if len(urls) != 1 or not bulk.direct_url(urls[0], known):
         return None
     return urls[0]
 

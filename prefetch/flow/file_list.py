@@ -198,7 +198,7 @@ class _Lane:
         self.running: dict = {}  # host -> chunks in flight
         self.claimed: set[int] = set()
         self.urls: dict[int, str | None] = {}
-        self.known: dict = {}  # scheme://host -> direct there, no proxy or credentials (bulk.direct_http)
+        self.known: dict = {}  # scheme://host -> direct there, no proxy or credentials (bulk.direct_url)
         self.waiting: dict = {}  # host -> indexes of the threads waiting for its lane
         self.handed: set[int] = set()  # files a chunk handed back ...
         self.again: deque[int] = deque()  # ... that the scheduler has yet to run (engine.many.run_in_order)

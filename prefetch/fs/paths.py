@@ -122,3 +122,13 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_config_dir(APP_NAME))
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path`` or its nearest parent that exists (a link counts, even a dangling one): where a
+    folder not made yet would be made, so whose permissions decide whether it can be."""
+    path = Path(path)
+    for folder in (path, *path.absolute().parents):
+        if os.path.lexists(folder):
+            return folder
+    return Path("/")
