@@ -76,3 +76,36 @@ def test_a_real_cap_refuses_the_extra_connection_and_the_count_stays(tmp_path):
             tries = sum("trying 3 connections" in n for n in notes)
             assert tries >= 2  # tried again and again (about every cap_retry) ...
             assert proxy.rejected <= 4 + 2 * tries  # ... at a refused request or two each time
+
+
+def test_raises_that_hold_come_sooner_and_bigger_and_a_refusal_starts_over():
+    """The schedule itself (engine/recovery.py), on a clock of its own: a cap of 1 with a
+    60 s wait is back at 16 after 60 + 30 + 15 + 7.5 s; a refusal starts over at 60 s and +1."""
+    from prefetch.engine.recovery import CapRecovery
+
+    r = CapRecovery()
+    r.lowered(0.0)
+    cap, raises = 1, []
+    for now in [t / 10 for t in range(0, 3000)]:
+        raised = r.due(now, 60.0, cap, 16)
+        if raised is not None:
+            cap = raised
+            raises.append((now, cap))
+    assert raises == [(60.0, 2), (90.0, 4), (105.0, 8), (112.5, 16)]
+    r.lowered(200.0)  # a real cap refused the extra one: the full wait, one more
+    assert r.due(259.9, 60.0, 4, 16) is None
+    assert r.due(260.0, 60.0, 4, 16) == 5
+    assert r.due(260.0 + 29.9, 60.0, 5, 16) is None
+    assert r.due(290.0, 60.0, 5, 16) == 7
+    assert r.due(400.0, 0.0, 1, 16) is None  # 0: a cap holds for the run
+    assert r.due(900.0, 60.0, 16, 16) is None  # never above the budget
+
+
+def test_a_passing_storm_is_forgotten_in_growing_steps(tmp_path):
+    """Once the cap of 2 is gone, the raises that held double: 3, then 5 (not 4), then 8."""
+    with OriginServer() as origin:
+        origin.put("c.bin", DATA)
+        with LatencyProxy(origin.port, rtt=0.01, pace=1 * MiB, max_open=2) as proxy:
+            _, _, notes = _download(tmp_path, proxy, cap_retry=0.3, lift=True)
+    tries = [int(n.split("trying ")[1].split()[0]) for n in notes if "trying " in n]
+    assert tries[:3] == [3, 5, 8], notes

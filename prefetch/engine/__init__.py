@@ -21,6 +21,7 @@ Owns:
     resume_check.py   without a hash, kept bytes sampled against the origin before a resume
     part_file.py      the ``.part`` itself; ranges.py: byte range sets
     retry.py          back off, step back or give up; ratelimit.py: ``--limit-rate``
+    recovery.py       when a cap a server's 429/503 set is tried higher again
     hosts.py          what the transfers to one host share: connection budget, warm connections, route
     many.py           many files at once: started in order on a bounded pool (files and hf:// repos)
 

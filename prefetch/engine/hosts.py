@@ -10,7 +10,8 @@ a :class:`Host` keeps:
   :meth:`Host.admit` finds room, so the files in flight together never hold more
   connections than that; a 429 or 503 from the host lowers the cap (:meth:`Host.refused`),
   and the refused request waits for its turn to try again; after a while without a
-  refusal the cap goes up by one again (:meth:`Host.relax`);
+  refusal the cap goes up again, sooner and by more while raises hold (:meth:`Host.relax`,
+  ``engine/recovery.py``);
 * **a fair share** of it per transfer (:meth:`Host.share`): many small files get one
   connection each, a lone big file gets all of them;
 * **warm connections**: a worker's HTTP client goes back to the host's idle list when the
@@ -31,6 +32,7 @@ import time
 from urllib.parse import urlsplit
 
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
+from prefetch.engine.recovery import CapRecovery
 from prefetch.engine.schedule import RouteJudge
 
 DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
@@ -149,7 +151,7 @@ class Host:
         self.transfers = 0  # transfers to this host running now
         self.lent = 0  # clients lent to workers now
         self.refusals = 0
-        self.lowered_at = 0.0  # when the cap was last lowered or raised (monotonic)
+        self.recovery = CapRecovery()  # when a lowered cap is tried higher again
         # A file to this host gave up (its retries in a row, or its --timeout, without a byte) and no
         # file from it was complete since: the next files give up at their first failure
         # (engine/retry.py), so a host that is down costs a list one request a file, not retries each.
@@ -223,7 +225,7 @@ class Host:
             lowered = 0 < lower < self.cap
             if lowered:
                 self.cap = lower
-                self.lowered_at = time.monotonic()
+                self.recovery.lowered(time.monotonic())
                 # Warm connections beyond the new cap are closed as they come back (give_back).
             self._turn.notify()
         if lowered:
@@ -231,20 +233,21 @@ class Host:
                              f"at most {lower} connection{'s' if lower != 1 else ''} to it from now on"))
 
     def relax(self, now: float, after: float) -> None:
-        """One connection more than a lowered cap once ``after`` seconds passed without a
-        refusal (0: never): a passing storm of 503s does not hold the host's files to a low
-        count for the rest of the run; a real cap refuses the extra one and comes back."""
+        """A higher lowered cap once ``after`` seconds passed without a refusal (0: never;
+        sooner and by more after raises that held: ``engine/recovery.py``): a passing storm of
+        503s does not hold the host's files to a low count for the rest of the run; a real cap
+        refuses the extra connection and comes back."""
         if self.cap >= self.budget:
             return  # (the usual case, read without the lock: every transfer's loop asks)
         with self._turn:
-            if after <= 0 or self.cap >= self.budget or now - self.lowered_at < after:
+            quiet = now - self.recovery.since
+            raised = self.recovery.due(now, after, self.cap, self.budget)
+            if raised is None:
                 return
-            self.cap += 1
-            self.lowered_at = now
-            cap = self.cap
-            self._turn.notify()
-        self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key}: no refusal for {after:g}s; "
-                         f"trying {cap} connections to it"))
+            self.cap = raised
+            self._turn.notify_all()
+        self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key}: no refusal for {quiet:.3g}s; "
+                         f"trying {raised} connections to it"))
 
     # -- warm clients ----------------------------------------------------------------
     def lender(self, factory=None):

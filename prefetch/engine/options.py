@@ -73,7 +73,8 @@ class TransferOptions:
     # from the host lowers it. PREFETCH_HOST_CONNECTIONS, --host-connections.
     host_connections: int = 32  # as many as one file may open (max_connections): one big file loses nothing
     # After this many seconds without a 429/503, a cap the server set (engine/retry.py,
-    # engine/hosts.py) is tried one connection higher; 0: a cap holds for the run. PREFETCH_CAP_RETRY.
+    # engine/hosts.py) is tried one connection higher, then sooner and by more while raises hold
+    # (engine/recovery.py); 0: a cap holds for the run. PREFETCH_CAP_RETRY.
     cap_retry: float = 60.0
     # prefetch.engine.hosts.Hosts shared by the transfers of one run (None: this transfer on its own).
     hosts: object | None = field(default=None, repr=False, compare=False)

@@ -9,7 +9,8 @@ resets both. A server that answers (429, 5xx) is alive: only the count applies. 
 an extra connection while other connections to the same source deliver is a
 per-client connection cap, not a failure: the transfer keeps the connections
 that had answers. A cap is not for ever: after ``cap_retry`` seconds without a
-refusal one more connection is tried (:meth:`RetryPolicy.relax`), so a storm of 503s
+refusal one more connection is tried (:meth:`RetryPolicy.relax`), and each raise that held
+shortens the next wait and doubles the next step (``engine/recovery.py``), so a storm of 503s
 at the start does not hold a long download at its low count; a real cap refuses the
 extra one and stays, at one refused request per ``cap_retry``.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import random
 import time
 
+from prefetch.engine.recovery import CapRecovery
 from prefetch.errors import NetworkError
 from prefetch.net.failures import Failure
 
@@ -34,7 +36,7 @@ class RetryPolicy:
         self.in_a_row = 0
         self.refusals = 0  # 429/503 answers while other connections delivered
         self.crowded_at: int | None = None  # connections the server accepts, once it refused one more
-        self.crowded_since = 0.0  # when the cap was last found or raised (monotonic)
+        self.recovery = CapRecovery()  # when the cap is tried higher again
         self.progress_at = time.monotonic()  # when the last byte arrived (or the transfer started)
 
     def progress(self) -> None:
@@ -124,14 +126,16 @@ class RetryPolicy:
         limit = delivering * live_sources
         first = self.crowded_at is None
         self.crowded_at = limit if first else min(self.crowded_at, limit)
-        self.crowded_since = time.monotonic()
+        self.recovery.lowered(time.monotonic())
         return limit, first
 
     def relax(self, now: float, after: float, most: int) -> int | None:
-        """One connection more than the cap once ``after`` seconds passed without a refusal
-        (0: never), up to ``most``; the new cap, or None when it stays."""
-        if self.crowded_at is None or after <= 0 or self.crowded_at >= most or now - self.crowded_since < after:
+        """A higher cap once ``after`` seconds passed without a refusal (0: never; sooner and
+        by more after raises that held: ``CapRecovery``), up to ``most``; the new cap, or None
+        when it stays."""
+        if self.crowded_at is None:
             return None
-        self.crowded_at += 1
-        self.crowded_since = now
-        return self.crowded_at
+        raised = self.recovery.due(now, after, self.crowded_at, most)
+        if raised is not None:
+            self.crowded_at = raised
+        return raised

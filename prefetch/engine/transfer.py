@@ -294,6 +294,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                 if self.size is None and self.opt.preconnect:
                     self.ahead.maybe_open(now, self.probe_asked)  # a long route's handshakes overlap the wait
                 with self.lock:
+                    quiet = now - self.retries.recovery.since
                     raised = self.retries.relax(now, self.opt.cap_retry, self.opt.max_connections)
                     if self.retries.crowded_at is not None:
                         target = min(target, self.retries.crowded_at)
@@ -304,7 +305,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                         # its next step at most doubles the count
                         self.planned_workers = target if ramp.done else min(self.opt.max_connections, 2 * target)
                 if raised:
-                    self.note(f"no refusal for {self.opt.cap_retry:g}s; trying {raised} connections")
+                    self.note(f"no refusal for {quiet:.3g}s; trying {raised} connections")
                 if self.size is not None and self.ahead.waiting:
                     self.ahead.fit()  # (opened to a host that redirected elsewhere: no use)
                 # At most target - alive new workers per pass: a worker that exits at once
