@@ -275,7 +275,7 @@ def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: flo
                                 "every download through it will fail: start the proxy, fix the variable, or unset "
                                 "it (or list hosts to reach directly in no_proxy)"))
         else:
-            plain = scheme == "https" and _speaks_plain_http(sock, host, env)
+            plain = scheme == "https" and _speaks_plain_http(sock, host, port, env)
             sock.close()
             if plain:
                 checks.append(Check("proxy", Level.FAIL, f"the proxy {host}:{port} ({name}) answers in plain HTTP, "
@@ -285,18 +285,23 @@ def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: flo
                 checks.append(Check("proxy", Level.OK, f"the proxy {host}:{port} ({name}) accepts connections"))
 
 
-def _speaks_plain_http(sock, host: str, env: Mapping[str, str]) -> bool:
+def _speaks_plain_http(sock, host: str, port: int, env: Mapping[str, str]) -> bool:
     """A TLS handshake on ``sock`` is answered in plain HTTP (an https:// variable for an http proxy).
-    The context is ``get``'s own (``sources._tls_context``); a plain answer fails before any certificate."""
+    The context is ``get``'s own (``sources._tls_context``); a plain answer fails before any certificate.
+    A handshake left unanswered (tinyproxy waits for the end of a request line) is followed by a
+    plain request to the proxy itself, as ``get`` does (``net.proxies.speaks_plain_http``)."""
     import ssl
 
     from prefetch.doctor.sources import _tls_context
     from prefetch.net.failures import spoke_plain_http
+    from prefetch.net.proxies import speaks_plain_http
 
     try:
         _tls_context(env).wrap_socket(sock, server_hostname=host or None).close()
     except ssl.SSLError as exc:
         return spoke_plain_http(str(exc))
+    except TimeoutError:
+        return speaks_plain_http(f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}")
     except OSError:
         pass
     return False

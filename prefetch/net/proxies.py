@@ -202,9 +202,45 @@ def tls_failed(proxy: str, url: str, reason: str) -> NetworkError:
     """A TLS failure with an ``https://`` proxy itself (final: asking again meets the same proxy).
     Most often the proxy speaks plain HTTP and its variable says ``https://`` by mistake."""
     if spoke_plain_http(reason):
-        return NetworkError(f"the proxy {proxy} answered in plain HTTP, not TLS: write it as "
-                            f"http://{proxy.partition('://')[2]} in the proxy variable; fetching {host_of(url)}")
+        return _plain_proxy(proxy, url)
     return NetworkError(f"TLS error with the proxy {proxy}: {reason}; fetching {host_of(url)}")
+
+
+def _plain_proxy(proxy: str, url: str) -> NetworkError:
+    return NetworkError(f"the proxy {proxy} answered in plain HTTP, not TLS: write it as "
+                        f"http://{proxy.partition('://')[2]} in the proxy variable; fetching {host_of(url)}")
+
+
+def handshake_timed_out(proxy: str, url: str, cause: str) -> BaseException:
+    """An ``https://`` proxy took the TCP connection but not the TLS handshake in time. squid
+    answers a ClientHello in plain HTTP at once (:func:`tls_failed`); tinyproxy reads it as the
+    start of a request line and waits for its end, so every try timed out (~32 s of them). A
+    plain request to the proxy tells: answered in HTTP, it is an http proxy written as https://
+    (final, one line); else a transient failure that says what was seen."""
+    if speaks_plain_http(proxy):
+        return _plain_proxy(proxy, url)
+    message = (f"the proxy {proxy} took the connection but did not answer the TLS handshake ({cause}); "
+               f"fetching {host_of(url)}")
+    return TransientHTTPError(message, cause=message, kind=Failure.TIMEOUT, timed_out=True)
+
+
+def speaks_plain_http(proxy: str, timeout: float = 3.0) -> bool:
+    """``proxy`` (``scheme://host:port``) answers a plain HTTP request in HTTP. The request is
+    to the proxy itself (``GET /``, its own host in ``Host``): nothing is fetched through it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(proxy)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme.lower() == "https" else 80)
+        if not host:
+            return False
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            name = f"[{host}]" if ":" in host else host
+            sock.sendall(f"GET / HTTP/1.0\r\nHost: {name}:{port}\r\n\r\n".encode("ascii"))
+            return sock.recv(5) == b"HTTP/"
+    except (OSError, ValueError, UnicodeError):
+        return False
 
 
 def connection_failed(proxy: str, url: str, cause: str, kind: str) -> BaseException:

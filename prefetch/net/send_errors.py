@@ -51,10 +51,17 @@ def transient_failure(exc: BaseException, url: str, key: tuple[str, str]) -> Bas
         root = _root_cause(exc)
         if proxy[:8].lower() == "https://" and is_ssl_failure(root):
             return proxies.tls_failed(proxy, url, _ssl_reason(root))
+        if proxy[:8].lower() == "https://" and _handshake_timed_out(root):
+            return proxies.handshake_timed_out(proxy, url, cause)
         return proxies.connection_failed(proxy, url, cause, kind)
     host = key[1].rpartition("@")[2]  # (the key's netloc may hold ``user:password@``: never shown)
     return TransientHTTPError(f"{host}{_through(url)}: {cause}", cause=cause, kind=kind,
                               timed_out=kind == Failure.TIMEOUT or cause.startswith("timed out"))
+
+
+def _handshake_timed_out(root: BaseException) -> bool:
+    """ssl's "The handshake operation timed out": the TCP connection was taken, TLS was not."""
+    return isinstance(root, TimeoutError) and "handshake" in str(root).lower()
 
 
 def plain_http_hint(reason: str, url: str) -> str:
