@@ -107,3 +107,20 @@ def test_a_proxy_that_refuses_the_tunnel_with_403_is_final(home, tmp_path):
         assert not out.exists()
     finally:
         proxy.close()
+
+
+def test_a_tunnel_closed_as_soon_as_it_opened_says_the_proxy_may_block_the_host(home, tmp_path):
+    """CONNECT answered 200, then the tunnel closed with nothing in it (Clash's REJECT rule, a
+    proxy whose own connect failed after its 200): the error says so, naming proxy and host,
+    rather than OpenSSL's "EOF occurred in violation of protocol" alone."""
+    proxy = HeadThenClose(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    try:
+        proc, out = _get_https_through(proxy, tmp_path)
+        assert proc.returncode == 3, proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("prefetch: error:")]
+        assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert f" through the proxy {proxy.url} closed before the TLS handshake: the proxy may block 127.0.0.1:" \
+            in errors[0], errors[0]
+        assert not out.exists()
+    finally:
+        proxy.close()

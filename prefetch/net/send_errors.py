@@ -32,8 +32,13 @@ def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseExce
         reason = _ssl_reason(exc)
         if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
             return NetworkError(f"TLS verification failed for {redact_url(url)}{_through(url)}: {reason}")
-        return NetworkError(f"TLS error with {key[1].rpartition('@')[2]}{_through(url)}: {reason}"
-                            f"{plain_http_hint(reason, url)}")
+        host = key[1].rpartition('@')[2]
+        if _through(url) and "eof" in reason.lower():
+            # (Clash's REJECT rule, a proxy whose upstream connect failed after its 200: the tunnel
+            # opened and closed with nothing in it)
+            return NetworkError(f"the tunnel to {host}{_through(url)} closed before the TLS handshake: the proxy "
+                                f"may block {host}, want a login first, or fail to reach it ({reason})")
+        return NetworkError(f"TLS error with {host}{_through(url)}: {reason}{plain_http_hint(reason, url)}")
     if is_invalid_request(exc) or type(exc).__name__ in ("InvalidURL", "InvalidSchema", "MissingSchema",
                                                           "InvalidHeader"):
         # (the URL passed our own checks: through a proxy, the proxy variable is the likelier culprit)
