@@ -87,21 +87,25 @@ class NltkIndex:
             UsageError: an id the index does not know.
         """
         out: dict[str, NltkPackage] = {}
-
-        def visit(ident: str, trail: tuple[str, ...]) -> None:
-            if ident in self.packages:
-                out.setdefault(ident, self.packages[ident])
-            elif ident in self.collections:
-                if ident in trail:
-                    return  # a cycle in a hostile index: each collection once
-                for child in self.collections[ident]:
-                    visit(child, (*trail, ident))
-            else:
-                raise UsageError(f"nltk:{ident} is not in the NLTK index ({self.source}); "
-                                 "`prefetch get nltk:popular` gets the popular packages")
-
+        # Depth first, in the index's order, without recursion and each collection once: a hostile
+        # index may chain collections deeper than Python recurses, loop them, or share them as a
+        # lattice (c0 -> [c1, c1b] -> [c2, c2b] ...) that a walk by paths would take 2**depth times.
+        seen: set[str] = set()
         for ident in ids:
-            visit(ident, ())
+            stack = [iter((ident,))]
+            while stack:
+                child = next(stack[-1], None)
+                if child is None:
+                    stack.pop()
+                elif child in self.packages:
+                    out.setdefault(child, self.packages[child])
+                elif child in self.collections:
+                    if child not in seen:  # expanded already (or being expanded: a cycle)
+                        seen.add(child)
+                        stack.append(iter(self.collections[child]))
+                else:
+                    raise UsageError(f"nltk:{child} is not in the NLTK index ({self.source}); "
+                                     "`prefetch get nltk:popular` gets the popular packages")
         return list(out.values())
 
     def missing(self, ids: Sequence[str]) -> list[str]:
