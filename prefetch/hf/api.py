@@ -121,7 +121,15 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
             except (AttributeError, KeyError, TypeError, ValueError):
                 raise NetworkError(f"{repo.label}: {url} answered a malformed file entry: {entry!r:.200}") from None
         match = _NEXT.search(link or "")
-        url = urljoin(url, match.group(1)) if match else None
+        if match:  # the Hub names the next page: held to what a redirect may be (http(s), never down to http)
+            from prefetch.net.checks import check_redirect
+
+            following = urljoin(url, match.group(1))
+            try:
+                check_redirect(url, following)
+            except NetworkError as exc:
+                raise NetworkError(f"{repo.label}: the file list's next page: {exc}") from None
+        url = following if match else None
     return files
 
 
