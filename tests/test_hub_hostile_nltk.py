@@ -1,16 +1,26 @@
-"""NLTK indexes that lie, against ``get nltk:ID --mirror``: collections nested past Python's
-recursion (an internal error, exit 1, before) or shared as a lattice (2**depth walks, before).
+"""NLTK mirrors that lie, against ``get nltk:ID --mirror``.
+
+* Collections nested past Python's recursion (an internal error, exit 1, before) or shared as
+  a lattice (2**depth walks, before).
+* A package zip with members outside its own ``<id>/`` folder (``stopwords/english`` inside
+  ``nltk:evil``) replaced another package's files; one that expands far past its index's
+  ``unzipped_size`` was placed whole. nltk's own downloader refuses both (its member
+  ownership check and ``UNZIPPED_SIZE_SLACK``); so does prefetch now: exit 6, nothing extracted.
 
 What held, tried by hand with a folder mirror: a package zip with a member ``evil/../../../``
-(exit 6, nothing extracted); wrong md5s are tests/test_nltk.py's.
+or an absolute one (exit 6, nothing extracted), a zip of another size than the index's
+(exit 4); wrong md5s are tests/test_nltk.py's.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from prefetch.cache import nltk_data
-from tests.nltk_origin import STOPWORDS, write_gh_pages
+from tests.nltk_origin import STOPWORDS, _zip, write_gh_pages
 from tests.test_nltk import run_offline
 
 
@@ -58,3 +68,49 @@ def test_a_lattice_of_collections_is_expanded_once_each():
     index = nltk_data.NltkIndex(packages={"pkg": pkg}, collections=counted, source="a lattice")
     assert index.expand(["c0"]) == [pkg]
     assert counted.lookups <= len(groups)
+
+
+def _add_package(mirror: Path, ident: str, files: dict[str, bytes], *, unzipped_size: int | None = None) -> None:
+    """A ``corpora`` package in a mirror ``write_gh_pages`` made, its zip as the index describes it."""
+    data = _zip(files)
+    (mirror / "packages" / "corpora" / f"{ident}.zip").write_bytes(data)
+    unzipped = sum(len(v) for v in files.values()) if unzipped_size is None else unzipped_size
+    index = mirror / "index.xml"
+    index.write_text(index.read_text().replace("  </packages>", (
+        f'    <package id="{ident}" name="{ident}" unzip="1" unzipped_size="{unzipped}" size="{len(data)}" '
+        f'checksum="{hashlib.md5(data).hexdigest()}" subdir="corpora" />\n  </packages>')))
+
+
+def _refused_unsafe(done) -> str:
+    assert done.returncode == 6, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("prefetch: error: unsafe archive") and "Traceback" not in done.stderr
+    return last
+
+
+def test_a_package_never_replaces_another_packages_files(cli, home, tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    write_gh_pages(mirror)
+    _add_package(mirror, "evil", {"evil/README": b"a package\n", "stopwords/english": b"HIJACKED\n"})
+    monkeypatch.setenv("NLTK_DATA", str(home / "nltk_data"))
+    assert cli("get", "nltk:stopwords", "--mirror", str(mirror)).returncode == 0
+    line = _refused_unsafe(cli("get", "nltk:evil", "--mirror", str(mirror)))
+    assert "'stopwords' is outside the folder 'evil'" in line
+    corpora = home / "nltk_data" / "corpora"
+    assert sorted(p.name for p in corpora.iterdir()) == ["stopwords", "stopwords.zip"]  # nothing of evil's
+    out = run_offline('out["words"] = nltk.corpus.stopwords.words("english")', "corpora/stopwords", dict(os.environ))
+    assert out["words"] == STOPWORDS
+
+
+def test_a_package_expanding_past_its_indexed_unzipped_size_is_refused(cli, home, tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    write_gh_pages(mirror)
+    body = os.urandom(3 << 20)  # incompressible: no ratio limit applies, only the index's size
+    _add_package(mirror, "big", {"big/data": body}, unzipped_size=1000)
+    _add_package(mirror, "fits", {"fits/data": body[:1 << 20]}, unzipped_size=1000)  # within nltk's 1 MiB slack
+    monkeypatch.setenv("NLTK_DATA", str(home / "nltk_data"))
+    _refused_unsafe(cli("get", "nltk:big", "--mirror", str(mirror)))
+    assert not (home / "nltk_data" / "corpora" / "big").exists()
+    done = cli("get", "nltk:fits", "--mirror", str(mirror))
+    assert done.returncode == 0, done.stderr
+    assert (home / "nltk_data" / "corpora" / "fits" / "data").read_bytes() == body[:1 << 20]
