@@ -2,6 +2,10 @@
 
 * Collections nested past Python's recursion (an internal error, exit 1, before) or shared as
   a lattice (2**depth walks, before).
+* ``nltk:punkt`` (or a collection holding it, as ``popular`` does) without ``punkt_tab``: nltk's
+  downloader installs a retired pickle package's successor with it (nltk #3394), and nltk 3.10
+  tokenizes with the successor; prefetch placed the pickles only, so ``sent_tokenize`` failed
+  offline after ``get nltk:popular``.
 * A package zip with members outside its own ``<id>/`` folder (``stopwords/english`` inside
   ``nltk:evil``) replaced another package's files; one that expands far past its index's
   ``unzipped_size`` was placed whole. nltk's own downloader refuses both (its member
@@ -70,15 +74,16 @@ def test_a_lattice_of_collections_is_expanded_once_each():
     assert counted.lookups <= len(groups)
 
 
-def _add_package(mirror: Path, ident: str, files: dict[str, bytes], *, unzipped_size: int | None = None) -> None:
-    """A ``corpora`` package in a mirror ``write_gh_pages`` made, its zip as the index describes it."""
+def _add_package(mirror: Path, ident: str, files: dict[str, bytes], *, unzipped_size: int | None = None,
+                 subdir: str = "corpora") -> None:
+    """A package in a mirror ``write_gh_pages`` made, its zip as the index describes it."""
     data = _zip(files)
-    (mirror / "packages" / "corpora" / f"{ident}.zip").write_bytes(data)
+    (mirror / "packages" / subdir / f"{ident}.zip").write_bytes(data)
     unzipped = sum(len(v) for v in files.values()) if unzipped_size is None else unzipped_size
     index = mirror / "index.xml"
     index.write_text(index.read_text().replace("  </packages>", (
         f'    <package id="{ident}" name="{ident}" unzip="1" unzipped_size="{unzipped}" size="{len(data)}" '
-        f'checksum="{hashlib.md5(data).hexdigest()}" subdir="corpora" />\n  </packages>')))
+        f'checksum="{hashlib.md5(data).hexdigest()}" subdir="{subdir}" />\n  </packages>')))
 
 
 def _refused_unsafe(done) -> str:
@@ -114,3 +119,17 @@ def test_a_package_expanding_past_its_indexed_unzipped_size_is_refused(cli, home
     done = cli("get", "nltk:fits", "--mirror", str(mirror))
     assert done.returncode == 0, done.stderr
     assert (home / "nltk_data" / "corpora" / "fits" / "data").read_bytes() == body[:1 << 20]
+
+
+def test_a_retired_pickle_package_brings_its_successor_as_nltk_download_does(cli, home, tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    write_gh_pages(mirror, collections={"mine": ["punkt", "stopwords"]})  # it has punkt_tab
+    _add_package(mirror, "punkt", {"punkt/README": b"the retired pickle models\n"}, subdir="tokenizers")
+    monkeypatch.setenv("NLTK_DATA", str(home / "nltk_data"))
+    done = cli("get", "nltk:mine", "--mirror", str(mirror))
+    assert done.returncode == 0, done.stderr
+    tokenizers = home / "nltk_data" / "tokenizers"
+    assert sorted(p.name for p in tokenizers.iterdir()) == ["punkt", "punkt.zip", "punkt_tab", "punkt_tab.zip"]
+    out = run_offline('out["s"] = nltk.sent_tokenize("Dr. Smith came. He sat.")', "tokenizers/punkt_tab",
+                      dict(os.environ))  # what nltk 3.10 tokenizes with: punkt_tab, not the pickles
+    assert out["s"] == ["Dr. Smith came.", "He sat."]

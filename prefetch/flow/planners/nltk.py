@@ -74,7 +74,7 @@ class NltkPlanner(Planner):
             base, index = nltk_data.ORIGIN, nltk_data.load_snapshot()
             if index.missing(ids):
                 index = _read_index(base, ctx, missing=index.missing(ids))
-        return [_plan_package(pkg, base=base, data_dir=data_dir) for pkg in index.expand(ids)]
+        return [_plan_package(pkg, base=base, data_dir=data_dir) for pkg in index.expand(ids, successors=True)]
 
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
