@@ -4,6 +4,8 @@
   parser's RecursionError came out as "internal error (a bug in prefetch)", exit 1.
 * An API answer far larger than any Hub answer: it was read whole into memory (an endless
   one would fill it); now at most ``jsonapi.MAX_BODY`` bytes are read, then exit 3.
+* A listed file size JSON reads as a float ``int()`` cannot take (``1e400``, ``Infinity``):
+  OverflowError, "internal error", exit 1; a fraction (``1.5``) was cut to an integer.
 * A file tree that lists one path twice with two different blobs: both blobs were fetched
   and the snapshot entry linked to whichever finished last, exit 0; a git tree never lists
   a path twice, so the listing is refused before any byte is fetched.
@@ -114,3 +116,19 @@ def test_a_tree_listing_a_path_twice_is_refused_before_any_download(hf_env, hub,
     assert hub.file_requests(method=None) == []  # nothing fetched
     assert not (cache(home) / "models--acme--tiny" / "snapshots").exists()
     assert not (cache(home) / "models--acme--tiny" / "refs").exists()
+
+
+@pytest.mark.parametrize("size", [b"1e400", b"Infinity", b"1.5"])
+@pytest.mark.parametrize("hub_kind", ["hf", "ms"])
+def test_a_listed_size_that_is_no_integer_is_a_malformed_entry(answer, home, cli, monkeypatch, size, hub_kind):
+    _hub_env(monkeypatch, home, answer.url)
+    if hub_kind == "hf":  # @COMMIT: straight to the tree listing
+        answer.body = b'[{"type": "file", "path": "a.bin", "size": %s, "oid": "%s"}]' % (size, COMMIT.encode())
+        name = f"hf://acme/tiny@{COMMIT}"
+    else:
+        answer.body = b'{"Code": 200, "Success": true, "Data": {"Files": [{"Path": "a.bin", "Type": "blob", ' \
+                      b'"Size": %s, "Sha256": ""}]}}' % size
+        name = "ms://acme/tiny"
+    line = _one_line_exit_3(cli("get", name))
+    assert "malformed file entry" in line
+    assert not (home / "hf").exists() and not (home / "ms").exists()
