@@ -4,6 +4,9 @@
   parser's RecursionError came out as "internal error (a bug in prefetch)", exit 1.
 * An API answer far larger than any Hub answer: it was read whole into memory (an endless
   one would fill it); now at most ``jsonapi.MAX_BODY`` bytes are read, then exit 3.
+* API answers compressed (``Content-Encoding: gzip``) although prefetch asks for ``identity``, as
+  a proxy or CDN may send them: requests (so huggingface_hub) reads them; prefetch said "did not
+  answer JSON", exit 3. They are expanded now, to at most ``MAX_BODY`` (a gzip bomb is exit 3).
 * A listed file size JSON reads as a float ``int()`` cannot take (``1e400``, ``Infinity``):
   OverflowError, "internal error", exit 1; a fraction (``1.5``) was cut to an integer.
 * A file tree that lists one path twice with two different blobs: both blobs were fetched
@@ -13,6 +16,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import threading
 from http.server import BaseHTTPRequestHandler
@@ -21,9 +25,9 @@ import pytest
 
 from prefetch.net import jsonapi
 from tests.helpers import serve_in_thread, stop_server
-from tests.hub_origin import HubServer
+from tests.hub_origin import HubServer, _Handler
 from tests.ms_origin import use_endpoint
-from tests.test_hf import MODEL_FILES, cache, hf_env  # noqa: F401 - fixture
+from tests.test_hf import MODEL_FILES, assert_offline_loads, cache, hf_env  # noqa: F401 - fixture
 
 COMMIT = "a" * 40
 
@@ -40,6 +44,8 @@ class _Answer(BaseHTTPRequestHandler):
         body = self.server.body
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        for key, value in self.server.headers.items():
+            self.send_header(key, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         view = memoryview(body)
@@ -54,7 +60,7 @@ class _Answer(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def answer():
-    server, url = serve_in_thread(_Answer, body=b"", sent=0, lock=threading.Lock())
+    server, url = serve_in_thread(_Answer, body=b"", sent=0, lock=threading.Lock(), headers={})
     server.url = url
     yield server
     stop_server(server)
@@ -132,3 +138,47 @@ def test_a_listed_size_that_is_no_integer_is_a_malformed_entry(answer, home, cli
     line = _one_line_exit_3(cli("get", name))
     assert "malformed file entry" in line
     assert not (home / "hf").exists() and not (home / "ms").exists()
+
+
+class _GzipHandler(_Handler):
+    """The hub's handler, its API answers gzip-compressed whatever the request asked for."""
+
+    def _json(self, status, value, body, *, code=None, headers=None):
+        import json
+
+        data = gzip.compress(json.dumps(value).encode())
+        self.record.status = status
+        self.send_response(status)
+        for k, v in {**(headers or {}), "Content-Type": "application/json", "Content-Encoding": "gzip"}.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+
+class GzipHub(HubServer):
+    pass
+
+
+GzipHub.api_handler = _GzipHandler
+
+
+def test_gzip_encoded_api_answers_are_read_as_requests_reads_them(home, cli, monkeypatch):
+    with GzipHub() as hub:
+        hub.add_repo("acme/tiny", MODEL_FILES, lfs={"model.safetensors"})
+        hub.page_size = 2  # the Link header of a compressed page is read too
+        _hub_env(monkeypatch, home, hub.url)
+        done = cli("get", "hf://acme/tiny")
+        assert done.returncode == 0, done.stderr
+    assert_offline_loads(dict(os.environ), "acme/tiny", MODEL_FILES)
+
+
+def test_a_gzip_bomb_api_answer_is_exit_3(answer, home, cli, monkeypatch):
+    _hub_env(monkeypatch, home, answer.url)
+    answer.headers = {"Content-Encoding": "gzip"}
+    answer.body = gzip.compress(b'{"sha": "%s", "pad": "%s"}' % (COMMIT.encode(), b" " * (jsonapi.MAX_BODY + (8 << 20))))
+    assert len(answer.body) < 1 << 20
+    line = _one_line_exit_3(cli("get", "hf://acme/tiny"))
+    assert f"more than {jsonapi.MAX_BODY >> 20} MiB" in line
+    assert not (home / "hf").exists()

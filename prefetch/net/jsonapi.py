@@ -56,6 +56,9 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
             if status != 200:
                 raise NetworkError(f"{label}: {redact_url(final)} answered HTTP {status}")
             body = _read_at_most(resp, MAX_BODY + 1)
+            encoding = (resp.headers.get("Content-Encoding") or "").strip().lower()
+            if encoding in ("gzip", "x-gzip", "deflate") and len(body) <= MAX_BODY:
+                body = _inflate(body, encoding, f"{label}: {redact_url(final)}")
             if len(body) > MAX_BODY:
                 raise NetworkError(f"{label}: {redact_url(final)} answered more than {MAX_BODY >> 20} MiB, "
                                    f"which no {api} API answer is (not a {api} endpoint?)")
@@ -83,3 +86,21 @@ def _read_at_most(resp, limit: int) -> bytes:
         parts.append(chunk)
         got += len(chunk)
     return b"".join(parts)
+
+
+def _inflate(body: bytes, encoding: str, what: str) -> bytes:
+    """A compressed answer (a proxy or CDN that compresses although we asked for ``identity``, as
+    requests would read it), expanded to at most ``MAX_BODY + 1`` bytes (a small bomb stays small).
+
+    Raises:
+        NetworkError: not the format the header names.
+    """
+    import zlib
+
+    # gzip: its header; deflate: zlib's (as HTTP means it), else raw deflate as some servers send
+    for wbits in ((31,) if encoding != "deflate" else (15, -15)):
+        try:
+            return zlib.decompressobj(wbits).decompress(body, MAX_BODY + 1)
+        except zlib.error:
+            continue
+    raise NetworkError(f"{what} answered a body that is not the {encoding} it says it is")
