@@ -96,6 +96,7 @@ def extract_archive(
     gunzip: str | None = None,
     merge: bool = False,
     subfolder: str = "",
+    top: str = "",
 ) -> ExtractResult:
     """Extract ``archive`` safely into ``destination`` (see the module docstring for the rules).
 
@@ -123,6 +124,9 @@ def extract_archive(
         subfolder: a folder of the (rearranged) tree, ``"MiddEval3/testF"``: only its
             contents go into ``destination``, the rest is dropped (every member is still
             checked); ``IntegrityError`` when the archive has no such folder.
+        top: the one top-level folder the archive may have (an NLTK package's own ``<id>/``,
+            as nltk's downloader requires): a member outside it is ``UnsafeArchiveError``,
+            so one package never replaces another's files.
 
     Returns:
         ExtractResult with the destination, the top-level names placed, the member count
@@ -182,6 +186,11 @@ def extract_archive(
                 from prefetch.archive.rearrange import rearrange
 
                 rearrange(temp, archive=archive, moves=moves, gunzip=gunzip)
+            if top:
+                outside = sorted(e for e in os.listdir(temp) if e != top)
+                if outside:
+                    raise ctx.unsafe(outside[0], f"is outside the folder {top!r} every member must lie in "
+                                                 "(it would replace another package's files)")
             source = _subfolder(temp, subfolder, archive) if subfolder else temp
             if moves or gunzip or subfolder:
                 ctx.audit_tree(source)  # a moved link, or one out of the subfolder, may point outside

@@ -48,6 +48,18 @@ _SYSTEM_PATHS = ("/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib
                  "/usr/local/lib/nltk_data")
 
 
+# Retired pickle packages and their successors (CVE-2024-39705): nltk's downloader (3.10.4)
+# installs the successor too when it reaches the old one, directly or through a collection
+# such as ``popular``, if its index has the successor (``_SUCCESSORS``, nltk #3394).
+SUCCESSORS = {
+    "punkt": "punkt_tab",
+    "averaged_perceptron_tagger": "averaged_perceptron_tagger_eng",
+    "averaged_perceptron_tagger_ru": "averaged_perceptron_tagger_rus",
+    "maxent_ne_chunker": "maxent_ne_chunker_tab",
+    "maxent_treebank_pos_tagger": "maxent_treebank_pos_tagger_tab",
+}
+
+
 @dataclass(frozen=True)
 class NltkPackage:
     """One package of the index."""
@@ -80,28 +92,38 @@ class NltkIndex:
     collections: dict[str, tuple[str, ...]] = field(default_factory=dict)
     source: str = ""  # where it came from (a URL, or the snapshot's origin and date)
 
-    def expand(self, ids: Sequence[str]) -> list[NltkPackage]:
-        """The packages ``ids`` name, collections expanded (recursively), each once, in order.
+    def expand(self, ids: Sequence[str], *, successors: bool = False) -> list[NltkPackage]:
+        """The packages ``ids`` name, collections expanded (recursively), each once, in order;
+        ``successors``: then the successor of each retired pickle package reached, when this
+        index has it (what ``nltk.download`` installs with it: :data:`SUCCESSORS`).
 
         Raises:
             UsageError: an id the index does not know.
         """
         out: dict[str, NltkPackage] = {}
-
-        def visit(ident: str, trail: tuple[str, ...]) -> None:
-            if ident in self.packages:
-                out.setdefault(ident, self.packages[ident])
-            elif ident in self.collections:
-                if ident in trail:
-                    return  # a cycle in a hostile index: each collection once
-                for child in self.collections[ident]:
-                    visit(child, (*trail, ident))
-            else:
-                raise UsageError(f"nltk:{ident} is not in the NLTK index ({self.source}); "
-                                 "`prefetch get nltk:popular` gets the popular packages")
-
+        # Depth first, in the index's order, without recursion and each collection once: a hostile
+        # index may chain collections deeper than Python recurses, loop them, or share them as a
+        # lattice (c0 -> [c1, c1b] -> [c2, c2b] ...) that a walk by paths would take 2**depth times.
+        seen: set[str] = set()
         for ident in ids:
-            visit(ident, ())
+            stack = [iter((ident,))]
+            while stack:
+                child = next(stack[-1], None)
+                if child is None:
+                    stack.pop()
+                elif child in self.packages:
+                    out.setdefault(child, self.packages[child])
+                elif child in self.collections:
+                    if child not in seen:  # expanded already (or being expanded: a cycle)
+                        seen.add(child)
+                        stack.append(iter(self.collections[child]))
+                else:
+                    raise UsageError(f"nltk:{child} is not in the NLTK index ({self.source}); "
+                                     "`prefetch get nltk:popular` gets the popular packages")
+        for ident in list(out) if successors else ():
+            new = SUCCESSORS.get(ident)
+            if new in self.packages:
+                out.setdefault(new, self.packages[new])
         return list(out.values())
 
     def missing(self, ids: Sequence[str]) -> list[str]:

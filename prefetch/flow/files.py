@@ -351,7 +351,8 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
             extracted = extract_archive(data, into, protect=placement.own_paths(plan),
                                         verified=plan.spec.expected is not None, moves=plan.extract_moves,
                                         gunzip=plan.extract_gunzip, merge=plan.extract_merge,
-                                        subfolder=plan.extract_subfolder)
+                                        subfolder=plan.extract_subfolder, top=plan.extract_top,
+                                        max_bytes=plan.extract_max_bytes)
         placement.write_marker(marker, into, extracted.entries, merged=sorted(before & set(extracted.entries)))
         result.extracted.extend(str(into / e) for e in extracted.entries)
     for target in plan.decompress_to:

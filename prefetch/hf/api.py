@@ -48,6 +48,14 @@ class HubFile:
         return self.sha256 or self.oid
 
 
+def listed_size(value) -> int:
+    """A file size from a hub's listing: an integer (or its digits); ValueError for anything else
+    (a fraction, ``1e400`` or ``Infinity``, which JSON reads as a float ``int()`` cannot take, a bool)."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(value)
+    return int(value)
+
+
 def _origin(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
@@ -111,7 +119,7 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
                 if entry.get("type") != "file":
                     continue
                 lfs = entry.get("lfs") or None
-                f = HubFile(path=str(entry["path"]), size=int(entry["size"]), oid=str(entry["oid"]).lower(),
+                f = HubFile(path=str(entry["path"]), size=listed_size(entry["size"]), oid=str(entry["oid"]).lower(),
                             sha256=str(lfs["oid"]).lower() if lfs else None)
                 # Blob names become file names: only hashes, never paths.
                 if not _SHA1.fullmatch(f.oid) or (f.sha256 is not None and not _SHA256.fullmatch(f.sha256)) \
@@ -121,7 +129,15 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
             except (AttributeError, KeyError, TypeError, ValueError):
                 raise NetworkError(f"{repo.label}: {url} answered a malformed file entry: {entry!r:.200}") from None
         match = _NEXT.search(link or "")
-        url = urljoin(url, match.group(1)) if match else None
+        if match:  # the Hub names the next page: held to what a redirect may be (http(s), never down to http)
+            from prefetch.net.checks import check_redirect
+
+            following = urljoin(url, match.group(1))
+            try:
+                check_redirect(url, following)
+            except NetworkError as exc:
+                raise NetworkError(f"{repo.label}: the file list's next page: {exc}") from None
+        url = following if match else None
     return files
 
 

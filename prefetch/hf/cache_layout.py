@@ -59,16 +59,21 @@ def check_repo_path(path: str, *, label: str) -> PurePosixPath:
 
 
 def check_tree(paths, *, label: str) -> None:
-    """Refuse a listing no folder can hold: an unsafe path (:func:`check_repo_path`), or a path
-    that is both a file and a folder of another (``a`` and ``a/b``; a git tree cannot list
-    both, a hostile or broken endpoint can).
+    """Refuse a listing no folder can hold: an unsafe path (:func:`check_repo_path`), a path
+    listed twice (which of its two blobs would the snapshot entry be?), or a path that is both a
+    file and a folder of another (``a`` and ``a/b``). A git tree can list none of these; a
+    hostile or broken endpoint can.
 
     Raises:
         NetworkError: such a path or pair (before any byte is fetched).
     """
-    files = set(paths)
-    for path in files:
+    files: set[str] = set()
+    for path in paths:
         check_repo_path(path, label=label)
+        if path in files:
+            raise NetworkError(f"{label}: the listing has {path!r} twice; a repo holds one file of a name: "
+                               "refusing it")
+        files.add(path)
     for path in files:
         parts = path.split("/")
         for i in range(1, len(parts)):

@@ -38,6 +38,10 @@ class FilePlan:
     extract_merge: bool = False
     # a folder of the extracted tree whose contents alone are placed ("" = the whole tree)
     extract_subfolder: str = ""
+    # the one top-level folder the archive may hold, and the most bytes it may expand to
+    # (an NLTK package: its own ``<id>/`` folder and its index's unzipped size, as nltk checks)
+    extract_top: str = ""
+    extract_max_bytes: int | None = None
     # "<keras dataset>/<file name>": another cache's file with the same bytes; where this one
     # lands is noted (cache/copies.py) so that cache links it instead of downloading it
     shares: str | None = None

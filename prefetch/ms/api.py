@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 from prefetch.errors import NetworkError
-from prefetch.hf.api import HubAccessError, _origin
+from prefetch.hf.api import HubAccessError, _origin, listed_size
 from prefetch.ms.names import MsRepo
 from prefetch.net.http import Client
 from prefetch.net.jsonapi import get_json
@@ -88,7 +88,7 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
                 continue
             path = str(entry["Path"])
             sha = (entry.get("Sha256") or "").lower() or None
-            f = MsFile(path=path, size=int(entry["Size"]), sha256=sha)
+            f = MsFile(path=path, size=listed_size(entry["Size"]), sha256=sha)
             if f.size < 0 or (sha is not None and not _SHA256.match(sha)):
                 raise ValueError(entry)
         except (AttributeError, KeyError, TypeError, ValueError):

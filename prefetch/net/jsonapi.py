@@ -18,6 +18,9 @@ from prefetch.net.http import Client, follow_redirects
 from prefetch.net.urls import redact_url
 
 ATTEMPTS = 4
+# The largest API answer read: a Hub tree page of 1000 entries or a ModelScope listing of 3000 is
+# well under 2 MiB; a hostile or broken endpoint streaming an endless body must not fill memory.
+MAX_BODY = 64 << 20
 
 # refuse(status, final URL, response headers): the error for a final status (401, 404...), or None.
 Refusal = Callable[[int, str, Mapping[str, str]], "PrefetchError | None"]
@@ -52,7 +55,13 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
                 continue
             if status != 200:
                 raise NetworkError(f"{label}: {redact_url(final)} answered HTTP {status}")
-            body = resp.read()
+            body = _read_at_most(resp, MAX_BODY + 1)
+            encoding = (resp.headers.get("Content-Encoding") or "").strip().lower()
+            if encoding in ("gzip", "x-gzip", "deflate") and len(body) <= MAX_BODY:
+                body = _inflate(body, encoding, f"{label}: {redact_url(final)}")
+            if len(body) > MAX_BODY:
+                raise NetworkError(f"{label}: {redact_url(final)} answered more than {MAX_BODY >> 20} MiB, "
+                                   f"which no {api} API answer is (not a {api} endpoint?)")
             link = resp.headers.get("Link")
         except (TransientHTTPError, OSError, http.client.HTTPException) as exc:
             last = str(exc) or type(exc).__name__
@@ -61,7 +70,37 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
             resp.close()
         try:
             return json.loads(body), link
-        except ValueError:
+        except (ValueError, RecursionError):  # (RecursionError: brackets nested past the parser's depth)
             raise NetworkError(f"{label}: {redact_url(final)} did not answer JSON (a captive portal, or not a {api} endpoint?)") \
                 from None
     raise NetworkError(f"{label}: the {api} API gave up after {attempts} attempts: {last}")
+
+
+def _read_at_most(resp, limit: int) -> bytes:
+    """The body, or its first ``limit`` bytes when it is longer (the rest is never read)."""
+    parts, got = [], 0
+    while got < limit:
+        chunk = resp.read(min(1 << 20, limit - got))
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _inflate(body: bytes, encoding: str, what: str) -> bytes:
+    """A compressed answer (a proxy or CDN that compresses although we asked for ``identity``, as
+    requests would read it), expanded to at most ``MAX_BODY + 1`` bytes (a small bomb stays small).
+
+    Raises:
+        NetworkError: not the format the header names.
+    """
+    import zlib
+
+    # gzip: its header; deflate: zlib's (as HTTP means it), else raw deflate as some servers send
+    for wbits in ((31,) if encoding != "deflate" else (15, -15)):
+        try:
+            return zlib.decompressobj(wbits).decompress(body, MAX_BODY + 1)
+        except zlib.error:
+            continue
+    raise NetworkError(f"{what} answered a body that is not the {encoding} it says it is")

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 # a command without one does not pay for it at start-up.
 
 INDEX_LIMIT = 16 << 20  # the real index.xml is about 64 kB
+UNZIPPED_SLACK = 1 << 20  # nltk's downloader: UNZIPPED_SIZE_SLACK over the index's unzipped_size
 
 
 class NltkPlanner(Planner):
@@ -73,7 +74,7 @@ class NltkPlanner(Planner):
             base, index = nltk_data.ORIGIN, nltk_data.load_snapshot()
             if index.missing(ids):
                 index = _read_index(base, ctx, missing=index.missing(ids))
-        return [_plan_package(pkg, base=base, data_dir=data_dir) for pkg in index.expand(ids)]
+        return [_plan_package(pkg, base=base, data_dir=data_dir) for pkg in index.expand(ids, successors=True)]
 
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
@@ -101,8 +102,11 @@ def _plan_package(pkg: nltk_data.NltkPackage, *, base: str, data_dir: Path) -> F
                     expected=ExpectedHash(*pkg.expected), size=pkg.size)
     # explicit_url: a flat dataset mirror (PREFETCH_DATASET_MIRROR, with datasets in the same
     # command) does not hold NLTK packages; they come from their own URL only.
+    # As nltk's downloader unzips: every member under the package's own <id>/ (another package's
+    # folder is never replaced), and no more than the index's unzipped size and 1 MiB of slack.
     return FilePlan(dataset=f"nltk:{pkg.id}", spec=spec, final=final, also=(),
-                    extract_into=(final.parent,) if pkg.unzip else (), explicit_url=True)
+                    extract_into=(final.parent,) if pkg.unzip else (), explicit_url=True, extract_top=pkg.id,
+                    extract_max_bytes=pkg.unzipped_size + UNZIPPED_SLACK if pkg.unzipped_size > 0 else None)
 
 
 def _mirror_index(value: str, ctx: PlanContext) -> tuple[str, nltk_data.NltkIndex]:
