@@ -130,3 +130,31 @@ def test_a_trickling_mirror_is_partial_with_its_bytes_not_no_answer():
     (only,) = report.results
     assert only.status is BenchStatus.PARTIAL and only.bytes > 0, only
     assert "cut off" in only.error
+
+
+def test_a_probe_link_to_a_local_file_is_never_read_nor_the_fastest(tmp_path):
+    """A mirror's project page (hostile, or a portal's) links the probe file as ``file://``: the
+    bench read the local file (any file: /dev/zero measured as the fastest mirror there is).
+    The probe link is held to what a redirect may be: http(s), never from https down to http."""
+    local = tmp_path / "local" / BENCH_FILE
+    local.parent.mkdir()
+    local.write_bytes(PAYLOAD)
+    honest_root, liar_root = tmp_path / "honest", tmp_path / "liar"
+    build_simple_index(honest_root, {"pip": {BENCH_FILE: PAYLOAD}})
+    build_simple_index(liar_root, {"pip": {BENCH_FILE: PAYLOAD}})
+    page = liar_root / "simple" / "pip" / "index.html"
+    page.write_text(page.read_text().replace(f"../../packages/{BENCH_FILE}", local.as_uri()))
+    honest = Server(honest_root, rate=64 * 1024).start()
+    liar = Server(liar_root).start()
+    try:
+        report = bench_mirrors(
+            [Mirror("liar", pypi=f"{liar.url}/simple"), Mirror("honest", pypi=f"{honest.url}/simple")],
+            deadline=1.5,
+        )
+    finally:
+        honest.stop()
+        liar.stop()
+    by_name = {r.name: r for r in report.results}
+    assert by_name["liar"].status is BenchStatus.ERROR, by_name["liar"]
+    assert "only http(s)" in by_name["liar"].error, by_name["liar"].error
+    assert report.fastest is not None and report.fastest.name == "honest"

@@ -131,6 +131,7 @@ def measure_mirror(
 ) -> BenchResult:
     """Measure one mirror; never raises for network trouble."""
     from prefetch.errors import NetworkError
+    from prefetch.net.checks import check_redirect
 
     start = clock()
     index = mirror.pypi or ""
@@ -161,6 +162,10 @@ def measure_mirror(
                 return result(
                     BenchStatus.ERROR, latency_s=latency, error=f"no {probe_file} (nor any wheel) listed at {page_url}"
                 )
+            try:  # the page names the probe: held to what a redirect may be (a file:// link read a local file)
+                check_redirect(final_url, probe)
+            except NetworkError as exc:
+                return result(BenchStatus.ERROR, latency_s=latency, error=f"the probe link on {page_url}: {exc}")
             if remaining() <= 0:
                 return result(BenchStatus.TIMEOUT, latency_s=latency, probe_url=probe, error=_cut(deadline))
         t0 = clock()
