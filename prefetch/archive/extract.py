@@ -96,6 +96,7 @@ def extract_archive(
     gunzip: str | None = None,
     merge: bool = False,
     subfolder: str = "",
+    stop=None,
 ) -> ExtractResult:
     """Extract ``archive`` safely into ``destination`` (see the module docstring for the rules).
 
@@ -123,6 +124,8 @@ def extract_archive(
         subfolder: a folder of the (rearranged) tree, ``"MiddEval3/testF"``: only its
             contents go into ``destination``, the rest is dropped (every member is still
             checked); ``IntegrityError`` when the archive has no such folder.
+        stop: a ``threading.Event``; once set, the extraction ends before its next member or
+            MiB (``InterruptedTransferError``), nothing placed.
 
     Returns:
         ExtractResult with the destination, the top-level names placed, the member count
@@ -163,6 +166,7 @@ def extract_archive(
                 root=Path(os.path.realpath(temp)),
                 final_dir_mode=temp_mode,
                 verified=verified,
+                stop=stop,
                 budget=_Budget(
                     archive=archive,
                     archive_size=os.fstat(raw.fileno()).st_size,

@@ -98,7 +98,7 @@ def fetch_file(
             if adopted:  # prefetch made this name: recorded, so `rm` knows it is its own
                 placement.write_completion(records_dir, plan, _Adopted(expected.hexdigest))
             _place_extras(plan, plan.final, markers_dir, on_event, result,
-                          locks_dir=locks_dir, lock_timeout=options.lock_timeout)
+                          locks_dir=locks_dir, lock_timeout=options.lock_timeout, stop=stop)
             _note_shared(plan, records_dir)
             result.status = "cached"
             result.size = plan.final.stat().st_size
@@ -130,8 +130,11 @@ def fetch_file(
         )
         try:
             _place_extras(plan, part, markers_dir, on_event, result,
-                          locks_dir=locks_dir, lock_timeout=options.lock_timeout)
+                          locks_dir=locks_dir, lock_timeout=options.lock_timeout, stop=stop)
         except PrefetchError as exc:
+            if exc.exit_code == ExitCode.INTERRUPTED:  # (the archive's own name: its .part is kept)
+                raise type(exc)(f"{plan.label}: extraction stopped; the archive is kept, complete: run the same "
+                                "command again to extract it") from None
             if exc.exit_code == ExitCode.UNSAFE_ARCHIVE:
                 placement.discard(part, state)
             elif exc.exit_code == ExitCode.INTEGRITY and expected is None:
@@ -331,10 +334,12 @@ def describe_sources(served: dict[str, int]) -> str:
 
 
 def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: EventSink, result: FileResult, *,
-                  locks_dir: Path, lock_timeout: float) -> None:
+                  locks_dir: Path, lock_timeout: float, stop: threading.Event | None = None) -> None:
     """Extract archives and create the extra names, before the final name appears.
 
-    Keras treats the archive's presence as "done", so folders come first.
+    Keras treats the archive's presence as "done", so folders come first. A ``stop`` (Ctrl-C,
+    `prefetch cancel`) during an extraction ends it within a member or a MiB: nothing of it is
+    placed, the verified archive stays a complete ``.part`` for the next run to extract.
     """
     for into in plan.extract_into:
         marker = placement.marker_path(markers_dir, plan.final, into)
@@ -351,7 +356,7 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
             extracted = extract_archive(data, into, protect=placement.own_paths(plan),
                                         verified=plan.spec.expected is not None, moves=plan.extract_moves,
                                         gunzip=plan.extract_gunzip, merge=plan.extract_merge,
-                                        subfolder=plan.extract_subfolder)
+                                        subfolder=plan.extract_subfolder, stop=stop)
         placement.write_marker(marker, into, extracted.entries, merged=sorted(before & set(extracted.entries)))
         result.extracted.extend(str(into / e) for e in extracted.entries)
     for target in plan.decompress_to:
