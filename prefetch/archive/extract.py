@@ -97,6 +97,7 @@ def extract_archive(
     merge: bool = False,
     subfolder: str = "",
     stop=None,
+    durable: bool = False,
 ) -> ExtractResult:
     """Extract ``archive`` safely into ``destination`` (see the module docstring for the rules).
 
@@ -124,6 +125,8 @@ def extract_archive(
         subfolder: a folder of the (rearranged) tree, ``"MiddEval3/testF"``: only its
             contents go into ``destination``, the rest is dropped (every member is still
             checked); ``IntegrityError`` when the archive has no such folder.
+        durable: flush the extracted tree to disk (``syncfs``) before it is renamed into place,
+            so that after a machine crash a placed tree holds its bytes.
         stop: a ``threading.Event``; once set, the extraction ends before its next member or
             MiB (``InterruptedTransferError``), nothing placed.
 
@@ -191,6 +194,10 @@ def extract_archive(
                 ctx.audit_tree(source)  # a moved link, or one out of the subfolder, may point outside
             entries = sorted(os.listdir(source))
             _set_dir_mode(source, ctx.final_dir_mode)
+            if durable:
+                from prefetch.fs.files import flush_filesystem
+
+                flush_filesystem(temp)
             _install(source, final, archive=archive, protect=protected, merge=merge)
         except OSError as exc:
             raise _filesystem_error(exc, archive=archive, destination=destination) from exc
