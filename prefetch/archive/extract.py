@@ -97,6 +97,8 @@ def extract_archive(
     merge: bool = False,
     subfolder: str = "",
     top: str = "",
+    stop=None,
+    durable: bool = False,
 ) -> ExtractResult:
     """Extract ``archive`` safely into ``destination`` (see the module docstring for the rules).
 
@@ -127,6 +129,10 @@ def extract_archive(
         top: the one top-level folder the archive may have (an NLTK package's own ``<id>/``,
             as nltk's downloader requires): a member outside it is ``UnsafeArchiveError``,
             so one package never replaces another's files.
+        durable: flush the extracted tree to disk (``syncfs``) before it is renamed into place,
+            so that after a machine crash a placed tree holds its bytes.
+        stop: a ``threading.Event``; once set, the extraction ends before its next member or
+            MiB (``InterruptedTransferError``), nothing placed.
 
     Returns:
         ExtractResult with the destination, the top-level names placed, the member count
@@ -167,6 +173,7 @@ def extract_archive(
                 root=Path(os.path.realpath(temp)),
                 final_dir_mode=temp_mode,
                 verified=verified,
+                stop=stop,
                 budget=_Budget(
                     archive=archive,
                     archive_size=os.fstat(raw.fileno()).st_size,
@@ -196,6 +203,10 @@ def extract_archive(
                 ctx.audit_tree(source)  # a moved link, or one out of the subfolder, may point outside
             entries = sorted(os.listdir(source))
             _set_dir_mode(source, ctx.final_dir_mode)
+            if durable:
+                from prefetch.fs.files import flush_filesystem
+
+                flush_filesystem(temp)
             _install(source, final, archive=archive, protect=protected, merge=merge)
         except OSError as exc:
             raise _filesystem_error(exc, archive=archive, destination=destination) from exc

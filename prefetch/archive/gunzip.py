@@ -21,7 +21,7 @@ from prefetch.fs.files import free_space, local_error, mib
 _CHUNK = 1 << 20
 
 
-def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0) -> int:
+def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0, durable: bool = False) -> int:
     """Decompress the gzip (or xz) file ``source`` into ``target``; the number of bytes written.
 
     Raises:
@@ -56,6 +56,9 @@ def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0) -> 
                             f"no space left on the device holding {target}: {source.name} decompresses to more "
                             f"than the {mib(room)} free; free some space (or use --cache-dir) and run the command again")
                     dst.write(chunk)
+                if durable:  # on disk before its name is: a crash never leaves a short file there
+                    dst.flush()
+                    os.fdatasync(dst.fileno())
         safefs.replace(tmp, target)
     except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
         safefs.remove_own(tmp)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prefetch.archive.format import _DECOMPRESSION_ERRORS, _corrupt, _read_error
 from prefetch.archive.limits import _Budget
-from prefetch.errors import PrefetchError, UnsafeArchiveError
+from prefetch.errors import InterruptedTransferError, PrefetchError, UnsafeArchiveError
 
 CHUNK = 1 << 20
 _SEPARATORS = re.compile(r"[/\\]")
@@ -35,6 +35,12 @@ class _Extraction:
     dirs: set[tuple[str, ...]] = field(default_factory=set)
     regular: set[tuple[str, ...]] = field(default_factory=set)
     symlinks: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+    stop: object = None  # a threading.Event: set (Ctrl-C, `prefetch cancel`), the extraction ends
+
+    def check_stop(self) -> None:
+        """Between members and chunks: a stop ends the extraction (the caller removes its temp dir)."""
+        if self.stop is not None and self.stop.is_set():
+            raise InterruptedTransferError(f"extracting {self.archive} stopped; nothing of it was placed")
 
     def unsafe(self, name: str, why: str) -> UnsafeArchiveError:
         return UnsafeArchiveError(
@@ -112,6 +118,7 @@ class _Extraction:
                     break
                 self.budget.add_written(len(chunk), name)  # before the write: a bomb never lands
                 out.write(chunk)
+                self.check_stop()
             if mode is not None:
                 if hasattr(os, "fchmod"):
                     os.fchmod(out.fileno(), mode)

@@ -25,6 +25,7 @@ def _extract_tar(ctx: _Extraction, raw, compression: str) -> None:
                 member = tar.next()
                 if member is None:
                     break
+                ctx.check_stop()
                 ctx.budget.add_member(member.name)
                 _extract_tar_member(ctx, tar, member)
             _check_tar_end(ctx, stream, tar.offset)
@@ -104,6 +105,7 @@ def _extract_zip(ctx: _Extraction, raw) -> None:
         declared = sum(info.file_size for info in infos if not info.filename.endswith(("/", "\\")))
         ctx.budget.check_declared(declared, "(all members together)")
         for info in infos:
+            ctx.check_stop()
             ctx.budget.add_member(info.filename)
             _extract_zip_member(ctx, zf, info)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from prefetch.cache import placement
 from prefetch.cache.layout import part_path, state_path
 from prefetch.engine import bulk
+from prefetch.fs.files import syncfs_call as _syncfs_call
 from prefetch.fs.safefs import lstat_or_none
 from prefetch.model.events import Event, EventKind, EventSink
 from prefetch.model.plans import FilePlan, FileResult
@@ -36,7 +37,6 @@ from prefetch.net.urls import redact_url
 
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _RELATIVE = hasattr(os, "O_DIRECTORY") and os.replace in os.supports_dir_fd
-_SYNCFS: list = []  # [libc's syncfs or None], looked up once
 
 
 def eligible(plan: FilePlan, options, known: dict | None = None) -> str | None:
@@ -295,18 +295,6 @@ def _one_filesystem(plans) -> bool:
             return False
         devices.add(st.st_dev)
     return len(devices) <= 1
-
-
-def _syncfs_call():
-    if not _SYNCFS:
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            _SYNCFS.append(libc.syncfs if hasattr(libc, "syncfs") else None)
-        except (OSError, AttributeError):
-            _SYNCFS.append(None)
-    return _SYNCFS[0]
 
 
 def _syncfs(folder: Path, parts: list[Path]) -> bool:

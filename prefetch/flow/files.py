@@ -98,7 +98,8 @@ def fetch_file(
             if adopted:  # prefetch made this name: recorded, so `rm` knows it is its own
                 placement.write_completion(records_dir, plan, _Adopted(expected.hexdigest))
             _place_extras(plan, plan.final, markers_dir, on_event, result,
-                          locks_dir=locks_dir, lock_timeout=options.lock_timeout)
+                          locks_dir=locks_dir, lock_timeout=options.lock_timeout, stop=stop,
+                          sync=options.transfer.sync_data)
             _note_shared(plan, records_dir)
             result.status = "cached"
             result.size = plan.final.stat().st_size
@@ -130,8 +131,12 @@ def fetch_file(
         )
         try:
             _place_extras(plan, part, markers_dir, on_event, result,
-                          locks_dir=locks_dir, lock_timeout=options.lock_timeout)
+                          locks_dir=locks_dir, lock_timeout=options.lock_timeout, stop=stop,
+                          sync=options.transfer.sync_data)
         except PrefetchError as exc:
+            if exc.exit_code == ExitCode.INTERRUPTED:  # (the archive's own name: its .part is kept)
+                raise type(exc)(f"{plan.label}: extraction stopped; the archive is kept, complete: run the same "
+                                "command again to extract it") from None
             if exc.exit_code == ExitCode.UNSAFE_ARCHIVE:
                 placement.discard(part, state)
             elif exc.exit_code == ExitCode.INTEGRITY and expected is None:
@@ -331,10 +336,15 @@ def describe_sources(served: dict[str, int]) -> str:
 
 
 def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: EventSink, result: FileResult, *,
-                  locks_dir: Path, lock_timeout: float) -> None:
+                  locks_dir: Path, lock_timeout: float, stop: threading.Event | None = None,
+                  sync: bool = True) -> None:
     """Extract archives and create the extra names, before the final name appears.
 
-    Keras treats the archive's presence as "done", so folders come first.
+    Keras treats the archive's presence as "done", so folders come first. A ``stop`` (Ctrl-C,
+    `prefetch cancel`) during an extraction ends it within a member or a MiB: nothing of it is
+    placed, the verified archive stays a complete ``.part`` for the next run to extract. With
+    ``sync`` (``PREFETCH_SYNC``) what is extracted or decompressed is on disk before its name is,
+    as a download's ``.part`` is: Keras and torchvision take a present name as complete.
     """
     for into in plan.extract_into:
         marker = placement.marker_path(markers_dir, plan.final, into)
@@ -352,11 +362,11 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
                                         verified=plan.spec.expected is not None, moves=plan.extract_moves,
                                         gunzip=plan.extract_gunzip, merge=plan.extract_merge,
                                         subfolder=plan.extract_subfolder, top=plan.extract_top,
-                                        max_bytes=plan.extract_max_bytes)
+                                        max_bytes=plan.extract_max_bytes, stop=stop, durable=sync)
         placement.write_marker(marker, into, extracted.entries, merged=sorted(before & set(extracted.entries)))
         result.extracted.extend(str(into / e) for e in extracted.entries)
     for target in plan.decompress_to:
-        _decompress(plan, data, target, markers_dir, on_event, result)
+        _decompress(plan, data, target, markers_dir, on_event, result, sync=sync)
     for alias in plan.also:
         if data == plan.final and placement.same_file(alias, plan.final):
             continue
@@ -364,13 +374,13 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
 
 
 def _decompress(plan: FilePlan, data: Path, target: Path, markers_dir: Path, on_event: EventSink,
-                result: FileResult) -> None:
+                result: FileResult, *, sync: bool = True) -> None:
     """``data`` (a gzip file) decompressed to ``target``, unless an earlier run already placed it."""
     marker = placement.marker_path(markers_dir, plan.final, target)
     if not (data == plan.final and placement.extracted_entries(marker, target.parent) == [target.name]):
         from prefetch.archive.gunzip import decompress_gzip
 
         on_event(Event(EventKind.EXTRACT, plan.label, message=f"decompressing into {target}"))
-        decompress_gzip(data, target)
+        decompress_gzip(data, target, durable=sync)
         placement.write_marker(marker, target.parent, [target.name])
     result.extracted.append(str(target))

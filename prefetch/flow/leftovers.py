@@ -10,9 +10,9 @@ import os
 import threading
 from pathlib import Path
 
-from prefetch.cache.layout import state_path
+from prefetch.cache.layout import part_path, state_path
 from prefetch.fs.locks import hold_lock
-from prefetch.fs.safefs import remove_own
+from prefetch.fs.safefs import lstat_or_none, remove_own
 from prefetch.model.plans import FilePlan
 
 
@@ -54,8 +54,8 @@ def remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float, sc
                      state: Path | None = None) -> None:
     """Delete temp files a killed run left for ``plan``; call it with the plan's lock held.
 
-    Half-written extraction dirs (``.NAME.extract-*``, ``.NAME.old-*``) and state or
-    alias temp files. The ``.part`` and its state stay: a resume continues from them.
+    Half-written extraction dirs (``.NAME.extract-*``, ``.NAME.old-*``), state or
+    alias temp files, and an alias still linked to the ``.part``. The ``.part`` and its state stay: a resume continues from them.
     An extraction dir can be shared by several files (cifar10 and cifar100 both extract
     into ``datasets/``), so its temp dirs are only removed under that dir's extraction
     lock: another file's extraction in progress is not a leftover. ``state``: ``state_path(plan.final)``
@@ -74,6 +74,16 @@ def remove_leftovers(plan: FilePlan, *, locks_dir: Path, lock_timeout: float, sc
     remove([(plan.final.parent, (f".{state.name}.",), ".tmp")])  # replace_file's temp names
     for alias in (*plan.also, *plan.decompress_to):
         remove([(alias.parent, (f".{alias.name}.",), ".tmp")])
+    if plan.also:
+        # An extra name is linked to the verified .part just before the .part becomes plan.final: a
+        # run killed between the two left the .part with a second name, which the resume would
+        # refuse as a hard link prefetch did not make. It made this one: the name goes (made again
+        # at the end, from the same bytes).
+        part = lstat_or_none(part_path(plan.final))
+        for alias in plan.also if part is not None and part.st_nlink > 1 else ():
+            st = lstat_or_none(alias)
+            if st is not None and (st.st_dev, st.st_ino) == (part.st_dev, part.st_ino):
+                remove_own(alias)
     for into in plan.extract_into:
         into = Path(os.path.abspath(into))
         with extraction_lock(locks_dir, into, timeout=lock_timeout):

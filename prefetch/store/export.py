@@ -16,7 +16,7 @@ from pathlib import Path
 
 from prefetch.errors import HashMismatchError, LocalFileError, NotDownloadedError
 from prefetch.fs import safefs
-from prefetch.fs.files import local_error, replace_file
+from prefetch.fs.files import local_error, remove_dead_temps, replace_file
 from prefetch.fs.paths import expand_path
 
 
@@ -65,6 +65,7 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
             how = _place(plan.final, directory / plan.spec.name, sha256, sums.get(plan.spec.name))
             sums[plan.spec.name] = sha256
             report.files.append({"name": plan.spec.name, "size": size, "sha256": sha256, "how": how})
+    remove_dead_temps(directory / "SHA256SUMS")
     _write_sums(directory / "SHA256SUMS", sums)
     return report
 
@@ -77,13 +78,17 @@ def _place(source: Path, target: Path, sha256: str, listed: str | None) -> str:
     with ``O_EXCL | O_NOFOLLOW`` under unpredictable names.
     """
     st = safefs.check_replaceable(target)  # a planted link or another user's file: refused
-    if st is not None and listed == sha256:
+    if st is not None:
         try:
-            if os.path.samefile(source, target) or (st.st_size == source.stat().st_size
+            # The cache file itself (a link an earlier export made, listed or not: one killed before
+            # SHA256SUMS), or a copy SHA256SUMS vouches for and the bytes confirm. (A rename of a
+            # second link over the first would do nothing and leave the temp name behind.)
+            if os.path.samefile(source, target) or (listed == sha256 and st.st_size == source.stat().st_size
                                                     and file_sha256(target) == sha256):
                 return "kept"
         except OSError:
             pass
+    remove_dead_temps(target)  # an export killed before its rename left a copy (or link) of it there
     tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
         try:

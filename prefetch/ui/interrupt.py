@@ -2,7 +2,8 @@
 
 The first interrupt only sets the transfer's ``stop`` event: every read ends
 within about a second, the resume state is saved, a file already complete is
-still verified and put in place, and the caller gets its results (the others
+still verified and put in place (an archive's extraction ends, its archive kept as a
+complete ``.part``), and the caller gets its results (the others
 marked ``interrupted``, exit 7). A second interrupt stops at once: the bytes on
 disk stay resumable (only ranges already synced are recorded as done).
 """

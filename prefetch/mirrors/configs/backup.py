@@ -190,6 +190,8 @@ def create_backup(
     while directory.exists():
         suffix += 1
         directory = Path(root) / f"{tool}-{stamp}-{suffix}"
+    from prefetch.fs.safefs import write_new
+
     files = []
     try:
         directory.mkdir(parents=True)
@@ -201,7 +203,9 @@ def create_backup(
                 files.append(FileBackup(path=path, existed=False, blob=None))
                 continue
             blob = f"{index}-{path.name}"
-            (directory / blob).write_bytes(data)
+            # On disk before meta.json and the new config are (both fsynced): after a crash (a VM
+            # preempted) the copy is there, not an empty file that restore must refuse.
+            write_new(directory / blob, data, mode=0o666, durable=True)
             files.append(FileBackup(path=path, existed=True, blob=blob, sha256=hashlib.sha256(data).hexdigest()))
     except OSError as exc:
         raise LocalFileError(f"cannot back up to {directory}: {exc.strerror or exc}") from None

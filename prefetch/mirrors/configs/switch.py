@@ -142,6 +142,17 @@ def _read_marks(state_dir: Path) -> dict:
         return {}
 
 
+def _claim_hosts(marks: dict, hosts_added: Mapping[str, list[str]]) -> dict:
+    """``marks`` with ``hosts_added`` owned too (what was owned stays: the edit may not happen)."""
+    claimed = dict(marks)
+    for path, hosts in hosts_added.items():
+        owned = list(claimed.get(path, {}).get("hosts", []))
+        more = [h for h in hosts if h not in owned]
+        if more:
+            claimed[path] = {"hosts": owned + more}
+    return claimed
+
+
 def _write_marks(state_dir: Path, marks: dict) -> None:
     write_atomic(Path(state_dir) / MARKS_FILE, (json.dumps(marks, indent=2, sort_keys=True) + "\n").encode())
 
@@ -320,6 +331,11 @@ def use_mirror(
             mirror=mirror.name,
             operation=operation,
         )
+        # The hosts this edit adds are ours before the file says so: a run killed after the write
+        # (Ctrl-C, a kernel restart) never leaves a trusted host of ours that the next `use` keeps.
+        claimed = _claim_hosts(marks, plan.hosts_added)
+        if claimed != marks:
+            _write_marks(state_dir, claimed)
         for write in plan.writes:
             if write.changed:
                 write_atomic(write.path, (write.new or "").encode("utf-8"))
