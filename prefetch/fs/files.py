@@ -26,7 +26,7 @@ def replace_file(path: Path, data: bytes, *, durable: bool = False, mode: int | 
     from prefetch.fs import safefs
 
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    tmp = temp_name(path)
     if checked:
         safefs.check_replaceable(path)
     try:
@@ -48,12 +48,35 @@ def replace_file(path: Path, data: bytes, *, durable: bool = False, mode: int | 
 
 
 
+def temp_name(path: Path) -> Path:
+    """A new temp name beside ``path``: ``.<name>.<pid>-<host tag><random>.tmp``. The host tag
+    (8 hex digits of this machine's name) lets :func:`remove_dead_temps` judge a pid only
+    where it means something: on a folder shared between machines (NFS, a team's export
+    dir), another machine's live writer has a pid that is not running here."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{_host_tag()}{os.urandom(4).hex()}.tmp")
+
+
+def _host_tag() -> str:
+    """8 hex digits of this machine's name (FNV-1a: no module imported for it)."""
+    if not _HOST:
+        h = 0x811C9DC5
+        for byte in os.uname().nodename.encode("utf-8", "replace"):
+            h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+        _HOST.append(f"{h:08x}")
+    return _HOST[0]
+
+
+_HOST: list[str] = []
+
+
 def remove_dead_temps(path: Path) -> list[Path]:
     """Remove the temp files ``replace_file`` left beside ``path`` when its writer was killed.
 
-    A temp file is ``.<name>.<pid>-<hex>.tmp``; one whose pid is no longer running (a
-    SIGKILL between write and rename) is removed. Another user's file and a live
-    writer's are left alone. Returns what was removed.
+    A temp file is ``.<name>.<pid>-<hex>.tmp`` (:func:`temp_name`); one this machine made
+    whose pid is no longer running (a SIGKILL between write and rename) is removed. Another
+    machine's (its host tag), another user's file and a live writer's are left alone; a name
+    of the older form without a tag (8 hex digits) is judged by its pid alone, as before.
+    Returns what was removed.
     """
     import re
 
@@ -61,7 +84,7 @@ def remove_dead_temps(path: Path) -> list[Path]:
     from prefetch.fs.processes import is_process_alive
 
     path = Path(path)
-    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)-[0-9a-f]+\.tmp$")
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)-([0-9a-f]+)\.tmp$")
     removed = []
     try:
         names = os.listdir(path.parent)
@@ -69,7 +92,9 @@ def remove_dead_temps(path: Path) -> list[Path]:
         return removed
     for name in names:
         match = pattern.match(name)
-        if match and not is_process_alive(int(match[1])) and safefs.remove_own(path.parent / name):
+        if not match or (len(match[2]) != 8 and not match[2].startswith(_host_tag())):
+            continue  # (not a temp of ours, or another machine's)
+        if not is_process_alive(int(match[1])) and safefs.remove_own(path.parent / name):
             removed.append(path.parent / name)
     return removed
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefetch.errors import HashMismatchError, LocalFileError, NotDownloadedError
 from prefetch.fs import safefs
-from prefetch.fs.files import local_error, remove_dead_temps, replace_file
+from prefetch.fs.files import local_error, remove_dead_temps, replace_file, temp_name
 from prefetch.fs.paths import expand_path
 
 
@@ -89,7 +88,7 @@ def _place(source: Path, target: Path, sha256: str, listed: str | None) -> str:
         except OSError:
             pass
     remove_dead_temps(target)  # an export killed before its rename left a copy (or link) of it there
-    tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    tmp = temp_name(target)
     try:
         try:
             os.link(source, tmp)  # creates the name: never follows anything at it
