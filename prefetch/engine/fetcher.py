@@ -14,7 +14,7 @@ import time
 
 from prefetch.errors import NetworkError
 from prefetch.model.events import Event, EventKind
-from prefetch.net.failures import Failure, TransientHTTPError
+from prefetch.net.failures import Failure, TransientHTTPError, shown_text
 from prefetch.net.http import open_url
 from prefetch.net.splice import Pipe
 from prefetch.net.urls import host_of
@@ -441,5 +441,5 @@ class Fetcher:
             return
         delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message, kind=kind,
                                      fresh=not self.t.downloaded)
-        self.t.note(f"{message}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
+        self.t.note(f"{shown_text(message)}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
         self._pause(delay)
