@@ -56,8 +56,9 @@ def eligible(plan: FilePlan, options, known: dict | None = None) -> str | None:
 
 def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_dir: Path, records_dir: Path,
                 on_event: EventSink, stop: threading.Event, leftovers,
-                off_wire=None) -> tuple[dict[int, FileResult], list[int], list[int]]:
-    """Fetch ``chunk`` (``(index, plan, url)``, all of ``host``): the results of the files placed,
+                off_wire=None) -> tuple[dict[int, FileResult | Exception], list[int], list[int]]:
+    """Fetch ``chunk`` (``(index, plan, url)``, all of ``host``): the results of the files placed
+    (or the ``LocalFileError`` of one whose ``.part`` another process changed before its rename),
     the indexes handed back to the usual path, and those not asked for in the chunk's time
     (``bulk.CHUNK_SECONDS``: the caller offers them to the lane again); nothing is written for
     either, their locks are released.
@@ -136,10 +137,13 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
             for index, (head, answer, digest, st) in written.items():
                 plan = plans[index]
                 try:
-                    folders.rename(plan.final)
+                    changed = folders.rename(plan.final, st, plan.label)
                 except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
                     placement.discard(part_path(plan.final))
                     back.append(index)
+                    continue
+                if changed is not None:  # (another process's doing: not placed, the file fails as fetch_file's would)
+                    results[index] = changed
                     continue
                 results[index] = _placed(plan, records_dir, head, answer, digest, st, url=urls[index],
                                          on_event=on_event, elapsed=max(1e-6, head.elapsed))
@@ -161,23 +165,49 @@ class _Folders:
     def __init__(self) -> None:
         self.fds: dict[str, int] = {}
 
-    def rename(self, final: Path) -> None:
+    def rename(self, final: Path, st: os.stat_result, label: str):
+        """Rename ``final``'s ``.part`` to ``final`` if it is still the file written (``st``: the
+        writer's fstat), as ``flow/partials.check_size`` checks for the usual path; else the
+        error its file fails with (nothing renamed): another process replaced the ``.part`` (left
+        alone) or changed its size (discarded)."""
         from prefetch.fs.safefs import check_replaceable
 
         if not _RELATIVE:
-            placement.rename(part_path(final), final)  # (no renames relative to a folder's fd here)
-            return
+            changed = _changed(final, os.stat(part_path(final), follow_symlinks=False), st, label)
+            if changed is None:
+                placement.rename(part_path(final), final)  # (no renames relative to a folder's fd here)
+            return changed
         folder, name = os.path.split(str(final))
         fd = self.fds.get(folder)
         if fd is None:
             fd = self.fds[folder] = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        changed = _changed(final, os.stat(name + ".part", dir_fd=fd, follow_symlinks=False), st, label)
+        if changed is not None:
+            return changed
         check_replaceable(final)
         os.replace(name + ".part", name, src_dir_fd=fd, dst_dir_fd=fd)
+        return None
 
     def close(self) -> None:
         for fd in self.fds.values():
             os.close(fd)
         self.fds.clear()
+
+
+def _changed(final: Path, now: os.stat_result, written: os.stat_result, label: str):
+    """None when the ``.part`` (``now``) is the file written, with the size written; else the error."""
+    from prefetch.errors import LocalFileError
+
+    part = part_path(final)
+    if (now.st_dev, now.st_ino) != (written.st_dev, written.st_ino):
+        return LocalFileError(f"{label}: {part} was replaced by another file during the download; not placed. "
+                              f"Make sure nothing else writes there, then run the same command again")
+    if now.st_size != written.st_size:
+        placement.discard(part)
+        return LocalFileError(f"{label}: {part} was truncated or extended by another process during the download "
+                              f"({now.st_size} bytes, {written.st_size} written); not placed. Make sure nothing "
+                              f"else writes there, then run the same command again")
+    return None
 
 
 class _Writer:
