@@ -136,6 +136,12 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
         try:
             for index, (head, answer, digest, st) in written.items():
                 plan = plans[index]
+                if stop.is_set():
+                    # A stop meanwhile (--fail-fast: another file failed during the flush or these
+                    # renames): nothing more is placed; the rest go back, as when stopped before.
+                    placement.discard(part_path(plan.final))
+                    back.append(index)
+                    continue
                 try:
                     changed = folders.rename(plan.final, st, plan.label)
                 except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way

@@ -76,9 +76,9 @@ def fetch_files(
     def failed(plan: FilePlan, exc: PrefetchError) -> FileResult:
         """``plan``'s failure, said (FAILED); with ``--fail-fast`` (or a stop) nothing more starts."""
         result = _failed(plan, exc)
-        on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
         if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
-            stop.set()
+            stop.set()  # (before the failure is said: nothing is placed once it is known)
+        on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
         return result
 
     def _run(index: int, plan: FilePlan, got: list[FileResult]) -> None:
