@@ -151,6 +151,8 @@ def fetch_files(
                 lane.hand_back(back)
                 # Not asked for in the chunk's time: the next chunk, or the usual way once the lane is off.
                 left = set(unsent)
+                if not placed and not back and len(left) == len(chunk):
+                    host.wait_for_slot(1.0)  # (nothing asked: no slot free; asking again at once spun)
                 chunk = [entry for entry in chunk if entry[0] in left]
                 if options.fail_fast and back:
                     lane.close()  # (as in off_wire)
