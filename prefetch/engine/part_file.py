@@ -50,6 +50,7 @@ class PartFile:
         self.empty = False  # known to hold no byte (a new file, nothing written yet): truncate() has nothing to do
         self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened: the one to be placed
         self.high = 0  # the length the file has at least: its bytes written, its space reserved
+        self.cut = ""  # another process cut it short: why every write is refused from then on
 
     def open(self) -> None:
         self.fd, st = open_part(self.path)
@@ -64,16 +65,17 @@ class PartFile:
         without a hash, nothing else. The file is emptied (its saved state then fits no more:
         the next run starts over) and the download fails: LocalFileError."""
         high = self.high
-        if high:
+        if high or self.cut:
             length = os.fstat(self.fd).st_size
-            if length < high:
+            if length < high or self.cut:
                 from prefetch.errors import LocalFileError
 
-                self.high = 0
-                os.ftruncate(self.fd, 0)
-                raise LocalFileError(f"{self.path} was truncated by another process during the download ({length} "
-                                     f"bytes left of {high}); not placed. Make sure nothing else writes there, "
-                                     f"then run the same command again")
+                if not self.cut:  # (the other workers' writes after it are refused too: nothing grows it back)
+                    self.cut = (f"{self.path} was truncated by another process during the download ({length} "
+                                f"bytes left of {high}); not placed. Make sure nothing else writes there, then "
+                                f"run the same command again")
+                    os.ftruncate(self.fd, 0)
+                raise LocalFileError(self.cut)
         if end > high:
             self.high = end
 
@@ -138,4 +140,9 @@ class PartFile:
     def close(self) -> None:
         fd, self.fd = self.fd, None
         if fd is not None:
+            if self.cut:  # (empty again after the last writer: a write under way at the cut grew it)
+                try:
+                    os.ftruncate(fd, 0)
+                except OSError:
+                    pass
             os.close(fd)
