@@ -29,6 +29,7 @@ from pathlib import Path
 from prefetch.cache import placement
 from prefetch.cache.layout import part_path, state_path
 from prefetch.engine import bulk
+from prefetch.flow.partials import part_changed
 from prefetch.fs.safefs import lstat_or_none
 from prefetch.model.events import Event, EventKind, EventSink
 from prefetch.model.plans import FilePlan, FileResult
@@ -179,7 +180,7 @@ class _Folders:
         from prefetch.fs.safefs import check_replaceable
 
         if not _RELATIVE:
-            changed = _changed(final, os.stat(part_path(final), follow_symlinks=False), st, label)
+            changed = part_changed(part_path(final), os.stat(part_path(final), follow_symlinks=False), st, label)
             if changed is None:
                 placement.rename(part_path(final), final)  # (no renames relative to a folder's fd here)
             return changed
@@ -187,7 +188,7 @@ class _Folders:
         fd = self.fds.get(folder)
         if fd is None:
             fd = self.fds[folder] = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        changed = _changed(final, os.stat(name + ".part", dir_fd=fd, follow_symlinks=False), st, label)
+        changed = part_changed(part_path(final), os.stat(name + ".part", dir_fd=fd, follow_symlinks=False), st, label)
         if changed is not None:
             return changed
         check_replaceable(final)
@@ -198,22 +199,6 @@ class _Folders:
         for fd in self.fds.values():
             os.close(fd)
         self.fds.clear()
-
-
-def _changed(final: Path, now: os.stat_result, written: os.stat_result, label: str):
-    """None when the ``.part`` (``now``) is the file written, with the size written; else the error."""
-    from prefetch.errors import LocalFileError
-
-    part = part_path(final)
-    if (now.st_dev, now.st_ino) != (written.st_dev, written.st_ino):
-        return LocalFileError(f"{label}: {part} was replaced by another file during the download; not placed. "
-                              f"Make sure nothing else writes there, then run the same command again")
-    if now.st_size != written.st_size:
-        placement.discard(part)
-        return LocalFileError(f"{label}: {part} was truncated or extended by another process during the download "
-                              f"({now.st_size} bytes, {written.st_size} written); not placed. Make sure nothing "
-                              f"else writes there, then run the same command again")
-    return None
 
 
 class _Writer:
