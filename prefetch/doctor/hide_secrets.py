@@ -39,7 +39,8 @@ def settings(env: Mapping[str, str], effective, catalog) -> list[str | None]:
         values += [pip.index_url, *pip.extra_index_urls]
     if catalog is not None:
         values += [getattr(m, "url", None) for m in catalog.datasets.values()]
-        values += [getattr(m, key, None) for m in catalog.mirrors.values() for key in ("pypi", "conda", "hf", "ms", "probe")]
+        keys = ("pypi", "conda", "hf", "ms", "probe")
+        values += [getattr(m, key, None) for m in catalog.mirrors.values() for key in keys]
     return values
 
 

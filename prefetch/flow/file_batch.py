@@ -188,7 +188,8 @@ class _Folders:
         fd = self.fds.get(folder)
         if fd is None:
             fd = self.fds[folder] = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        changed = part_changed(part_path(final), os.stat(name + ".part", dir_fd=fd, follow_symlinks=False), st, label)
+        now = os.stat(name + ".part", dir_fd=fd, follow_symlinks=False)
+        changed = part_changed(part_path(final), now, st, label)
         if changed is not None:
             return changed
         check_replaceable(final)
