@@ -44,3 +44,28 @@ def test_a_part_truncated_mid_download_is_never_placed(home, origin, tmp_path, c
     results = prefetch.ensure(origin.url_for("cut.bin"), output_dir=str(out), progress=False)
     assert [r.status for r in results] == ["downloaded"]
     assert (out / "cut.bin").read_bytes() == data  # the rerun trusted none of the cut bytes
+
+
+def test_a_disk_that_fills_mid_download_is_no_cut_and_resumes(home, origin, tmp_path, monkeypatch):
+    """A write the full disk refused (or took in part) leaves the file shorter than the range
+    asked: that is a full disk (exit 5, 'no space left'), never taken for another process's cut,
+    and its file is whole after the next run."""
+    import prefetch
+    from prefetch.errors import PrefetchError
+    from tests.test_disk import Tmpfs
+
+    monkeypatch.setenv("PREFETCH_PREALLOCATE", "0")  # (the disk fills during the writes, not at the start)
+    data = random.Random(4).randbytes(6 * MiB)
+    origin.put("full.bin", data)
+    fs = Tmpfs(tmp_path / "small").mount(size="3m")
+    try:
+        with pytest.raises(PrefetchError) as caught:
+            prefetch.ensure(origin.url_for("full.bin"), output_dir=str(fs.path), connections=4, progress=False)
+        assert caught.value.exit_code == ExitCode.FILESYSTEM, caught.value
+        assert "no space left" in str(caught.value).lower() and "truncated" not in str(caught.value), caught.value
+        fs.remount("size=16m")
+        results = prefetch.ensure(origin.url_for("full.bin"), output_dir=str(fs.path), progress=False)
+        assert [r.status for r in results] == ["downloaded"]
+        assert (fs.path / "full.bin").read_bytes() == data
+    finally:
+        fs.unmount()

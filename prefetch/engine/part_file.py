@@ -58,7 +58,7 @@ class PartFile:
         self.ident = (st.st_dev, st.st_ino)
         self.high = st.st_size
 
-    def _check_length(self, end: int) -> None:
+    def _check_length(self) -> None:
         """Before a write: the file is still as long as we made it. Another process that cut it
         (``truncate``, ``: > file.part``) dropped bytes counted done; the writes after the cut
         would grow it back to its size with zeros in their place, which no size check sees and,
@@ -76,17 +76,22 @@ class PartFile:
                                 f"run the same command again")
                     os.ftruncate(self.fd, 0)
                 raise LocalFileError(self.cut)
-        if end > high:
+
+    def _wrote(self, end: int) -> None:
+        """``end`` bytes are in the file now (only after the write: a write a full disk refused
+        leaves the file as long as it was, which is no cut)."""
+        if end > self.high:
             self.high = end
 
     def write_at(self, data, pos: int, *, needed=None) -> None:
         """Write ``data`` at offset ``pos`` (``needed()``: bytes still to come, for a disk-full message)."""
         self.empty = False
         try:
-            self._check_length(pos + len(data))
+            self._check_length()
             written = os.pwrite(self.fd, data, pos)
             if written < len(data):  # a nearly full disk takes what fits; the rest, or its error, next
                 _write_rest(self.fd, data, pos, written)
+            self._wrote(pos + len(data))
         except OSError as exc:
             raise local_error(exc, self.path, needed=needed() if needed else None) from None
 
@@ -99,7 +104,7 @@ class PartFile:
 
         self.empty = False
         try:
-            self._check_length(pos + n)
+            self._check_length()
             try:
                 splice_out(pipe, self.fd, n, pos)
             except OSError as exc:
@@ -111,6 +116,7 @@ class PartFile:
                     pipe.pending -= len(data)
                     _write_rest(self.fd, data, pos + done, 0)
                     done += len(data)
+            self._wrote(pos + n)
         except OSError as exc:
             raise local_error(exc, self.path, needed=needed() if needed else None) from None
 
