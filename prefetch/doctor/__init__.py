@@ -2,6 +2,7 @@
 
 Owns:
     checks.py   the report: dirs, free space, Keras, mirrors, proxies, package configs
+    hide_secrets.py  the report without the configured URLs' passwords
     sources.py  each configured source tried for real (DNS, connect, TLS, a ranged read)
 
 May import every layer below ``jobs``.

@@ -106,7 +106,9 @@ def run_doctor(
                         _unreachable_hint(who),
                     )
                 )
-    return DoctorReport(checks=tuple(checks), sources=verdicts)
+    from prefetch.doctor.hide_secrets import hide, passwords_in, settings
+
+    return hide(DoctorReport(checks=tuple(checks), sources=verdicts), passwords_in(settings(env, effective, catalog)))
 
 
 def _check_dataset_sources(env, config_dir: Path, catalog, checks: list[Check], *, deadline: float,

@@ -13,6 +13,7 @@ Owns:
     ramp.py           how many connections a file gets (the ramp), and its rate meter
     sources.py        several URLs for one file: health, demotion, restarts
     fetcher.py        one ranged request on one connection
+    accept_answer.py  where that request's range ends, and what its accepted answer tells the transfer
     ahead.py          its next request, sent before its answer ends (HTTP/1.1 pipelining)
     inline.py         a request on the file's own thread: its read buffer and stop watch
     response_check.py is this answer the bytes asked for (status, Content-Range, validators)

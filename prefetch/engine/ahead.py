@@ -118,6 +118,7 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
     False: not yet, while the transfer still adds connections (what this one would ask ahead is
     theirs to split: a long route's connections opened during the probe would find nothing).
     A new segment only from the source this worker would choose for it (mirrors share the work)."""
+    from prefetch.engine.accept_answer import request_end
     from prefetch.net.pipeline_send import send_ahead
 
     t = f.t
@@ -138,7 +139,7 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
             if nxt is None:
                 return True
             start = nxt.pos
-        end = f._asked_end(nxt, start)
+        end = request_end(f.t, nxt, start)
         before = nxt.asked_to, nxt.asked_from, nxt.asked_at
         # A split leaves what is asked whole; the owner's rate is judged from now on, as
         # from a request sent after the answer (a straggler is one slow since its last request).

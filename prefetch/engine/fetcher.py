@@ -14,11 +14,12 @@ import time
 
 from prefetch.errors import NetworkError
 from prefetch.model.events import Event, EventKind
-from prefetch.net.failures import Failure, TransientHTTPError
+from prefetch.net.failures import Failure, TransientHTTPError, shown_text
 from prefetch.net.http import open_url
 from prefetch.net.splice import Pipe
 from prefetch.net.urls import host_of
 from prefetch.engine import ahead as _ahead
+from prefetch.engine.accept_answer import accept_answer, request_end
 from prefetch.engine.inline import INLINE_BODY, WATCH, drop_thread_buffer, thread_buffer, watch_inline
 from prefetch.engine.response_check import Answer, check_response, one_stream_note
 from prefetch.engine.retry import CROWDED
@@ -261,7 +262,7 @@ class Fetcher:
                 answer = check_response(resp, start=start - overlap, known_size=known_size, src=src, ranged=ranged,
                                         others=self._others, have_bytes=self._have_bytes,
                                         name=self.t.name, end=ask_end, hashed=self.t.algorithm is not None)
-                pinned_now = self._accept(answer, seg, src, ask_end)
+                pinned_now = accept_answer(self.t, answer, seg, src, ask_end)
                 if answer.note:
                     self.t.note(answer.note)
                 if pinned_now:
@@ -296,7 +297,7 @@ class Fetcher:
             ranged = self.t.ranges_ok
             generation = self.t.generation
             ahead = _ahead.taken(self, seg, start, generation)  # (sent already: its answer is on the way)
-            ask_end = ahead.end if ahead is not None else self._asked_end(seg, start) if ranged else seg.end
+            ask_end = ahead.end if ahead is not None else request_end(self.t, seg, start) if ranged else seg.end
             seg.asked_to, seg.asked_from, seg.asked_at = ask_end or 0, start, time.monotonic()
         overlap = 0
         if ranged:
@@ -345,67 +346,6 @@ class Fetcher:
               and answer.end - answer.first >= _SPLICE_FROM):
             self.pipe = Pipe.open()
 
-    def _asked_end(self, seg: Segment, start: int) -> int | None:
-        """Where this request's range ends (exclusive; None: open-ended). Callers hold the lock.
-
-        One connection (``--connections 1``, or one stream pinned) asks for the whole rest:
-        nobody splits it. Otherwise a closed range of what this connection will really
-        fetch: a first window while the size is unknown, then a share of what is left.
-        """
-        t = self.t
-        if t.opt.connections == 1 or t.sources.pinned is not None:
-            return seg.end
-        if seg.end is None:
-            return start + t.opt.first_request
-        if not t._splittable_locked():
-            return seg.end
-        # The most this transfer may run soon: what the ramp settled on, or its next step.
-        workers = max(t.active_workers, t.opt.connections or t.planned_workers or t.opt.max_connections)
-        settled = t.opt.connections is not None or t.planned_workers == t.worker_limit is not None  # none is coming
-        return t.schedule.request_end(seg, start, remaining=t._remaining() or 0, workers=workers,
-                                      smallest=t._smallest_piece(), least=t.opt.request_min,
-                                      most=t.opt.request_max, settled=settled)
-
-    def _accept(self, answer: Answer, seg: Segment, src: Source, asked: int | None = None) -> bool:
-        """Take in what an accepted answer tells: size, validators, a shorter range.
-
-        Returns True when it pinned the transfer to one stream from ``src``.
-        """
-        with self.t.lock:
-            if self.t.algorithm is None and not (src.etag or src.last_modified):
-                clash = self.t.sources.validator_clash(src, answer.etag, answer.last_modified)
-                if clash:
-                    raise SourceBad(clash)
-            if answer.whole_body and self.t.size is None:
-                self.t.ranges_ok = False  # a Range probe answered with the whole body: no range support
-                self.t.dirty = True
-            if src.learn(answer.etag, answer.last_modified):
-                self.t.dirty = True
-            pin = (self.t.algorithm is None and not (src.etag or src.last_modified) and self.t.sources.pinned is None
-                   and answer.total is not None and (self.t.size is None or answer.whole_body))
-            if pin:
-                # Nothing can check this file (no hash, no validator): pieces from several
-                # requests could come from servers holding different versions. One stream.
-                self.t.sources.pinned = src
-            if self.t.size is None:
-                self.t.size = answer.total
-                if answer.total is not None:
-                    seg.end = answer.total if seg.end is None else min(seg.end, answer.total)
-                    if self.t.schedule.piece and self.t.ranges_ok:  # (never inside the range asked)
-                        self.t.schedule.cut(seg, max(self.t.schedule.piece_size(), (answer.end or 0) - seg.pos))
-                    self.t._preallocate_locked()
-                    self.t.wake.notify_all()  # the main loop opens the others now, not up to 50 ms later
-                self.t.dirty = True
-            if answer.first > seg.pos and seg.end is not None:
-                # The answer starts later than asked (honestly): the gap goes back to the schedule.
-                self.t.schedule.add(seg.pos, answer.first)
-                seg.pos = seg.start = answer.first
-            if answer.end is not None and seg.end is not None and answer.end < min(seg.end, asked or seg.end):
-                # The server sent a shorter range than asked: leave the rest to others.
-                self.t.schedule.add(answer.end, seg.end)
-                seg.end = answer.end
-            return pin
-
     def _crowded(self, worker_id: int, src: Source, status: int, *, at_once: bool = False) -> bool:
         """The server refused a request while other connections to it deliver: keep fewer.
 
@@ -441,5 +381,5 @@ class Fetcher:
             return
         delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message, kind=kind,
                                      fresh=not self.t.downloaded)
-        self.t.note(f"{message}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
+        self.t.note(f"{shown_text(message)}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
         self._pause(delay)

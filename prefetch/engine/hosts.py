@@ -189,6 +189,20 @@ class Host:
         """A worker that held a slot has ended."""
         with self._lock:
             self.leased = max(0, self.leased - 1)
+            self._turn.notify_all()  # (a lane waiting for a slot: wait_for_slot)
+
+    def wait_for_slot(self, seconds: float) -> bool:
+        """Wait until a connection could be leased and admitted now (True), at most ``seconds``:
+        the bulk lane, when another download holds every slot, sleeps here instead of asking
+        again at once. Woken by a slot given back or the cap changing; the run's stop ends it."""
+        until = time.monotonic() + seconds
+        with self._turn:
+            while self.leased >= self.cap or self.admitted >= self.cap:
+                left = until - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    return False
+                self._turn.wait(min(left, 0.1))  # (the stop is an Event: looked at every 0.1 s, as admit does)
+            return True
 
     def admit(self) -> None:
         """Wait until one more connection fits the cap (a worker that outlived a lowered cap

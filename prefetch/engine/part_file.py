@@ -49,19 +49,49 @@ class PartFile:
         self.fd: int | None = None
         self.empty = False  # known to hold no byte (a new file, nothing written yet): truncate() has nothing to do
         self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened: the one to be placed
+        self.high = 0  # the length the file has at least: its bytes written, its space reserved
+        self.cut = ""  # another process cut it short: why every write is refused from then on
 
     def open(self) -> None:
         self.fd, st = open_part(self.path)
         self.empty = not st.st_size
         self.ident = (st.st_dev, st.st_ino)
+        self.high = st.st_size
+
+    def _check_length(self) -> None:
+        """Before a write: the file is still as long as we made it. Another process that cut it
+        (``truncate``, ``: > file.part``) dropped bytes counted done; the writes after the cut
+        would grow it back to its size with zeros in their place, which no size check sees and,
+        without a hash, nothing else. The file is emptied (its saved state then fits no more:
+        the next run starts over) and the download fails: LocalFileError."""
+        high = self.high
+        if high or self.cut:
+            length = os.fstat(self.fd).st_size
+            if length < high or self.cut:
+                from prefetch.errors import LocalFileError
+
+                if not self.cut:  # (the other workers' writes after it are refused too: nothing grows it back)
+                    self.cut = (f"{self.path} was truncated by another process during the download ({length} "
+                                f"bytes left of {high}); not placed. Make sure nothing else writes there, then "
+                                f"run the same command again")
+                    os.ftruncate(self.fd, 0)
+                raise LocalFileError(self.cut)
+
+    def _wrote(self, end: int) -> None:
+        """``end`` bytes are in the file now (only after the write: a write a full disk refused
+        leaves the file as long as it was, which is no cut)."""
+        if end > self.high:
+            self.high = end
 
     def write_at(self, data, pos: int, *, needed=None) -> None:
         """Write ``data`` at offset ``pos`` (``needed()``: bytes still to come, for a disk-full message)."""
         self.empty = False
         try:
+            self._check_length()
             written = os.pwrite(self.fd, data, pos)
             if written < len(data):  # a nearly full disk takes what fits; the rest, or its error, next
                 _write_rest(self.fd, data, pos, written)
+            self._wrote(pos + len(data))
         except OSError as exc:
             raise local_error(exc, self.path, needed=needed() if needed else None) from None
 
@@ -74,6 +104,7 @@ class PartFile:
 
         self.empty = False
         try:
+            self._check_length()
             try:
                 splice_out(pipe, self.fd, n, pos)
             except OSError as exc:
@@ -85,6 +116,7 @@ class PartFile:
                     pipe.pending -= len(data)
                     _write_rest(self.fd, data, pos + done, 0)
                     done += len(data)
+            self._wrote(pos + n)
         except OSError as exc:
             raise local_error(exc, self.path, needed=needed() if needed else None) from None
 
@@ -92,6 +124,7 @@ class PartFile:
         """Empty it: the download starts over."""
         if self.empty:
             return  # (a new .part: a small file's ftruncate for nothing)
+        self.high = 0
         try:
             os.ftruncate(self.fd, 0)
         except OSError as exc:
@@ -104,6 +137,7 @@ class PartFile:
         self.empty = False
         try:
             os.posix_fallocate(self.fd, 0, size)
+            self.high = max(self.high, size)
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise local_error(exc, self.path, needed=needed) from None
@@ -112,4 +146,9 @@ class PartFile:
     def close(self) -> None:
         fd, self.fd = self.fd, None
         if fd is not None:
+            if self.cut:  # (empty again after the last writer: a write under way at the cut grew it)
+                try:
+                    os.ftruncate(fd, 0)
+                except OSError:
+                    pass
             os.close(fd)

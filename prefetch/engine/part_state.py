@@ -50,6 +50,7 @@ class PartAndState:
             length = os.fstat(self.file.fd).st_size
             if self.size is not None and length > self.size:
                 os.ftruncate(self.file.fd, self.size)
+                self.file.high = min(self.file.high, self.size)
                 self.note(f"{self.part.name} held {length - self.size} bytes past the file's {self.size}; cut them")
         except OSError as exc:
             raise local_error(exc, self.part) from None

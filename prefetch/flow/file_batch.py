@@ -29,6 +29,7 @@ from pathlib import Path
 from prefetch.cache import placement
 from prefetch.cache.layout import part_path, state_path
 from prefetch.engine import bulk
+from prefetch.flow.partials import part_changed
 from prefetch.fs.files import syncfs_call as _syncfs_call
 from prefetch.fs.safefs import lstat_or_none
 from prefetch.model.events import Event, EventKind, EventSink
@@ -56,8 +57,9 @@ def eligible(plan: FilePlan, options, known: dict | None = None) -> str | None:
 
 def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_dir: Path, records_dir: Path,
                 on_event: EventSink, stop: threading.Event, leftovers,
-                off_wire=None) -> tuple[dict[int, FileResult], list[int], list[int]]:
-    """Fetch ``chunk`` (``(index, plan, url)``, all of ``host``): the results of the files placed,
+                off_wire=None) -> tuple[dict[int, FileResult | Exception], list[int], list[int]]:
+    """Fetch ``chunk`` (``(index, plan, url)``, all of ``host``): the results of the files placed
+    (or the ``LocalFileError`` of one whose ``.part`` another process changed before its rename),
     the indexes handed back to the usual path, and those not asked for in the chunk's time
     (``bulk.CHUNK_SECONDS``: the caller offers them to the lane again); nothing is written for
     either, their locks are released.
@@ -135,11 +137,20 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
         try:
             for index, (head, answer, digest, st) in written.items():
                 plan = plans[index]
+                if stop.is_set():
+                    # A stop meanwhile (--fail-fast: another file failed during the flush or these
+                    # renames): nothing more is placed; the rest go back, as when stopped before.
+                    placement.discard(part_path(plan.final))
+                    back.append(index)
+                    continue
                 try:
-                    folders.rename(plan.final)
+                    changed = folders.rename(plan.final, st, plan.label)
                 except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
                     placement.discard(part_path(plan.final))
                     back.append(index)
+                    continue
+                if changed is not None:  # (another process's doing: not placed, the file fails as fetch_file's would)
+                    results[index] = changed
                     continue
                 results[index] = _placed(plan, records_dir, head, answer, digest, st, url=urls[index],
                                          on_event=on_event, elapsed=max(1e-6, head.elapsed))
@@ -161,18 +172,29 @@ class _Folders:
     def __init__(self) -> None:
         self.fds: dict[str, int] = {}
 
-    def rename(self, final: Path) -> None:
+    def rename(self, final: Path, st: os.stat_result, label: str):
+        """Rename ``final``'s ``.part`` to ``final`` if it is still the file written (``st``: the
+        writer's fstat), as ``flow/partials.check_size`` checks for the usual path; else the
+        error its file fails with (nothing renamed): another process replaced the ``.part`` (left
+        alone) or changed its size (discarded)."""
         from prefetch.fs.safefs import check_replaceable
 
         if not _RELATIVE:
-            placement.rename(part_path(final), final)  # (no renames relative to a folder's fd here)
-            return
+            changed = part_changed(part_path(final), os.stat(part_path(final), follow_symlinks=False), st, label)
+            if changed is None:
+                placement.rename(part_path(final), final)  # (no renames relative to a folder's fd here)
+            return changed
         folder, name = os.path.split(str(final))
         fd = self.fds.get(folder)
         if fd is None:
             fd = self.fds[folder] = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        now = os.stat(name + ".part", dir_fd=fd, follow_symlinks=False)
+        changed = part_changed(part_path(final), now, st, label)
+        if changed is not None:
+            return changed
         check_replaceable(final)
         os.replace(name + ".part", name, src_dir_fd=fd, dst_dir_fd=fd)
+        return None
 
     def close(self) -> None:
         for fd in self.fds.values():

@@ -73,6 +73,14 @@ def fetch_files(
             if results[index] is None:
                 finish(index, got[0] if got else _failed(plan, PrefetchError(f"{plan.label}: internal error")))
 
+    def failed(plan: FilePlan, exc: PrefetchError) -> FileResult:
+        """``plan``'s failure, said (FAILED); with ``--fail-fast`` (or a stop) nothing more starts."""
+        result = _failed(plan, exc)
+        if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
+            stop.set()  # (before the failure is said: nothing is placed once it is known)
+        on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
+        return result
+
     def _run(index: int, plan: FilePlan, got: list[FileResult]) -> None:
         try:
             if stop.is_set():
@@ -84,11 +92,8 @@ def fetch_files(
                 records_dir=records_dir, on_event=on_event, stop=stop, leftovers=leftovers,
             )
         except PrefetchError as exc:
-            result = _failed(plan, exc)
+            result = failed(plan, exc)
             got.append(result)
-            on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
-            if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
-                stop.set()
         except Exception as exc:  # noqa: BLE001 - a bug: this file fails, the others go on
             result = _failed(plan, PrefetchError(f"{plan.label}: internal error: {exc!r}"))
             got.append(result)
@@ -141,11 +146,13 @@ def fetch_files(
                                                        leftovers=leftovers, off_wire=off_wire)
                 except Exception:  # noqa: BLE001 - a bug in the lane: its files go the usual way  # pragma: no cover
                     pass
-                for i, result in placed.items():
-                    finish(i, result)
+                for i, result in placed.items():  # (a .part another process changed: its error)
+                    finish(i, failed(plans[i], result) if isinstance(result, PrefetchError) else result)
                 lane.hand_back(back)
                 # Not asked for in the chunk's time: the next chunk, or the usual way once the lane is off.
                 left = set(unsent)
+                if not placed and not back and len(left) == len(chunk):
+                    host.wait_for_slot(1.0)  # (nothing asked: no slot free; asking again at once spun)
                 chunk = [entry for entry in chunk if entry[0] in left]
                 if options.fail_fast and back:
                     lane.close()  # (as in off_wire)

@@ -35,6 +35,23 @@ def check_size(part: Path, state: Path, size: int, label: str, *, ident: tuple[i
     return st
 
 
+def part_changed(part: Path, now: os.stat_result, written: os.stat_result, label: str):
+    """None when the ``.part`` (``now``: its stat) is the file written (``written``: the writer's
+    fstat), with the size written; else the error its file fails with (the bulk lane's
+    :func:`check_size`): replaced by another file (left alone), or cut or grown (discarded)."""
+    from prefetch.errors import LocalFileError
+
+    if (now.st_dev, now.st_ino) != (written.st_dev, written.st_ino):
+        return LocalFileError(f"{label}: {part} was replaced by another file during the download; not placed. "
+                              f"Make sure nothing else writes there, then run the same command again")
+    if now.st_size != written.st_size:
+        placement.discard(part)
+        return LocalFileError(f"{label}: {part} was truncated or extended by another process during the download "
+                              f"({now.st_size} bytes, {written.st_size} written); not placed. Make sure nothing "
+                              f"else writes there, then run the same command again")
+    return None
+
+
 def drop_unverifiable_partial(part: Path, state: Path, label: str, on_event: EventSink) -> None:
     """Without an expected hash, resume only bytes that a validator can vouch for.
 

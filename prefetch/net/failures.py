@@ -75,8 +75,32 @@ def describe_error(exc: BaseException) -> str:
         return f"the server closed the connection with {exc.expected} more bytes announced"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
-    text = str(exc) or type(exc).__name__
+    text = shown_text(str(exc) or type(exc).__name__, wire=True)  # (a status line as read: the server's bytes)
     return text if len(text) < 160 else text[:157] + "..."
+
+
+def shown_text(text: str, *, wire: bool = False) -> str:
+    """``text`` on one line, readable and the same in every run: a byte that was not UTF-8 as
+    ``\\xff`` (never ``\\udcff`` nor a Latin-1 guess such as ``ÿ``), a control as ``\\r``, ``\\n``,
+    ``\\t`` or ``\\x1b``. ``wire``: ``text`` holds a server's bytes as http.client decodes them
+    (Latin-1, a byte a character): those that form UTF-8 are shown as such."""
+    if text.isascii() and text.isprintable():
+        return text
+    if wire:
+        try:
+            text = text.encode("latin-1").decode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            pass  # (decoded already: characters past Latin-1)
+    return "".join(_shown(ch) for ch in text)
+
+
+def _shown(ch: str) -> str:
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
+        return {"\r": "\\r", "\n": "\\n", "\t": "\\t"}.get(ch) or f"\\x{code:02x}"
+    return ch
 
 
 def failure_kind(exc: BaseException) -> str:

@@ -275,7 +275,10 @@ def proxy_page(resp, proxy: str, url: str) -> BaseException | None:
         return None
     if status == 401:  # tinyproxy's answer to wrong credentials
         return auth_required(proxy, url)
-    detail = headers.get("X-Squid-Error") or _title(resp)
+    from prefetch.net.failures import shown_text
+
+    squid = headers.get("X-Squid-Error")
+    detail = shown_text(squid, wire=True) if squid else _title(resp)
     page = f"its own error page ({detail})" if detail else "its own error page"
     message = (f"the proxy {proxy} answered HTTP {status} with {page} instead of {host_of(url)}'s file; "
                f"check that the proxy can reach {host_of(url)}, or use another proxy or --mirror")
@@ -288,4 +291,8 @@ def _title(resp) -> str:
     except Exception:  # noqa: BLE001 - the title is a courtesy
         return ""
     match = re.search(_TITLE, head, re.I)
-    return match.group(1).decode("utf-8", "replace").strip() if match else ""
+    if not match:
+        return ""
+    from prefetch.net.failures import shown_text
+
+    return shown_text(match.group(1).decode("utf-8", "surrogateescape").strip())  # (a byte not UTF-8: \xff)

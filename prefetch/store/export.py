@@ -66,7 +66,22 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
             report.files.append({"name": plan.spec.name, "size": size, "sha256": sha256, "how": how})
     remove_dead_temps(directory / "SHA256SUMS")
     _write_sums(directory / "SHA256SUMS", sums)
+    _sync_dir(directory)  # the renames above, on disk
     return report
+
+
+def _sync_dir(directory: Path) -> None:
+    """fsync ``directory``: the names renamed into it survive a crash (best effort: some filesystems refuse)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _place(source: Path, target: Path, sha256: str, listed: str | None) -> str:
@@ -97,6 +112,8 @@ def _place(source: Path, target: Path, sha256: str, listed: str | None) -> str:
             fd = safefs.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
                 shutil.copyfileobj(src, out, 1 << 20)
+                out.flush()
+                os.fsync(out.fileno())  # on disk before its name is: a crash never leaves a short file at the name
             how = "copied"
         safefs.replace(tmp, target)
     except OSError as exc:
@@ -154,7 +171,7 @@ def _write_sums(path: Path, sums: dict[str, str | None]) -> None:
         lines.append(f"{digest}  {name}")
     data = "".join(f"{line}\n" for line in lines).encode("utf-8", "surrogateescape")
     try:  # a planted link or another user's SHA256SUMS: refused, never written through
-        replace_file(path, data, checked=True)
+        replace_file(path, data, checked=True, durable=True)
     except OSError as exc:
         raise local_error(exc, path) from None
 
