@@ -15,6 +15,7 @@ import os
 import random
 import tarfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,7 +107,7 @@ def run_demo(root: Path, *, on_event: EventSink = ignore_event, rate: int = 2 <<
     files = make_demo_files()
     size = sum(len(b) for b in files.values())
     state = root / ".prefetch-state"
-    with OriginServer() as origin:
+    with OriginServer() as origin, _direct_to("127.0.0.1"):
         for name, data in files.items():
             origin.put(name, data)
         origin.rate = rate  # per connection, like a throttling CDN
@@ -144,6 +145,30 @@ def run_demo(root: Path, *, on_event: EventSink = ignore_event, rate: int = 2 <<
         report.bytes_served = origin.bytes_sent
     report.tree = _tree(root / "datasets")
     return report
+
+
+@contextmanager
+def _direct_to(host: str):
+    """``host`` in ``no_proxy`` (and ``NO_PROXY``) while the demo runs, as it was afterwards.
+
+    The demo's origin is its own, on loopback: a machine's ``http_proxy`` or ``all_proxy``
+    (a dead one, or one that cannot reach this machine's 127.0.0.1) must not stand between
+    them. requests and the engine read the proxy from ``os.environ``, so the demo's host is
+    named there; the user's other entries are kept.
+    """
+    before = {key: os.environ.get(key) for key in ("no_proxy", "NO_PROXY")}
+    listed = before["no_proxy"] or before["NO_PROXY"] or ""
+    entries = [e for e in listed.replace(" ", "").split(",") if e]
+    value = ",".join(entries + ([host] if host not in entries else []))
+    os.environ["no_proxy"] = os.environ["NO_PROXY"] = value
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
 
 
 def _tree(base: Path) -> list[tuple[str, int]]:
