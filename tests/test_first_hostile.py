@@ -19,3 +19,31 @@ def test_demo_reaches_its_own_local_origin_directly_whatever_proxy_is_set(cli, h
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "demo ok: every file verified and in place" in result.stdout
     assert "through the proxy" not in result.stdout + result.stderr
+
+
+def test_demo_with_stdout_closed_runs_and_is_no_internal_error(home, tmp_path):
+    # `prefetch demo >&-` (a launcher that closes stdout): Python's sys.stdout is None.
+    import subprocess
+    import sys
+
+    result = subprocess.run(["bash", "-c", f"exec {sys.executable} -m prefetch demo >&-"], capture_output=True,
+                            text=True, timeout=300, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert "internal error" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stderr
+    assert not list(tmp_path.glob("prefetch-demo-*")), "the temporary cache is deleted"
+
+
+def test_demo_in_a_full_temporary_dir_says_to_point_tmpdir_elsewhere(cli, home, tmp_path):
+    from tests.test_disk import Tmpfs
+
+    fs = Tmpfs(tmp_path / "small").mount(size="1m")
+    try:
+        result = cli("demo", env=dict(os.environ, TMPDIR=str(fs.path)), timeout=300)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 5, result.stdout[-2000:] + result.stderr  # ExitCode.FILESYSTEM
+        assert len(lines) == 1 and lines[0].startswith("prefetch: error: "), result.stderr
+        assert "TMPDIR" in lines[0] and str(fs.path) in lines[0], lines
+        assert "--cache-dir" not in result.stdout + result.stderr  # demo has no such option
+        assert list(fs.path.iterdir()) == []
+    finally:
+        fs.unmount()
