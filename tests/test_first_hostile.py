@@ -47,3 +47,21 @@ def test_demo_in_a_full_temporary_dir_says_to_point_tmpdir_elsewhere(cli, home, 
         assert list(fs.path.iterdir()) == []
     finally:
         fs.unmount()
+
+
+def test_doctor_names_a_pip_config_pip_cannot_load_instead_of_saying_install_pip(home, monkeypatch):
+    import json
+
+    from conftest import run_cli
+    from mirror_helpers import isolate_tool_env
+
+    env = isolate_tool_env(monkeypatch, home)
+    conf = home / ".config" / "pip" / "pip.conf"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text("[global\nindex-url = https://example.invalid/simple\n")  # a lost ']'
+    done = run_cli("doctor", "--json", "--no-sources", env=env)
+    data = json.loads(done.stdout)
+    pip = [c for c in data["checks"] if c["topic"] == "pip"]
+    assert len(pip) == 1, pip
+    assert str(conf) in pip[0]["message"] and "could not be loaded" in pip[0]["message"], pip
+    assert "ensurepip" not in pip[0]["hint"] and str(conf) in pip[0]["hint"], pip

@@ -176,10 +176,9 @@ def _check_catalog(config_dir: Path, checks: list[Check]):
 def _check_pip(effective, checks: list[Check], urls: dict[str, str], env: Mapping[str, str]) -> None:
     pip = effective.pip
     if pip.error:
-        checks.append(
-            Check("pip", Level.WARN, f"cannot ask pip what it uses: {pip.error}",
-                  f"install pip for this interpreter: `{pip.python or sys.executable} -m ensurepip`")
-        )
+        hint = (f"fix or remove {pip.broken_config}" if pip.broken_config else
+                f"install pip for this interpreter: `{pip.python or sys.executable} -m ensurepip`")
+        checks.append(Check("pip", Level.WARN, f"cannot ask pip what it uses: {pip.error}", hint))
         return
     name = effective.tools[0].mirror
     label = f" ({name})" if name else ""
