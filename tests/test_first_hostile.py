@@ -65,3 +65,19 @@ def test_doctor_names_a_pip_config_pip_cannot_load_instead_of_saying_install_pip
     assert len(pip) == 1, pip
     assert str(conf) in pip[0]["message"] and "could not be loaded" in pip[0]["message"], pip
     assert "ensurepip" not in pip[0]["hint"] and str(conf) in pip[0]["hint"], pip
+
+
+def test_hf_endpoint_without_a_scheme_is_named_by_get_and_doctor(cli, home):
+    import json
+
+    env = dict(os.environ, HF_ENDPOINT="hf-mirror.com", HF_HOME=str(home / "hf"))
+    got = cli("get", "hf://gpt2", env=env)
+    lines = got.stderr.strip().splitlines()
+    assert got.returncode == 2 and len(lines) == 1, got.stderr
+    assert "HF_ENDPOINT=hf-mirror.com" in lines[0] and "https://hf-mirror.com" in lines[0], lines
+    assert not (home / "hf").exists()
+
+    doctor = cli("doctor", "--json", "--no-sources", env=env)
+    hf = [c for c in json.loads(doctor.stdout)["checks"] if c["topic"] == "hf" and c["level"] != "info"]
+    assert len(hf) == 1 and "HF_ENDPOINT=hf-mirror.com" in hf[0]["message"], hf
+    assert "https://hf-mirror.com" in hf[0]["hint"], hf

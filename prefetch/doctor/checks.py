@@ -218,6 +218,11 @@ def _check_other_tools(effective, checks: list[Check], urls: dict[str, str]) -> 
             continue
         label = f" ({state.mirror})" if state.mirror else ""
         checks.append(Check(state.tool, Level.INFO, f"{state.tool}: {state.url}{label}, set by {state.source}"))
+        if state.tool == "hf" and effective.hf.current and not state.url.lower().startswith(("http://", "https://")):
+            from prefetch.hf.names import schemeless_endpoint
+
+            problem, fix = schemeless_endpoint(state.url).split(": set ", 1)
+            checks.append(Check("hf", Level.FAIL, problem, f"set {fix}"))
         if state.detail:
             checks.append(Check(state.tool, Level.WARN, f"{state.tool}: {state.detail}",
                                 "run `%env HF_ENDPOINT=...` in the running kernel, or restart it"))
