@@ -81,3 +81,13 @@ def test_hf_endpoint_without_a_scheme_is_named_by_get_and_doctor(cli, home):
     hf = [c for c in json.loads(doctor.stdout)["checks"] if c["topic"] == "hf" and c["level"] != "info"]
     assert len(hf) == 1 and "HF_ENDPOINT=hf-mirror.com" in hf[0]["message"], hf
     assert "https://hf-mirror.com" in hf[0]["hint"], hf
+
+
+def test_a_mistyped_command_gets_the_close_one_named_as_subcommands_do(cli, home):
+    for typed, meant in (("demoo", "demo"), ("doctr", "doctor"), ("stauts", "status"), ("mirorr", "mirror")):
+        done = cli(typed)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr
+        assert f"No such command '{typed}'" in lines[0] and f"'{meant}'" in lines[0], lines
+    sub = cli("mirror", "usee", "fastest")  # (click's own suggestion, for a group it holds)
+    assert sub.returncode == 2 and "'use'" in sub.stderr, sub.stderr
