@@ -91,3 +91,31 @@ def test_a_mistyped_command_gets_the_close_one_named_as_subcommands_do(cli, home
         assert f"No such command '{typed}'" in lines[0] and f"'{meant}'" in lines[0], lines
     sub = cli("mirror", "usee", "fastest")  # (click's own suggestion, for a group it holds)
     assert sub.returncode == 2 and "'use'" in sub.stderr, sub.stderr
+
+
+def test_ctrl_c_during_the_demo_ends_it_instead_of_being_taken_for_its_own_interruption(home, tmp_path):
+    # The engine takes a KeyboardInterrupt as "stop this run, resumable"; the demo's first step
+    # is such a stop anyway, and the demo went on to steps 2 and 3 and said "demo ok", exit 0.
+    import signal
+    import subprocess
+
+    from tests.helpers import start_cli
+
+    proc = start_cli("demo", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     env=dict(os.environ, TMPDIR=str(tmp_path)))
+    try:
+        seen = []
+        for line in proc.stdout:  # the first step's archive is on its way
+            seen.append(line)
+            if "demo-batches-py.tar.gz start" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    out = "".join(seen) + out
+    assert proc.returncode == 7, out[-2000:] + err  # ExitCode.INTERRUPTED
+    assert "demo ok" not in out and "== 3." not in out, out
+    assert err.strip().splitlines() == ["prefetch: error: interrupted; run the same command again to resume"] or \
+        "interrupted" in err, err
+    assert not list(tmp_path.glob("prefetch-demo-*")), "the temporary cache is deleted"

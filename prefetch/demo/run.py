@@ -103,6 +103,7 @@ def demo_dataset(origin_url: str, files: dict[str, bytes]) -> DatasetSpec:
 def run_demo(root: Path, *, on_event: EventSink = ignore_event, rate: int = 2 << 20) -> DemoReport:
     """Run the demo into the Keras root ``root`` (a temporary dir, normally)."""
     from prefetch.demo.origin import CloseAfter, OriginServer
+    from prefetch.ui.interrupt import stop_on_interrupt
 
     files = make_demo_files()
     size = sum(len(b) for b in files.values())
@@ -139,9 +140,18 @@ def run_demo(root: Path, *, on_event: EventSink = ignore_event, rate: int = 2 <<
             if event.file == ARCHIVE and event.kind is EventKind.PROGRESS and event.done >= half:
                 stop.set()
 
-        fetch("1. download, interrupted halfway (like a closed notebook or a kill)", stop, interrupt_halfway)
-        fetch("2. the same command again: resumes from the bytes on disk, verifies, extracts", None, on_event)
-        fetch("3. once more: everything is in place, nothing is downloaded", None, on_event)
+        # The user's own Ctrl-C ends the demo. The engine takes one as "stop this run, resumable"
+        # and returns, so without this it read as the first step's planned stop and the demo went on.
+        user = threading.Event()
+        with stop_on_interrupt(user, on_first=stop.set):
+            for title, step_stop, sink in (
+                ("1. download, interrupted halfway (like a closed notebook or a kill)", stop, interrupt_halfway),
+                ("2. the same command again: resumes from the bytes on disk, verifies, extracts", user, on_event),
+                ("3. once more: everything is in place, nothing is downloaded", user, on_event),
+            ):
+                fetch(title, step_stop, sink)
+                if user.is_set():
+                    raise KeyboardInterrupt
         report.bytes_served = origin.bytes_sent
     report.tree = _tree(root / "datasets")
     return report
