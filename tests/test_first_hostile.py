@@ -119,3 +119,24 @@ def test_ctrl_c_during_the_demo_ends_it_instead_of_being_taken_for_its_own_inter
     assert err.strip().splitlines() == ["prefetch: error: interrupted; run the same command again to resume"] or \
         "interrupted" in err, err
     assert not list(tmp_path.glob("prefetch-demo-*")), "the temporary cache is deleted"
+
+
+def test_doctor_says_uv_fails_on_a_uv_toml_it_cannot_parse_not_that_uv_uses_its_default(home, monkeypatch):
+    # uv itself: "error: Failed to parse: ~/.config/uv/uv.toml", for every command.
+    import json
+
+    from conftest import run_cli
+    from mirror_helpers import isolate_tool_env
+
+    env = isolate_tool_env(monkeypatch, home)
+    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "UV_NO_CONFIG", "UV_CONFIG_FILE"):
+        env.pop(var, None)
+    conf = home / ".config" / "uv" / "uv.toml"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text('index-url = "https://example.invalid/simple\n')  # a lost '"'
+    done = run_cli("doctor", "--json", "--no-sources", env=env, cwd=home)
+    uv = [c for c in json.loads(done.stdout)["checks"] if c["topic"] == "uv"]
+    assert not any("uv default" in c["message"] for c in uv), uv
+    bad = [c for c in uv if c["level"] != "info"]
+    assert len(bad) == 1 and str(conf) in bad[0]["message"] and "cannot parse" in bad[0]["message"], uv
+    assert str(conf) in bad[0]["hint"], uv

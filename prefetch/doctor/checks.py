@@ -214,7 +214,9 @@ def _check_pip(effective, checks: list[Check], urls: dict[str, str], env: Mappin
 def _check_other_tools(effective, checks: list[Check], urls: dict[str, str]) -> None:
     for state in effective.tools[1:]:
         if state.url is None:
-            checks.append(Check(state.tool, Level.INFO, f"{state.tool}: {state.source}"))
+            broken = effective.uv.broken_config if state.tool == "uv" else None
+            checks.append(Check(state.tool, Level.WARN if broken else Level.INFO, f"{state.tool}: {state.source}",
+                                f"fix or remove {broken}" if broken else ""))
             continue
         label = f" ({state.mirror})" if state.mirror else ""
         checks.append(Check(state.tool, Level.INFO, f"{state.tool}: {state.url}{label}, set by {state.source}"))
