@@ -140,3 +140,26 @@ def test_doctor_says_uv_fails_on_a_uv_toml_it_cannot_parse_not_that_uv_uses_its_
     bad = [c for c in uv if c["level"] != "info"]
     assert len(bad) == 1 and str(conf) in bad[0]["message"] and "cannot parse" in bad[0]["message"], uv
     assert str(conf) in bad[0]["hint"], uv
+
+
+def test_doctor_on_a_pip_conf_that_is_not_utf8_or_is_a_directory_says_what_pip_does(home, monkeypatch):
+    import json
+
+    from conftest import run_cli
+    from mirror_helpers import isolate_tool_env
+
+    env = isolate_tool_env(monkeypatch, home)
+    conf = home / ".config" / "pip" / "pip.conf"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_bytes(b"\xff\xfe[global]\nindex-url = https://example.invalid/simple\n")  # pip refuses it
+    done = run_cli("doctor", "--json", "--no-sources", env=env)
+    pip = [c for c in json.loads(done.stdout)["checks"] if c["topic"] == "pip"]
+    assert len(pip) == 1 and str(conf) in pip[0]["message"] and "UTF-8" in pip[0]["message"], pip
+    assert "ensurepip" not in pip[0]["hint"] and str(conf) in pip[0]["hint"], pip
+
+    conf.unlink()
+    conf.mkdir()  # pip skips a directory there: its default index, no error
+    done = run_cli("doctor", "--json", "--no-sources", env=env)
+    pip = [c for c in json.loads(done.stdout)["checks"] if c["topic"] == "pip" and c["level"] != "info"]
+    assert len(pip) == 1 and "directory" in pip[0]["message"], pip
+    assert "permissions" not in pip[0]["hint"] and "fail" not in pip[0]["hint"], pip

@@ -194,6 +194,10 @@ def _check_pip(effective, checks: list[Check], urls: dict[str, str], env: Mappin
             continue
         try:
             text = item.path.read_text(encoding="utf-8", errors="replace")
+        except IsADirectoryError:  # pip skips it (asked above: its other files and defaults hold)
+            checks.append(Check("pip", Level.WARN, f"{item.path} is a directory: pip reads no config there",
+                                f"remove it, or make it a file, if pip should read settings from {item.path}"))
+            continue
         except OSError as exc:
             checks.append(Check("pip", Level.WARN, f"{item.path} exists but cannot be read: {exc}",
                                 "fix its permissions; pip will fail to read it too"))

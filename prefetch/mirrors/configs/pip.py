@@ -359,6 +359,9 @@ def _unloadable_config(stderr: str) -> tuple[str, str] | None:
     import re
 
     lines = stderr.strip().splitlines()
+    utf8 = re.search(r"Configuration file contains (invalid \S+ characters) in (.+?)\.?$", stderr, re.M)
+    if utf8:
+        return utf8.group(2), utf8.group(1)
     at = next((i for i, line in enumerate(lines) if "Configuration file could not be loaded" in line), None)
     rest = "\n".join(lines[at + 1:]) if at is not None else ""
     where = re.search(r"'([^'\n]+)'", rest)
