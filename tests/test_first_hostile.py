@@ -163,3 +163,17 @@ def test_doctor_on_a_pip_conf_that_is_not_utf8_or_is_a_directory_says_what_pip_d
     pip = [c for c in json.loads(done.stdout)["checks"] if c["topic"] == "pip" and c["level"] != "info"]
     assert len(pip) == 1 and "directory" in pip[0]["message"], pip
     assert "permissions" not in pip[0]["hint"] and "fail" not in pip[0]["hint"], pip
+
+
+def test_a_proxy_variable_with_a_space_in_its_host_is_one_line_before_any_download(cli, home, tmp_path):
+    # A copy-paste slip: `export http_proxy="http://proxy host:3128"`. requests refuses every
+    # request through it ("URL can't contain control characters"); get retried for 18 s, exit 3.
+    env = {k: v for k, v in os.environ.items() if k not in _PROXY_VARS}
+    env["http_proxy"] = "http://proxy host:3128"
+    out = tmp_path / "out"
+    out.mkdir()
+    done = cli("get", "http://127.0.0.1:9/x.bin", "-o", str(out / "x.bin"), env=env)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "http_proxy" in lines[0] and "space" in lines[0], lines
+    assert not list(out.iterdir())
