@@ -177,3 +177,9 @@ def test_a_proxy_variable_with_a_space_in_its_host_is_one_line_before_any_downlo
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "http_proxy" in lines[0] and "space" in lines[0], lines
     assert not list(out.iterdir())
+
+    import json
+
+    doctor = cli("doctor", "--json", "--no-sources", "--deadline", "2", env=env)
+    fails = [c for c in json.loads(doctor.stdout)["checks"] if c["topic"] == "proxy" and c["level"] == "fail"]
+    assert len(fails) == 1 and "http_proxy is not a valid proxy URL" in fails[0]["message"], fails

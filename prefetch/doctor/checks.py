@@ -272,6 +272,10 @@ def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: flo
         except ValueError:
             checks.append(Check("proxy", Level.FAIL, f"{name} is not a valid proxy URL", "fix it or unset it"))
             continue
+        if any(c.isspace() or ord(c) < 32 for c in address[0]):  # (get refuses it: flow.planning.check_proxy_env)
+            checks.append(Check("proxy", Level.FAIL, f"{name} is not a valid proxy URL (a space or control "
+                                f"character in its host {address[0]!r})", "fix it or unset it"))
+            continue
         seen.setdefault(address, (name, parts.scheme.lower()))
     no_proxy = env.get("no_proxy") or env.get("NO_PROXY")
     if seen and no_proxy:
