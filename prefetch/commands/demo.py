@@ -77,7 +77,7 @@ def _check_room(tmp: str) -> None:
     except OSError:
         return  # (mkdtemp's own error, if any, says more)
     free = st.f_bavail * st.f_frsize
-    if free < DEMO_ROOM:
+    if st.f_blocks and free < DEMO_ROOM:  # (a filesystem that reports no size at all, as some FUSE ones do: tried)
         raise DiskFullError(f"prefetch demo needs about {human_bytes(DEMO_ROOM)} free in the temporary dir {tmp}; "
                             f"it has {human_bytes(free)}: point TMPDIR at a dir with room (TMPDIR=/some/dir "
                             f"prefetch demo)")
