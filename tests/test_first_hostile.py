@@ -183,3 +183,21 @@ def test_a_proxy_variable_with_a_space_in_its_host_is_one_line_before_any_downlo
     doctor = cli("doctor", "--json", "--no-sources", "--deadline", "2", env=env)
     fails = [c for c in json.loads(doctor.stdout)["checks"] if c["topic"] == "proxy" and c["level"] == "fail"]
     assert len(fails) == 1 and "http_proxy is not a valid proxy URL" in fails[0]["message"], fails
+
+
+def test_doctor_does_not_pass_a_socks_proxy_that_get_refuses(cli, home):
+    # Clash and v2ray export all_proxy=socks5://127.0.0.1:7890; get refuses a socks proxy
+    # ("not supported: use an http:// proxy"), so a listening one must not be doctor's [ok].
+    import json
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k not in _PROXY_VARS}
+        env["all_proxy"] = f"socks5://127.0.0.1:{port}"
+        doctor = cli("doctor", "--json", "--no-sources", "--deadline", "2", env=env)
+    proxy = [c for c in json.loads(doctor.stdout)["checks"] if c["topic"] == "proxy" and c["level"] != "info"]
+    assert [c["level"] for c in proxy] == ["fail"], proxy
+    assert "socks5" in proxy[0]["message"] and "http://" in proxy[0]["hint"], proxy

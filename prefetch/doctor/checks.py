@@ -276,6 +276,12 @@ def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: flo
             checks.append(Check("proxy", Level.FAIL, f"{name} is not a valid proxy URL (a space or control "
                                 f"character in its host {address[0]!r})", "fix it or unset it"))
             continue
+        if parts.scheme.lower() not in ("http", "https") and not (
+                name.lower() == "all_proxy" and all(env.get(v) or env.get(v.upper()) for v in ("http_proxy", "https_proxy"))):
+            checks.append(Check("proxy", Level.FAIL, f"{name} names a {parts.scheme}:// proxy, which get does not "
+                                "support (it refuses to start)", "set http_proxy and https_proxy to the proxy's "
+                                "http:// address (local proxy clients serve one too), or unset it"))
+            continue
         seen.setdefault(address, (name, parts.scheme.lower()))
     no_proxy = env.get("no_proxy") or env.get("NO_PROXY")
     if seen and no_proxy:
