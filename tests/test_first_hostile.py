@@ -201,3 +201,15 @@ def test_doctor_does_not_pass_a_socks_proxy_that_get_refuses(cli, home):
     proxy = [c for c in json.loads(doctor.stdout)["checks"] if c["topic"] == "proxy" and c["level"] != "info"]
     assert [c["level"] for c in proxy] == ["fail"], proxy
     assert "socks5" in proxy[0]["message"] and "http://" in proxy[0]["hint"], proxy
+
+
+def test_demo_in_a_non_ascii_temporary_dir_with_an_ascii_stdout(cli, home, tmp_path):
+    # PYTHONIOENCODING=ascii (or a locale whose charset lacks the path's letters): the demo's
+    # progress lines failed to encode inside the download's event callback, so the *files*
+    # failed ("internal error: UnicodeEncodeError"), .part left behind, "demo FAILED".
+    tmp = tmp_path / "données ünï"
+    tmp.mkdir()
+    done = cli("demo", env=dict(os.environ, PYTHONIOENCODING="ascii", TMPDIR=str(tmp)), timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "demo ok: every file verified and in place" in done.stdout
+    assert "internal error" not in done.stdout + done.stderr

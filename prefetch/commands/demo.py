@@ -28,6 +28,10 @@ def demo(keep):
     import os
 
     out = sys.stdout if sys.stdout is not None else open(os.devnull, "w")  # (`prefetch demo >&-`)
+    if "utf" not in (getattr(out, "encoding", None) or "utf-8").lower() and hasattr(out, "reconfigure"):
+        # An ascii or latin-1 stdout (PYTHONIOENCODING, the locale): a path it cannot encode is
+        # written escaped, as stderr does; a failed write in the event callback fails the file.
+        out.reconfigure(errors="backslashreplace")
     lines = LineRenderer(out, min_interval=1.0, min_percent=20.0)
 
     def show(event):
