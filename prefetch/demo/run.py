@@ -101,7 +101,11 @@ def demo_dataset(origin_url: str, files: dict[str, bytes]) -> DatasetSpec:
 
 
 def run_demo(root: Path, *, on_event: EventSink = ignore_event, rate: int = 2 << 20) -> DemoReport:
-    """Run the demo into the Keras root ``root`` (a temporary dir, normally)."""
+    """Run the demo into the Keras root ``root`` (a temporary dir, normally).
+
+    While it runs, 127.0.0.1 is in ``no_proxy`` (``_direct_to``) and, in the main thread, SIGINT
+    is held: a Ctrl-C stops the step under way and raises ``KeyboardInterrupt`` after it.
+    """
     from prefetch.demo.origin import CloseAfter, OriginServer
     from prefetch.ui.interrupt import stop_on_interrupt
 
