@@ -213,3 +213,19 @@ def test_demo_in_a_non_ascii_temporary_dir_with_an_ascii_stdout(cli, home, tmp_p
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "demo ok: every file verified and in place" in done.stdout
     assert "internal error" not in done.stdout + done.stderr
+
+
+def test_get_with_stderr_closed_still_downloads_and_places_the_file(home, origin, tmp_path):
+    # `prefetch get URL -o F 2>&-` (a launcher that closes stderr): sys.stderr is None, the
+    # progress renderer wrote to None inside the download's event callback, so the download
+    # failed (exit 1, a .part left) and said nothing, having nowhere to say it.
+    import subprocess
+    import sys
+
+    data = os.urandom(300_000)
+    origin.put("f.bin", data)
+    out = tmp_path / "out" / "f.bin"
+    result = subprocess.run(["bash", "-c", f'exec {sys.executable} -m prefetch get "$0" -o "$1" 2>&-',
+                             origin.url_for("f.bin"), str(out)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout
+    assert out.read_bytes() == data
