@@ -25,7 +25,13 @@ def demo(keep):
     from prefetch.model.events import EventKind
     from prefetch.ui.render import LineRenderer, human_bytes
 
-    out = sys.stdout
+    import os
+
+    out = sys.stdout if sys.stdout is not None else open(os.devnull, "w")  # (`prefetch demo >&-`)
+    if "utf" not in (getattr(out, "encoding", None) or "utf-8").lower() and hasattr(out, "reconfigure"):
+        # An ascii or latin-1 stdout (PYTHONIOENCODING, the locale): a path it cannot encode is
+        # written escaped, as stderr does; a failed write in the event callback fails the file.
+        out.reconfigure(errors="backslashreplace")
     lines = LineRenderer(out, min_interval=1.0, min_percent=20.0)
 
     def show(event):
@@ -35,6 +41,7 @@ def demo(keep):
         elif event.kind is not EventKind.FAILED:
             lines(event)
 
+    _check_room(tempfile.gettempdir())
     root = Path(tempfile.mkdtemp(prefix="prefetch-demo-"))
     try:
         report = run_demo(root, on_event=show)
@@ -57,3 +64,24 @@ def demo(keep):
             click.echo(f"kept {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
+
+
+DEMO_ROOM = 24 << 20  # what the demo's cache takes (about 19 MiB: archive, copy, two extractions), with room to spare
+
+
+def _check_room(tmp: str) -> None:
+    """The temporary dir has room for the demo, or one line saying where to point TMPDIR (exit 5)."""
+    import os
+
+    from prefetch.errors import DiskFullError
+    from prefetch.ui.render import human_bytes
+
+    try:
+        st = os.statvfs(tmp)
+    except OSError:
+        return  # (mkdtemp's own error, if any, says more)
+    free = st.f_bavail * st.f_frsize
+    if st.f_blocks and free < DEMO_ROOM:  # (a filesystem that reports no size at all, as some FUSE ones do: tried)
+        raise DiskFullError(f"prefetch demo needs about {human_bytes(DEMO_ROOM)} free in the temporary dir {tmp}; "
+                            f"it has {human_bytes(free)}: point TMPDIR at a dir with room (TMPDIR=/some/dir "
+                            f"prefetch demo)")

@@ -43,6 +43,17 @@ class LazyGroup(click.Group):
 
         return getattr(importlib.import_module(module_name), attr)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        # click suggests close names from ``self.commands``, which a lazy group leaves empty.
+        name = args[0] if args else ""
+        if name and name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(COMMANDS), n=2, cutoff=0.6)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {' or '.join(repr(c) for c in close)}?")
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Uses the static help texts: listing commands imports none of them.
         with formatter.section("Commands"):

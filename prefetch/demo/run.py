@@ -15,6 +15,7 @@ import os
 import random
 import tarfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,13 +101,18 @@ def demo_dataset(origin_url: str, files: dict[str, bytes]) -> DatasetSpec:
 
 
 def run_demo(root: Path, *, on_event: EventSink = ignore_event, rate: int = 2 << 20) -> DemoReport:
-    """Run the demo into the Keras root ``root`` (a temporary dir, normally)."""
+    """Run the demo into the Keras root ``root`` (a temporary dir, normally).
+
+    While it runs, 127.0.0.1 is in ``no_proxy`` (``_direct_to``) and, in the main thread, SIGINT
+    is held: a Ctrl-C stops the step under way and raises ``KeyboardInterrupt`` after it.
+    """
     from prefetch.demo.origin import CloseAfter, OriginServer
+    from prefetch.ui.interrupt import stop_on_interrupt
 
     files = make_demo_files()
     size = sum(len(b) for b in files.values())
     state = root / ".prefetch-state"
-    with OriginServer() as origin:
+    with OriginServer() as origin, _direct_to("127.0.0.1"):
         for name, data in files.items():
             origin.put(name, data)
         origin.rate = rate  # per connection, like a throttling CDN
@@ -138,12 +144,45 @@ def run_demo(root: Path, *, on_event: EventSink = ignore_event, rate: int = 2 <<
             if event.file == ARCHIVE and event.kind is EventKind.PROGRESS and event.done >= half:
                 stop.set()
 
-        fetch("1. download, interrupted halfway (like a closed notebook or a kill)", stop, interrupt_halfway)
-        fetch("2. the same command again: resumes from the bytes on disk, verifies, extracts", None, on_event)
-        fetch("3. once more: everything is in place, nothing is downloaded", None, on_event)
+        # The user's own Ctrl-C ends the demo. The engine takes one as "stop this run, resumable"
+        # and returns, so without this it read as the first step's planned stop and the demo went on.
+        user = threading.Event()
+        with stop_on_interrupt(user, on_first=stop.set):
+            for title, step_stop, sink in (
+                ("1. download, interrupted halfway (like a closed notebook or a kill)", stop, interrupt_halfway),
+                ("2. the same command again: resumes from the bytes on disk, verifies, extracts", user, on_event),
+                ("3. once more: everything is in place, nothing is downloaded", user, on_event),
+            ):
+                fetch(title, step_stop, sink)
+                if user.is_set():
+                    raise KeyboardInterrupt
         report.bytes_served = origin.bytes_sent
     report.tree = _tree(root / "datasets")
     return report
+
+
+@contextmanager
+def _direct_to(host: str):
+    """``host`` in ``no_proxy`` (and ``NO_PROXY``) while the demo runs, as it was afterwards.
+
+    The demo's origin is its own, on loopback: a machine's ``http_proxy`` or ``all_proxy``
+    (a dead one, or one that cannot reach this machine's 127.0.0.1) must not stand between
+    them. requests and the engine read the proxy from ``os.environ``, so the demo's host is
+    named there; the user's other entries are kept.
+    """
+    before = {key: os.environ.get(key) for key in ("no_proxy", "NO_PROXY")}
+    listed = before["no_proxy"] or before["NO_PROXY"] or ""
+    entries = [e for e in listed.replace(" ", "").split(",") if e]
+    value = ",".join(entries + ([host] if host not in entries else []))
+    os.environ["no_proxy"] = os.environ["NO_PROXY"] = value
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
 
 
 def _tree(base: Path) -> list[tuple[str, int]]:

@@ -178,10 +178,9 @@ def _check_catalog(config_dir: Path, checks: list[Check]):
 def _check_pip(effective, checks: list[Check], urls: dict[str, str], env: Mapping[str, str]) -> None:
     pip = effective.pip
     if pip.error:
-        checks.append(
-            Check("pip", Level.WARN, f"cannot ask pip what it uses: {pip.error}",
-                  f"install pip for this interpreter: `{pip.python or sys.executable} -m ensurepip`")
-        )
+        hint = (f"fix or remove {pip.broken_config}" if pip.broken_config else
+                f"install pip for this interpreter: `{pip.python or sys.executable} -m ensurepip`")
+        checks.append(Check("pip", Level.WARN, f"cannot ask pip what it uses: {pip.error}", hint))
         return
     name = effective.tools[0].mirror
     label = f" ({name})" if name else ""
@@ -197,6 +196,10 @@ def _check_pip(effective, checks: list[Check], urls: dict[str, str], env: Mappin
             continue
         try:
             text = item.path.read_text(encoding="utf-8", errors="replace")
+        except IsADirectoryError:  # pip skips it (asked above: its other files and defaults hold)
+            checks.append(Check("pip", Level.WARN, f"{item.path} is a directory: pip reads no config there",
+                                f"remove it, or make it a file, if pip should read settings from {item.path}"))
+            continue
         except OSError as exc:
             checks.append(Check("pip", Level.WARN, f"{item.path} exists but cannot be read: {exc}",
                                 "fix its permissions; pip will fail to read it too"))
@@ -217,10 +220,17 @@ def _check_pip(effective, checks: list[Check], urls: dict[str, str], env: Mappin
 def _check_other_tools(effective, checks: list[Check], urls: dict[str, str]) -> None:
     for state in effective.tools[1:]:
         if state.url is None:
-            checks.append(Check(state.tool, Level.INFO, f"{state.tool}: {state.source}"))
+            broken = effective.uv.broken_config if state.tool == "uv" else None
+            checks.append(Check(state.tool, Level.WARN if broken else Level.INFO, f"{state.tool}: {state.source}",
+                                f"fix or remove {broken}" if broken else ""))
             continue
         label = f" ({state.mirror})" if state.mirror else ""
         checks.append(Check(state.tool, Level.INFO, f"{state.tool}: {state.url}{label}, set by {state.source}"))
+        if state.tool == "hf" and effective.hf.current and not state.url.lower().startswith(("http://", "https://")):
+            from prefetch.hf.names import schemeless_endpoint
+
+            problem, fix = schemeless_endpoint(state.url).split(": set ", 1)
+            checks.append(Check("hf", Level.FAIL, problem, f"set {fix}"))
         if state.detail:
             checks.append(Check(state.tool, Level.WARN, f"{state.tool}: {state.detail}",
                                 "run `%env HF_ENDPOINT=...` in the running kernel, or restart it"))
@@ -263,6 +273,16 @@ def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: flo
             address = (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
         except ValueError:
             checks.append(Check("proxy", Level.FAIL, f"{name} is not a valid proxy URL", "fix it or unset it"))
+            continue
+        if any(c.isspace() or ord(c) < 32 for c in address[0]):  # (get refuses it: flow.planning.check_proxy_env)
+            checks.append(Check("proxy", Level.FAIL, f"{name} is not a valid proxy URL (a space or control "
+                                f"character in its host {address[0]!r})", "fix it or unset it"))
+            continue
+        if parts.scheme.lower() not in ("http", "https") and not (
+                name.lower() == "all_proxy" and all(env.get(v) or env.get(v.upper()) for v in ("http_proxy", "https_proxy"))):
+            checks.append(Check("proxy", Level.FAIL, f"{name} names a {parts.scheme}:// proxy, which get does not "
+                                "support (it refuses to start)", "set http_proxy and https_proxy to the proxy's "
+                                "http:// address (local proxy clients serve one too), or unset it"))
             continue
         seen.setdefault(address, (name, parts.scheme.lower()))
     no_proxy = env.get("no_proxy") or env.get("NO_PROXY")

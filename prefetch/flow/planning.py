@@ -215,6 +215,9 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({why}); fix it or unset it") from None
         if not host:
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL (no host); fix it or unset it")
+        if any(c.isspace() or ord(c) < 32 for c in host):  # (requests refuses every request through it)
+            raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL (a space or control character "
+                             f"in its host {host!r}); fix it or unset it")
 
 
 def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, str], *, store_urls: bool = False):

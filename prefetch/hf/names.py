@@ -137,6 +137,12 @@ def hub_token(env: Mapping[str, str] | None = None) -> str | None:
         return None
 
 
+def schemeless_endpoint(endpoint: str) -> str:
+    """What is wrong with an ``HF_ENDPOINT`` without ``https://`` (huggingface_hub's requests refuse it too)."""
+    return (f"HF_ENDPOINT={endpoint} is not a URL (no https://); huggingface_hub cannot use it either: "
+            f"set HF_ENDPOINT=https://{endpoint.lstrip('/')}")
+
+
 def hub_endpoint(choice: str | None, *, env: Mapping[str, str], config: Path | None) -> str:
     """The Hub to ask: ``--mirror`` (a URL or a catalog name with an ``hf`` URL), else
     ``HF_ENDPOINT``, else what ``mirror use --tool hf`` persisted, else huggingface.co.
@@ -161,7 +167,10 @@ def hub_endpoint(choice: str | None, *, env: Mapping[str, str], config: Path | N
         check_url(choice)
         return choice.rstrip("/")
     if env.get("HF_ENDPOINT", "").strip():
-        return env["HF_ENDPOINT"].strip().rstrip("/")
+        endpoint = env["HF_ENDPOINT"].strip()
+        if not endpoint.lower().startswith(("http://", "https://")):
+            raise UsageError(schemeless_endpoint(endpoint))
+        return endpoint.rstrip("/")
     from prefetch.mirrors.configs.hf import read_hf_effective
 
     persisted = read_hf_effective(env=env).persisted

@@ -333,7 +333,7 @@ def make_renderer(stream: TextIO | None = None, *, quiet: bool = False, skip_fai
         skip_failures: leave FAILED events out (the caller prints one error line).
     """
     stream = stream or sys.stderr
-    if quiet:
+    if quiet or stream is None:  # (stderr closed, `2>&-`: nowhere to write, and the download goes on)
         return _Quiet()
     from prefetch.ui.style import detect_style
 

@@ -51,6 +51,7 @@ class PipEffective:
     files: tuple[PipFile, ...] = ()
     python: str = ""
     error: str | None = None  # set when pip could not be asked
+    broken_config: str | None = None  # a config file pip cannot load (every pip command fails so)
 
 
 @dataclass(frozen=True)
@@ -303,6 +304,11 @@ def read_pip_effective(*, python: str | None = None, env: Mapping[str, str] | No
         except (OSError, subprocess.TimeoutExpired) as exc:
             return _pip_unavailable(python, f"cannot run {python} -m pip: {exc}")
         if done.returncode != 0:
+            broken = _unloadable_config(done.stderr)
+            if broken:
+                return PipEffective(index_url="", source="", section="", python=python, broken_config=broken[0],
+                                    error=f"pip's config {broken[0]} could not be loaded ({broken[1]}): "
+                                          f"every pip command fails until it is fixed")
             detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
             return _pip_unavailable(python, f"`{python} -m pip {' '.join(command)}` failed: {detail}")
         outputs.append(done.stdout)
@@ -343,6 +349,28 @@ def _not_a_file(path: Path) -> str | None:
     except (OSError, ValueError):
         return None
     return None if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) else kind_of(st)
+
+
+def _unloadable_config(stderr: str) -> tuple[str, str] | None:
+    """(path, pip's reason) when pip failed on ``Configuration file could not be loaded``, else None.
+
+    pip names the file as ``file: 'PATH', line: N`` (no section header) or in the reason itself
+    (``Source contains parsing errors: 'PATH'`` then ``[line  N]: ...``)."""
+    import re
+
+    lines = stderr.strip().splitlines()
+    utf8 = re.search(r"Configuration file contains (invalid \S+ characters) in (.+?)\.?$", stderr, re.M)
+    if utf8:
+        return utf8.group(2), utf8.group(1)
+    at = next((i for i, line in enumerate(lines) if "Configuration file could not be loaded" in line), None)
+    rest = "\n".join(lines[at + 1:]) if at is not None else ""
+    where = re.search(r"'([^'\n]+)'", rest)
+    if where is None:
+        return None
+    path = where.group(1)
+    reason = " ".join(lines[at + 1].replace(f"'{path}'", "it").split()).rstrip(".:")
+    line = re.search(r"line:? +(\d+)", rest)
+    return path, reason + (f", line {line.group(1)}" if line and "line" not in reason else "")
 
 
 def _pip_unavailable(python: str, message: str) -> PipEffective:

@@ -85,7 +85,8 @@ def read_effective_mirrors(
         hf_detail = f"new kernels get {hf.persisted}; this one has {hf.current or 'none'}"
     tools = (
         pip_state,
-        ToolState("uv", uv.index_url, uv.source, name_for_url(catalog, uv.index_url, kind="pypi")),
+        ToolState("uv", uv.index_url, uv.source, name_for_url(catalog, uv.index_url, kind="pypi"))
+        if not uv.broken_config else ToolState("uv", None, uv.source, None),
         ToolState("conda", conda.base, conda.source, name_for_url(catalog, conda.base, kind="conda")),
         ToolState(
             "hf",

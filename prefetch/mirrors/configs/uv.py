@@ -32,6 +32,7 @@ class UvEffective:
 
     index_url: str
     source: str  # env var name, file path, or "uv default"
+    broken_config: str | None = None  # a uv.toml uv cannot parse: every uv command fails
 
 
 def uv_config_path(*, env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
@@ -219,7 +220,10 @@ def read_uv_effective(*, env: Mapping[str, str] | None = None, cwd: Path | None 
         data = tomllib.loads(_read(path))
     except FileNotFoundError:
         data = {}
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:  # not TOML (or not UTF-8): uv says "Failed to parse" and does nothing
+        return UvEffective(index_url=DEFAULT_INDEX, broken_config=str(path),
+                           source=f"cannot parse {path} ({exc}); every uv command fails until it is fixed")
+    except OSError as exc:
         return UvEffective(index_url=DEFAULT_INDEX, source=f"uv default ({path} unreadable: {exc})")
     except LocalFileError:  # a FIFO or device there: never read (it would block)
         return UvEffective(index_url=DEFAULT_INDEX, source=f"uv default ({path} unreadable: not a regular file)")
