@@ -5,6 +5,7 @@ Owns:
     worker_calls.py   what a worker calls on its transfer: go on, write, record, take a segment
     single.py         a small file from a near host in one answer, before (and instead of) a transfer
     bulk.py           the bulk lane's wire: many small files' GETs pipelined on a near host's connections
+    bulk_head.py      the strict HTTP/1.1 heads the lane frames its pipelined answers by
     preconnect.py     a long route's connections, opened while the probe's answer is on its way
     demotion.py       dropping a source that disagrees, demoting one far slower than the rest
     part_state.py     the .part, its running hash and its state snapshots during a transfer
