@@ -22,11 +22,11 @@ from mirror_helpers import (
 
 from prefetch.mirrors.configs.pip import (
     edit_pip_conf,
-    parse_config_debug,
     pip_config_files,
     pip_override_warnings,
     pip_target_file,
 )
+from prefetch.mirrors.configs.pip_asked import parse_config_debug
 
 TUNA = "https://pypi.tuna.tsinghua.edu.cn/simple"
 

@@ -132,7 +132,7 @@ def test_restore_of_a_tampered_copy_is_refused_then_works_once_repaired(home, en
 
 
 def _pip_config(env: dict) -> dict[str, str]:
-    from prefetch.mirrors.configs.pip import parse_config_list
+    from prefetch.mirrors.configs.pip_asked import parse_config_list
 
     done = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, env=env, timeout=120

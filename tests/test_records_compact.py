@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from prefetch.cache import placement
+from prefetch.cache import completion, placement
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import FileSpec
 from tests.test_records import _plan, _Transfer, _xattrs_work
@@ -136,11 +136,11 @@ def test_a_compact_record_naming_another_file_is_not_trusted(tmp_path, field):
     good, bad = _compact(final), _compact(final, **{field: other})
     path = str(final.absolute())
     # The decoder: the right record decodes to the dict readers use; a wrong field does not name the file.
-    record = placement._from_attribute(good, path)
-    assert record is not None and placement._names(record, final, st)
+    record = completion._from_attribute(good, path)
+    assert record is not None and completion._names(record, final, st)
     assert (record["digest"], record["algorithm"]) == (None, None)
-    record = placement._from_attribute(bad, path)
-    assert record is None or not placement._names(record, final, st)
+    record = completion._from_attribute(bad, path)
+    assert record is None or not completion._names(record, final, st)
     if _xattrs_work(tmp_path):  # and on the file itself
         os.setxattr(final, XATTR, good)
         assert placement.completion_matches(records, final, os.lstat(final))
@@ -177,7 +177,7 @@ def test_malformed_attributes_count_as_no_record_and_never_raise(tmp_path):
     path = str(final.absolute())
     values = _malformed(final)
     for value in values:
-        assert placement._from_attribute(value, path) is None, value[:20]
+        assert completion._from_attribute(value, path) is None, value[:20]
     if not _xattrs_work(tmp_path):
         return
     for value in values:

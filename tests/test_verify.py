@@ -76,7 +76,7 @@ def test_hash_file_and_incremental_ranges(tmp_path):
 def test_the_names_hashed_without_hashlib_hash_as_hashlib_does(data):
     """A lock's key and a completion record's path hash (the builtin _sha1 and _blake2, not
     hashlib's OpenSSL) are the digests they were with hashlib: keys and records stay valid."""
-    from prefetch.cache.placement import _path_hash
+    from prefetch.cache.completion import _path_hash
     from prefetch.fs.locks import lock_key
 
     assert sha1(data).hexdigest() == hashlib.sha1(data).hexdigest()

@@ -6,6 +6,7 @@ Owns:
     registry.py   built-in ``datasets.toml`` plus user registry files -> ``DatasetSpec``
     plans.py      ``plan_files``: a dataset's ``FilePlan`` s under a Keras root
     placement.py  what is already good at a final path; renames, aliases, extraction markers
+    completion.py the completion records that prove a placed file is prefetch's (on the file or in placed/)
     torchvision.py  torchvision's datasets and weights as data (torchvision.toml, torch_weights.toml)
     copies.py     where prefetch placed a file another cache's dataset shares (torchvision's CIFAR-10 = Keras's)
 

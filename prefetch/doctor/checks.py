@@ -10,53 +10,15 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Mapping
 
+from prefetch.doctor.proxy_checks import check_proxies
+from prefetch.doctor.report import Check, DoctorReport, Level, Reachability
+
+__all__ = ["Check", "DoctorReport", "Level", "Reachability", "check_reachability", "run_doctor"]
+
 LOW_SPACE_BYTES = 2 * 1024**3  # the Keras datasets together need about 1 GiB with extraction
-
-
-class Level(str, Enum):
-    """How a check turned out."""
-
-    OK = "ok"
-    INFO = "info"
-    WARN = "warn"
-    FAIL = "fail"
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the report."""
-
-    topic: str
-    level: Level
-    message: str
-    hint: str = ""  # what to do (empty when nothing needs doing)
-
-
-@dataclass(frozen=True)
-class DoctorReport:
-    """All checks, in the order they were made."""
-
-    checks: tuple[Check, ...] = field(default_factory=tuple)
-    sources: tuple = field(default_factory=tuple)  # doctor_sources.SourceVerdict, one per dataset source
-
-    @property
-    def failed(self) -> bool:
-        """True when something is wrong (exit 1)."""
-        return any(c.level is Level.FAIL for c in self.checks)
-
-
-@dataclass(frozen=True)
-class Reachability:
-    """Whether a URL answered within the deadline."""
-
-    url: str
-    ok: bool
-    detail: str  # HTTP status and latency, or the error
 
 
 def run_doctor(
@@ -85,7 +47,7 @@ def run_doctor(
     _check_pip(effective, checks, urls, env)
     _check_other_tools(effective, checks, urls)
     _check_env(effective.env_overrides, checks)
-    _check_proxies(env, checks, deadline=deadline)
+    check_proxies(env, checks, deadline=deadline)
     _check_dataset_mirror(env, config_dir, checks, urls if not sources else {})
     _check_keras(env, checks)
     verdicts: tuple = ()
@@ -253,80 +215,6 @@ def _check_env(overrides: dict[str, str], checks: list[Check]) -> None:
         return
     for name, value in overrides.items():
         checks.append(Check("env", Level.INFO, f"{name}={value}"))
-
-
-def _check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: float) -> None:
-    """Each proxy variable (password hidden), and whether its proxy accepts a connection."""
-    import socket
-    from urllib.parse import urlsplit
-
-    from prefetch.net.proxies import shown_proxy
-
-    seen: dict[tuple[str, int], tuple[str, str]] = {}  # (host, port) -> (variable, scheme)
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        value = env.get(name, "").strip()
-        if not value:
-            continue
-        checks.append(Check("proxy", Level.INFO, f"{name}={shown_proxy(value)}"))
-        try:
-            parts = urlsplit(value if "://" in value else "http://" + value)
-            address = (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
-        except ValueError:
-            checks.append(Check("proxy", Level.FAIL, f"{name} is not a valid proxy URL", "fix it or unset it"))
-            continue
-        if any(c.isspace() or ord(c) < 32 for c in address[0]):  # (get refuses it: flow.planning.check_proxy_env)
-            checks.append(Check("proxy", Level.FAIL, f"{name} is not a valid proxy URL (a space or control "
-                                f"character in its host {address[0]!r})", "fix it or unset it"))
-            continue
-        if parts.scheme.lower() not in ("http", "https") and not (
-                name.lower() == "all_proxy" and all(env.get(v) or env.get(v.upper()) for v in ("http_proxy", "https_proxy"))):
-            checks.append(Check("proxy", Level.FAIL, f"{name} names a {parts.scheme}:// proxy, which get does not "
-                                "support (it refuses to start)", "set http_proxy and https_proxy to the proxy's "
-                                "http:// address (local proxy clients serve one too), or unset it"))
-            continue
-        seen.setdefault(address, (name, parts.scheme.lower()))
-    no_proxy = env.get("no_proxy") or env.get("NO_PROXY")
-    if seen and no_proxy:
-        checks.append(Check("proxy", Level.INFO, f"no_proxy={no_proxy} (these hosts are reached directly)"))
-    for (host, port), (name, scheme) in seen.items():
-        try:
-            sock = socket.create_connection((host, port), timeout=deadline)
-        except OSError as exc:
-            checks.append(Check("proxy", Level.FAIL,
-                                f"the proxy {host}:{port} ({name}) does not accept connections: {exc.strerror or exc}",
-                                "every download through it will fail: start the proxy, fix the variable, or unset "
-                                "it (or list hosts to reach directly in no_proxy)"))
-        else:
-            plain = scheme == "https" and _speaks_plain_http(sock, host, port, env)
-            sock.close()
-            if plain:
-                checks.append(Check("proxy", Level.FAIL, f"the proxy {host}:{port} ({name}) answers in plain HTTP, "
-                                    "where the variable's https:// asks for TLS",
-                                    f"write it as http://{host}:{port} in {name}"))
-            else:
-                checks.append(Check("proxy", Level.OK, f"the proxy {host}:{port} ({name}) accepts connections"))
-
-
-def _speaks_plain_http(sock, host: str, port: int, env: Mapping[str, str]) -> bool:
-    """A TLS handshake on ``sock`` is answered in plain HTTP (an https:// variable for an http proxy).
-    The context is ``get``'s own (``sources._tls_context``); a plain answer fails before any certificate.
-    A handshake left unanswered (tinyproxy waits for the end of a request line) is followed by a
-    plain request to the proxy itself, as ``get`` does (``net.proxies.speaks_plain_http``)."""
-    import ssl
-
-    from prefetch.doctor.sources import _tls_context
-    from prefetch.net.failures import spoke_plain_http
-    from prefetch.net.proxies import speaks_plain_http
-
-    try:
-        _tls_context(env).wrap_socket(sock, server_hostname=host or None).close()
-    except ssl.SSLError as exc:
-        return spoke_plain_http(str(exc))
-    except TimeoutError:
-        return speaks_plain_http(f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}")
-    except OSError:
-        pass
-    return False
 
 
 def _check_dataset_mirror(env: Mapping[str, str], config_dir: Path, checks: list[Check], urls: dict[str, str]) -> None:

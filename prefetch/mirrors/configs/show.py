@@ -10,7 +10,8 @@ from typing import Mapping
 
 from prefetch.mirrors.configs.conda import CondaEffective, read_conda_effective
 from prefetch.mirrors.configs.hf import HfEffective, read_hf_effective
-from prefetch.mirrors.configs.pip import PipEffective, read_pip_effective
+from prefetch.mirrors.configs.pip import PipEffective
+from prefetch.mirrors.configs.pip_asked import read_pip_effective
 from prefetch.mirrors.configs.uv import UvEffective, read_uv_effective
 from prefetch.mirrors.catalog import MirrorCatalog
 

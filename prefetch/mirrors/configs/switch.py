@@ -349,7 +349,7 @@ def use_mirror(
         _write_marks(state_dir, marks)
     pip_effective = None
     if verify_pip and any(o.plan is not None and o.tool == "pip" for o in outcomes):
-        from prefetch.mirrors.configs.pip import read_pip_effective
+        from prefetch.mirrors.configs.pip_asked import read_pip_effective
 
         pip_effective = read_pip_effective(python=python or sys.executable, env=env)
     return UseResult(
