@@ -73,9 +73,12 @@ def fetch_files(
             if results[index] is None:
                 finish(index, got[0] if got else _failed(plan, PrefetchError(f"{plan.label}: internal error")))
 
-    def failed(plan: FilePlan, exc: PrefetchError) -> FileResult:
-        """``plan``'s failure, said (FAILED); with ``--fail-fast`` (or a stop) nothing more starts."""
+    def failed(plan: FilePlan, exc: PrefetchError, keep) -> FileResult:
+        """``plan``'s failure, kept (``keep(result)``) then said (FAILED): a sink that raises on the
+        event never takes the file's own error from the run. With ``--fail-fast`` (or a stop)
+        nothing more starts."""
         result = _failed(plan, exc)
+        keep(result)
         if options.fail_fast or exc.exit_code == ExitCode.INTERRUPTED:
             stop.set()  # (before the failure is said: nothing is placed once it is known)
         on_event(Event(EventKind.FAILED, plan.label, message=str(exc), exit_code=int(exc.exit_code)))
@@ -92,8 +95,7 @@ def fetch_files(
                 records_dir=records_dir, on_event=on_event, stop=stop, leftovers=leftovers,
             )
         except PrefetchError as exc:
-            result = failed(plan, exc)
-            got.append(result)
+            result = failed(plan, exc, got.append)
         except Exception as exc:  # noqa: BLE001 - a bug: this file fails, the others go on
             result = _failed(plan, PrefetchError(f"{plan.label}: internal error: {exc!r}"))
             got.append(result)
@@ -146,8 +148,11 @@ def fetch_files(
                                                        leftovers=leftovers, off_wire=off_wire)
                 except Exception:  # noqa: BLE001 - a bug in the lane: its files go the usual way  # pragma: no cover
                     pass
-                for i, result in placed.items():  # (a .part another process changed: its error)
-                    finish(i, failed(plans[i], result) if isinstance(result, PrefetchError) else result)
+                errors = {i: r for i, r in placed.items() if isinstance(r, PrefetchError)}  # (a .part changed)
+                for i, result in placed.items():  # every result kept before any failure is said
+                    finish(i, _failed(plans[i], result) if i in errors else result)
+                for i, exc in errors.items():
+                    failed(plans[i], exc, lambda _result: None)
                 lane.hand_back(back)
                 # Not asked for in the chunk's time: the next chunk, or the usual way once the lane is off.
                 left = set(unsent)
