@@ -4,48 +4,21 @@ Latin-1 guess (``ÿ``), ``\\udcff`` or a raw ``\\r``. Real CLI against raw serve
 
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 
 from tests.conftest import run_cli
+from tests.test_direct_failures import _Scripted
 from tests.test_proxies import env_with
 
 
-class _RawServer:
+class _RawServer(_Scripted):
     """Answers every request with the same raw bytes, then closes; each connection on a thread of
-    its own (a connection the client opens ahead and never uses holds up no other)."""
+    its own (test_direct_failures' scripted server: a connection the client opens ahead and never
+    uses holds up no other)."""
 
     def __init__(self, response: bytes) -> None:
-        self.response = response
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/f.bin"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            request = b""
-            try:
-                while b"\r\n\r\n" not in request:
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        return
-                    request += chunk
-                conn.sendall(self.response)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(lambda conn: conn.sendall(response))
+        self.url = f"http://127.0.0.1:{self.port}/f.bin"
 
 
 def _notes_and_error(proc) -> tuple[list[str], str]:

@@ -22,13 +22,13 @@ from prefetch.mirrors.catalog import Mirror
 PAYLOAD = os.urandom(256 * 1024)
 
 
-def test_a_mirror_serving_a_short_non_html_error_body_is_never_the_fastest(tmp_path):
-    """Its index lists the real wheel (with its sha256); the file URL answers 200 with a tiny JSON
-    error. Before: status ok with a rate (42 bytes in a few ms), a candidate for fastest."""
+def _bench_a_liar_beside_an_honest_mirror(tmp_path, spoil):
+    """``bench_mirrors`` of two mirrors of the same index, the liar's tree changed by
+    ``spoil(root)``; the honest one paced at 64 KiB/s. (the report, the liar's server)"""
     honest_root, liar_root = tmp_path / "honest", tmp_path / "liar"
     build_simple_index(honest_root, {"pip": {BENCH_FILE: PAYLOAD}})
     build_simple_index(liar_root, {"pip": {BENCH_FILE: PAYLOAD}})
-    (liar_root / "packages" / BENCH_FILE).write_bytes(b'{"code": 403, "message": "access denied"}\n')
+    spoil(liar_root)
     honest = Server(honest_root, rate=64 * 1024).start()
     liar = Server(liar_root).start()
     try:
@@ -39,6 +39,16 @@ def test_a_mirror_serving_a_short_non_html_error_body_is_never_the_fastest(tmp_p
     finally:
         honest.stop()
         liar.stop()
+    return report, liar
+
+
+def test_a_mirror_serving_a_short_non_html_error_body_is_never_the_fastest(tmp_path):
+    """Its index lists the real wheel (with its sha256); the file URL answers 200 with a tiny JSON
+    error. Before: status ok with a rate (42 bytes in a few ms), a candidate for fastest."""
+    def spoil(liar_root):
+        (liar_root / "packages" / BENCH_FILE).write_bytes(b'{"code": 403, "message": "access denied"}\n')
+
+    report, liar = _bench_a_liar_beside_an_honest_mirror(tmp_path, spoil)
     by_name = {r.name: r for r in report.results}
     assert f"/packages/{BENCH_FILE}" in liar.paths  # it was asked for the file, and answered 200
     assert by_name["liar"].status is BenchStatus.ERROR and "sha256" in by_name["liar"].error
@@ -139,21 +149,11 @@ def test_a_probe_link_to_a_local_file_is_never_read_nor_the_fastest(tmp_path):
     local = tmp_path / "local" / BENCH_FILE
     local.parent.mkdir()
     local.write_bytes(PAYLOAD)
-    honest_root, liar_root = tmp_path / "honest", tmp_path / "liar"
-    build_simple_index(honest_root, {"pip": {BENCH_FILE: PAYLOAD}})
-    build_simple_index(liar_root, {"pip": {BENCH_FILE: PAYLOAD}})
-    page = liar_root / "simple" / "pip" / "index.html"
-    page.write_text(page.read_text().replace(f"../../packages/{BENCH_FILE}", local.as_uri()))
-    honest = Server(honest_root, rate=64 * 1024).start()
-    liar = Server(liar_root).start()
-    try:
-        report = bench_mirrors(
-            [Mirror("liar", pypi=f"{liar.url}/simple"), Mirror("honest", pypi=f"{honest.url}/simple")],
-            deadline=1.5,
-        )
-    finally:
-        honest.stop()
-        liar.stop()
+    def spoil(liar_root):
+        page = liar_root / "simple" / "pip" / "index.html"
+        page.write_text(page.read_text().replace(f"../../packages/{BENCH_FILE}", local.as_uri()))
+
+    report, _ = _bench_a_liar_beside_an_honest_mirror(tmp_path, spoil)
     by_name = {r.name: r for r in report.results}
     assert by_name["liar"].status is BenchStatus.ERROR, by_name["liar"]
     assert "only http(s)" in by_name["liar"].error, by_name["liar"].error
