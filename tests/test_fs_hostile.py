@@ -40,34 +40,47 @@ def test_a_dangling_symlink_at_the_output_name_is_refused_before_any_byte(cli, o
 def test_a_part_replaced_by_another_process_mid_download_is_never_placed(home, origin, tmp_path):
     """Without a hash to catch it, a ``.part`` swapped for another file while the download writes
     into the old one would be renamed into place holding the other file's bytes, exit 0."""
+    def swap(part) -> None:
+        other = tmp_path / "other"
+        other.write_bytes(b"\0" * (4 * MiB))
+        os.replace(other, part)  # another process's file at the name; ours keeps being written
+
+    error = tamper_mid_download(origin, tmp_path, "swap.bin", swap, seed=2)
+    assert error.exit_code in (ExitCode.FILESYSTEM, ExitCode.INTEGRITY), error
+    assert "replaced" in str(error), error
+
+
+def tamper_mid_download(origin, tmp_path, name: str, tamper, *, seed: int, connections: int = 1,
+                        after: int = 0):
+    """``name`` (4 MiB from ``origin`` at 2 MB/s) fetched with the API into ``tmp_path/out``,
+    ``tamper(part)`` run once (another process at the ``.part``) at the first progress past
+    ``after`` bytes. Checks that it ran, that nothing was placed and that a rerun brings the file
+    whole; returns the run's PrefetchError."""
     import prefetch
     from prefetch.errors import PrefetchError
 
-    data = random.Random(2).randbytes(4 * MiB)
-    origin.put("swap.bin", data)
+    data = random.Random(seed).randbytes(4 * MiB)
+    origin.put(name, data)
     origin.rate = 2_000_000
     out = tmp_path / "out"
-    part = out / "swap.bin.part"
-    swapped = []
+    part = out / f"{name}.part"
+    done = []
 
-    def swap(event) -> None:
-        if not swapped and event.kind == EventKind.PROGRESS and event.done and part.exists():
-            other = tmp_path / "other"
-            other.write_bytes(b"\0" * len(data))
-            os.replace(other, part)  # another process's file at the name; ours keeps being written
-            swapped.append(True)
+    def hook(event) -> None:
+        if not done and event.kind == EventKind.PROGRESS and event.done and event.done > after and part.exists():
+            tamper(part)
+            done.append(event.done)
 
     with pytest.raises(PrefetchError) as caught:
-        prefetch.ensure(origin.url_for("swap.bin"), output_dir=str(out), connections=1, on_event=swap,
+        prefetch.ensure(origin.url_for(name), output_dir=str(out), connections=connections, on_event=hook,
                         progress=False)
-    assert swapped
-    assert caught.value.exit_code in (ExitCode.FILESYSTEM, ExitCode.INTEGRITY), caught.value
-    assert "replaced" in str(caught.value), caught.value
-    assert not (out / "swap.bin").exists()
+    assert done
+    assert not (out / name).exists()
     origin.rate = None
-    results = prefetch.ensure(origin.url_for("swap.bin"), output_dir=str(out), progress=False)
+    results = prefetch.ensure(origin.url_for(name), output_dir=str(out), progress=False)
     assert [r.status for r in results] == ["downloaded"]
-    assert (out / "swap.bin").read_bytes() == data
+    assert (out / name).read_bytes() == data  # the rerun trusted none of the tampered bytes
+    return caught.value
 
 
 def _fill(path: Path) -> None:

@@ -61,10 +61,8 @@ def test_an_extracted_tree_is_flushed_before_it_is_placed(home, tmp_path, nginx_
 
 
 def test_a_decompressed_file_is_flushed_before_it_is_placed(home, tmp_path, nginx_origin):
-    files = synth.mnist_files(1)
-    synth.write_files(nginx_origin.root, files)
     registry = tmp_path / "mnist.toml"
-    registry.write_text(synth.registry_text({"MNIST": files}, layout=synth.LAYOUT))
+    synth.served_mnist(nginx_origin.root, registry, 1)
     root = tmp_path / "data"
     lines = _traced_get(tmp_path, "torchvision:MNIST", "--root", str(root), "--registry", str(registry),
                         "--mirror", nginx_origin.url)

@@ -11,39 +11,20 @@ import random
 import pytest
 
 from prefetch.errors import ExitCode
-from prefetch.model.events import EventKind
+from tests.test_fs_hostile import tamper_mid_download
 
 MiB = 1 << 20
 
 
 @pytest.mark.parametrize("connections,cut_to", [(1, 0), (4, 0), (1, 512 << 10)])
 def test_a_part_truncated_mid_download_is_never_placed(home, origin, tmp_path, connections, cut_to):
-    import prefetch
-    from prefetch.errors import PrefetchError
+    def truncate(part) -> None:
+        os.truncate(part, cut_to)  # another process cuts the file; the download keeps writing into it
 
-    data = random.Random(3).randbytes(4 * MiB)
-    origin.put("cut.bin", data)
-    origin.rate = 2_000_000
-    out = tmp_path / "out"
-    part = out / "cut.bin.part"
-    cut = []
-
-    def truncate(event) -> None:
-        if not cut and event.kind == EventKind.PROGRESS and event.done and event.done > cut_to and part.exists():
-            os.truncate(part, cut_to)  # another process cuts the file; the download keeps writing into it
-            cut.append(event.done)
-
-    with pytest.raises(PrefetchError) as caught:
-        prefetch.ensure(origin.url_for("cut.bin"), output_dir=str(out), connections=connections, on_event=truncate,
-                        progress=False)
-    assert cut
-    assert caught.value.exit_code == ExitCode.FILESYSTEM, caught.value
-    assert "truncated" in str(caught.value) and "\n" not in str(caught.value), caught.value
-    assert not (out / "cut.bin").exists()
-    origin.rate = None
-    results = prefetch.ensure(origin.url_for("cut.bin"), output_dir=str(out), progress=False)
-    assert [r.status for r in results] == ["downloaded"]
-    assert (out / "cut.bin").read_bytes() == data  # the rerun trusted none of the cut bytes
+    error = tamper_mid_download(origin, tmp_path, "cut.bin", truncate, seed=3, connections=connections,
+                                after=cut_to)
+    assert error.exit_code == ExitCode.FILESYSTEM, error
+    assert "truncated" in str(error) and "\n" not in str(error), error
 
 
 def test_a_disk_that_fills_mid_download_is_no_cut_and_resumes(home, origin, tmp_path, monkeypatch):

@@ -89,10 +89,8 @@ def test_a_file_keras_already_has_is_linked_not_downloaded_and_ensure_works(ngin
 
 
 def test_no_write_through_a_planted_link(nginx_origin, home, tmp_path, cli):
-    files = synth.mnist_files(1)
-    synth.write_files(nginx_origin.root, files)
     registry = tmp_path / "mnist.toml"
-    registry.write_text(synth.registry_text({"MNIST": files}, layout=synth.LAYOUT))
+    files = synth.served_mnist(nginx_origin.root, registry, 1)
     raw = tmp_path / "data" / "MNIST" / "raw"
     raw.mkdir(parents=True)
     victim = tmp_path / "victim.txt"
@@ -115,10 +113,8 @@ def test_no_write_through_a_planted_link(nginx_origin, home, tmp_path, cli):
 
 
 def test_background_get_from_a_notebook_cell_then_torchvision_loads(kernel, nginx_origin, tmp_path):
-    files = synth.mnist_files(4)
-    synth.write_files(nginx_origin.root, files)
     registry = tmp_path / "mnist.toml"
-    registry.write_text(synth.registry_text({"MNIST": files}, layout=synth.LAYOUT))
+    synth.served_mnist(nginx_origin.root, registry, 4)
     root = tmp_path / "nb-data"
     started = kernel.run(f"!prefetch get torchvision:MNIST --root {root} --registry {registry} "
                          f"--mirror {nginx_origin.url} -b", timeout=60)

@@ -114,6 +114,15 @@ def write_files(folder: Path, files: dict[str, bytes]) -> None:
         (folder / name).write_bytes(data)
 
 
+def served_mnist(served: Path, registry: Path, seed: int) -> dict[str, bytes]:
+    """MNIST's synthetic files (``mnist_files(seed)``) written to the origin's folder ``served``
+    and a registry for them at ``registry`` (the ``LAYOUT`` above); the files."""
+    files = mnist_files(seed)
+    write_files(served, files)
+    registry.write_text(registry_text({"MNIST": files}, layout=LAYOUT))
+    return files
+
+
 # The start of every loader script below and in tests/torchvision_synth_*.py: the process
 # that runs the real torchvision may not open a socket (or resolve a name) at all.
 NO_NETWORK = textwrap.dedent(

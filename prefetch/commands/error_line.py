@@ -45,12 +45,15 @@ _EXAMPLE = "://USER:PASSWORD@"  # a hint's example of where credentials go (the 
 
 
 def _escape(match: re.Match) -> str:
+    """Controls and undecodable bytes as a server's text shows them (``net.failures.shown_char``);
+    the other odd characters (zero-width, bidi, separators) as ``\\uXXXX``."""
+    from prefetch.net.failures import shown_char
+
     char = match.group()
+    shown = shown_char(char)
+    if shown != char:
+        return shown
     code = ord(char)
-    if char in "\r\t":
-        return "\\r" if char == "\r" else "\\t"
-    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
-        return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 

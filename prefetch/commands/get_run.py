@@ -170,10 +170,12 @@ def run_foreground(request, *, as_json: bool, quiet: bool, paths: PathPrinter | 
 
 def _one_line(path: str) -> str:
     """An archive member's path on one line: its control characters (a newline in a member's
-    name would start a line of the archive's choosing) written as escapes."""
+    name would start a line of the archive's choosing) written as escapes (``net.failures.shown_text``)."""
     if path.isprintable():
         return path
-    return "".join(c.encode("unicode_escape").decode() if c < " " or "\x7f" <= c <= "\x9f" else c for c in path)
+    from prefetch.net.failures import shown_text
+
+    return shown_text(path)
 
 
 STOPPED_SHOWN = 3  # files a stop caught (Ctrl-C, --fail-fast) named one by one; the rest are counted

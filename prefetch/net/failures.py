@@ -91,10 +91,11 @@ def shown_text(text: str, *, wire: bool = False) -> str:
             text = text.encode("latin-1").decode("utf-8", "surrogateescape")
         except UnicodeEncodeError:
             pass  # (decoded already: characters past Latin-1)
-    return "".join(_shown(ch) for ch in text)
+    return "".join(shown_char(ch) for ch in text)
 
 
-def _shown(ch: str) -> str:
+def shown_char(ch: str) -> str:
+    """One character as :func:`shown_text` shows it (itself when it needs no escape)."""
     code = ord(ch)
     if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
         return f"\\x{code - 0xDC00:02x}"
