@@ -10,7 +10,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit codes; documented in README.md ("Exit codes")."""
+    """Process exit codes; documented in docs/exit-codes.md (tests/test_docs12_reference.py holds it)."""
 
     OK = 0
     FAILURE = 1

@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-MAX_README_LINES = 450
+MAX_README_LINES = 300
 
 # [text](target) and [text](target "title"); images too. Code spans and fences are skipped.
 LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
