@@ -199,3 +199,69 @@ def test_quoted_repository_paths_exist(page):
     generated = {"bench/out/latest.json"}  # written by bench/run.py
     missing = sorted(q for q in quoted - generated if not (ROOT / q.rstrip("/")).exists())
     assert not missing, f"{page.name} quotes paths that do not exist: {missing}"
+
+
+EXAMPLE = re.compile(r"^\s*(?:\$ |!|%)?\s*(?:[A-Z_]+=\S+ )*(?:prefetch|python -m prefetch) (.*)$")
+
+
+def cli_examples(text: str) -> list[str]:
+    """The ``prefetch ...`` command lines of ``text``'s code blocks, without comments and pipes."""
+    lines = []
+    for block in re.findall(r"^```(?:text|bash|console|sh)?\n(.*?)^```", text, re.M | re.S):
+        for line in block.splitlines():
+            m = EXAMPLE.match(line)
+            if m:
+                command = re.split(r"\s+#", m.group(1))[0]
+                lines.append(re.split(r" \| | > | 2>| && ", command)[0].strip())
+    return lines
+
+
+def parse_error(command_line: str) -> str | None:
+    """Why click would refuse ``prefetch COMMAND_LINE`` (a command, option or value), or None."""
+    import shlex
+
+    from prefetch.commands.group import cli
+
+    try:
+        args = [a for a in shlex.split(command_line) if a != "--plain"]  # (accepted anywhere: cli.take_plain_flag)
+        command, parent, name = cli, None, "prefetch"
+        while isinstance(command, click.Group):
+            if not args:
+                return None  # `prefetch jobs`: its help
+            ctx = click.Context(command, info_name=name, parent=parent)
+            name, args = args[0], args[1:]
+            sub = command.get_command(ctx, name)
+            if sub is None:
+                return f"no command {name!r}"
+            command, parent = sub, ctx
+        command.make_context(name, args, parent=parent)
+    except click.exceptions.Exit:
+        return None
+    except (click.ClickException, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def test_every_cli_example_parses():
+    """Each example as typed names a command that exists, with options and values it takes."""
+    bad, seen = [], 0
+    for page in REFERENCE:
+        for line in cli_examples(page.read_text(encoding="utf-8")):
+            if "..." in line:  # (a placeholder: `get ... -b`)
+                continue
+            seen += 1
+            why = parse_error(line)
+            if why:
+                bad.append(f"{page.relative_to(ROOT)}: prefetch {line}: {why}")
+    assert seen > 100
+    assert not bad, "examples that fail as typed:\n" + "\n".join(bad)
+
+
+def test_example_check_sees_a_bad_example():
+    text = "```text\n!prefetch get cifar10 -b   # ok\n!prefetch wait --timout 5\n$ prefetch mirror us tuna\n```\n"
+    lines = cli_examples(text)
+    assert lines == ["get cifar10 -b", "wait --timout 5", "mirror us tuna"]
+    assert parse_error(lines[0]) is None
+    assert "--timout" in parse_error(lines[1])
+    assert parse_error(lines[2])
+    assert "expected" in parse_error("wait --timeout soon") or "not a valid" in parse_error("wait --timeout soon")
