@@ -73,21 +73,29 @@ def served_files() -> dict[str, bytes]:
     files["data.npz"] = files["mnist.npz"]
     files["flower_photos.tgz"] = _tar_gz("flower_photos", {"daisy/1.jpg": b"daisy", "roses/2.jpg": b"rose"})
     files["images.tar.gz"] = _tar_gz("images", {"a.png": b"png a"})
+    # docs/commands/get.md: its examples' URLs; its urls.txt gives full hashes, of b"test" and b"a".
+    files["data.zip"] = files["a.npz"] = files["private.bin"] = files["mnist.npz"]
+    files["b.csv"] = b"a,b\n1,2\n"
+    files["train.npz"] = files["extra.bin"] = b"test"
+    files["labels.csv"] = b"a"
     return files
 
 
 def fill_in(code: str, base: str, files: dict[str, bytes]) -> str:
     """``code`` with the example hosts leading to ``base`` and elided hashes filled in."""
     def real_hash(match: re.Match) -> str:
-        # The file is the one named on the same line (the URL's last segment).
-        line = code[code.rfind("\n", 0, match.start()) + 1:code.find("\n", match.end())]
-        named = [n for n in files if n in line] or ["data.npz"]
-        data = files[max(named, key=len)]
-        algorithm = "md5" if "md5" in match.group(0) else "sha256"
-        return match.group(1) + hashlib.new(algorithm, data).hexdigest()
+        # The file is the one named last before the hash on its line (the URL's last segment).
+        before = code[code.rfind("\n", 0, match.start()) + 1:match.start()]
+        named = max(files, key=lambda n: (before.rfind(n), len(n)))
+        data = files[named if named in before else "data.npz"]
+        prefix = match.group("prefix") or ""
+        md5 = "md5" in prefix or before.rstrip().endswith("--md5")
+        return prefix + hashlib.new("md5" if md5 else "sha256", data).hexdigest()
 
-    code = re.sub(r"((?:md5:|sha256=)?)[0-9a-f]*\.\.\.(?=[\"'])", real_hash, code)
-    code = re.sub(r"https://(?:data\.)?example\.org/", base, code)
+    # "9f86d08...", sha256=..., md5:0cc175b9..., #md5=0cc175b9... (never a bare `...`: `get ... -b`)
+    code = re.sub(r"(?:(?P<prefix>(?:md5|sha256)[:=])[0-9a-f]*|[0-9a-f]{6,})\.\.\.(?=[\"'\s]|$)", real_hash,
+                  code, flags=re.M)
+    code = re.sub(r"https://(?:data\.|files\.)?example\.org/", base, code)
     return code
 
 
@@ -179,3 +187,66 @@ def test_fill_in_gives_real_hashes_and_local_hosts():
     assert hashlib.sha256(b"npz").hexdigest() in out
     assert "#sha256=" + hashlib.sha256(b"tgz").hexdigest() in out
     assert "md5:" + hashlib.md5(b"npz").hexdigest() in out
+    shell = ("!prefetch get https://example.org/images.tar.gz#sha256=9f86d08... https://example.org/data.npz#md5=0cc...\n"
+             "!prefetch get https://example.org/data.npz --md5 0cc175b9... -b   # and get ... -b stays\n")
+    out = fill_in(shell, "http://127.0.0.1:1/", files)
+    assert out.splitlines()[0].endswith(f"images.tar.gz#sha256={hashlib.sha256(b'tgz').hexdigest()} "
+                                        f"http://127.0.0.1:1/data.npz#md5={hashlib.md5(b'npz').hexdigest()}")
+    assert f"--md5 {hashlib.md5(b'npz').hexdigest()} -b   # and get ... -b stays" in out
+
+
+# The shell examples of docs/commands/get.md that need only what a test has: the local nginx
+# (example.org), the registry's names and this cwd. Not run: another host (10.0.0.5), a store
+# (s3://), a mirror of mirrors.toml, a mount (/mnt/...).
+NOT_HERE = ("10.0.0.5", "s3://", "--mirror team", "/mnt/")
+
+
+def shell_examples(page: Path) -> list[str]:
+    lines = []
+    for block in re.findall(r"^```text\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S):
+        for line in block.splitlines():
+            if line.startswith("!") and "prefetch get" in line and not any(n in line for n in NOT_HERE):
+                lines.append(re.split(r"\s+#", line[1:])[0].strip())
+    return lines
+
+
+def input_file(page: Path) -> str:
+    """The ``# urls.txt`` block of ``page``, as the file a reader saves."""
+    block = re.search(r"^```text\n# urls\.txt\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S)
+    assert block, f"{page.name} shows a urls.txt"
+    return block.group(1)
+
+
+def test_get_examples_run_as_typed(docs_origin, home, tmp_path):
+    """Each `!prefetch get` line of get.md, typed in a shell in one cwd as in one notebook; then `wait`."""
+    base, files = docs_origin
+    page = DOCS / "commands" / "get.md"
+    work = tmp_path / "cwd"
+    work.mkdir()
+    (work / "urls.txt").write_text(fill_in(input_file(page), base, files), encoding="utf-8")
+    shards = [f"{base}train-{i:04d}.tar#sha256={hashlib.sha256(files[f'train-{i:04d}.tar']).hexdigest()}"
+              for i in range(SHARDS)]
+    (work / "shards.txt").write_text("\n".join(shards) + "\n", encoding="utf-8")
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "prefetch").write_text(f"#!/bin/sh\nexec {sys.executable} -m prefetch \"$@\"\n", encoding="utf-8")
+    (shim / "prefetch").chmod(0o755)
+    env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}", PYTHONPATH=str(ROOT))
+    lines = shell_examples(page)
+    assert len(lines) >= 10, lines
+    failed = []
+    for line in [*lines, "prefetch wait"]:
+        command = fill_in(line, base, files)
+        proc = subprocess.run(["/bin/sh", "-c", command], cwd=work, env=env, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            failed.append(f"!{line}\n  exit {proc.returncode}: {proc.stderr.strip()[-600:]}")
+    assert not failed, "get.md examples that fail as typed:\n" + "\n".join(failed)
+    # Where the page says the files go.
+    assert (work / "data" / "data.zip").read_bytes() == files["data.zip"]
+    assert (work / "data" / "train.npz").read_bytes() == b"test"
+    assert (work / "data" / "meta" / "labels.csv").read_bytes() == b"a"
+    assert (work / "data" / "x.bin").read_bytes() == b"test"
+    assert (work / "data" / "images" / "images" / "a.png").read_bytes() == b"png a"
+    assert (work / "data" / "train-0000.tar").read_bytes() == files["train-0000.tar"]
+    assert (home / ".keras" / "datasets" / "mnist.npz").is_file()
