@@ -265,3 +265,24 @@ def test_example_check_sees_a_bad_example():
     assert "--timout" in parse_error(lines[1])
     assert parse_error(lines[2])
     assert "expected" in parse_error("wait --timeout soon") or "not a valid" in parse_error("wait --timeout soon")
+
+
+def test_adding_examples_load(tmp_path):
+    """adding.md's registry and mirrors.toml entries, saved as shown, load with the real loaders."""
+    from prefetch.cache.registry import parse_registry_file
+    from prefetch.mirrors.catalog import load_catalog
+
+    blocks = re.findall(r"^```toml\n(.*?)^```", (DOCS / "adding.md").read_text(encoding="utf-8"), re.M | re.S)
+    assert len(blocks) == 2
+    registry = tmp_path / "registry.toml"
+    registry.write_text(blocks[0].replace('"..."', '"' + "ab" * 32 + '"'), encoding="utf-8")  # the elided hash
+    (spec,) = parse_registry_file(registry)
+    assert spec.name == "flowers" and spec.files[0].target == "flower_photos.tgz"
+    assert list(spec.files[0].extract) == ["flower_photos-target"]
+
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "mirrors.toml").write_text(blocks[1], encoding="utf-8")
+    catalog = load_catalog(config_dir=config)
+    assert catalog.get("corp").pypi == "http://10.0.0.2:3141/root/pypi/+simple/"
+    assert catalog.get_dataset("team").url == "http://10.0.0.5/keras-datasets/"
