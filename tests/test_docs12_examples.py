@@ -250,3 +250,10 @@ def test_get_examples_run_as_typed(docs_origin, home, tmp_path):
     assert (work / "data" / "images" / "images" / "a.png").read_bytes() == b"png a"
     assert (work / "data" / "train-0000.tar").read_bytes() == files["train-0000.tar"]
     assert (home / ".keras" / "datasets" / "mnist.npz").is_file()
+    # Everything these runs left in prefetch's state dir is in where-files-go.md's table.
+    table = (DOCS / "where-files-go.md").read_text(encoding="utf-8")
+    state = Path(os.environ["PREFETCH_HOME"]) / "state"
+    entries = [e.name + ("/" if e.is_dir() else "") for e in state.iterdir()]
+    assert "jobs/" in entries and "locks/" in entries
+    undocumented = [e for e in entries if f"| `{e}` |" not in table]
+    assert not undocumented, f"in the state dir, not in where-files-go.md's table: {undocumented}"
