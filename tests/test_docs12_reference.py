@@ -257,6 +257,23 @@ def test_every_cli_example_parses():
     assert not bad, "examples that fail as typed:\n" + "\n".join(bad)
 
 
+def test_every_help_example_parses():
+    """The examples in each command's --help text parse too (they are the first reference a user sees)."""
+    from prefetch.commands.group import cli
+
+    bad, seen = [], 0
+    for full, command in [("", cli), *cli_commands()]:
+        text = command.get_help(click.Context(command, info_name=full or "prefetch"))
+        for line in cli_examples("```text\n" + text + "\n```\n"):
+            if line and "..." not in line:
+                seen += 1
+                why = parse_error(line)
+                if why:
+                    bad.append(f"prefetch {full} --help: prefetch {line}: {why}")
+    assert seen > 50
+    assert not bad, "\n".join(bad)
+
+
 def test_example_check_sees_a_bad_example():
     text = "```text\n!prefetch get cifar10 -b   # ok\n!prefetch wait --timout 5\n$ prefetch mirror us tuna\n```\n"
     lines = cli_examples(text)
