@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import re
 import subprocess
@@ -217,6 +218,14 @@ def input_file(page: Path) -> str:
     return block.group(1)
 
 
+def documented_status_schema() -> dict:
+    """The ``status --json`` example of jobs.md, its ``//`` comments removed."""
+    text = (DOCS / "commands" / "jobs.md").read_text(encoding="utf-8")
+    block = re.search(r"^```text\n(\{\n\s*\"schema\".*?)^```", text, re.M | re.S)
+    assert block, "jobs.md shows the status --json schema"
+    return json.loads(re.sub(r"\s*//[^\n]*", "", block.group(1)))
+
+
 def test_get_examples_run_as_typed(docs_origin, home, tmp_path):
     """Each `!prefetch get` line of get.md, typed in a shell in one cwd as in one notebook; then `wait`."""
     base, files = docs_origin
@@ -250,6 +259,14 @@ def test_get_examples_run_as_typed(docs_origin, home, tmp_path):
     assert (work / "data" / "images" / "images" / "a.png").read_bytes() == b"png a"
     assert (work / "data" / "train-0000.tar").read_bytes() == files["train-0000.tar"]
     assert (home / ".keras" / "datasets" / "mnist.npz").is_file()
+    # `status --json` has the keys jobs.md's schema shows, no more and no fewer.
+    shown = documented_status_schema()
+    status = subprocess.run(["/bin/sh", "-c", "prefetch status --json"], cwd=work, env=env, capture_output=True,
+                            text=True, timeout=60, stdin=subprocess.DEVNULL)
+    real = json.loads(status.stdout)
+    assert sorted(real) == sorted(shown)
+    assert all(sorted(job) == sorted(shown["jobs"][0]) for job in real["jobs"]), real["jobs"][0].keys()
+    assert all(sorted(f) == sorted(shown["jobs"][0]["files"][0]) for job in real["jobs"] for f in job["files"])
     # Everything these runs left in prefetch's state dir is in where-files-go.md's table.
     table = (DOCS / "where-files-go.md").read_text(encoding="utf-8")
     state = Path(os.environ["PREFETCH_HOME"]) / "state"
