@@ -198,6 +198,7 @@ def test_quoted_repository_paths_exist(page):
     quoted = set(re.findall(r"`((?:prefetch|tests|bench|tools)/[A-Za-z0-9_./-]+)`", text))
     generated = {"bench/out/latest.json"}  # written by bench/run.py
     missing = sorted(q for q in quoted - generated if not (ROOT / q.rstrip("/")).exists())
+    missing += sorted(t for t in set(re.findall(r"\b(test_[a-z0-9_]+\.py)\b", text)) if not (ROOT / "tests" / t).exists())
     assert not missing, f"{page.name} quotes paths that do not exist: {missing}"
 
 
@@ -303,3 +304,11 @@ def test_adding_examples_load(tmp_path):
     catalog = load_catalog(config_dir=config)
     assert catalog.get("corp").pypi == "http://10.0.0.2:3141/root/pypi/+simple/"
     assert catalog.get_dataset("team").url == "http://10.0.0.5/keras-datasets/"
+
+
+def test_index_links_every_page():
+    """docs/index.md's "Where to read on" leads to every page of the site."""
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([a-z0-9/_-]+\.md)(?:#[^)]*)?\)", index))
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")} - {"index.md"}
+    assert not pages - linked, f"pages docs/index.md does not link: {sorted(pages - linked)}"
