@@ -101,12 +101,12 @@ def _url_entry(entry) -> dict:
     raise UsageError(f"urls= must be a list of URLs or {{'url': ...}} entries, got {entry!r:.60} in it")
 
 
-def ensure(names: str | Iterable[str], background: bool = False, *, on_event=None, progress: bool | None = None,
-           **options):
+def ensure(names: str | Iterable[str] | None = None, background: bool = False, *, on_event=None,
+           progress: bool | None = None, **options):
     """Make datasets (or URLs) present, verified and in place in the Keras cache.
 
     Args:
-        names: a dataset name or URL, or several.
+        names: a dataset name or URL, or several; may be left out when ``urls=`` gives them.
         background: start a detached job and return its ``JobRecord`` at once
             (``.id``, ``.pid``, ``.log_path``); follow it with ``watch``/``wait``/``status``.
         on_event: foreground only: called with each progress ``Event``.
@@ -131,7 +131,9 @@ def ensure(names: str | Iterable[str], background: bool = False, *, on_event=Non
     """
     if on_event is not None and not callable(on_event):  # (it would fail at the first event, mid-download)
         raise UsageError(f"on_event must be a function called with each Event, got {on_event!r:.60}")
-    request = make_request(names, **options)
+    if names is None and not options.get("urls"):
+        raise UsageError("ensure needs names (dataset names or URLs) or urls=[...]")
+    request = make_request([] if names is None else names, **options)
     if background:
         from prefetch.jobs import start_job
         from prefetch.flow.request import job_environment
