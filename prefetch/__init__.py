@@ -24,6 +24,7 @@ any form (``tests/test_layers.py`` holds the rule):
     store/      the S3 team store and static exports
     mirrors/    the mirror catalog, its bench, the pip/uv/conda/HF configs
     hf/         Hugging Face repos in huggingface_hub's cache
+    ms/         ModelScope repos in modelscope's cache
     flow/       a get request: names -> plans -> lock -> transfer -> verify -> place
     operations/ list, verify, rm, clean over what is on disk
     jobs/       background jobs and their worker

@@ -312,3 +312,16 @@ def test_index_links_every_page():
     linked = set(re.findall(r"\]\(([a-z0-9/_-]+\.md)(?:#[^)]*)?\)", index))
     pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")} - {"index.md"}
     assert not pages - linked, f"pages docs/index.md does not link: {sorted(pages - linked)}"
+
+
+def test_every_layer_is_listed_where_the_layers_are_listed():
+    """tests/test_layers.py's LAYERS, architecture.md's table and prefetch/__init__'s docstring agree."""
+    import prefetch
+    from tests.test_layers import LAYERS
+
+    layers = [layer for layer in LAYERS if layer not in ("__main__", "__init__")]
+    table = (DOCS / "architecture.md").read_text(encoding="utf-8").split("## The layers", 1)[1].split("\n\n", 2)[1]
+    docstring = prefetch.__doc__.split("Layers, lowest first", 1)[1]
+    for layer in layers:
+        assert re.search(rf"`{layer}/?`", table), f"{layer}: not in architecture.md's table of layers"
+        assert re.search(rf"^\s+(?:.*[ ,])?{layer}/?(?:,|\s)", docstring, re.M), f"{layer}: not in prefetch/__init__'s docstring"
