@@ -96,7 +96,7 @@ def fill_in(code: str, base: str, files: dict[str, bytes]) -> str:
     # "9f86d08...", sha256=..., md5:0cc175b9..., #md5=0cc175b9... (never a bare `...`: `get ... -b`)
     code = re.sub(r"(?:(?P<prefix>(?:md5|sha256)[:=])[0-9a-f]*|[0-9a-f]{6,})\.\.\.(?=[\"'\s]|$)", real_hash,
                   code, flags=re.M)
-    code = re.sub(r"https://(?:data\.|files\.)?example\.org/", base, code)
+    code = re.sub(r"https://(?:data\.|files\.)?example\.org/|http://10\.0\.0\.5/", base, code)
     return code
 
 
@@ -154,8 +154,10 @@ def docs_origin(home, tmp_path):
     files = served_files()
     root = tmp_path / "www"
     root.mkdir()
+    (root / "keras-datasets").mkdir()  # the docs' flat mirror, http://10.0.0.5/keras-datasets/
     for name, data in files.items():
         (root / name).write_bytes(data)
+        (root / "keras-datasets" / name).write_bytes(data)
     with NginxServer(root) as server:
         base = server.url_for("")
         datasets_synth.write_registry(Path(os.environ["PREFETCH_HOME"]) / "config" / "registry.toml", base, files)
@@ -197,17 +199,19 @@ def test_fill_in_gives_real_hashes_and_local_hosts():
 
 
 # The shell examples of docs/commands/get.md that need only what a test has: the local nginx
-# (example.org), the registry's names and this cwd. Not run: another host (10.0.0.5), a store
-# (s3://), a mirror of mirrors.toml, a mount (/mnt/...).
-NOT_HERE = ("10.0.0.5", "s3://", "--mirror team", "/mnt/")
+# (example.org, and the docs' flat mirror http://10.0.0.5/keras-datasets/), the registry's
+# names, adding.md's mirrors.toml and this cwd. Not run: a store (s3://), a mount (/mnt/...).
+NOT_HERE = ("s3://", "/mnt/")
 
 
 def shell_examples(page: Path) -> list[str]:
+    """The ``prefetch get`` lines of ``page``: ``!`` cells of its text blocks, and its bash blocks."""
     lines = []
-    for block in re.findall(r"^```text\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S):
+    for kind, block in re.findall(r"^```(text|bash)\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S):
         for line in block.splitlines():
-            if line.startswith("!") and "prefetch get" in line and not any(n in line for n in NOT_HERE):
-                lines.append(re.split(r"\s+#", line[1:])[0].strip())
+            line = line[1:] if kind == "text" and line.startswith("!") else line if kind == "bash" else ""
+            if "prefetch get" in line and not any(n in line for n in NOT_HERE):
+                lines.append(re.split(r"\s+#", line)[0].strip())
     return lines
 
 
@@ -227,12 +231,15 @@ def documented_status_schema() -> dict:
 
 
 def test_get_examples_run_as_typed(docs_origin, home, tmp_path):
-    """Each `!prefetch get` line of get.md, typed in a shell in one cwd as in one notebook; then `wait`."""
+    """Each `!prefetch get` line of get.md and streaming.md's pipelines, typed in a shell in one cwd as in one
+    notebook; then `wait`."""
     base, files = docs_origin
     page = DOCS / "commands" / "get.md"
     work = tmp_path / "cwd"
     work.mkdir()
     (work / "urls.txt").write_text(fill_in(input_file(page), base, files), encoding="utf-8")
+    adding = re.findall(r"^```toml\n(.*?)^```", (DOCS / "adding.md").read_text(encoding="utf-8"), re.M | re.S)
+    (Path(os.environ["PREFETCH_HOME"]) / "config" / "mirrors.toml").write_text(fill_in(adding[1], base, files))
     shards = [f"{base}train-{i:04d}.tar#sha256={hashlib.sha256(files[f'train-{i:04d}.tar']).hexdigest()}"
               for i in range(SHARDS)]
     (work / "shards.txt").write_text("\n".join(shards) + "\n", encoding="utf-8")
@@ -242,11 +249,16 @@ def test_get_examples_run_as_typed(docs_origin, home, tmp_path):
     (shim / "prefetch").chmod(0o755)
     env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}", PYTHONPATH=str(ROOT))
     lines = shell_examples(page)
-    assert len(lines) >= 10, lines
+    assert len(lines) >= 14 and any("--mirror team" in line for line in lines), lines
+    # streaming.md's pipelines; its preprocess.py is the reader's: here it checks it was given a placed file.
+    streaming = shell_examples(DOCS / "streaming.md")
+    assert len(streaming) == 2 and all("--print-paths" in line or " -0 " in line for line in streaming), streaming
+    (work / "preprocess.py").write_text("import pathlib, sys\nassert pathlib.Path(sys.argv[1]).is_file(), sys.argv\n")
+    lines += streaming
     failed = []
     for line in [*lines, "prefetch wait"]:
         command = fill_in(line, base, files)
-        proc = subprocess.run(["/bin/sh", "-c", command], cwd=work, env=env, capture_output=True, text=True,
+        proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=work, env=env, capture_output=True, text=True,
                               timeout=120, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             failed.append(f"!{line}\n  exit {proc.returncode}: {proc.stderr.strip()[-600:]}")
@@ -258,6 +270,7 @@ def test_get_examples_run_as_typed(docs_origin, home, tmp_path):
     assert (work / "data" / "x.bin").read_bytes() == b"test"
     assert (work / "data" / "images" / "images" / "a.png").read_bytes() == b"png a"
     assert (work / "data" / "train-0000.tar").read_bytes() == files["train-0000.tar"]
+    assert (work / "shards" / "train-0002.tar").read_bytes() == files["train-0002.tar"]
     assert (home / ".keras" / "datasets" / "mnist.npz").is_file()
     # `status --json` has the keys jobs.md's schema shows, no more and no fewer.
     shown = documented_status_schema()
