@@ -1,21 +1,26 @@
-"""The docs' Python examples run as typed, against a local nginx (never the internet).
+"""The docs' examples run as typed, against a local nginx (never the internet).
 
 Each ```python block of README.md, docs/python-api.md and docs/streaming.md runs in a fresh Python
-process, one page's blocks in order in one namespace (as a notebook's cells). What the
-examples leave to the reader is filled in, and only that:
+process, one page's blocks in order in one namespace (as a notebook's cells). Each
+``!prefetch get`` line of docs/commands/get.md, and streaming.md's shell pipelines, run in a
+shell in one cwd, through a ``prefetch`` on PATH; then ``prefetch wait`` for their jobs, and
+the files, the ``status --json`` keys and the state dir are checked against the pages. What
+the examples leave to the reader is filled in, and only that:
 
-* the hosts ``example.org`` and ``data.example.org`` lead to a local nginx serving the
-  files the examples name (synthetic Keras datasets under the built-in names, through
-  ``~/.config/prefetch/registry.toml``; tar shards; an npz; a .tgz);
-* a hash written as hex digits and ``...`` (``"9f86d08..."``, ``#sha256=...``) is the
-  served file's hash;
+* the hosts ``example.org``, ``data.example.org``, ``files.example.org`` and the docs' flat
+  mirror ``http://10.0.0.5/`` lead to a local nginx serving the files the examples name
+  (synthetic Keras datasets under the built-in names, through the config dir's
+  ``registry.toml``; tar shards; an npz; a .tgz; get.md's files);
+* a hash written as hex digits and ``...`` (``"9f86d08..."``, ``#sha256=...``) is the hash
+  of the file named before it on its line;
 * the names a block uses without defining (``shard_urls``, ``hashes``, ``url``,
-  ``train_on``, ``decode``) are defined before the first block;
+  ``train_on``, ``decode``) are defined before the first block; the shell gets get.md's own
+  ``urls.txt``, a ``shards.txt``, adding.md's ``mirrors.toml`` and a ``preprocess.py``;
 * Keras's own check of the real datasets' hashes accepts the synthetic files, and a
   download Keras tries itself fails the example (as in test_keras.py).
 
 A block importing a library that is not installed (tensorflow) is skipped, said in the
-output. Any other exception fails the test with the block and its traceback.
+output. Not run: lines that need a store (``s3://``) or a mount (``/mnt/...``).
 """
 
 from __future__ import annotations
