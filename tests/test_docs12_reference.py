@@ -110,6 +110,21 @@ def test_exit_codes_page_has_every_exit_code():
     assert _table_codes(readme) == codes, "README.md's exit code table is not prefetch/errors.py's ExitCode"
 
 
+def test_every_error_class_is_in_the_exit_codes_table():
+    """exit-codes.md's table of classes is prefetch.errors', with each class's base and code."""
+    import inspect
+
+    import prefetch.errors as errors
+
+    page = (DOCS / "exit-codes.md").read_text(encoding="utf-8")
+    rows = {m[0]: (m[1], int(m[2])) for m in re.findall(r"^\| `(\w+)` \| `(\w+)` \| (\d) \|", page, re.M)}
+    classes = {name: cls for name, cls in inspect.getmembers(errors, inspect.isclass)
+               if issubclass(cls, errors.PrefetchError)}
+    assert sorted(rows) == sorted(classes), "exit-codes.md's table of error classes is not prefetch.errors'"
+    for name, cls in classes.items():
+        assert rows[name] == (cls.__mro__[1].__name__, int(cls.exit_code)), (name, rows[name])
+
+
 def test_error_classes_the_docs_name_have_their_codes():
     import prefetch
     from prefetch.errors import PrefetchError
