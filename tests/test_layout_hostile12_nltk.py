@@ -1,0 +1,48 @@
+"""NLTK 3.10 reading what prefetch placed, in the cases its hardened reader refuses.
+
+nltk 3.10's ``pathsec`` refuses to open a data file that has a second name (``st_nlink > 1``:
+"a hardlink can point at an outside-root inode"), and one that another account owns or can
+write. ``prefetch export DIR nltk:ID`` hard-linked the data dir's own zip into DIR, so after an
+export nltk's downloader raised ``PermissionError`` on that package (``nltk.download`` judges
+every package by opening its zip) and a resource read from the zip was refused.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tests.nltk_origin import STOPWORDS, write_gh_pages
+from tests.test_nltk import _status_code, run_offline
+
+
+def test_an_export_leaves_the_data_dirs_zip_one_name_nltk_opens(cli, home, nginx_origin, tmp_path):
+    facts = write_gh_pages(nginx_origin.root)
+    data = home / "nltk_data"
+    env = {**os.environ, "NLTK_DATA": str(data)}
+    got = cli("get", "nltk:stopwords", "--mirror", nginx_origin.url_for(""), env=env)
+    assert got.returncode == 0, got.stderr
+    exported = cli("export", str(tmp_path / "team-nltk"), "nltk:stopwords", env=env)
+    assert exported.returncode == 0, exported.stderr
+    archive = data / "corpora" / "stopwords.zip"
+    assert (tmp_path / "team-nltk" / "packages" / "corpora" / "stopwords.zip").read_bytes() == archive.read_bytes()
+    code = _status_code("stopwords", facts) + (
+        "out['from_zip'] = nltk.data.find('corpora/stopwords.zip/stopwords/english').open().read().decode()\n")
+    out = run_offline(code, "corpora/stopwords", env)
+    assert out["stopwords"] == "installed"  # nltk.download("stopwords") says: up to date
+    assert out["from_zip"].split() == STOPWORDS
+    assert archive.stat().st_nlink == 1
+
+
+def test_a_link_an_earlier_export_made_is_replaced_by_a_copy(cli, home, nginx_origin, tmp_path):
+    write_gh_pages(nginx_origin.root)
+    data = home / "nltk_data"
+    env = {**os.environ, "NLTK_DATA": str(data)}
+    assert cli("get", "nltk:stopwords", "--mirror", nginx_origin.url_for(""), env=env).returncode == 0
+    assert cli("export", str(tmp_path / "team-nltk"), "nltk:stopwords", env=env).returncode == 0
+    archive = data / "corpora" / "stopwords.zip"
+    exported = tmp_path / "team-nltk" / "packages" / "corpora" / "stopwords.zip"
+    exported.unlink()
+    os.link(archive, exported)  # what an export before this fix left
+    again = cli("export", str(tmp_path / "team-nltk"), "nltk:stopwords", env=env)
+    assert again.returncode == 0, again.stderr
+    assert archive.stat().st_nlink == 1 and exported.read_bytes() == archive.read_bytes()
