@@ -46,3 +46,23 @@ def test_a_link_an_earlier_export_made_is_replaced_by_a_copy(cli, home, nginx_or
     again = cli("export", str(tmp_path / "team-nltk"), "nltk:stopwords", env=env)
     assert again.returncode == 0, again.stderr
     assert archive.stat().st_nlink == 1 and exported.read_bytes() == archive.read_bytes()
+
+
+def test_under_a_group_umask_nltk_reads_what_prefetch_placed(cli, home, nginx_origin):
+    """A lab's ``umask 002`` (group-shared homes): nltk's own downloader installs without group
+    write bits whatever the umask, and refuses to read a data dir, folder or file that has one."""
+    facts = write_gh_pages(nginx_origin.root)
+    data = home / "lab" / "nltk_data"  # two levels prefetch creates
+    env = {**os.environ, "NLTK_DATA": str(data)}
+    old = os.umask(0o002)
+    try:
+        got = cli("get", "nltk:stopwords", "--mirror", nginx_origin.url_for(""), env=env)
+    finally:
+        os.umask(old)
+    assert got.returncode == 0, got.stderr
+    modes = {str(p.relative_to(data)): oct(p.stat().st_mode & 0o777) for p in [data, *data.rglob("*")]}
+    code = "from nltk.corpus import stopwords\nout['words'] = stopwords.words('english')\n" + _status_code(
+        "stopwords", facts)
+    out = run_offline(code, "corpora/stopwords", env)
+    assert out["words"] == STOPWORDS, modes
+    assert out["stopwords"] == "installed", modes

@@ -252,9 +252,12 @@ def discard(*paths: Path) -> None:
             pass
 
 
-def make_dirs(path: Path) -> None:
+def make_dirs(path: Path, *, private: bool = False) -> None:
+    """``mkdir -p path``; ``private``: the levels created get no group or world write bit whatever
+    the umask (``FilePlan.private``)."""
     try:
-        safefs.make_dirs(path)  # a directory link another user planted anywhere above is never followed
+        # a directory link another user planted anywhere above is never followed
+        safefs.make_dirs(path, mode=0o755 if private else 0o777)
     except OSError as exc:
         import errno
 

@@ -106,7 +106,8 @@ def _plan_package(pkg: nltk_data.NltkPackage, *, base: str, data_dir: Path) -> F
     # folder is never replaced), and no more than the index's unzipped size and 1 MiB of slack.
     return FilePlan(dataset=f"nltk:{pkg.id}", spec=spec, final=final, also=(),
                     extract_into=(final.parent,) if pkg.unzip else (), explicit_url=True, extract_top=pkg.id,
-                    extract_max_bytes=pkg.unzipped_size + UNZIPPED_SLACK if pkg.unzipped_size > 0 else None)
+                    extract_max_bytes=pkg.unzipped_size + UNZIPPED_SLACK if pkg.unzipped_size > 0 else None,
+                    private=True)
 
 
 def _mirror_index(value: str, ctx: PlanContext) -> tuple[str, nltk_data.NltkIndex]:
