@@ -66,3 +66,23 @@ def test_under_a_group_umask_nltk_reads_what_prefetch_placed(cli, home, nginx_or
     out = run_offline(code, "corpora/stopwords", env)
     assert out["words"] == STOPWORDS, modes
     assert out["stopwords"] == "installed", modes
+
+
+def test_a_tree_another_account_could_write_is_unzipped_again(cli, home, nginx_origin):
+    """What an earlier prefetch left under ``umask 002`` (a group-writable unzipped folder): the zip
+    is in place, so the tree was taken as done and nltk went on refusing it; nltk.download calls
+    such a package stale and installs it again, and so does prefetch now."""
+    facts = write_gh_pages(nginx_origin.root)
+    data = home / "nltk_data"
+    env = {**os.environ, "NLTK_DATA": str(data)}
+    assert cli("get", "nltk:stopwords", "--mirror", nginx_origin.url_for(""), env=env).returncode == 0
+    folder = data / "corpora" / "stopwords"
+    for path in (folder, folder / "english"):
+        path.chmod(path.stat().st_mode | 0o020)
+    again = cli("get", "nltk:stopwords", "--mirror", nginx_origin.url_for(""), env=env)
+    assert again.returncode == 0, again.stderr
+    assert nginx_origin.access_log.read_text().count("stopwords.zip") == 1  # the zip was not fetched again
+    code = "from nltk.corpus import stopwords\nout['words'] = stopwords.words('english')\n" + _status_code(
+        "stopwords", facts)
+    out = run_offline(code, "corpora/stopwords", env)
+    assert out["words"] == STOPWORDS and out["stopwords"] == "installed"

@@ -349,6 +349,8 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
     for into in plan.extract_into:
         marker = placement.marker_path(markers_dir, plan.final, into)
         present = placement.extracted_entries(marker, into) if data == plan.final else []
+        if present and plan.private and not placement.private_tree(into, present):
+            present = []  # as nltk.download: a tree another account could write is installed again
         if present:
             result.extracted.extend(str(into / e) for e in present)
             continue
