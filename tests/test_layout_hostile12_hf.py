@@ -114,3 +114,25 @@ def test_a_selection_writes_no_listing_and_reads_as_before(hf_env, hub, home, cl
     code = "from huggingface_hub import snapshot_download as s; print(s('acme/tiny'))"
     done = hf_python(code, hf_env)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_repo_updated_after_a_first_get(hf_env, hub, home, cli):
+    """The branch moves: refs/main names the new commit, the old snapshot stays readable by its hash,
+    and each commit has its own listing."""
+    old = hub.add_repo("acme/moving", SHORT)
+    assert cli("get", "hf://acme/moving").returncode == 0
+    new_files = {**SHORT, "config.json": b'{"model_type": "tiny", "hidden_size": 16}\n'}
+    new = hub.add_repo("acme/moving", new_files)
+    assert new.commit != old.commit
+    assert cli("get", "hf://acme/moving").returncode == 0
+    folder = cache(home) / "models--acme--moving"
+    assert (folder / "refs" / "main").read_text() == new.commit
+    assert {p.name for p in (folder / "trees").iterdir()} == {f"{old.commit}.json", f"{new.commit}.json"}
+    code = f"""
+from huggingface_hub import hf_hub_download as h
+print(open(h("acme/moving", "config.json"), "rb").read().decode().strip())
+print(open(h("acme/moving", "config.json", revision={old.commit!r}), "rb").read().decode().strip())
+"""
+    done = hf_python(code, hf_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == [new_files["config.json"].decode().strip(), SHORT["config.json"].decode().strip()]
