@@ -136,3 +136,6 @@ print(open(h("acme/moving", "config.json", revision={old.commit!r}), "rb").read(
     done = hf_python(code, hf_env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == [new_files["config.json"].decode().strip(), SHORT["config.json"].decode().strip()]
+    removed = cli("rm", f"hf://acme/moving@{old.commit}")  # one revision: its listing goes with its snapshot
+    assert removed.returncode == 0, removed.stderr
+    assert {p.name for p in (folder / "trees").iterdir()} == {f"{new.commit}.json"}
