@@ -86,3 +86,22 @@ def test_a_tree_another_account_could_write_is_unzipped_again(cli, home, nginx_o
         "stopwords", facts)
     out = run_offline(code, "corpora/stopwords", env)
     assert out["words"] == STOPWORDS and out["stopwords"] == "installed"
+
+
+def test_a_data_dir_another_account_could_write_is_refused_as_nltk_download_refuses(cli, home, nginx_origin):
+    """nltk skips such a data dir whole ("NLTK will not read data from ..."), and its downloader
+    refuses to install there; prefetch installed into it, said 0, and nltk then found nothing."""
+    write_gh_pages(nginx_origin.root)
+    data = home / "nltk_data"
+    (data / "corpora").mkdir(parents=True)
+    (data / "corpora").chmod(0o775)
+    env = {**os.environ, "NLTK_DATA": str(data)}
+    refused = cli("get", "nltk:stopwords", "--mirror", nginx_origin.url_for(""), env=env)
+    assert refused.returncode == 5, refused.stderr
+    assert refused.stderr.count("\n") == 1 and "chmod go-w" in refused.stderr and "corpora" in refused.stderr
+    assert "stopwords.zip" not in nginx_origin.access_log.read_text()
+    (data / "corpora").chmod(0o755)
+    assert cli("get", "nltk:stopwords", "--mirror", nginx_origin.url_for(""), env=env).returncode == 0
+    out = run_offline("from nltk.corpus import stopwords\nout['words'] = stopwords.words('english')\n",
+                      "corpora/stopwords", env)
+    assert out["words"] == STOPWORDS

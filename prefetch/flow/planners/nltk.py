@@ -74,7 +74,13 @@ class NltkPlanner(Planner):
             base, index = nltk_data.ORIGIN, nltk_data.load_snapshot()
             if index.missing(ids):
                 index = _read_index(base, ctx, missing=index.missing(ids))
-        return [_plan_package(pkg, base=base, data_dir=data_dir) for pkg in index.expand(ids, successors=True)]
+        packages = index.expand(ids, successors=True)
+        why = nltk_data.not_private(data_dir, [pkg.subdir for pkg in packages])
+        if why:
+            from prefetch.errors import LocalFileError
+
+            raise LocalFileError(why)
+        return [_plan_package(pkg, base=base, data_dir=data_dir) for pkg in packages]
 
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
