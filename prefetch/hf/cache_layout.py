@@ -189,7 +189,8 @@ def write_tree(repo: Path, commit: str, files) -> None:
         if f.xet_hash:
             entry["xet_hash"] = f.xet_hash
         entries[f.path] = entry
-    body = json.dumps({"format_version": 1, "files": dict(sorted(entries.items()))}, indent=1)
+    # (no indent: huggingface_hub indents its own, but json encodes 100,000 entries in C only without one)
+    body = json.dumps({"format_version": 1, "files": dict(sorted(entries.items()))}, separators=(",", ":"))
     try:
         if os.path.lexists(path):
             return
