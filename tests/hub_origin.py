@@ -188,8 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _commit(self, repo: HubRepo, revision: str, body: bool) -> str | None:
         if revision in repo.branches:
             return repo.branches[revision]
-        if revision == repo.commit:
-            return revision
+        if revision == repo.commit or (len(revision) >= 7 and repo.commit.startswith(revision)):
+            return repo.commit  # a full or a short commit hash, as the Hub resolves both
         self._json(404, {"error": f"Invalid rev id: {revision}"}, body, code="RevisionNotFound")
         return None
 

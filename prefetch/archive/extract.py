@@ -99,6 +99,7 @@ def extract_archive(
     top: str = "",
     stop=None,
     durable: bool = False,
+    private: bool = False,
 ) -> ExtractResult:
     """Extract ``archive`` safely into ``destination`` (see the module docstring for the rules).
 
@@ -129,6 +130,8 @@ def extract_archive(
         top: the one top-level folder the archive may have (an NLTK package's own ``<id>/``,
             as nltk's downloader requires): a member outside it is ``UnsafeArchiveError``,
             so one package never replaces another's files.
+        private: no group or world write bit on anything placed, whatever the umask and the
+            archive's modes (nltk 3.10 refuses to read data another account could write).
         durable: flush the extracted tree to disk (``syncfs``) before it is renamed into place,
             so that after a machine crash a placed tree holds its bytes.
         stop: a ``threading.Event``; once set, the extraction ends before its next member or
@@ -202,7 +205,9 @@ def extract_archive(
             if moves or gunzip or subfolder:
                 ctx.audit_tree(source)  # a moved link, or one out of the subfolder, may point outside
             entries = sorted(os.listdir(source))
-            _set_dir_mode(source, ctx.final_dir_mode)
+            if private:
+                _no_group_write(source)
+            _set_dir_mode(source, ctx.final_dir_mode & ~0o022 if private else ctx.final_dir_mode)
             if durable:
                 from prefetch.fs.files import flush_filesystem
 
@@ -220,6 +225,19 @@ def extract_archive(
     )
 
 
+
+
+def _no_group_write(top: Path) -> None:
+    """Clear the group and world write bits of every folder and file under ``top`` (our own
+    0700 temp tree: nothing else can swap an entry; links are left alone, never followed)."""
+    import stat
+
+    for here, dirs, files in os.walk(top):
+        for name in dirs + files:
+            path = os.path.join(here, name)
+            st = os.lstat(path)
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
 
 
 def _subfolder(temp: Path, subfolder: str, archive: Path) -> Path:

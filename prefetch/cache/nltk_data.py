@@ -173,6 +173,33 @@ def nltk_data_dir(env: Mapping[str, str]) -> Path:
     return Path(env.get("HOME") or os.path.expanduser("~")) / "nltk_data"
 
 
+def not_private(data_dir: Path, subdirs) -> str | None:
+    """Why nltk 3.10 would not read what is installed here, or None: the first existing folder of
+    ``data_dir`` and ``data_dir/<subdir>`` (links followed) that another account owns (root is
+    trusted) or can write, judged as its downloader judges the folders it installs into before it
+    refuses to (``_make_install_dirs``)."""
+    me = os.geteuid() if hasattr(os, "geteuid") else -1
+    if me < 0:
+        return None
+    chain = [data_dir]
+    for subdir in sorted(set(subdirs)):
+        here = data_dir
+        for part in subdir.split("/"):
+            if part:
+                here = here / part
+                chain.append(here)
+    for folder in dict.fromkeys(chain):
+        try:
+            st = os.stat(folder)
+        except OSError:
+            continue
+        if st.st_uid not in (me, 0) or st.st_mode & 0o022:
+            return (f"nltk will not read data from {folder} (mode {st.st_mode & 0o7777:04o}, uid {st.st_uid}): "
+                    "another account could write it; nltk.download refuses to install there too. "
+                    f"Make it private to its owner (chmod go-w {folder}) or choose another NLTK_DATA")
+    return None
+
+
 def parse_index(data: bytes, *, source: str) -> NltkIndex:
     """An ``index.xml`` -> ``NltkIndex`` (every package's id, subdir and hash checked).
 

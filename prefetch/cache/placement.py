@@ -165,6 +165,24 @@ def extracted_entries(marker: Path, into: Path) -> list[str]:
     return entries if entries and all(ours(into / e) for e in entries) else []
 
 
+def private_tree(into: Path, entries) -> bool:
+    """No folder or file at or under ``into/<entry>`` has a group or world write bit (links are
+    not judged): what nltk 3.10 requires of a tree it reads (``FilePlan.private``)."""
+    for entry in entries:
+        top = str(into / entry)
+        if _writable_by_others(top):
+            return False
+        for here, dirs, files in os.walk(top):
+            if any(_writable_by_others(os.path.join(here, name)) for name in dirs + files):
+                return False
+    return True
+
+
+def _writable_by_others(path: str) -> bool:
+    st = safefs.lstat_or_none(path)
+    return st is not None and not stat.S_ISLNK(st.st_mode) and bool(st.st_mode & 0o022)
+
+
 def entries_before_merge(into: Path, marker: Path) -> set[str]:
     """What is in ``into`` before an extraction merges into it, less the entries this file's
     last extraction created itself (its marker says so): those stay its own."""
@@ -252,9 +270,12 @@ def discard(*paths: Path) -> None:
             pass
 
 
-def make_dirs(path: Path) -> None:
+def make_dirs(path: Path, *, private: bool = False) -> None:
+    """``mkdir -p path``; ``private``: the levels created get no group or world write bit whatever
+    the umask (``FilePlan.private``)."""
     try:
-        safefs.make_dirs(path)  # a directory link another user planted anywhere above is never followed
+        # a directory link another user planted anywhere above is never followed
+        safefs.make_dirs(path, mode=0o755 if private else 0o777)
     except OSError as exc:
         import errno
 

@@ -76,9 +76,9 @@ def fetch_file(
     started = time.monotonic()
     records_dir = records_dir if records_dir is not None else markers_dir.parent / "placed"
     if leftovers is not None:
-        leftovers.make_dirs(plan.final.parent, placement.make_dirs)
+        leftovers.make_dirs(plan.final.parent, lambda where: placement.make_dirs(where, private=plan.private))
     else:
-        placement.make_dirs(plan.final.parent)
+        placement.make_dirs(plan.final.parent, private=plan.private)
 
     def waiting(owner) -> None:
         who = owner.describe() if owner else "another process"
@@ -349,6 +349,8 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
     for into in plan.extract_into:
         marker = placement.marker_path(markers_dir, plan.final, into)
         present = placement.extracted_entries(marker, into) if data == plan.final else []
+        if present and plan.private and not placement.private_tree(into, present):
+            present = []  # as nltk.download: a tree another account could write is installed again
         if present:
             result.extracted.extend(str(into / e) for e in present)
             continue
@@ -362,7 +364,8 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
                                         verified=plan.spec.expected is not None, moves=plan.extract_moves,
                                         gunzip=plan.extract_gunzip, merge=plan.extract_merge,
                                         subfolder=plan.extract_subfolder, top=plan.extract_top,
-                                        max_bytes=plan.extract_max_bytes, stop=stop, durable=sync)
+                                        max_bytes=plan.extract_max_bytes, stop=stop, durable=sync,
+                                        private=plan.private)
         placement.write_marker(marker, into, extracted.entries, merged=sorted(before & set(extracted.entries)))
         result.extracted.extend(str(into / e) for e in extracted.entries)
     for target in plan.decompress_to:

@@ -123,8 +123,11 @@ def check_dir_chain(path: Path | str, *, top: Path | str | None = None) -> None:
         check_link_ok(p)
 
 
-def make_dirs(path: Path | str) -> Path:
+def make_dirs(path: Path | str, *, mode: int = 0o777) -> Path:
     """``mkdir -p path``, never through a directory link another user planted anywhere above it.
+
+    ``mode``: of each level created (the umask still applies), not only of the last one as
+    ``mkdir -p`` does: ``0o755`` makes a folder nltk 3.10 reads whatever a group umask says.
 
     Raises:
         UnsafePathError: a component of ``path`` is another user's symbolic link.
@@ -132,7 +135,20 @@ def make_dirs(path: Path | str) -> Path:
     """
     path = Path(os.path.abspath(path))
     check_dir_chain(path, top=path.anchor)
-    path.mkdir(parents=True, exist_ok=True)
+    if mode == 0o777:
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    missing = []
+    here = path
+    while not os.path.lexists(here) and here.parent != here:
+        missing.append(here)
+        here = here.parent
+    for level in reversed(missing):
+        try:
+            os.mkdir(level, mode)
+        except FileExistsError:
+            if not os.path.isdir(level):
+                raise
     return path
 
 

@@ -41,6 +41,7 @@ class HubFile:
     size: int
     oid: str  # git blob sha1
     sha256: str | None = None  # LFS files
+    xet_hash: str | None = None  # the listing's ``xetHash`` (files in Xet storage), kept for huggingface_hub's tree cache
 
     @property
     def etag(self) -> str:
@@ -119,8 +120,10 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
                 if entry.get("type") != "file":
                     continue
                 lfs = entry.get("lfs") or None
+                xet = entry.get("xetHash")
                 f = HubFile(path=str(entry["path"]), size=listed_size(entry["size"]), oid=str(entry["oid"]).lower(),
-                            sha256=str(lfs["oid"]).lower() if lfs else None)
+                            sha256=str(lfs["oid"]).lower() if lfs else None,
+                            xet_hash=xet.lower() if isinstance(xet, str) and _SHA256.fullmatch(xet.lower()) else None)
                 # Blob names become file names: only hashes, never paths.
                 if not _SHA1.fullmatch(f.oid) or (f.sha256 is not None and not _SHA256.fullmatch(f.sha256)) \
                         or f.size < 0:

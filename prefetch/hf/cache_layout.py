@@ -19,6 +19,7 @@ complete, verified file; the snapshot link is made after it, the ref last.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import stat
@@ -26,7 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from prefetch.errors import NetworkError
+from prefetch.errors import NetworkError, PrefetchError
 from prefetch.fs.files import local_error
 
 
@@ -163,6 +164,39 @@ def clear_no_exist(repo: Path, commit: str, path: str) -> None:
         if stat.S_ISREG(st.st_mode) and not safefs.is_foreign(st):
             os.unlink(marker)
     except (OSError, UnsafePathError):
+        pass
+
+
+def tree_path(repo: Path, commit: str) -> Path:
+    return repo / "trees" / f"{commit}.json"
+
+
+def write_tree(repo: Path, commit: str, files) -> None:
+    """``trees/<commit>.json``: the commit's whole listing, as huggingface_hub >= 2.4 caches it
+    (``_tree_cache.py``, format 1) after listing a repo. Its ``get_cached_repo_tree`` reads it, its
+    ``snapshot_download`` skips the listing with it and, offline, calls a snapshot missing a listed
+    file incomplete. A commit's listing never changes: one already there is kept. Best effort, as
+    huggingface_hub writes it: the files are in place without it.
+    """
+    from prefetch.fs.files import replace_file
+
+    path = tree_path(repo, commit)
+    entries = {}
+    for f in files:
+        entry = {"size": f.size, "blob_id": f.oid}
+        if f.sha256:
+            entry.update(lfs_sha256=f.sha256, lfs_size=f.size)
+        if f.xet_hash:
+            entry["xet_hash"] = f.xet_hash
+        entries[f.path] = entry
+    # (no indent: huggingface_hub indents its own, but json encodes 100,000 entries in C only without one)
+    body = json.dumps({"format_version": 1, "files": dict(sorted(entries.items()))}, separators=(",", ":"))
+    try:
+        if os.path.lexists(path):
+            return
+        make_dirs(path.parent)
+        replace_file(path, body.encode("utf-8"), checked=True)
+    except (OSError, PrefetchError):
         pass
 
 

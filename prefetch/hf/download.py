@@ -100,6 +100,10 @@ def fetch_repo(
         client.close()
     cache_layout.check_tree([f.path for f in files], label=plan.label)  # each path, then the pairs
     chosen = select_files(files, include=plan.include, exclude=plan.exclude)
+    if len(chosen) == len(files):
+        # As huggingface_hub does once it has listed them; not for a selection, which huggingface_hub's
+        # offline snapshot_download would then call incomplete (a folder prefetch placed for it to read).
+        cache_layout.write_tree(plan.repo_dir, commit, files)
     if not chosen:
         patterns = " ".join([*(f"--include {p}" for p in plan.include), *(f"--exclude {p}" for p in plan.exclude)])
         raise UsageError(f"{plan.label}: no file of its {len(files)} matches {patterns or 'the selection'}")

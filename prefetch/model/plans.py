@@ -42,6 +42,9 @@ class FilePlan:
     # (an NLTK package: its own ``<id>/`` folder and its index's unzipped size, as nltk checks)
     extract_top: str = ""
     extract_max_bytes: int | None = None
+    # no group or world write bit on the folders created and the tree extracted, whatever the umask:
+    # nltk 3.10 refuses to read data another account could write (its downloader installs so too)
+    private: bool = False
     # "<keras dataset>/<file name>": another cache's file with the same bytes; where this one
     # lands is noted (cache/copies.py) so that cache links it instead of downloading it
     shares: str | None = None

@@ -33,7 +33,7 @@ def remove_repos(repos: list[HubRepo], result, *, root: Path, state: Path, dry_r
 
 
 def _revision_paths(folder: Path, repo: HubRepo) -> list[tuple[Path, str]]:
-    """One revision: its snapshot, the refs naming its commit, and blobs only it links to."""
+    """One revision: its snapshot, the refs naming its commit, its listing (``trees/``), and blobs only it links to."""
     commit = repo.revision if repo.is_commit else cache_layout.read_ref(folder, repo.revision)
     if not commit:
         return [(cache_layout.ref_path(folder, repo.revision), "ref")]
@@ -43,7 +43,7 @@ def _revision_paths(folder: Path, repo: HubRepo) -> list[tuple[Path, str]]:
         if snap.name != commit and snap.is_dir() and not snap.is_symlink():
             others |= _linked_blobs(snap)
     refs = folder / "refs"
-    out: list[tuple[Path, str]] = [(snapshots / commit, "snapshot")]
+    out: list[tuple[Path, str]] = [(snapshots / commit, "snapshot"), (cache_layout.tree_path(folder, commit), "listing")]
     for ref in sorted(refs.rglob("*")) if refs.is_dir() else []:
         if ref.is_file() and not ref.is_symlink() and cache_layout.read_ref(folder, str(ref.relative_to(refs))) == commit:
             out.append((ref, "ref"))

@@ -84,12 +84,14 @@ def _sync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _place(source: Path, target: Path, sha256: str, listed: str | None) -> str:
+def _place(source: Path, target: Path, sha256: str, listed: str | None, *, link: bool = True) -> str:
     """``source`` at ``target``: kept, hard-linked or copied; never through a link another user planted.
 
     DIR may be shared (a team's static mirror): a link or another user's file at a name
     prefetch writes is refused (``UnsafePathError``, exit 5), and temp files are created
-    with ``O_EXCL | O_NOFOLLOW`` under unpredictable names.
+    with ``O_EXCL | O_NOFOLLOW`` under unpredictable names. ``link=False``: always a copy,
+    and a hard link an earlier export made is replaced by one (nltk 3.10 refuses to open a
+    data file that has a second name).
     """
     st = safefs.check_replaceable(target)  # a planted link or another user's file: refused
     if st is not None:
@@ -97,8 +99,9 @@ def _place(source: Path, target: Path, sha256: str, listed: str | None) -> str:
             # The cache file itself (a link an earlier export made, listed or not: one killed before
             # SHA256SUMS), or a copy SHA256SUMS vouches for and the bytes confirm. (A rename of a
             # second link over the first would do nothing and leave the temp name behind.)
-            if os.path.samefile(source, target) or (listed == sha256 and st.st_size == source.stat().st_size
-                                                    and file_sha256(target) == sha256):
+            same = os.path.samefile(source, target)
+            if (same and link) or (not same and listed == sha256 and st.st_size == source.stat().st_size
+                                   and file_sha256(target) == sha256):
                 return "kept"
         except OSError:
             pass
@@ -106,6 +109,8 @@ def _place(source: Path, target: Path, sha256: str, listed: str | None) -> str:
     tmp = temp_name(target)
     try:
         try:
+            if not link:
+                raise OSError("a copy, not a second name")
             os.link(source, tmp)  # creates the name: never follows anything at it
             how = "linked"
         except OSError:

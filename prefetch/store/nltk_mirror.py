@@ -212,7 +212,9 @@ def export_nltk(directory: Path, ids: Sequence[str], *, data_dir: Path, state_di
         target = directory / "packages" / pkg.subdir / f"{pkg.id}.zip"
         make_dirs(target.parent)
         listed = old.packages.get(pkg.id) if old else None
-        how = _place(path, target, pkg.sha256, pkg.sha256 if listed is not None and listed.sha256 == pkg.sha256 else None)
+        # A copy: nltk 3.10 refuses to open a data dir zip that has a second name (st_nlink > 1).
+        how = _place(path, target, pkg.sha256, pkg.sha256 if listed is not None and listed.sha256 == pkg.sha256 else None,
+                     link=False)
         out.files.append({"path": str(target), "name": f"packages/{pkg.path}", "size": pkg.size,
                           "sha256": pkg.sha256, "how": how})
     index = nltk_data.merge_index(old, out.packages, collections, source=str(directory))

@@ -74,7 +74,13 @@ class NltkPlanner(Planner):
             base, index = nltk_data.ORIGIN, nltk_data.load_snapshot()
             if index.missing(ids):
                 index = _read_index(base, ctx, missing=index.missing(ids))
-        return [_plan_package(pkg, base=base, data_dir=data_dir) for pkg in index.expand(ids, successors=True)]
+        packages = index.expand(ids, successors=True)
+        why = nltk_data.not_private(data_dir, [pkg.subdir for pkg in packages])
+        if why:
+            from prefetch.errors import LocalFileError
+
+            raise LocalFileError(why)
+        return [_plan_package(pkg, base=base, data_dir=data_dir) for pkg in packages]
 
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
@@ -106,7 +112,8 @@ def _plan_package(pkg: nltk_data.NltkPackage, *, base: str, data_dir: Path) -> F
     # folder is never replaced), and no more than the index's unzipped size and 1 MiB of slack.
     return FilePlan(dataset=f"nltk:{pkg.id}", spec=spec, final=final, also=(),
                     extract_into=(final.parent,) if pkg.unzip else (), explicit_url=True, extract_top=pkg.id,
-                    extract_max_bytes=pkg.unzipped_size + UNZIPPED_SLACK if pkg.unzipped_size > 0 else None)
+                    extract_max_bytes=pkg.unzipped_size + UNZIPPED_SLACK if pkg.unzipped_size > 0 else None,
+                    private=True)
 
 
 def _mirror_index(value: str, ctx: PlanContext) -> tuple[str, nltk_data.NltkIndex]:
