@@ -207,3 +207,18 @@ def flush_filesystem(folder: Path) -> None:
             finally:
                 os.close(fd)
     os.sync()
+
+
+def sync_dir(directory: Path) -> None:
+    """fsync ``directory`` itself: the names created or renamed in it survive a machine crash, not
+    only the bytes of its files (best effort: some filesystems refuse a directory's fsync)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
