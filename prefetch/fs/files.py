@@ -129,6 +129,10 @@ def local_error(exc: OSError, path: Path, *, needed: int | None = None):
             f"no space left on the device holding {path}{need}, {_amount(free_space(path))} free. "
             f"Free some space (or use --cache-dir) and run the command again to resume"
         )
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        from prefetch.errors import too_many_open_files
+
+        return too_many_open_files(str(path))
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return LocalFileError(f"cannot write {path}: {exc.strerror}; choose a writable --cache-dir")
     return LocalFileError(f"cannot write {path}: {exc.strerror or exc}")
