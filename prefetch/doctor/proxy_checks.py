@@ -68,17 +68,17 @@ def check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: floa
 
 def _speaks_plain_http(sock, host: str, port: int, env: Mapping[str, str]) -> bool:
     """A TLS handshake on ``sock`` is answered in plain HTTP (an https:// variable for an http proxy).
-    The context is ``get``'s own (``sources._tls_context``); a plain answer fails before any certificate.
+    The context is ``get``'s own (``reach_host.tls_context``); a plain answer fails before any certificate.
     A handshake left unanswered (tinyproxy waits for the end of a request line) is followed by a
     plain request to the proxy itself, as ``get`` does (``net.proxies.speaks_plain_http``)."""
     import ssl
 
-    from prefetch.doctor.sources import _tls_context
+    from prefetch.doctor.reach_host import tls_context
     from prefetch.net.failures import spoke_plain_http
     from prefetch.net.proxies import speaks_plain_http
 
     try:
-        _tls_context(env).wrap_socket(sock, server_hostname=host or None).close()
+        tls_context(env).wrap_socket(sock, server_hostname=host or None).close()
     except ssl.SSLError as exc:
         return spoke_plain_http(str(exc))
     except TimeoutError:
