@@ -96,16 +96,13 @@ class DiskFullError(LocalFileError):
     """Not enough free space for the file."""
 
 
-class TooManyOpenFilesError(LocalFileError):
-    """The process may open no more files (``ulimit -n``, EMFILE; or the system's table, ENFILE)."""
-
-
 OPEN_FILES_ERRNOS = (23, 24)  # ENFILE, EMFILE
 OPEN_FILES_MET = [False]  # set by too_many_open_files: the process entry then ends without finalising
 
 
-def too_many_open_files(what: str = "") -> TooManyOpenFilesError:
-    """The one line for EMFILE/ENFILE: the limit (when it can still be read) and how to raise it.
+def too_many_open_files(what: str = "") -> LocalFileError:
+    """The one line for EMFILE/ENFILE (the process may open no more files: ``ulimit -n``; or the
+    system's table is full): the limit (when it can still be read) and how to raise it.
 
     Imports nothing that needs a file (a module not loaded yet cannot be opened then either).
     """
@@ -118,7 +115,7 @@ def too_many_open_files(what: str = "") -> TooManyOpenFilesError:
     except (ValueError, OSError):  # the limit is a detail; the advice stands without it
         pass
     where = f"{what}: " if what else ""
-    return TooManyOpenFilesError(
+    return LocalFileError(
         f"{where}too many open files{limit}; raise the limit (`ulimit -n 4096` in the shell or cell that "
         f"runs prefetch) and run the command again to resume"
     )
