@@ -22,7 +22,6 @@ from typing import Callable, Iterator
 
 from prefetch.errors import InterruptedTransferError, LockTimeoutError
 from prefetch.fs import rangelocks
-from prefetch.fs.lock_files import _Both, _FileLock
 from prefetch.fs.files import replace_file
 from prefetch.fs.hashing import sha1
 from prefetch.fs.safefs import as_path
@@ -170,11 +169,15 @@ def _new_lock(locks_dir: Path, key: str):
     """``key``'s lock: its byte of the shared file, or (that file being another user's) that
     byte read-locked and the per-target file; a per-target file where there are no OFD locks."""
     if not rangelocks.AVAILABLE:
+        from prefetch.fs.lock_files import _FileLock
+
         return _FileLock(_key_file(locks_dir, key))
     shared = rangelocks.RangeLock(locks_dir, key)
     if shared.writable:
-        return shared
+        return shared  # (the usual case: lock_files is not even loaded)
     try:
+        from prefetch.fs.lock_files import _Both, _FileLock
+
         return _Both(_FileLock(_key_file(locks_dir, key)), shared)
     except BaseException:
         shared.close()
@@ -198,7 +201,7 @@ def _record(key: str, started: float, target: str, job: str | None) -> bytes:
     return data
 
 
-def _acquire(lock: _FileLock, key: str, target: Path, locks_dir: Path, *, timeout: float,
+def _acquire(lock, key: str, target: Path, locks_dir: Path, *, timeout: float,
              on_wait, stop: threading.Event | None) -> bool:
     """Take ``lock``; True when another process held it first (we waited)."""
     try:
