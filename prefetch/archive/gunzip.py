@@ -80,4 +80,3 @@ def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0, dur
         safefs.remove_own(tmp)
         raise
     return written
-

@@ -330,11 +330,11 @@ class Host:
         with self._lock:
             idle, self._idle = self._idle, {}
             note = self._take_note(self._noted_at + NOTE_EVERY, self._unsaid)
-        if note is not None:
-            self._emit(note)
         for clients in idle.values():
             for client in clients:
                 client.close()
+        if note is not None:  # (after the clients: a sink that raises leaves none open)
+            self._emit(note)
 
 
 class Hosts:
