@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from prefetch.errors import ExitCode, PrefetchError
+from prefetch.errors import OPEN_FILES_ERRNOS, ExitCode, PrefetchError
 
 
 def __getattr__(name: str):
@@ -65,6 +65,10 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(ExitCode.FAILURE)
     except Exception as exc:  # noqa: BLE001 - click's own errors, then the last resort
         click = sys.modules.get("click")  # (click's errors come only from a click that was loaded)
+        if isinstance(exc, OSError) and exc.errno in OPEN_FILES_ERRNOS:  # (`ulimit -n 12`: no bug, no report)
+            from prefetch.errors import too_many_open_files
+
+            _fail(str(too_many_open_files()), ExitCode.FILESYSTEM)
         if click is not None and isinstance(exc, click.exceptions.Abort):
             _fail("interrupted; run the same command again to resume", ExitCode.INTERRUPTED)
         elif click is not None and isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
@@ -151,8 +155,30 @@ def run() -> None:
         main()
     except SystemExit as exc:
         if exc.code not in (0, None):
+            from prefetch.errors import OPEN_FILES_MET
+
+            if OPEN_FILES_MET[0] and isinstance(exc.code, int):
+                _exit_out_of_files(exc.code)
             raise
     _exit_now()
+
+
+def _exit_out_of_files(code: int) -> None:
+    """End a process that ran out of file descriptors without the interpreter's finalisation: a
+    daemon thread stopped there calls ``pthread_exit``, whose unwinder glibc loads then (a file
+    to open: none left), and the process aborts ("libgcc_s.so.1 must be installed", exit 134)
+    after its error line was said."""
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except Exception:  # noqa: BLE001 - a closed or broken stream: the code is all that is left
+        pass
+    os._exit(code)
 
 
 def defer_import(name: str) -> None:
@@ -275,12 +301,18 @@ def take_plain_flag(args: list[str]) -> list[str]:
 
 
 def _fail(message: str, code: int) -> None:
-    from prefetch.commands.error_line import error_line
-    from prefetch.commands.get_args import echo
-
+    try:
+        from prefetch.commands.error_line import error_line
+        from prefetch.commands.get_args import echo
+    except OSError:  # (no file left to import them from: `ulimit -n`) the line as it is
+        error_line, echo = str, None
     line = error_line(message)
     try:
-        echo(f"prefetch: error: {line}", err=True)
+        if echo is None:
+            sys.stderr.write(f"prefetch: error: {line}\n")
+            sys.stderr.flush()
+        else:
+            echo(f"prefetch: error: {line}", err=True)
     except OSError:  # (stderr full or gone too: the exit code is all that is left)
         _quiet_streams()
     sys.exit(int(code))

@@ -328,4 +328,12 @@ def _extract_like_keras(archive: Path, into: Path, archive_format) -> None:
     if found is None or found not in formats:
         warnings.warn("Could not extract archive.", stacklevel=3)
         return
-    extract_archive(archive, into, archive_format=found)
+    import threading
+
+    from prefetch.ui.interrupt import stop_on_interrupt
+
+    stop = threading.Event()
+    # Ctrl-C / a kernel interrupt: the extraction ends before its next member or MiB, nothing of
+    # it placed (InterruptedTransferError, as the download's stop), the archive kept for a rerun.
+    with stop_on_interrupt(stop):
+        extract_archive(archive, into, archive_format=found, stop=stop)

@@ -96,6 +96,31 @@ class DiskFullError(LocalFileError):
     """Not enough free space for the file."""
 
 
+OPEN_FILES_ERRNOS = (23, 24)  # ENFILE, EMFILE
+OPEN_FILES_MET = [False]  # set by too_many_open_files: the process entry then ends without finalising
+
+
+def too_many_open_files(what: str = "") -> LocalFileError:
+    """The one line for EMFILE/ENFILE (the process may open no more files: ``ulimit -n``; or the
+    system's table is full): the limit (when it can still be read) and how to raise it.
+
+    Imports nothing that needs a file (a module not loaded yet cannot be opened then either).
+    """
+    OPEN_FILES_MET[0] = True
+    limit = ""
+    try:
+        import os  # (loaded at start-up; ``resource`` is a module that would need a file of its own)
+
+        limit = f" (ulimit -n is {os.sysconf('SC_OPEN_MAX')})"  # (getrlimit's soft limit)
+    except (ValueError, OSError):  # the limit is a detail; the advice stands without it
+        pass
+    where = f"{what}: " if what else ""
+    return LocalFileError(
+        f"{where}too many open files{limit}; raise the limit (`ulimit -n 4096` in the shell or cell that "
+        f"runs prefetch) and run the command again to resume"
+    )
+
+
 class UnsafePathError(LocalFileError):
     """A prefetch path holds a link, FIFO, device or another user's file that prefetch did not create."""
 

@@ -30,9 +30,10 @@ def test_a_silent_plain_proxy_written_as_https_is_one_line_not_retries(home, tmp
     assert not (tmp_path / "a.bin").exists()
 
 
-def test_a_silent_proxy_that_is_not_http_either_is_retried_and_named(home, tmp_path):
-    """A proxy that answers neither TLS nor HTTP (hung): not taken for the slip; the retries
-    say the handshake went unanswered, not just "timed out"."""
+def test_a_silent_proxy_that_is_not_http_either_is_named(home, tmp_path):
+    """A proxy that answers neither TLS nor HTTP (hung): not taken for the slip; the line says
+    the handshake went unanswered, not just "timed out" (final at once since the twelfth
+    sitting: tests/test_mend12_proxy_silent.py)."""
     import socket
 
     server = socket.socket()

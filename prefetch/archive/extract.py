@@ -195,7 +195,7 @@ def extract_archive(
             if moves or gunzip:
                 from prefetch.archive.rearrange import rearrange
 
-                rearrange(temp, archive=archive, moves=moves, gunzip=gunzip)
+                rearrange(temp, archive=archive, moves=moves, gunzip=gunzip, stop=stop)
             if top:
                 outside = sorted(e for e in os.listdir(temp) if e != top)
                 if outside:

@@ -14,19 +14,25 @@ import os
 import zlib
 from pathlib import Path
 
-from prefetch.errors import DiskFullError, IntegrityError, UnsafeArchiveError
+from prefetch.errors import DiskFullError, IntegrityError, InterruptedTransferError, UnsafeArchiveError
 from prefetch.fs import safefs
 from prefetch.fs.files import free_space, local_error, mib
 
 _CHUNK = 1 << 20
 
 
-def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0, durable: bool = False) -> int:
+def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0, durable: bool = False,
+                    stop=None) -> int:
     """Decompress the gzip (or xz) file ``source`` into ``target``; the number of bytes written.
+
+    ``stop`` (a ``threading.Event``: Ctrl-C, SIGTERM, `prefetch cancel`) is checked before each
+    MiB, as an archive's extraction checks it: once set, the temp file is removed and nothing
+    is placed.
 
     Raises:
         IntegrityError: ``source`` is not gzip, or is corrupt or truncated.
         UnsafeArchiveError: it expands more than ``max_ratio`` times (a decompression bomb).
+        InterruptedTransferError: ``stop`` was set; ``target`` was not placed.
         DiskFullError: it expands to more than the free space (checked while writing, so the
             disk is never filled). LocalFileError / UnsafePathError: ``target`` cannot be written.
     """
@@ -45,7 +51,12 @@ def decompress_gzip(source: Path, target: Path, *, max_ratio: float = 200.0, dur
             raw.seek(0)
             src = lzma.LZMAFile(raw, mode="rb") if xz else gzip.GzipFile(fileobj=raw, mode="rb")
             with os.fdopen(out, "wb") as dst, src:
-                while chunk := src.read(_CHUNK):
+                while True:
+                    if stop is not None and stop.is_set():
+                        raise InterruptedTransferError(f"decompressing {source} stopped; nothing of it was placed")
+                    chunk = src.read(_CHUNK)
+                    if not chunk:
+                        break
                     written += len(chunk)
                     if written > limit:
                         raise UnsafeArchiveError(

@@ -45,7 +45,7 @@ def _inside(temp: Path, rel: str, archive: Path) -> Path:
 
 
 def rearrange(temp: Path, *, archive: Path, moves: Sequence[tuple[str, str]] = (),
-              gunzip: str | None = None) -> None:
+              gunzip: str | None = None, stop=None) -> None:
     """Apply ``moves`` (``from`` -> ``to``, paths relative to the extracted tree, in order), then
     decompress each ``gunzip/*.gz`` (and ``.xz``) to the tree's top and remove ``gunzip``.
 
@@ -53,6 +53,7 @@ def rearrange(temp: Path, *, archive: Path, moves: Sequence[tuple[str, str]] = (
         IntegrityError: the archive lacks a path to move or the folder to decompress, or a
             move would replace something it holds.
         UnsafeArchiveError: a member decompresses like a bomb.
+        InterruptedTransferError: ``stop`` (a ``threading.Event``) was set while decompressing.
     """
     for src, dst in moves:
         old, new = _inside(temp, src, archive), _inside(temp, dst, archive)
@@ -76,5 +77,5 @@ def rearrange(temp: Path, *, archive: Path, moves: Sequence[tuple[str, str]] = (
             target = temp / name[:-3]
             if os.path.lexists(target):
                 raise IntegrityError(f"{archive}: {gunzip}/{name} and {name[:-3]} would have the same name")
-            decompress_gzip(member, target)
+            decompress_gzip(member, target, stop=stop)
     remove_tree(folder)

@@ -145,10 +145,13 @@ def log(job, follow):
             click.echo("no jobs yet; start one with `prefetch get NAME -b`")
             return 0
         job = latest.id
+    from prefetch.ui.interrupt import interrupt_on_hangup
+
     try:
-        for chunk in lib.iter_log(job, follow=follow):
-            click.echo(chunk, nl=False)
-            sys.stdout.flush()
+        with interrupt_on_hangup():  # a closed terminal, a killed cell: as Ctrl-C
+            for chunk in lib.iter_log(job, follow=follow):
+                click.echo(chunk, nl=False)
+                sys.stdout.flush()
     except KeyboardInterrupt:
         raise _keeps_running("following the log") from None
     return 0
@@ -174,9 +177,12 @@ def wait(targets, timeout):
     """
     from prefetch import jobs as lib
 
+    from prefetch.ui.interrupt import interrupt_on_hangup
+
     ticker = _WaitTicker()
     try:
-        result = lib.wait_for(list(targets) or None, timeout=timeout, on_poll=ticker)
+        with interrupt_on_hangup():  # a closed terminal, a killed cell: as Ctrl-C
+            result = lib.wait_for(list(targets) or None, timeout=timeout, on_poll=ticker)
     except KeyboardInterrupt:
         raise _keeps_running("waiting") from None
     finally:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prefetch.errors import ExitCode
+from prefetch.errors import ExitCode, too_many_open_files
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.flow.options import FetchOptions
 from prefetch.model.plans import FileResult
@@ -135,6 +135,8 @@ def run_demo(root: Path, *, on_event: EventSink = ignore_event, rate: int = 2 <<
                 stop=stop,
             )
             report.steps.append(DemoStep(title, results))
+            if any(r.exit_code == ExitCode.FILESYSTEM and "too many open files" in (r.error or "") for r in results):
+                raise too_many_open_files()  # (`ulimit -n 12`) one line, not a report of three failed steps
 
         stop = threading.Event()
         half = len(files[ARCHIVE]) // 2

@@ -6,6 +6,7 @@ Owns:
     report.py   the report's data: a check's level, line and hint
     hide_secrets.py  the report without the configured URLs' passwords
     sources.py  each configured source tried for real (DNS, connect, TLS, a ranged read)
+    reach_host.py  a host's name and TLS context as get has them (the PREFETCH_RESOLVE hook)
 
 May import every layer below ``jobs``.
 """

@@ -17,11 +17,15 @@ def check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: floa
     from prefetch.net.proxies import shown_proxy
 
     seen: dict[tuple[str, int], tuple[str, str]] = {}  # (host, port) -> (variable, scheme)
+    # Both schemes' own variables set: get (requests, and its direct path) never reads all_proxy.
+    overridden = all(env.get(v) or env.get(v.upper()) for v in ("http_proxy", "https_proxy"))
     for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         value = env.get(name, "").strip()
         if not value:
             continue
-        checks.append(Check("proxy", Level.INFO, f"{name}={shown_proxy(value)}"))
+        unused = name.lower() == "all_proxy" and overridden
+        checks.append(Check("proxy", Level.INFO, f"{name}={shown_proxy(value)}" + (
+            " (overridden: http_proxy and https_proxy are both set, so get never uses it; not tested)" if unused else "")))
         try:
             parts = urlsplit(value if "://" in value else "http://" + value)
             address = (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
@@ -32,8 +36,9 @@ def check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: floa
             checks.append(Check("proxy", Level.FAIL, f"{name} is not a valid proxy URL (a space or control "
                                 f"character in its host {address[0]!r})", "fix it or unset it"))
             continue
-        if parts.scheme.lower() not in ("http", "https") and not (
-                name.lower() == "all_proxy" and all(env.get(v) or env.get(v.upper()) for v in ("http_proxy", "https_proxy"))):
+        if unused:  # (still a valid URL above: get refuses a malformed one, used or not)
+            continue
+        if parts.scheme.lower() not in ("http", "https"):
             checks.append(Check("proxy", Level.FAIL, f"{name} names a {parts.scheme}:// proxy, which get does not "
                                 "support (it refuses to start)", "set http_proxy and https_proxy to the proxy's "
                                 "http:// address (local proxy clients serve one too), or unset it"))
@@ -63,17 +68,17 @@ def check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: floa
 
 def _speaks_plain_http(sock, host: str, port: int, env: Mapping[str, str]) -> bool:
     """A TLS handshake on ``sock`` is answered in plain HTTP (an https:// variable for an http proxy).
-    The context is ``get``'s own (``sources._tls_context``); a plain answer fails before any certificate.
+    The context is ``get``'s own (``reach_host.tls_context``); a plain answer fails before any certificate.
     A handshake left unanswered (tinyproxy waits for the end of a request line) is followed by a
     plain request to the proxy itself, as ``get`` does (``net.proxies.speaks_plain_http``)."""
     import ssl
 
-    from prefetch.doctor.sources import _tls_context
+    from prefetch.doctor.reach_host import tls_context
     from prefetch.net.failures import spoke_plain_http
     from prefetch.net.proxies import speaks_plain_http
 
     try:
-        _tls_context(env).wrap_socket(sock, server_hostname=host or None).close()
+        tls_context(env).wrap_socket(sock, server_hostname=host or None).close()
     except ssl.SSLError as exc:
         return spoke_plain_http(str(exc))
     except TimeoutError:

@@ -6,9 +6,7 @@ The verdict names the step that failed, a web page where a file should be (capti
 portal, block page), or a rate below ``SLOW``. Sources run in parallel, each with its
 own deadline.
 
-Test hook: ``PREFETCH_RESOLVE="host=IP,other.example=fail,*=fail"`` answers DNS for
-those names without asking the resolver (``fail``: the name does not resolve; ``*``:
-every other name), like ``curl --resolve``. It exists so tests never leave loopback.
+The host is reached as ``get`` reaches it: ``reach_host.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 from urllib.parse import urljoin, urlsplit
+
+from prefetch.doctor.reach_host import resolve, tls_context
 
 SLOW = 100 * 1024  # bytes/s below which a source counts as throttled
 HTML_MAGIC = (b"<!doctype html", b"<html", b"<head", b"<body", b"<?xml", b"<script")
@@ -141,46 +141,6 @@ def _blocked(verdict: SourceVerdict, step: str, detail: str) -> SourceVerdict:
     return verdict
 
 
-def resolve(host: str, port: int, *, env: Mapping[str, str], timeout: float) -> str:
-    """An IP address for ``host`` (the PREFETCH_RESOLVE hook first).
-
-    Raises:
-        OSError: the name does not resolve.
-    """
-    rules = {}
-    for item in env.get("PREFETCH_RESOLVE", "").split(","):
-        name, sep, value = item.strip().partition("=")
-        if sep:
-            rules[name.strip().lower()] = value.strip()
-    value = rules.get(host.lower(), rules.get("*"))
-    if value is not None:
-        if value.lower() == "fail":
-            raise OSError(f"{host} does not resolve (PREFETCH_RESOLVE)")
-        return value
-    try:
-        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
-        return host
-    except OSError:
-        pass
-    answer: list = []
-    error: list = []
-
-    def lookup() -> None:
-        try:
-            answer.extend(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-        except OSError as exc:
-            error.append(exc)
-
-    thread = threading.Thread(target=lookup, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if answer:
-        return answer[0][4][0]
-    if error:
-        raise OSError(f"{host} does not resolve: {error[0]}")
-    raise OSError(f"no DNS answer for {host} within {timeout:g}s")
-
-
 def _proxy_for(url: str, env: Mapping[str, str]) -> str | None:
     """The proxy ``get`` would use for ``url`` in ``env`` (requests' own choice: ``net/proxies.py``)."""
     from prefetch.net.proxies import proxy_in
@@ -216,7 +176,7 @@ def _probe(verdict: SourceVerdict, url: str, *, deadline: float, env: Mapping[st
             if https:
                 verdict.step = "tls"
                 try:
-                    sock = _tls_context(env).wrap_socket(sock, server_hostname=host)
+                    sock = tls_context(env).wrap_socket(sock, server_hostname=host)
                 except (ssl.SSLError, OSError) as exc:
                     _blocked(verdict, "tls", f"TLS with {host} failed: {getattr(exc, 'reason', None) or exc}")
                     return
@@ -228,23 +188,6 @@ def _probe(verdict: SourceVerdict, url: str, *, deadline: float, env: Mapping[st
             return
         url = urljoin(url, location)
     _blocked(verdict, "http", "too many redirects")
-
-
-def _tls_context(env: Mapping[str, str]) -> ssl.SSLContext:
-    """The context ``get``'s own connections verify with (``net/tls_context.py``), for the
-    bundle ``env`` names (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``, ``SSL_CERT_FILE``, ``SSL_CERT_DIR``).
-
-    Raises:
-        ssl.SSLError: no such bundle, or one that cannot be loaded.
-    """
-    from prefetch.errors import NetworkError
-    from prefetch.net.checks import ca_bundle
-    from prefetch.net.tls_context import context_for
-
-    try:
-        return context_for(ca_bundle(env))
-    except NetworkError as exc:
-        raise ssl.SSLError(str(exc)) from None
 
 
 def _get(verdict: SourceVerdict, sock, parts, *, deadline: float, window: float) -> str | None:

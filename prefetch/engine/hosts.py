@@ -8,7 +8,8 @@ a :class:`Host` keeps:
   on its own, so one big file loses nothing): a transfer starts a worker only when
   :meth:`Host.try_lease` grants a slot, and a worker's client sends only when
   :meth:`Host.admit` finds room, so the files in flight together never hold more
-  connections than that; a 429 or 503 from the host lowers the cap (:meth:`Host.refused`),
+  connections than that; a 429 or 503 from the host lowers the cap (:meth:`Host.refused`;
+  a storm's notes are one a second at most, saying the latest cap),
   and the refused request waits for its turn to try again; after a while without a
   refusal the cap goes up again, sooner and by more while raises hold (:meth:`Host.relax`,
   ``engine/recovery.py``);
@@ -37,6 +38,7 @@ from prefetch.engine.schedule import RouteJudge
 
 DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
 _CROWDED = (429, 503)
+NOTE_EVERY = 1.0  # seconds: a storm of refusals says its lowered cap at most this often (the latest cap)
 SHORT_ROUTE_FILES = max(8, 2 * (os.cpu_count() or 1))  # at most this many files in flight on a short route (Hosts.files_now)
 BUSY = 0.9  # CPU seconds a second the files in flight on a short route are kept at (Hosts.files_now)
 
@@ -152,6 +154,9 @@ class Host:
         self.lent = 0  # clients lent to workers now
         self.refusals = 0
         self.recovery = CapRecovery()  # when a lowered cap is tried higher again
+        # The notes of a storm of refusals: one a NOTE_EVERY seconds, saying the latest cap.
+        self._noted_at = -NOTE_EVERY  # when the last "at most N" note was said (monotonic)
+        self._unsaid: tuple[int, int] | None = None  # (refusals not said yet, last status) since
         # A file to this host gave up (its retries in a row, or its --timeout, without a byte) and no
         # file from it was complete since: the next files give up at their first failure
         # (engine/retry.py), so a host that is down costs a list one request a file, not retries each.
@@ -239,29 +244,47 @@ class Host:
             lowered = 0 < lower < self.cap
             if lowered:
                 self.cap = lower
-                self.recovery.lowered(time.monotonic())
+                now = time.monotonic()
+                self.recovery.lowered(now)
                 # Warm connections beyond the new cap are closed as they come back (give_back).
+                unsaid = (self._unsaid[0] if self._unsaid else 0) + 1, status
+                note = self._take_note(now, unsaid)
             self._turn.notify()
-        if lowered:
-            self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key} refused a connection (HTTP {status}); "
-                             f"at most {lower} connection{'s' if lower != 1 else ''} to it from now on"))
+        if lowered and note:
+            self._emit(note)
+
+    def _take_note(self, now: float, unsaid: tuple[int, int] | None) -> Event | None:
+        """The "at most N" note of the refusals ``unsaid`` (count, last status) if one is due now
+        (NOTE_EVERY seconds after the last), saying the cap as it is now; else they wait for the
+        next refusal, :meth:`relax` or :meth:`close` (called with the lock held)."""
+        if unsaid is None or now - self._noted_at < NOTE_EVERY:
+            self._unsaid = unsaid
+            return None
+        self._noted_at, self._unsaid = now, None
+        count, status = unsaid
+        what = "a connection" if count == 1 else f"{count} connections"
+        return Event(EventKind.NOTE, self.key, message=f"{self.key} refused {what} (HTTP {status}); "
+                     f"at most {self.cap} connection{'s' if self.cap != 1 else ''} to it from now on")
 
     def relax(self, now: float, after: float) -> None:
         """A higher lowered cap once ``after`` seconds passed without a refusal (0: never;
         sooner and by more after raises that held: ``engine/recovery.py``): a passing storm of
         503s does not hold the host's files to a low count for the rest of the run; a real cap
         refuses the extra connection and comes back."""
-        if self.cap >= self.budget:
+        if self.cap >= self.budget and self._unsaid is None:
             return  # (the usual case, read without the lock: every transfer's loop asks)
         with self._turn:
+            note = self._take_note(now, self._unsaid)  # a storm's last cap, once its second is over
             quiet = now - self.recovery.since
             raised = self.recovery.due(now, after, self.cap, self.budget)
-            if raised is None:
-                return
-            self.cap = raised
-            self._turn.notify_all()
-        self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key}: no refusal for {quiet:.3g}s; "
-                         f"trying {raised} connections to it"))
+            if raised is not None:
+                self.cap = raised
+                self._turn.notify_all()
+        if note is not None:
+            self._emit(note)
+        if raised is not None:
+            self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key}: no refusal for {quiet:.3g}s; "
+                             f"trying {raised} connections to it"))
 
     # -- warm clients ----------------------------------------------------------------
     def lender(self, factory=None):
@@ -303,12 +326,15 @@ class Host:
             client.close()
 
     def close(self) -> None:
-        """Close the warm connections (the run is over)."""
+        """Close the warm connections (the run is over); a storm's note not said yet is said."""
         with self._lock:
             idle, self._idle = self._idle, {}
+            note = self._take_note(self._noted_at + NOTE_EVERY, self._unsaid)
         for clients in idle.values():
             for client in clients:
                 client.close()
+        if note is not None:  # (after the clients: a sink that raises leaves none open)
+            self._emit(note)
 
 
 class Hosts:

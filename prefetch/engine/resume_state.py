@@ -15,6 +15,7 @@ import time
 from dataclasses import field
 from pathlib import Path
 
+from prefetch.errors import OPEN_FILES_ERRNOS, too_many_open_files
 from prefetch.model.lean import dataclass
 from prefetch.fs.files import local_error, replace_file
 from prefetch.engine.ranges import RangeSet
@@ -82,6 +83,8 @@ def check_state(path: Path) -> tuple[TransferState | None, str | None]:
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError) as exc:
+        if isinstance(exc, OSError) and exc.errno in OPEN_FILES_ERRNOS:  # the process's limit, not the record:
+            raise too_many_open_files(str(path)) from None  # ... "starting over" would drop its progress
         return None, f"cannot read it ({exc})"
     import json
 

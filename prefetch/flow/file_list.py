@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from prefetch.errors import ExitCode, PrefetchError
+from prefetch.errors import OPEN_FILES_ERRNOS, ExitCode, PrefetchError, too_many_open_files
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.model.plans import FilePlan, FileResult
 from prefetch.flow.files import fetch_file, forget_transfer
@@ -97,9 +97,12 @@ def fetch_files(
         except PrefetchError as exc:
             result = failed(plan, exc, got.append)
         except Exception as exc:  # noqa: BLE001 - a bug: this file fails, the others go on
-            result = _failed(plan, PrefetchError(f"{plan.label}: internal error: {exc!r}"))
-            got.append(result)
-            on_event(Event(EventKind.FAILED, plan.label, message=result.error, exit_code=result.exit_code))
+            if isinstance(exc, OSError) and exc.errno in OPEN_FILES_ERRNOS:  # the machine's limit, no bug
+                result = failed(plan, too_many_open_files(plan.label), got.append)
+            else:
+                result = _failed(plan, PrefetchError(f"{plan.label}: internal error: {exc!r}"))
+                got.append(result)
+                on_event(Event(EventKind.FAILED, plan.label, message=result.error, exit_code=result.exit_code))
         got[:] = [result]
         if options.sources is not None:
             options.sources.finish(plan, result, on_event=on_event)  # seeds the team store

@@ -369,7 +369,7 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
         placement.write_marker(marker, into, extracted.entries, merged=sorted(before & set(extracted.entries)))
         result.extracted.extend(str(into / e) for e in extracted.entries)
     for target in plan.decompress_to:
-        _decompress(plan, data, target, markers_dir, on_event, result, sync=sync)
+        _decompress(plan, data, target, markers_dir, on_event, result, sync=sync, stop=stop)
     for alias in plan.also:
         if data == plan.final and placement.same_file(alias, plan.final):
             continue
@@ -377,13 +377,14 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
 
 
 def _decompress(plan: FilePlan, data: Path, target: Path, markers_dir: Path, on_event: EventSink,
-                result: FileResult, *, sync: bool = True) -> None:
-    """``data`` (a gzip file) decompressed to ``target``, unless an earlier run already placed it."""
+                result: FileResult, *, sync: bool = True, stop: threading.Event | None = None) -> None:
+    """``data`` (a gzip file) decompressed to ``target``, unless an earlier run already placed it;
+    a ``stop`` ends it within a MiB, nothing of it placed (as an extraction)."""
     marker = placement.marker_path(markers_dir, plan.final, target)
     if not (data == plan.final and placement.extracted_entries(marker, target.parent) == [target.name]):
         from prefetch.archive.gunzip import decompress_gzip
 
         on_event(Event(EventKind.EXTRACT, plan.label, message=f"decompressing into {target}"))
-        decompress_gzip(data, target, durable=sync)
+        decompress_gzip(data, target, durable=sync, stop=stop)
         placement.write_marker(marker, target.parent, [target.name])
     result.extracted.append(str(target))

@@ -129,6 +129,10 @@ def local_error(exc: OSError, path: Path, *, needed: int | None = None):
             f"no space left on the device holding {path}{need}, {_amount(free_space(path))} free. "
             f"Free some space (or use --cache-dir) and run the command again to resume"
         )
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        from prefetch.errors import too_many_open_files
+
+        return too_many_open_files(str(path))
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return LocalFileError(f"cannot write {path}: {exc.strerror}; choose a writable --cache-dir")
     return LocalFileError(f"cannot write {path}: {exc.strerror or exc}")
@@ -207,3 +211,18 @@ def flush_filesystem(folder: Path) -> None:
             finally:
                 os.close(fd)
     os.sync()
+
+
+def sync_dir(directory: Path) -> None:
+    """fsync ``directory`` itself: the names created or renamed in it survive a machine crash, not
+    only the bytes of its files (best effort: some filesystems refuse a directory's fsync)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -16,7 +16,7 @@ at an offset from the target's path hash (62 bits: two targets never share one b
   chance is read as "another process", never as the wrong owner) and zeroes it on release.
 * Another user's shared file is never written (``safefs``' rule): a process that can only
   read it takes a *read* lock on the byte, which excludes every writer of it, and the
-  per-target lock file as before (``locks._FileLock``), which excludes the other readers.
+  per-target lock file as before (``lock_files._FileLock``), which excludes the other readers.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from prefetch.errors import InterruptedTransferError, UnsafePathError
 from prefetch.fs import safefs
-from prefetch.fs.locks import check_lock_file
+from prefetch.fs.lock_files import check_lock_file
 from prefetch.model.events import Event, EventKind
 
 

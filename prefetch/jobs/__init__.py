@@ -5,14 +5,15 @@ One module per concern (nothing here prints; all return dataclasses or raise
 
     records.py       what a job record holds; reading, checking, writing it (the one loader)
     liveness.py      is the worker still there (pid + start time, run lock): refresh_state
-    launch.py        start a detached worker; cancel and resume
+    launch.py        start a detached worker
+    cancel_resume.py cancel a job's worker; resume a stopped job (a new worker)
     wait.py          block until jobs/datasets end; their outcome
     housekeeping.py  forget finished jobs; read and follow logs
     views.py         table rows, short repr, HTML (status, notebooks, watch)
     watch.py         ``prefetch.watch()``: the table updated in place
     worker.py        the detached process: ``python -m prefetch.jobs.worker JOB``
 
-Inside: views <- records <- liveness <- wait/launch/housekeeping <- worker.
+Inside: views <- records <- liveness <- wait/launch/housekeeping <- cancel_resume, worker.
 May import every layer below it (``flow`` and what ``flow`` may import, and
 ``operations``); never ``doctor``, ``demo``, the API or the CLI.
 """
@@ -25,10 +26,10 @@ _LAZY = {
     "CleanResult": "prefetch.jobs.housekeeping",
     "clean_jobs": "prefetch.jobs.housekeeping",
     "iter_log": "prefetch.jobs.housekeeping",
-    "cancel_job": "prefetch.jobs.launch",
+    "cancel_job": "prefetch.jobs.cancel_resume",
     "describe_request": "prefetch.jobs.launch",
     "pin_request": "prefetch.jobs.launch",
-    "resume_job": "prefetch.jobs.launch",
+    "resume_job": "prefetch.jobs.cancel_resume",
     "start_job": "prefetch.jobs.launch",
     "get_job": "prefetch.jobs.liveness",
     "hold_run_lock": "prefetch.jobs.liveness",

@@ -1,4 +1,4 @@
-"""Starting jobs: detach a worker, and cancel or resume one.
+"""Starting jobs: detach a worker (``cancel_resume.py`` cancels or resumes one).
 
 The worker is ``python -m prefetch.jobs.worker JOB`` in a new session with its stdio
 in the job's log, so it outlives a notebook cell's shell. Nothing here prints.
@@ -11,12 +11,10 @@ import sys
 import time
 from collections.abc import Mapping
 
-from prefetch.errors import ExitCode, UsageError, WaitTimeoutError
+from prefetch.errors import UsageError
 from prefetch.jobs.records import (
     FileStatus,
     JobRecord,
-    JobState,
-    check_timeout,
     jobs_dir,
     locked_jobs,
     new_job_id,
@@ -25,7 +23,6 @@ from prefetch.jobs.records import (
     write_record,
 )
 from prefetch.fs.processes import process_start_time
-from prefetch.jobs.liveness import get_job, refresh_state, worker_identity_proven
 from prefetch.fs.paths import expand_path
 
 
@@ -294,99 +291,3 @@ def _wait_for(pid: int) -> None:
         os.waitpid(pid, 0)
     except ChildProcessError:  # (reaped elsewhere: a SIGCHLD handler of the host process)
         pass
-
-
-# -- cancel and resume ---------------------------------------------------------------
-def cancel_job(job_id: str, *, timeout: float = 30.0, env: Mapping[str, str] | None = None) -> JobRecord:
-    """Ask a running job to stop (SIGTERM) and wait until it has saved its state.
-
-    Returns the record; a job that is not running is returned unchanged.
-
-    Raises:
-        JobNotFoundError, UsageError: unknown or invalid id.
-        WaitTimeoutError: the worker did not stop within ``timeout`` seconds.
-    """
-    import signal
-
-    check_timeout(timeout)
-    record = get_job(job_id, env)
-    if not record.active:
-        return record
-
-    def ask(rec: JobRecord) -> None:
-        rec.cancel_requested = True
-        if rec.pid is None:  # the worker has not started yet: it will see this and stop
-            rec.state = JobState.CANCELLED.value
-            rec.exit_code = int(ExitCode.INTERRUPTED)
-            rec.finished = time.time()
-
-    record = update_record(job_id, ask, env)
-    if worker_identity_proven(record, env):  # never a bare pid: it may belong to another process now
-        try:
-            os.kill(record.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    while True:
-        record = get_job(job_id, env)
-        if not record.active:
-            return record
-        if time.monotonic() >= deadline:
-            raise WaitTimeoutError(
-                f"job {job_id} (pid {record.pid}) did not stop within {timeout:.0f}s after SIGTERM; "
-                f"it may be finishing an extraction. Check `prefetch status {job_id}`"
-            )
-        time.sleep(0.1)
-
-
-def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str | None = None) -> JobRecord:
-    """Start a new worker for a stopped job; it reuses the bytes already on disk.
-
-    Raises:
-        JobNotFoundError, UsageError: unknown id, corrupt record, or still running.
-    """
-    from prefetch.flow.request import GetRequest
-    from prefetch.flow.planning import plan_request
-
-    env = dict(os.environ if env is None else env)
-    record = get_job(job_id, env)
-    if record.state == JobState.CORRUPT.value:
-        raise UsageError(f"cannot resume {job_id}: {record.error}; start again with `prefetch get NAME -b`")
-    if record.active:
-        raise UsageError(
-            f"job {job_id} is still {record.state} (pid {record.pid}); "
-            f"`prefetch wait {job_id}`, or `prefetch cancel {job_id}` first"
-        )
-    request = GetRequest.from_dict(record.request)
-    request.job = job_id
-    plan_request(request, env=env)  # the registry may have changed since: fail now, not in the worker
-
-    def reset(rec: JobRecord) -> None:
-        # Again under the jobs lock: another resume may have started a worker since the check
-        # above (its record reset here would name our worker, which finds the run lock taken).
-        if refresh_state(rec).active:
-            raise UsageError(
-                f"job {job_id} is already {rec.state} again (pid {rec.pid}): another resume started it; "
-                f"`prefetch wait {job_id}` follows it"
-            )
-        rec.state = JobState.QUEUED.value
-        rec.pid = None
-        rec.pid_start = None
-        rec.host = this_host()
-        rec.exit_code = None
-        rec.error = None
-        rec.finished = None
-        rec.cancel_requested = False
-        rec.attempts += 1
-        for f in rec.files:
-            if f.state not in ("done", "cached"):
-                f.state = "pending"
-                f.rate = 0.0
-                f.eta = None
-                f.exit_code = None
-                f.error = None
-
-    record = update_record(job_id, reset, env)
-    return _launch(record, env=env, python=python, note=f"resumed (attempt {record.attempts})")
-
-

@@ -323,7 +323,7 @@ def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
 @contextmanager
 def locked_jobs(env: Mapping[str, str] | None = None) -> Iterator[Path]:
     """Hold ``jobs/.lock`` so read-modify-write updates of records do not interleave."""
-    from prefetch.fs.locks import exclusive_file_lock
+    from prefetch.fs.lock_files import exclusive_file_lock
 
     directory = jobs_dir(env)
     directory.mkdir(parents=True, exist_ok=True)

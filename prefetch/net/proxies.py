@@ -216,12 +216,13 @@ def handshake_timed_out(proxy: str, url: str, cause: str) -> BaseException:
     answers a ClientHello in plain HTTP at once (:func:`tls_failed`); tinyproxy reads it as the
     start of a request line and waits for its end, so every try timed out (~32 s of them). A
     plain request to the proxy tells: answered in HTTP, it is an http proxy written as https://
-    (final, one line); else a transient failure that says what was seen."""
+    (final, one line). Answered neither way, the proxy is hung or no proxy at all: final too,
+    one line naming it (retries met the same silence for ~32 s; a rerun resumes)."""
     if speaks_plain_http(proxy):
         return _plain_proxy(proxy, url)
-    message = (f"the proxy {proxy} took the connection but did not answer the TLS handshake ({cause}); "
-               f"fetching {host_of(url)}")
-    return TransientHTTPError(message, cause=message, kind=Failure.TIMEOUT, timed_out=True)
+    return NetworkError(f"the proxy {proxy} took the connection but did not answer the TLS handshake ({cause}), "
+                        f"nor a plain HTTP request: it is hung or not a proxy; check it, or unset the proxy "
+                        f"variable; fetching {host_of(url)}")
 
 
 def speaks_plain_http(proxy: str, timeout: float = 3.0) -> bool:

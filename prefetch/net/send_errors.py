@@ -9,7 +9,7 @@ ours here: NetworkError (TLS, an invalid URL or header: final), the proxy's fail
 
 from __future__ import annotations
 
-from prefetch.errors import NetworkError
+from prefetch.errors import OPEN_FILES_ERRNOS, NetworkError, too_many_open_files
 from prefetch.net import proxies
 from prefetch.net.failures import (
     Failure,
@@ -17,6 +17,7 @@ from prefetch.net.failures import (
     _is_remote_disconnected,
     _root_cause,
     _ssl_reason,
+    chain_of,
     describe_error,
     failure_kind,
     spoke_plain_http,
@@ -27,7 +28,11 @@ from prefetch.net.urls import redact_url
 
 def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseException | None:
     """Ours for a failed send: NetworkError (TLS, invalid URL), a proxy's failure; None for a
-    stale keep-alive connection (worth one more try when it was reused), else a transient one."""
+    stale keep-alive connection (worth one more try when it was reused), else a transient one.
+    A socket this process may not open (EMFILE, ENFILE) is no network failure: retries would not
+    mend it (``too_many_open_files``, final)."""
+    if any(isinstance(e, OSError) and e.errno in OPEN_FILES_ERRNOS for e in chain_of(exc)):
+        return too_many_open_files(redact_url(url))
     if is_ssl_failure(exc):
         reason = _ssl_reason(exc)
         if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:

@@ -71,6 +71,33 @@ def stop_on_interrupt(
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+@contextmanager
+def interrupt_on_hangup() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise ``KeyboardInterrupt`` as Ctrl-C does.
+
+    For a command that only watches (``prefetch wait``, ``prefetch log -f``): a closed
+    terminal or a killed cell ends it with the same one line and exit code as Ctrl-C,
+    not a silent death by signal. The handlers before are put back on the way out.
+    Outside the main thread it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    previous = {}
+    try:
+        for name in ("SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                previous[getattr(signal, name)] = signal.signal(getattr(signal, name), on_signal)
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
 # The stops of every open chain_interrupt (one handler for all of them, installed while any is
 # open): streams closed in any order leave the handler as it was before the first one.
 _chained: list[threading.Event] = []

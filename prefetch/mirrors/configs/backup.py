@@ -193,6 +193,7 @@ def create_backup(
     from prefetch.fs.safefs import write_new
 
     files = []
+    made_root = not Path(root).is_dir()  # (the first backup: the root's name is new too)
     try:
         directory.mkdir(parents=True)
         for index, path in enumerate(paths):
@@ -220,6 +221,14 @@ def create_backup(
         directory=directory,
     )
     _write_meta(backup)
+    # The names on disk too, before the new config is: after a crash (a VM preempted) the backup
+    # is found under its name, not lost while the config it saved was replaced.
+    from prefetch.fs.files import sync_dir
+
+    sync_dir(directory)  # its copies and meta.json
+    sync_dir(directory.parent)  # the backup's own name
+    if made_root:
+        sync_dir(directory.parent.parent)
     return backup
 
 
