@@ -42,7 +42,6 @@ from __future__ import annotations
 import os
 import selectors
 import ssl
-import socket
 import time
 from collections import deque
 from urllib.parse import urlsplit

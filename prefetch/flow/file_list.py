@@ -8,7 +8,6 @@ report "interrupted".
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import deque

@@ -11,7 +11,6 @@ import sys
 import time
 from collections.abc import Mapping
 
-from prefetch.errors import UsageError
 from prefetch.jobs.records import (
     FileStatus,
     JobRecord,

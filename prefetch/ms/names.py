@@ -18,7 +18,6 @@ prefetch adds ``get --mirror URL`` (or a mirrors.toml entry with ``ms = "URL"``)
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path

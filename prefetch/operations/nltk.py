@@ -13,7 +13,6 @@ downloaded right now is left alone.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
