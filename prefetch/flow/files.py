@@ -45,6 +45,8 @@ def source_urls(spec: FileSpec, options: FetchOptions, *, explicit_url: bool = F
 
 
 def _join(base: str, name: str) -> str:
+    if base[:5].lower() == "s3://":  # an object URL names its key raw (store.s3.split_object_url)
+        return base.rstrip("/") + "/" + name
     return base.rstrip("/") + "/" + quote(name)
 
 

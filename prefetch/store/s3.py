@@ -64,10 +64,22 @@ def parse_store_url(url: str) -> StoreLocation:
 
 
 def split_object_url(url: str) -> tuple[StoreLocation, str]:
-    """``s3://B/P/name`` -> (location of ``s3://B/P/``, ``name``)."""
-    parts = urlsplit(url)
-    head, _, name = parts.path.lstrip("/").rpartition("/")
-    return parse_store_url(f"s3://{parts.netloc}/{head}"), name
+    """``s3://B/P/name`` -> (location of ``s3://B/P/``, ``name``).
+
+    An object URL names its key raw, as the AWS CLI writes it and as ``push`` and the seeder
+    store it: ``s3://b/p/a b#1?.bin`` is the key ``p/a b#1?.bin`` (no query, no fragment, no
+    %-escapes), so the object a file is pushed under is the one it is read from.
+
+    Raises:
+        UsageError: not an s3:// URL with a bucket.
+    """
+    if not is_s3_url(url):
+        raise UsageError(f"malformed store URL {url!r}: expected s3://BUCKET/KEY")
+    bucket, _, key = url[len("s3://"):].partition("/")
+    head, _, name = key.lstrip("/").rpartition("/")
+    if not bucket or not name:
+        raise UsageError(f"malformed store URL {url!r}: expected s3://BUCKET/KEY")
+    return StoreLocation(bucket=bucket, prefix=head + "/" if head else ""), name
 
 
 def require_boto3():
