@@ -43,3 +43,39 @@ def test_a_file_pushed_under_an_odd_name_is_read_back_by_mirror(s3, tmp_path, cl
     proc = cli("get", "toy", "--registry", reg, "--mirror", s3.prefix)
     assert proc.returncode == 0, proc.stderr
     assert (keras_datasets / ODD).read_bytes() == data
+
+
+def test_two_pushes_of_one_file_at_once_on_one_machine_both_succeed(s3, tmp_path, home):
+    """The second push finds the first one's upload record and joins that upload; whichever
+    completes it second must not fail (NoSuchUpload) when the object is there, whole and right."""
+    import os
+    import subprocess
+    import time
+
+    from prefetch.fs.paths import state_dir
+    from tests.helpers import start_cli
+    from tests.slowproxy import SlowProxy
+    from tests.test_store import assert_store_consistent
+
+    data = payload(20 * MIB, 1203)
+    local = tmp_path / "big.bin"
+    local.write_bytes(data)
+    env = os.environ.copy()
+    env["PREFETCH_S3_PART_SIZE"] = str(5 * MIB)
+    records = state_dir() / "push"
+    with SlowProxy(int(s3.endpoint.rsplit(":", 1)[1]), rate=1 << 40, up_rate=8 * MIB) as proxy:
+        env["AWS_ENDPOINT_URL"] = proxy.url
+        first = start_cli("push", str(local), s3.prefix, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+        deadline = time.monotonic() + 60
+        while not (records.is_dir() and any(records.glob("*.json"))):  # the first has started its upload
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.05)
+        second = start_cli("push", str(local), s3.prefix, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+        outcomes = [(p.wait(timeout=120), *p.communicate()) for p in (first, second)]
+
+    for code, out, err in outcomes:
+        assert code == 0, err
+        assert err == "", err
+    assert assert_store_consistent(s3, s3.prefix) == {"big.bin": data}

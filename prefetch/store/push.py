@@ -155,6 +155,8 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
                         answer = store.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
                                                           PartNumber=number, Body=chunk, ContentMD5=_b64(md5))
                     except Exception as exc:  # noqa: BLE001
+                        if _pushed_meanwhile(store, name, metadata["sha256"], size, exc):
+                            return PushResult(name, str(path), url, "skipped", size, metadata["sha256"])
                         raise store_error(exc, f"upload part {number}/{count} of {url}") from None
                     etag = _answered(store, answer, "ETag", f"upload part {number}/{count} of {url}")
                 parts.append({"PartNumber": number, "ETag": etag})
@@ -175,10 +177,26 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
         answer = store.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
                                                         MultipartUpload={"Parts": parts})
     except Exception as exc:  # noqa: BLE001
+        if _pushed_meanwhile(store, name, metadata["sha256"], size, exc):
+            _forget(record_path)
+            return PushResult(name, str(path), url, "skipped", size, metadata["sha256"])
         raise store_error(exc, f"complete upload of {url}") from None
     _answered(store, answer, "ETag", f"complete upload of {url}")
     _forget(record_path)
     return PushResult(name, str(path), url, "resumed" if reused else "uploaded", size, metadata["sha256"], reused)
+
+
+def _pushed_meanwhile(store: Store, name: str, sha256: str, size: int, exc: BaseException) -> bool:
+    """The upload is gone because another push of the same file (one that found our upload
+    record and joined the upload, on this machine) completed it: the object is there, whole,
+    with our sha256. Anything else is the store's error."""
+    if error_code(exc) not in ("NoSuchUpload", "404"):
+        return False
+    try:
+        head = store.head(name)
+    except Exception:  # noqa: BLE001 - the original error is the one to report
+        return False
+    return head is not None and head["metadata"].get("sha256") == sha256 and head["size"] == size
 
 
 def _unchanged(sent: str, hashed: str, path, url: str) -> None:
