@@ -79,3 +79,69 @@ def test_two_pushes_of_one_file_at_once_on_one_machine_both_succeed(s3, tmp_path
         assert code == 0, err
         assert err == "", err
     assert assert_store_consistent(s3, s3.prefix) == {"big.bin": data}
+
+
+class _SickStore:
+    """An S3 endpoint on 127.0.0.1 that answers every request 503 SlowDown (a store overloaded
+    or down behind its load balancer); ``requests`` counts what reached it."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        sick = self
+        self.requests = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                sick.requests += 1
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                body = b"<?xml version='1.0'?><Error><Code>SlowDown</Code><Message>Reduce your rate</Message></Error>"
+                self.send_response(503)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_store_that_is_down_is_asked_once_per_run_not_once_per_file(s3, tmp_path, origin, cli, keras_datasets,
+                                                                        monkeypatch):
+    """Every file paid botocore's whole retry budget (5 tries with backoff) to learn the store was
+    down, twice with --seed (before and after its download): 10 files, 120 requests and
+    minutes. Now the first failure stands for the rest of the run."""
+    files = {f"d{i}.bin": payload(64 * 1024, 1210 + i) for i in range(10)}
+    for name, data in files.items():
+        origin.put(name, data)
+    reg = registry(tmp_path / "r.toml", {n: (origin.url_for(n), d) for n, d in files.items()})
+    sick = _SickStore()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", sick.url)
+        # Two files at once: the files after the first two find the store known down.
+        proc = cli("get", "toy", "--registry", reg, "--seed", s3.prefix, "--host-connections", "2")
+    finally:
+        sick.close()
+
+    assert proc.returncode == 0, proc.stderr
+    for name, data in files.items():
+        assert (keras_datasets / name).read_bytes() == data
+    assert "using the other sources" in proc.stderr
+    assert "not asked again" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    # botocore tries each request 6 times (5 retries): two files' HEADs, never each file's (60), nor twice (120).
+    assert sick.requests <= 2 * 6, sick.requests

@@ -194,7 +194,20 @@ def store_error(exc: BaseException, what: str) -> StoreError:
     else:
         hint = ""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return StoreError(f"store: {what}: {text}{hint}")
+    error = StoreError(f"store: {what}: {text}{hint}")
+    error.unavailable = is_unavailable(code)
+    return error
+
+
+UNAVAILABLE = ("SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling",
+               "ThrottlingException", "RequestLimitExceeded", "TooManyRequests")
+
+
+def is_unavailable(code: str) -> bool:
+    """The store itself is unwell (no answer at all, a 5xx, throttling after botocore's own
+    retries), as opposed to a refusal about one object (403, 404): asking it again for the
+    next file of this run only costs that file the same retries."""
+    return code == "" or code.startswith("5") or code in UNAVAILABLE
 
 
 def identity(url: str) -> str:

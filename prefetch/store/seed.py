@@ -46,6 +46,7 @@ class StoreSources:
     _fallback: dict[str, list[str]] = field(default_factory=dict)  # final path -> other sources
     _labels: dict[str, str] = field(default_factory=dict)  # presigned URL -> s3:// object URL
     _renewer: threading.Thread | None = None
+    _down: dict[str, StoreError] = field(default_factory=dict)  # store URL -> why it is unavailable this run
 
     def store_for(self, url: str) -> Store:
         location, _ = split_object_url(url)
@@ -72,6 +73,7 @@ class StoreSources:
             try:
                 http = self._object_source(plan, url, seeding=seeding, on_event=on_event, stop=stop)
             except StoreError as exc:
+                self._note_down(url, exc)
                 if not any(not is_s3_url(u) for u in urls):
                     raise
                 # The store is a shortcut: when it fails, the file's other sources still work.
@@ -115,7 +117,26 @@ class StoreSources:
 
         return parse_store_url(self.seed).url
 
+    def _note_down(self, url: str, exc: StoreError) -> None:
+        """Remember a store that did not answer (after botocore's retries) for the rest of the run."""
+        if getattr(exc, "unavailable", False):
+            with self._lock:
+                self._down.setdefault(split_object_url(url)[0].url, exc)
+
+    def _down_error(self, url: str) -> StoreError | None:
+        """The error of a store found unavailable earlier in this run, or None."""
+        with self._lock:
+            exc = self._down.get(split_object_url(url)[0].url)
+        if exc is None:
+            return None
+        error = StoreError(f"{exc} (earlier in this run: not asked again)")
+        error.unavailable = True
+        return error
+
     def _object_source(self, plan, url: str, *, seeding: bool, on_event: EventSink, stop) -> str | None:
+        down = self._down_error(url)
+        if down is not None:  # each file would wait out the same retries again
+            raise down
         store = self.store_for(url)
         _, name = split_object_url(url)
         announced = False
@@ -235,6 +256,9 @@ class StoreSources:
             ok = result.status in ("downloaded", "cached") and (result.verified or plan.spec.expected is None)
             if not ok:
                 return
+            down = self._down_error(url)
+            if down is not None:
+                raise down
             if not lacking and self._has(store, plan.spec.name, plan):
                 return
             from prefetch.store.push import part_size_from_env, push_file
@@ -246,6 +270,8 @@ class StoreSources:
         except Exception as exc:  # noqa: BLE001 - seeding is a service to others: the file itself is fine
             from prefetch.errors import PrefetchError
 
+            if isinstance(exc, StoreError):
+                self._note_down(url, exc)
             text = str(exc) if isinstance(exc, PrefetchError) else repr(exc)
             on_event(Event(EventKind.NOTE, plan.label, message=f"could not seed the store: {text}"))
         finally:
