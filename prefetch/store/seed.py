@@ -48,6 +48,9 @@ class StoreSources:
     _renewer: threading.Thread | None = None
     _down: dict[str, StoreError] = field(default_factory=dict)  # store URL -> why it is unavailable this run
 
+    def __post_init__(self) -> None:
+        self._released = threading.Condition(self._lock)  # a claim was released: the renewer may end
+
     def store_for(self, url: str) -> Store:
         location, _ = split_object_url(url)
         with self._lock:
@@ -216,10 +219,17 @@ class StoreSources:
         return "another seeder"
 
     def _renew_claims(self) -> None:
-        """Rewrite our claims every lease/4 so that waiting seeders know we are alive."""
+        """Rewrite our claims every lease/4 so that waiting seeders know we are alive; end once
+        no claim is held (a kernel that seeded in many runs keeps no thread, nor its clients)."""
+        interval = max(0.5, self.lease / 4)
         while True:
-            time.sleep(max(0.5, self.lease / 4))
             with self._lock:
+                deadline = time.monotonic() + interval
+                while self._claimed and (left := deadline - time.monotonic()) > 0:
+                    self._released.wait(left)
+                if not self._claimed:
+                    self._renewer = None  # the next claim starts another
+                    return
                 claimed = list(self._claimed)
             for url in claimed:
                 store = self.store_for(url)
@@ -252,6 +262,7 @@ class StoreSources:
             lacking = url in self._lacking or wrong
             self._claimed.discard(url)
             self._wrong.discard(url)
+            self._released.notify_all()
         try:
             ok = result.status in ("downloaded", "cached") and (result.verified or plan.spec.expected is None)
             if not ok:
