@@ -30,3 +30,36 @@ def test_a_seeding_stream_leaves_no_claim_renewer_running_in_the_kernel(s3, orig
     for thread in claim_renewers():
         thread.join(timeout=30)  # it may be between two renewals; then it must see nothing left to renew
     assert not claim_renewers()
+
+
+def test_leaving_a_seeding_stream_stops_its_upload_too(s3, origin, tmp_path, home, monkeypatch):
+    """A file placed, then seeded to the store (a multipart upload) when the loop is left:
+    close() waited its 30 s for the download thread and returned with the upload still going.
+    The upload now stops between parts, resumable (the next run continues it)."""
+    from prefetch.fs.paths import state_dir
+    from tests.slowproxy import SlowProxy
+
+    data = payload(40 * MIB, 1230)
+    origin.put("big.bin", data)
+    reg = registry(tmp_path / "r.toml", {"big.bin": (origin.url_for("big.bin"), data)})
+    monkeypatch.setenv("PREFETCH_S3_PART_SIZE", str(5 * MIB))
+    with SlowProxy(int(s3.endpoint.rsplit(":", 1)[1]), rate=1 << 40, up_rate=1 * MIB) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)  # 40 s of upload, 5 s a part
+        paths = prefetch.as_completed(["toy"], registry=reg, seed=s3.prefix, progress=False, connections=1)
+        records = state_dir() / "push"
+        while not (records.is_dir() and any(records.glob("*.json"))):  # the upload has started
+            assert paths._thread.is_alive()
+            threading.Event().wait(0.05)
+        paths.close()
+        assert not paths._thread.is_alive()  # close() saw the run end, not its 30 s join timeout
+        assert "big.bin" not in objects(s3, s3.prefix)  # nothing half-made is visible
+        assert (home / ".keras" / "datasets" / "big.bin").read_bytes() == data
+
+        # The next run (the same endpoint, fast now) continues the upload it left.
+        proxy.up_rate = None
+        events = []
+        with prefetch.as_completed(["toy"], registry=reg, seed=s3.prefix, progress=False,
+                                   on_event=events.append) as again:
+            assert [p.name for p in again] == ["big.bin"]
+    assert objects(s3, s3.prefix)["big.bin"][0] == data
+    assert any("seeded the store: resumed" in (e.message or "") for e in events), [e.message for e in events]

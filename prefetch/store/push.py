@@ -84,12 +84,17 @@ def push_file(
     on_part: Callable[[int, int], None] | None = None,
     named: bool = False,
     replace: bool = False,
+    stop=None,
 ) -> PushResult:
     """Upload ``path`` as object ``name`` of ``store`` unless an object with its sha256 is there
     (``replace``: even then, as the object's bytes were found not to match its metadata).
 
+    ``stop`` (a ``threading.Event``): once set, a multipart upload stops before its next part,
+    resumable (its record is kept; the next push of the file continues it).
+
     Raises:
         StoreError: the store refused. LocalFileError: the file cannot be read.
+        InterruptedTransferError: ``stop`` was set during a multipart upload.
     """
     sha256, md5, size = digests or file_digests(path, named=named)
     url = store.location.url_for(name)
@@ -113,10 +118,10 @@ def push_file(
             raise store_error(exc, f"PUT {url}") from None
         _answered(store, answer, "ETag", f"PUT {url}")
         return PushResult(name, str(path), url, "uploaded", size, sha256)
-    return _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named)
+    return _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named, stop)
 
 
-def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named) -> PushResult:
+def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named, stop) -> PushResult:
     bucket, key = store.location.bucket, store.location.key_for(name)
     record_path = _record_path(state_dir, store, key)
     record = _load_record(record_path)
@@ -143,6 +148,11 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
     try:
         with open_source(path, named=named) as f:
             for number in range(1, count + 1):
+                if stop is not None and stop.is_set():
+                    from prefetch.errors import InterruptedTransferError
+
+                    raise InterruptedTransferError(f"the upload of {url} stopped after {number - 1} of {count} "
+                                                   "parts; the next push (or seed) of the file continues it")
                 f.seek((number - 1) * part_size)
                 chunk = f.read(part_size)
                 whole.update(chunk)

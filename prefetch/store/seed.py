@@ -248,8 +248,10 @@ class StoreSources:
             pass
 
     # -- after a file ----------------------------------------------------------
-    def finish(self, plan, result, *, on_event: EventSink) -> None:
-        """Upload a verified file the seed store lacks; release our claim either way."""
+    def finish(self, plan, result, *, on_event: EventSink, stop: threading.Event | None = None) -> None:
+        """Upload a verified file the seed store lacks; release our claim either way. A run
+        stopped (Ctrl-C, a stream left early) does not start the upload, and stops one between
+        parts, resumable: the next run's seeding continues it."""
         if self.seed is None:
             return
         from prefetch.store.s3 import parse_store_url
@@ -270,13 +272,16 @@ class StoreSources:
             down = self._down_error(url)
             if down is not None:
                 raise down
+            if stop is not None and stop.is_set():
+                on_event(Event(EventKind.NOTE, plan.label, message=f"not seeding {url}: the run was stopped"))
+                return
             if not lacking and self._has(store, plan.spec.name, plan):
                 return
             from prefetch.store.push import part_size_from_env, push_file
 
             state_dir = self.state_dir or Path(".")
             pushed = push_file(store, plan.final, plan.spec.name, state_dir=state_dir,
-                               part_size=part_size_from_env(self.env), replace=wrong)
+                               part_size=part_size_from_env(self.env), replace=wrong, stop=stop)
             on_event(Event(EventKind.NOTE, plan.label, message=f"seeded the store: {pushed.status} {pushed.url}"))
         except Exception as exc:  # noqa: BLE001 - seeding is a service to others: the file itself is fine
             from prefetch.errors import PrefetchError
