@@ -195,8 +195,16 @@ def store_error(exc: BaseException, what: str) -> StoreError:
         hint = ""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     error = StoreError(f"store: {what}: {text}{hint}")
-    error.unavailable = is_unavailable(code)
+    error.unavailable = is_unavailable(code) if code else _no_answer(exc)
     return error
+
+
+def _no_answer(exc: BaseException) -> bool:
+    """botocore could not reach the store or got no answer (not a request it refused to make,
+    such as an old botocore's ParamValidationError for ``IfNoneMatch``)."""
+    from botocore.exceptions import ConnectionError as NoConnection, HTTPClientError
+
+    return isinstance(exc, (NoConnection, HTTPClientError))
 
 
 UNAVAILABLE = ("SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling",
@@ -204,10 +212,10 @@ UNAVAILABLE = ("SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeou
 
 
 def is_unavailable(code: str) -> bool:
-    """The store itself is unwell (no answer at all, a 5xx, throttling after botocore's own
-    retries), as opposed to a refusal about one object (403, 404): asking it again for the
-    next file of this run only costs that file the same retries."""
-    return code == "" or code.startswith("5") or code in UNAVAILABLE
+    """The store itself is unwell (a 5xx, throttling after botocore's own retries), as opposed
+    to a refusal about one object (403, 404): asking it again for the next file of this run
+    only costs that file the same retries."""
+    return code.startswith("5") or code in UNAVAILABLE
 
 
 def identity(url: str) -> str:
