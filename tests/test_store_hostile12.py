@@ -145,3 +145,28 @@ def test_a_store_that_is_down_is_asked_once_per_run_not_once_per_file(s3, tmp_pa
     assert "Traceback" not in proc.stderr
     # botocore tries each request 6 times (5 retries): two files' HEADs, never each file's (60), nor twice (120).
     assert sick.requests <= 2 * 6, sick.requests
+
+
+def test_seed_reads_a_hashed_url_download_from_the_store(s3, tmp_path, origin, cli):
+    """`get URL --sha256 H --seed s3://...` (and as_completed(shard_urls, seed=...)) uploaded the
+    file but never read it from the store: every machine fetched every URL from its origin. A
+    URL with an expected hash is now read from the store first (the hash checks the object);
+    one without stays with its URL (a flat store could hold another host's file of that name)."""
+    import hashlib
+
+    data = payload(MIB, 1240)
+    origin.put("shard-0.tar", data)
+    url, digest = origin.url_for("shard-0.tar"), hashlib.sha256(data).hexdigest()
+
+    proc = cli("get", url, "--sha256", digest, "-P", str(tmp_path / "m1"), "--seed", s3.prefix)
+    assert proc.returncode == 0, proc.stderr
+    assert objects(s3, s3.prefix)["shard-0.tar"][0] == data
+
+    origin.remove("shard-0.tar")  # the origin is gone (or far away): the team store has it
+    proc = cli("get", url, "--sha256", digest, "-P", str(tmp_path / "m2"), "--seed", s3.prefix)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "m2" / "shard-0.tar").read_bytes() == data
+    # Without a hash the URL alone is the source.
+    proc = cli("get", url, "-P", str(tmp_path / "m3"), "--seed", s3.prefix)
+    assert proc.returncode == 3, proc.stderr
+    assert not (tmp_path / "m3" / "shard-0.tar").exists()
