@@ -260,7 +260,8 @@ def package_url(base: str, pkg: NltkPackage) -> str:
     """``BASE/packages/<subdir>/<id>.zip`` (the gh-pages layout)."""
     from urllib.parse import quote
 
-    return f"{base.rstrip('/')}/packages/{quote(pkg.path)}"
+    path = pkg.path if base[:5].lower() == "s3://" else quote(pkg.path)  # an s3:// object URL names its key raw
+    return f"{base.rstrip('/')}/packages/{path}"
 
 
 def merge_index(old: NltkIndex | None, packages: Sequence[NltkPackage],

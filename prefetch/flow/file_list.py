@@ -104,7 +104,7 @@ def fetch_files(
                 on_event(Event(EventKind.FAILED, plan.label, message=result.error, exit_code=result.exit_code))
         got[:] = [result]
         if options.sources is not None:
-            options.sources.finish(plan, result, on_event=on_event)  # seeds the team store
+            options.sources.finish(plan, result, on_event=on_event, stop=stop)  # seeds the team store
         finish(index, result)
 
     lane = _Lane(plans, options) if before_start is None and len(plans) >= _Lane.FEWEST else None

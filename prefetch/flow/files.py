@@ -34,10 +34,16 @@ def source_urls(spec: FileSpec, options: FetchOptions, *, explicit_url: bool = F
 
     Dataset mirrors serve registry datasets by file name; a URL the user typed is
     fetched from that URL (``PREFETCH_DATASET_MIRROR`` never replaces it), unless
-    ``--mirror`` was given on that command line (``options.url_mirrors``).
+    ``--mirror`` was given on that command line (``options.url_mirrors``). With ``--seed``, a
+    typed URL whose file has an expected hash is read from the team store first (the store
+    is flat, by file name: the hash tells its object apart from another host's file of that
+    name; without one the URL alone is the source).
     """
     if explicit_url and not options.url_mirrors:
-        return list(spec.urls)
+        seed = getattr(options.sources, "seed", None)
+        if seed is None or spec.expected is None:
+            return list(spec.urls)
+        return list(dict.fromkeys([_join(seed, spec.name), *spec.urls]))
     urls = [_join(m, spec.name) for m in options.mirrors]
     if options.use_origin or not urls:
         urls.extend(spec.urls)
@@ -45,6 +51,8 @@ def source_urls(spec: FileSpec, options: FetchOptions, *, explicit_url: bool = F
 
 
 def _join(base: str, name: str) -> str:
+    if base[:5].lower() == "s3://":  # an object URL names its key raw (store.s3.split_object_url)
+        return base.rstrip("/") + "/" + name
     return base.rstrip("/") + "/" + quote(name)
 
 

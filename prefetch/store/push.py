@@ -84,12 +84,17 @@ def push_file(
     on_part: Callable[[int, int], None] | None = None,
     named: bool = False,
     replace: bool = False,
+    stop=None,
 ) -> PushResult:
     """Upload ``path`` as object ``name`` of ``store`` unless an object with its sha256 is there
     (``replace``: even then, as the object's bytes were found not to match its metadata).
 
+    ``stop`` (a ``threading.Event``): once set, a multipart upload stops before its next part,
+    resumable (its record is kept; the next push of the file continues it).
+
     Raises:
         StoreError: the store refused. LocalFileError: the file cannot be read.
+        InterruptedTransferError: ``stop`` was set during a multipart upload.
     """
     sha256, md5, size = digests or file_digests(path, named=named)
     url = store.location.url_for(name)
@@ -113,10 +118,10 @@ def push_file(
             raise store_error(exc, f"PUT {url}") from None
         _answered(store, answer, "ETag", f"PUT {url}")
         return PushResult(name, str(path), url, "uploaded", size, sha256)
-    return _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named)
+    return _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named, stop)
 
 
-def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named) -> PushResult:
+def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named, stop) -> PushResult:
     bucket, key = store.location.bucket, store.location.key_for(name)
     record_path = _record_path(state_dir, store, key)
     record = _load_record(record_path)
@@ -143,6 +148,11 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
     try:
         with open_source(path, named=named) as f:
             for number in range(1, count + 1):
+                if stop is not None and stop.is_set():
+                    from prefetch.errors import InterruptedTransferError
+
+                    raise InterruptedTransferError(f"the upload of {url} stopped after {number - 1} of {count} "
+                                                   "parts; the next push (or seed) of the file continues it")
                 f.seek((number - 1) * part_size)
                 chunk = f.read(part_size)
                 whole.update(chunk)
@@ -155,6 +165,8 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
                         answer = store.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
                                                           PartNumber=number, Body=chunk, ContentMD5=_b64(md5))
                     except Exception as exc:  # noqa: BLE001
+                        if _pushed_meanwhile(store, name, metadata["sha256"], size, exc):
+                            return PushResult(name, str(path), url, "skipped", size, metadata["sha256"])
                         raise store_error(exc, f"upload part {number}/{count} of {url}") from None
                     etag = _answered(store, answer, "ETag", f"upload part {number}/{count} of {url}")
                 parts.append({"PartNumber": number, "ETag": etag})
@@ -175,10 +187,26 @@ def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_
         answer = store.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
                                                         MultipartUpload={"Parts": parts})
     except Exception as exc:  # noqa: BLE001
+        if _pushed_meanwhile(store, name, metadata["sha256"], size, exc):
+            _forget(record_path)
+            return PushResult(name, str(path), url, "skipped", size, metadata["sha256"])
         raise store_error(exc, f"complete upload of {url}") from None
     _answered(store, answer, "ETag", f"complete upload of {url}")
     _forget(record_path)
     return PushResult(name, str(path), url, "resumed" if reused else "uploaded", size, metadata["sha256"], reused)
+
+
+def _pushed_meanwhile(store: Store, name: str, sha256: str, size: int, exc: BaseException) -> bool:
+    """The upload is gone because another push of the same file (one that found our upload
+    record and joined the upload, on this machine) completed it: the object is there, whole,
+    with our sha256. Anything else is the store's error."""
+    if error_code(exc) not in ("NoSuchUpload", "404"):
+        return False
+    try:
+        head = store.head(name)
+    except Exception:  # noqa: BLE001 - the original error is the one to report
+        return False
+    return head is not None and head["metadata"].get("sha256") == sha256 and head["size"] == size
 
 
 def _unchanged(sent: str, hashed: str, path, url: str) -> None:

@@ -64,10 +64,22 @@ def parse_store_url(url: str) -> StoreLocation:
 
 
 def split_object_url(url: str) -> tuple[StoreLocation, str]:
-    """``s3://B/P/name`` -> (location of ``s3://B/P/``, ``name``)."""
-    parts = urlsplit(url)
-    head, _, name = parts.path.lstrip("/").rpartition("/")
-    return parse_store_url(f"s3://{parts.netloc}/{head}"), name
+    """``s3://B/P/name`` -> (location of ``s3://B/P/``, ``name``).
+
+    An object URL names its key raw, as the AWS CLI writes it and as ``push`` and the seeder
+    store it: ``s3://b/p/a b#1?.bin`` is the key ``p/a b#1?.bin`` (no query, no fragment, no
+    %-escapes), so the object a file is pushed under is the one it is read from.
+
+    Raises:
+        UsageError: not an s3:// URL with a bucket.
+    """
+    if not is_s3_url(url):
+        raise UsageError(f"malformed store URL {url!r}: expected s3://BUCKET/KEY")
+    bucket, _, key = url[len("s3://"):].partition("/")
+    head, _, name = key.lstrip("/").rpartition("/")
+    if not bucket or not name:
+        raise UsageError(f"malformed store URL {url!r}: expected s3://BUCKET/KEY")
+    return StoreLocation(bucket=bucket, prefix=head + "/" if head else ""), name
 
 
 def require_boto3():
@@ -182,7 +194,28 @@ def store_error(exc: BaseException, what: str) -> StoreError:
     else:
         hint = ""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return StoreError(f"store: {what}: {text}{hint}")
+    error = StoreError(f"store: {what}: {text}{hint}")
+    error.unavailable = is_unavailable(code) if code else _no_answer(exc)
+    return error
+
+
+def _no_answer(exc: BaseException) -> bool:
+    """botocore could not reach the store or got no answer (not a request it refused to make,
+    such as an old botocore's ParamValidationError for ``IfNoneMatch``)."""
+    from botocore.exceptions import ConnectionError as NoConnection, HTTPClientError
+
+    return isinstance(exc, (NoConnection, HTTPClientError))
+
+
+UNAVAILABLE = ("SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling",
+               "ThrottlingException", "RequestLimitExceeded", "TooManyRequests")
+
+
+def is_unavailable(code: str) -> bool:
+    """The store itself is unwell (a 5xx, throttling after botocore's own retries), as opposed
+    to a refusal about one object (403, 404): asking it again for the next file of this run
+    only costs that file the same retries."""
+    return code.startswith("5") or code in UNAVAILABLE
 
 
 def identity(url: str) -> str:

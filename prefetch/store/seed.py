@@ -46,6 +46,10 @@ class StoreSources:
     _fallback: dict[str, list[str]] = field(default_factory=dict)  # final path -> other sources
     _labels: dict[str, str] = field(default_factory=dict)  # presigned URL -> s3:// object URL
     _renewer: threading.Thread | None = None
+    _down: dict[str, StoreError] = field(default_factory=dict)  # store URL -> why it is unavailable this run
+
+    def __post_init__(self) -> None:
+        self._released = threading.Condition(self._lock)  # a claim was released: the renewer may end
 
     def store_for(self, url: str) -> Store:
         location, _ = split_object_url(url)
@@ -72,6 +76,7 @@ class StoreSources:
             try:
                 http = self._object_source(plan, url, seeding=seeding, on_event=on_event, stop=stop)
             except StoreError as exc:
+                self._note_down(url, exc)
                 if not any(not is_s3_url(u) for u in urls):
                     raise
                 # The store is a shortcut: when it fails, the file's other sources still work.
@@ -115,7 +120,26 @@ class StoreSources:
 
         return parse_store_url(self.seed).url
 
+    def _note_down(self, url: str, exc: StoreError) -> None:
+        """Remember a store that did not answer (after botocore's retries) for the rest of the run."""
+        if getattr(exc, "unavailable", False):
+            with self._lock:
+                self._down.setdefault(split_object_url(url)[0].url, exc)
+
+    def _down_error(self, url: str) -> StoreError | None:
+        """The error of a store found unavailable earlier in this run, or None."""
+        with self._lock:
+            exc = self._down.get(split_object_url(url)[0].url)
+        if exc is None:
+            return None
+        error = StoreError(f"{exc} (earlier in this run: not asked again)")
+        error.unavailable = True
+        return error
+
     def _object_source(self, plan, url: str, *, seeding: bool, on_event: EventSink, stop) -> str | None:
+        down = self._down_error(url)
+        if down is not None:  # each file would wait out the same retries again
+            raise down
         store = self.store_for(url)
         _, name = split_object_url(url)
         announced = False
@@ -195,10 +219,17 @@ class StoreSources:
         return "another seeder"
 
     def _renew_claims(self) -> None:
-        """Rewrite our claims every lease/4 so that waiting seeders know we are alive."""
+        """Rewrite our claims every lease/4 so that waiting seeders know we are alive; end once
+        no claim is held (a kernel that seeded in many runs keeps no thread, nor its clients)."""
+        interval = max(0.5, self.lease / 4)
         while True:
-            time.sleep(max(0.5, self.lease / 4))
             with self._lock:
+                deadline = time.monotonic() + interval
+                while self._claimed and (left := deadline - time.monotonic()) > 0:
+                    self._released.wait(left)
+                if not self._claimed:
+                    self._renewer = None  # the next claim starts another
+                    return
                 claimed = list(self._claimed)
             for url in claimed:
                 store = self.store_for(url)
@@ -217,8 +248,10 @@ class StoreSources:
             pass
 
     # -- after a file ----------------------------------------------------------
-    def finish(self, plan, result, *, on_event: EventSink) -> None:
-        """Upload a verified file the seed store lacks; release our claim either way."""
+    def finish(self, plan, result, *, on_event: EventSink, stop: threading.Event | None = None) -> None:
+        """Upload a verified file the seed store lacks; release our claim either way. A run
+        stopped (Ctrl-C, a stream left early) does not start the upload, and stops one between
+        parts, resumable: the next run's seeding continues it."""
         if self.seed is None:
             return
         from prefetch.store.s3 import parse_store_url
@@ -231,9 +264,16 @@ class StoreSources:
             lacking = url in self._lacking or wrong
             self._claimed.discard(url)
             self._wrong.discard(url)
+            self._released.notify_all()
         try:
             ok = result.status in ("downloaded", "cached") and (result.verified or plan.spec.expected is None)
             if not ok:
+                return
+            down = self._down_error(url)
+            if down is not None:
+                raise down
+            if stop is not None and stop.is_set():
+                on_event(Event(EventKind.NOTE, plan.label, message=f"not seeding {url}: the run was stopped"))
                 return
             if not lacking and self._has(store, plan.spec.name, plan):
                 return
@@ -241,11 +281,13 @@ class StoreSources:
 
             state_dir = self.state_dir or Path(".")
             pushed = push_file(store, plan.final, plan.spec.name, state_dir=state_dir,
-                               part_size=part_size_from_env(self.env), replace=wrong)
+                               part_size=part_size_from_env(self.env), replace=wrong, stop=stop)
             on_event(Event(EventKind.NOTE, plan.label, message=f"seeded the store: {pushed.status} {pushed.url}"))
         except Exception as exc:  # noqa: BLE001 - seeding is a service to others: the file itself is fine
             from prefetch.errors import PrefetchError
 
+            if isinstance(exc, StoreError):
+                self._note_down(url, exc)
             text = str(exc) if isinstance(exc, PrefetchError) else repr(exc)
             on_event(Event(EventKind.NOTE, plan.label, message=f"could not seed the store: {text}"))
         finally:
