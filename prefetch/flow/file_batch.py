@@ -37,7 +37,9 @@ from prefetch.model.plans import FilePlan, FileResult
 from prefetch.net.urls import redact_url
 
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_RELATIVE = hasattr(os, "O_DIRECTORY") and os.replace in os.supports_dir_fd
+# (os.replace is os.rename with another flag; only os.rename is listed in supports_dir_fd: asking for
+# os.replace there always said no, and every rename opened its folder again through safefs.replace)
+_RELATIVE = hasattr(os, "O_DIRECTORY") and os.rename in os.supports_dir_fd
 
 
 def eligible(plan: FilePlan, options, known: dict | None = None) -> str | None:

@@ -1,0 +1,59 @@
+"""What the bulk lane asks of the filesystem per chunk rather than per file (issue 19's loopback
+row): a real ``prefetch get -i LIST`` against nginx, run under an audit hook (``sys.addaudithook``
+in the child process) that counts the calls on the output folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.nginx import NginxServer
+from tests.test_bulk import LANE_RANGE, _check, _files, _list
+
+# The child: counts ``open`` of the output folder itself (os.open of a directory) and listings of
+# it (``os.scandir``/``os.listdir``), then runs the CLI; the counts go to a JSON file at exit.
+_CHILD = r"""
+import atexit, json, os, sys
+out, report = os.path.realpath(sys.argv[1]), sys.argv[2]
+counts = {"open": 0, "list": 0}
+def hook(event, args):
+    if event == "open" and isinstance(args[0], (str, os.PathLike)) and os.path.realpath(args[0]) == out:
+        counts["open"] += 1
+    elif event in ("os.scandir", "os.listdir") and args[0] not in (None, -1) and not isinstance(args[0], int) \
+            and os.path.realpath(args[0]) == out:
+        counts["list"] += 1
+sys.addaudithook(hook)
+atexit.register(lambda: open(report, "w").write(json.dumps(counts)))
+from prefetch.cli import main
+sys.argv = ["prefetch", *sys.argv[3:]]
+sys.exit(main())
+"""
+
+
+def _run_counted(tmp_path: Path, count: int) -> tuple[dict, NginxServer, dict[str, bytes], Path]:
+    files = _files(tmp_path / "www", count, 16 << 10)
+    out = tmp_path / "out"
+    report = tmp_path / "counts.json"
+    with NginxServer(tmp_path / "www") as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        proc = subprocess.run([sys.executable, "-c", _CHILD, str(out), str(report), "get", "-i", str(listing),
+                               "-P", str(out), "-q"], capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL, env=os.environ.copy())
+        assert proc.returncode == 0, proc.stderr
+        served = server.served()
+    _check(out, files)
+    lane = [r for r in served if r[3] == LANE_RANGE]
+    assert len(lane) >= count * 3 // 4, f"only {len(lane)} of {count} files came through the lane"
+    return json.loads(report.read_text()), server, files, out
+
+
+def test_the_lanes_renames_open_each_folder_once_a_chunk_not_once_a_file(home, tmp_path):
+    """600 files through the lane: each chunk's renames are relative to its folder's fd, opened
+    once for the chunk. (The check for it asked whether ``os.replace`` takes a ``dir_fd``, which
+    Python never lists, so every rename went through ``safefs.replace``, opening the folder
+    again: 600 opens of the output folder.)"""
+    counts, _, _, _ = _run_counted(tmp_path, 600)
+    assert counts["open"] < 60, f"the output folder was opened {counts['open']} times for 600 files"
