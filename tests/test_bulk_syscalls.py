@@ -57,3 +57,32 @@ def test_the_lanes_renames_open_each_folder_once_a_chunk_not_once_a_file(home, t
     again: 600 opens of the output folder.)"""
     counts, _, _, _ = _run_counted(tmp_path, 600)
     assert counts["open"] < 60, f"the output folder was opened {counts['open']} times for 600 files"
+
+
+def test_the_lanes_looks_list_each_folder_once_a_chunk(home, tmp_path):
+    """600 files through the lane (chunks of 256): nothing at each file's names is seen from one
+    listing of the folder per chunk, under the chunk's locks, instead of three ``lstat``s a file
+    (the run's one listing for temp names aside, which ``LeftoverScan`` makes for the usual path)."""
+    counts, _, _, _ = _run_counted(tmp_path, 600)
+    assert counts["list"] >= 3, f"the output folder was listed {counts['list']} times for 3 chunks or more"
+
+
+def test_names_already_there_send_their_files_the_usual_way(home, tmp_path, cli):
+    """With the looks from a listing: a final name, a ``.part``, a state record or a killed run's
+    temp name already there keeps the file out of the lane (the usual path decides), and every
+    file ends byte-exact, the planted final file replaced as the usual path does."""
+    files = _files(tmp_path / "www", 300, 16 << 10)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "f0100.bin").write_bytes(b"old")  # (not ours, no record: fetched again and replaced)
+    (out / "f0110.bin.part").write_bytes(files["f0110.bin"][:4096])
+    (out / ".f0130.bin.part.json.x1.tmp").write_bytes(b"{")
+    with NginxServer(tmp_path / "www") as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        proc = cli("get", "-i", str(listing), "-P", str(out), "-q")
+        assert proc.returncode == 0, proc.stderr
+        served = server.served()
+    for name, data in files.items():
+        assert (out / name).read_bytes() == data, name
+    usual = {Path(r[4].split()[1]).name for r in served if r[3] != LANE_RANGE}
+    assert {"f0100.bin", "f0110.bin", "f0130.bin"} <= usual, usual

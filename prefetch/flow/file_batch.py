@@ -27,8 +27,9 @@ import threading
 from pathlib import Path
 
 from prefetch.cache import placement
-from prefetch.cache.layout import part_path, state_path
+from prefetch.cache.layout import part_path
 from prefetch.engine import bulk
+from prefetch.flow.file_looks import Looks
 from prefetch.flow.partials import part_changed
 from prefetch.fs.files import syncfs_call as _syncfs_call
 from prefetch.fs.safefs import lstat_or_none
@@ -80,6 +81,7 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
     plans: dict[int, FilePlan] = {}
     urls: dict[int, str] = {}
     try:
+        files: dict[str, int] = {}  # folder -> the chunk's files in it
         for index, plan, url in chunk:
             if stop.is_set() or not _fresh_dir(plan, leftovers):
                 back.append(index)
@@ -91,7 +93,13 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
                 back.append(index)
                 continue
             held[index] = lock
-            if not _nothing_there(plan, leftovers):
+            folder = os.path.dirname(os.fspath(plan.final))
+            files[folder] = files.get(folder, 0) + 1
+        looks = Looks(leftovers, files)  # (each folder listed once, every lock of the chunk held)
+        for index, plan, url in chunk:
+            if index not in held:
+                continue
+            if not looks.nothing_there(plan):
                 _release(held.pop(index))
                 back.append(index)
                 continue
@@ -258,17 +266,6 @@ def _fresh_dir(plan: FilePlan, leftovers) -> bool:
         return True
     except Exception:  # noqa: BLE001
         return False
-
-
-def _nothing_there(plan: FilePlan, leftovers) -> bool:
-    """No final file, ``.part``, state record or a killed run's temp names for it (under its lock)."""
-    state = state_path(plan.final)
-    if lstat_or_none(plan.final) is not None or lstat_or_none(part_path(plan.final)) is not None:
-        return False
-    if lstat_or_none(state) is not None:
-        return False
-    prefix = f".{state.name}."
-    return not any(name.startswith(prefix) for name in leftovers.names(plan.final.parent))
 
 
 def _write_part(plan: FilePlan, body: bytes, *, sync: bool):
