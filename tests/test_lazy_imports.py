@@ -331,3 +331,24 @@ def test_an_https_get_process_loads_the_deferred_ssl_and_verifies(home, tls_orig
                              stdin=subprocess.DEVNULL)
     assert refused.returncode != 0 and not (tmp_path / "u.bin").exists(), refused.stderr
     assert "certificate" in refused.stderr.lower() and "Traceback" not in refused.stderr, refused.stderr
+
+
+def test_a_list_through_the_bulk_lane_over_http_never_loads_ssl(home, tmp_path):
+    """The bulk lane's chunks of an http host catch only ``BlockingIOError`` on their sockets and
+    know TLS by the URL's scheme: the deferred ``ssl`` stays unloaded (it was loaded by the first
+    chunk, ~7 ms of a 2,000-file list's start). The https lane loads it: tests/test_bulk_tls.py."""
+    from tests.nginx import NginxServer
+    from tests.test_bulk import LANE_RANGE, _check, _files, _list
+
+    files = _files(tmp_path / "www", 300, 16 << 10)
+    out = tmp_path / "out"
+    with NginxServer(tmp_path / "www") as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        proc = subprocess.run([sys.executable, "-c", RUN_DRIVER, "get", "-i", str(listing), "-P", str(out), "-q"],
+                              capture_output=True, text=True, timeout=120, env=os.environ.copy(),
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stderr
+        served = server.served()
+    _check(out, files)
+    assert len([r for r in served if r[3] == LANE_RANGE]) >= 200, "most files came through the lane"
+    assert "SSL=deferred" in proc.stderr.splitlines(), proc.stderr

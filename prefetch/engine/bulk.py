@@ -101,7 +101,7 @@ def direct_url(url: str, known: dict | None = None) -> bool:
 class _Conn:
     """One connection: the jobs whose requests went out on it, in order, and its unread bytes."""
 
-    def __init__(self, raw, client, pools) -> None:
+    def __init__(self, raw, client, pools, tls: bool) -> None:
         self.raw, self.client, self.pools = raw, client, pools  # (net.direct_conn.Connection, its lent client)
         self.sock = raw.sock
         self.sent: deque = deque()
@@ -110,7 +110,7 @@ class _Conn:
         self.held = None  # (job, head): an answer read whole, kept once the next head proves it in step
         self.last = time.monotonic()
         self.closing = False  # an answer said Connection: close
-        self.tls = isinstance(self.sock, ssl.SSLSocket)
+        self.tls = tls
 
 
 def fetch_pipelined(host, jobs: list, *, options, stop, take, first_refusal_ends: bool = False) -> tuple[list, set]:
@@ -133,6 +133,8 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take, first_refusal_ends
     scheme = parts.scheme.lower()
     hostname, port = parts.hostname, parts.port or (443 if scheme == "https" else 80)
     key = (scheme, hostname, port)
+    # (an http chunk never touches ssl: ``cli.defer_import`` keeps its ~7 ms import out of such a run)
+    waits = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError) if scheme == "https" else BlockingIOError
     ask_end = min(options.first_request, INLINE_BODY)
     headers = merged_headers(_HEADERS, {**options.headers, "Range": f"bytes=0-{ask_end - 1}"})
     timeouts = options.timeouts
@@ -164,7 +166,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take, first_refusal_ends
             client.close()
             raise
         raw.sock.setblocking(False)
-        conn = _Conn(raw, client, pools)
+        conn = _Conn(raw, client, pools, scheme == "https")
         sel.register(raw.sock, selectors.EVENT_READ, conn)
         conns.append(conn)
         return conn
@@ -187,7 +189,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take, first_refusal_ends
             data = b"".join(heads)
             try:
                 sent = conn.sock.send(data)  # (a few hundred bytes each: the socket's buffer takes them)
-            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            except waits:
                 sent = 0
             if sent < len(data):
                 conn.sock.settimeout(timeouts.read)
@@ -258,7 +260,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take, first_refusal_ends
         while True:
             try:
                 chunk = conn.sock.recv(1 << 20)
-            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            except waits:
                 return b"".join(chunks), False
             if not chunk:
                 return b"".join(chunks), True

@@ -25,7 +25,6 @@ in requests' jar), so a server that relies on cookies sees what requests sends.
 from __future__ import annotations
 
 import errno
-import string
 from urllib.parse import urlsplit
 
 from prefetch.net.answer import Answer
@@ -35,7 +34,7 @@ from prefetch.net.write_head import request_head
 
 # Characters requests' requote_uri leaves alone, less "%" (it re-quotes escapes) and "@"
 # (credentials in the URL are requests' to send).
-_PLAIN = frozenset(string.ascii_letters + string.digits + "-._~:/?#[]!$&'()*+,;=")
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" "-._~:/?#[]!$&'()*+,;=")
 
 # requests' default headers (``requests.utils.default_headers``) with the two Client sets.
 _DEFAULT_HEADERS = (("Accept", "*/*"), ("Connection", "keep-alive"))
