@@ -86,3 +86,47 @@ def test_names_already_there_send_their_files_the_usual_way(home, tmp_path, cli)
         assert (out / name).read_bytes() == data, name
     usual = {Path(r[4].split()[1]).name for r in served if r[3] != LANE_RANGE}
     assert {"f0100.bin", "f0110.bin", "f0130.bin"} <= usual, usual
+
+
+def test_a_link_planted_at_a_final_name_before_the_lanes_rename_is_left_alone(home, tmp_path, monkeypatch):
+    """The lane's rename checks the final name relative to its folder's fd (no path walk a
+    file): a symlink another process planted there between the chunk's looks and its renames is
+    refused (not replaced, nothing written through it), as ``safefs.check_replaceable`` refuses
+    it on the usual path; the other files are placed."""
+    import hashlib as _hashlib
+
+    import prefetch
+    from prefetch.errors import PrefetchError
+    from prefetch.model.events import EventKind
+    from tests.bulk_origin import BulkOrigin
+
+    monkeypatch.setenv("PREFETCH_BULK", "1")
+    files = {f"f{i:03d}.bin": _hashlib.sha256(b"%d" % i).digest() * 512 for i in range(120)}
+    out = tmp_path / "out"
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"not prefetch's")
+    planted: list[str] = []
+
+    def meddle(event) -> None:
+        if planted or event.kind != EventKind.DONE:
+            return
+        later = [name for name in files if (out / f"{name}.part").exists()]
+        if len(later) < 2:
+            return
+        planted.append(later[-1])  # a file of the chunk being placed, not renamed yet
+        (out / later[-1]).symlink_to(victim)
+
+    with BulkOrigin(files) as origin:
+        try:
+            prefetch.ensure([origin.url_for(name) for name in files], output_dir=str(out), on_event=meddle,
+                            progress=False)
+        except PrefetchError:
+            pass
+        assert origin.lane(), "the lane took part"
+    assert planted, "no final name met between the chunk's looks and its renames"
+    (name,) = planted
+    assert (out / name).is_symlink(), f"{name}: the planted link was replaced"
+    assert victim.read_bytes() == b"not prefetch's", "nothing written through the link"
+    for other in files:
+        if other != name:
+            assert (out / other).read_bytes() == files[other], other

@@ -83,7 +83,8 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
     try:
         files: dict[str, int] = {}  # folder -> the chunk's files in it
         for index, plan, url in chunk:
-            if stop.is_set() or not _fresh_dir(plan, leftovers):
+            folder = os.path.dirname(os.fspath(plan.final))
+            if stop.is_set() or (folder not in files and not _fresh_dir(plan, leftovers)):
                 back.append(index)
                 continue
             lock = hold_lock(locks_dir, plan.final, timeout=0, job=options.job)
@@ -93,7 +94,6 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
                 back.append(index)
                 continue
             held[index] = lock
-            folder = os.path.dirname(os.fspath(plan.final))
             files[folder] = files.get(folder, 0) + 1
         looks = Looks(leftovers, files)  # (each folder listed once, every lock of the chunk held)
         for index, plan, url in chunk:
@@ -137,7 +137,7 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
             off_wire(not unsent, sorted(set(back)))
             back = []
         if written and (broke or stop.is_set() or (one_fs and not _syncfs(next(iter(plans.values())).final.parent,
-                                                                   [part_path(plans[i].final) for i in written]))):
+                                                                   [plans[i] for i in written]))):
             for index in written:  # (stopped before any rename: nothing of the chunk is kept)
                 placement.discard(part_path(plans[index].final))
                 back.append(index)
@@ -187,23 +187,28 @@ class _Folders:
         writer's fstat), as ``flow/partials.check_size`` checks for the usual path; else the
         error its file fails with (nothing renamed): another process replaced the ``.part`` (left
         alone) or changed its size (discarded)."""
-        from prefetch.fs.safefs import check_replaceable
+        from prefetch.fs.safefs import check_owned
 
         if not _RELATIVE:
             changed = part_changed(part_path(final), os.stat(part_path(final), follow_symlinks=False), st, label)
             if changed is None:
                 placement.rename(part_path(final), final)  # (no renames relative to a folder's fd here)
             return changed
-        folder, name = os.path.split(str(final))
+        folder, name = os.path.split(os.fspath(final))
         fd = self.fds.get(folder)
         if fd is None:
             fd = self.fds[folder] = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        now = os.stat(name + ".part", dir_fd=fd, follow_symlinks=False)
-        changed = part_changed(part_path(final), now, st, label)
-        if changed is not None:
-            return changed
-        check_replaceable(final)
-        os.replace(name + ".part", name, src_dir_fd=fd, dst_dir_fd=fd)
+        part = name + ".part"
+        now = os.stat(part, dir_fd=fd, follow_symlinks=False)
+        if (now.st_dev, now.st_ino, now.st_size) != (st.st_dev, st.st_ino, st.st_size):
+            return part_changed(part_path(final), now, st, label)
+        try:  # (safefs.check_replaceable, relative to the folder's fd: absent, or ours and not a link)
+            there = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            there = None
+        if there is not None:
+            check_owned(final, there)
+        os.replace(part, name, src_dir_fd=fd, dst_dir_fd=fd)
         return None
 
     def close(self) -> None:
@@ -283,7 +288,7 @@ def _write_part(plan: FilePlan, body: bytes, *, sync: bool):
         digest = hasher.hexdigest()
         if not expected.matches(digest):
             return None
-    part = part_path(plan.final)
+    part = os.fspath(plan.final) + ".part"  # (part_path's name, without a Path a file)
     try:
         # A new name only (O_EXCL never follows a link nor opens what is there: a planted link,
         # FIFO or another user's file fails here), so a regular file of ours with one name.
@@ -318,9 +323,9 @@ def _one_filesystem(plans) -> bool:
     return len(devices) <= 1
 
 
-def _syncfs(folder: Path, parts: list[Path]) -> bool:
-    """Flush the filesystem of ``folder`` (the parts' data with it); an ``fdatasync`` per part when
-    ``syncfs`` fails. False: not flushed (the parts are not kept)."""
+def _syncfs(folder: Path, written: list[FilePlan]) -> bool:
+    """Flush the filesystem of ``folder`` (the ``written`` files' parts with it); an ``fdatasync``
+    per part when ``syncfs`` fails. False: not flushed (the parts are not kept)."""
     call = _syncfs_call()
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -335,8 +340,8 @@ def _syncfs(folder: Path, parts: list[Path]) -> bool:
     from prefetch.fs.safefs import open_file
 
     try:
-        for part in parts:
-            pfd = open_file(part, os.O_RDONLY)
+        for plan in written:
+            pfd = open_file(part_path(plan.final), os.O_RDONLY)
             try:
                 os.fdatasync(pfd)
             finally:
