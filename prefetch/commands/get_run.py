@@ -198,10 +198,17 @@ def _error_lines(results) -> list[str]:
     return [error_line(e) for e in failed + stopped]
 
 
+QUOTERS = 256  # the longest errors looked in for quotes: each error against every other was quadratic
+
+
 def _distinct(errors) -> list[str]:
-    """Each error once, and none that another quotes (an hf:// repo's summary quotes its first file's)."""
+    """Each error once, and none that another quotes (an hf:// repo's summary quotes its first file's).
+
+    A quote is looked for in the ``QUOTERS`` longest errors only (a summary is longer than what
+    it quotes): a list whose 2,000 files all failed spent ~0.4 s of CPU here, 10,000 ~10 s."""
     unique = [e for e in dict.fromkeys(errors) if e]
-    return [e for e in unique if not any(e != other and e in other for other in unique)]
+    quoters = unique if len(unique) <= QUOTERS else sorted(unique, key=len, reverse=True)[:QUOTERS]
+    return [e for e in unique if not any(len(other) > len(e) and e in other for other in quoters)]
 
 
 def _quiet_stdout() -> None:
