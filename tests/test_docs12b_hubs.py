@@ -84,6 +84,14 @@ def run_shell_cells(nb: Notebook, cells: list[tuple[str, str]], hosts: dict[str,
     return failed
 
 
+def one_row_per_repo(page: Path, nb: Notebook, repo: str) -> None:
+    """The page's `!prefetch status  # one row per repo: ...` is what status showed after its `get REPO -b`."""
+    assert re.search(r"^!prefetch status +# one row per repo: bytes, %, speed, ETA$", page.read_text(encoding="utf-8"), re.M)
+    status = next(r for r in nb.ran if r.code == "prefetch status")
+    rows = status.stdout.splitlines()[1:]
+    assert len(rows) == 1 and rows[0].split()[1] == repo, status.stdout
+
+
 def hf_cache(nb: Notebook) -> Path:
     return Path(nb.env["HOME"]) / ".cache" / "huggingface" / "hub"
 
@@ -119,8 +127,7 @@ def test_hf_page_runs_as_typed(hubs, tmp_path):
     assert (cache / "models--Qwen--Qwen2.5-0.5B").is_dir()
     assert not (cache / "models--ORG--NAME").exists()  # the page's last lines: `rm hf://ORG/NAME`
     assert (cache / "datasets--ORG--NAME").is_dir()
-    status = next(r for r in nb.ran if r.code == "prefetch status")
-    assert "Qwen/Qwen2.5-0.5B" in status.stdout, status.stdout
+    one_row_per_repo(ROOT / "docs" / "commands" / "hf.md", nb, "hf://Qwen/Qwen2.5-0.5B")
 
     # The page's Python, offline: every file found, not a byte downloaded.
     before = (len(hf.requests), hf.cdn.bytes_sent, len(ms.requests))
@@ -171,6 +178,7 @@ def test_modelscope_page_runs_as_typed(hubs, tmp_path):
     first = cells[:[k for k, _ in cells].index("python")]
     failed = run_shell_cells(nb, first, hosts, {})
     assert not failed, "modelscope.md lines that fail as typed:\n" + "\n".join(failed)
+    one_row_per_repo(page, nb, "ms://Qwen/Qwen2.5-0.5B")  # (its bytes, speed and ETA: test_docs12b_ms_status.py)
     cache = Path(nb.env["HOME"]) / ".cache" / "modelscope"
     assert (cache / "models" / "Qwen--Qwen2.5-0.5B" / "snapshots" / "master" / "model.safetensors").read_bytes() == WEIGHTS
 
