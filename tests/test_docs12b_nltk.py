@@ -95,10 +95,12 @@ def test_nltk_page_runs_as_typed(s3_server, tmp_path):
         for kind, code in cells:
             if kind == "python":
                 ran = nb.python(PYTHON.format(index=str(pages / "index.xml")) + code
-                                + "\nprint(nltk.word_tokenize('Dr. Smith came home. He sat down.'))\n")
+                                + "\nprint(nltk.word_tokenize('Dr. Smith came home. He sat down.'))\n"
+                                + "print(nltk.data.find('tokenizers/punkt_tab/english/'))\n")
                 if ran.returncode != 0 or "punkt_tab is already up-to-date" not in ran.stdout + ran.stderr:
                     failed.append(str(ran))
                 assert "['Dr.', 'Smith', 'came', 'home', '.', 'He', 'sat', 'down', '.']" in ran.stdout, str(ran)
+                assert ran.stdout.split()[-1] == str(data / "tokenizers" / "punkt_tab" / "english"), str(ran)
                 continue
             if code == NOT_HERE:
                 continue

@@ -119,6 +119,11 @@ def test_torchvision_page_runs_as_typed(tmp_path):
         log = nginx.access_log.read_text()
     assert not failed, "torchvision.md lines that fail as typed:\n" + "\n".join(failed)
 
+    # torch.hub, asked for the page's TEAM_V1 URL as typed, finds the file `get torchvision:resnet50` placed.
+    team_url = re.search(r'urls = \["(https://models\.team\.example/[^"]+)"', team).group(1)
+    ran = nb.python(synth.NO_NETWORK + f"import torch\nstate = torch.hub.load_state_dict_from_url({team_url!r})\n"
+                    "print(json.dumps(len(state)))\n")
+    assert ran.returncode == 0 and int(ran.stdout.split()[-1]) > 300, str(ran)
     checkpoints = home / ".cache" / "torch" / "hub" / "checkpoints"
     assert (checkpoints / DEFAULT_WEIGHTS).read_bytes() == weights
     assert (checkpoints / "resnet50-team.pth").read_bytes() == weights  # TEAM_V1, the page's `default`
