@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"^```(text|python|bash)\n(.*?)^```", re.M | re.S)
-PYTHON_LINE = re.compile(r"^[A-Za-z_][\w, ()]*=\s*\S|^(?:import|from) \w")
+PYTHON_LINE = re.compile(r"^[A-Za-z_(][\w, ()]*=\s*\S|^(?:import|from) \w")
 
 
 def page_cells(page: Path) -> list[tuple[str, str]]:

@@ -8,6 +8,9 @@ run in a real ipykernel (tests/kernel.py), as typed on the page, against a local
   ``registry.toml``; the origin throttled so that one file is still downloading);
 * ``!prefetch get http://127.0.0.1:PORT/big-file-v2.bin -o data/``, a 5 MiB file.
 
+Between the two, the page's ``(x, y), _ = keras.datasets.cifar10.load_data()`` runs in the
+same kernel after ``!prefetch wait`` and must not reach the origin.
+
 What Jupyter shows is compared line by line with the page, by shape: job ids, byte counts,
 percentages, speeds, ETAs, durations, the port and the notebook's folder stand for any value;
 every other character (columns, words, the order of lines, each file's row) must match. The
@@ -24,6 +27,7 @@ import pytest
 
 from prefetch.jobs import list_jobs
 from tests import datasets_synth
+from tests.docs_pages import page_cells
 from tests.test_jobs import poll
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +74,18 @@ def shown_progress_line() -> str:
     return m.group(1)
 
 
+# Keras checks the real datasets' hashes, which the synthetic files cannot match (as in
+# test_notebook.py); a download Keras tries itself fails the cell.
+KERAS_PRELUDE = """%env KERAS_BACKEND=numpy
+import keras.src.utils.file_utils as file_utils
+def no_download(url, *args, **kwargs):
+    raise AssertionError(f"Keras tried to download {url}")
+file_utils.validate_file = lambda *args, **kwargs: True
+file_utils.urlretrieve = no_download
+import keras
+"""
+
+
 @pytest.fixture
 def served(origin, home):
     files = datasets_synth.build_files()
@@ -111,7 +127,16 @@ def test_getting_started_output_is_what_a_kernel_renders(kernel, served, home):
     got = [shape(line, port=port, cwd=cwd) for line in status.lines]
     assert got == want, "getting-started.md's `!prefetch status` is not what the kernel shows:\n" + status.rendered
     origin.total_rate = None
-    assert kernel.run("!prefetch wait").error is None
+    waited = kernel.run("!prefetch wait")
+    assert " done (3 files in place)" in waited.rendered, waited.rendered  # cifar10 (1 file), imdb (2)
+
+    # The page's next line, in the same kernel: Keras finds cifar10 in place ("no network touched").
+    (load,) = [code for kind, code in page_cells(PAGE) if kind == "python" and "cifar10.load_data()" in code]
+    before = len(origin.requests)
+    loaded = kernel.run(KERAS_PRELUDE + load + "print('cifar10', x.shape)\n", timeout=300)
+    assert loaded.error is None, loaded.error
+    assert "cifar10 (50000, 32, 32, 3)" in loaded.rendered, loaded.rendered
+    assert len(origin.requests) == before
 
     origin.total_rate = 2 * MiB  # a few seconds: the progress line has time to show
     got_cell = kernel.run("!" + get_cmd.replace(f"127.0.0.1:{doc_port}", f"127.0.0.1:{port}"))
