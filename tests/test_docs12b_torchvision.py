@@ -42,7 +42,8 @@ def broadcast_state_dict(model: str) -> bytes:
     import torch
     import torchvision
 
-    state = getattr(torchvision.models, model)().state_dict()
+    with torch.device("meta"):  # (shapes and dtypes only: no 25M random numbers)
+        state = getattr(torchvision.models, model)().state_dict()
     small = {k: torch.zeros((), dtype=v.dtype).expand(v.shape) if v.dim() else torch.zeros((), dtype=v.dtype)
              for k, v in state.items()}
     buf = io.BytesIO()
