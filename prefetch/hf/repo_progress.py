@@ -38,6 +38,10 @@ class RepoProgress:
                 self._maybe_emit()
         return sink
 
+    def files_sink(self, event: Event) -> None:
+        """One sink for all the repo's files, each known by its event's ``file``."""
+        self.file_sink(event.file)(event)
+
     def finish_file(self, name: str, size: int) -> None:
         with self.lock:
             self.done[name] = size

@@ -111,9 +111,19 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
         plan.marker.unlink(missing_ok=True)  # complete again only once this run has placed every file
     from prefetch.flow.file_list import fetch_files  # (at run time: planning a -b job needs no engine)
 
+    from prefetch.hf.repo_progress import RepoProgress
+
+    # The repo's own row (status, a job's record): its summed bytes, rate and ETA, as for hf:// repos.
+    progress = RepoProgress(plan.label, sum(f.size for f in chosen), ctx.on_event)
+    progress.start()
+
+    def file_done(i: int, result: FileResult) -> None:
+        if result.status in ("downloaded", "cached"):
+            progress.finish_file(planned[i].label, result.size)
+
     options = dataclasses.replace(ctx.options, client_factory=factory)
-    results = fetch_files(planned, options=options, state=ctx.state, on_event=ctx.on_event,
-                          stop=ctx.stop)
+    results = fetch_files(planned, options=options, state=ctx.state, on_event=progress.files_sink,
+                          stop=ctx.stop, on_file_done=file_done)
     failed = [r for r in results if r.status in ("failed", "interrupted")]
     summary = FileResult(dataset=plan.label, name=plan.label, path=str(plan.snapshot), paths=[str(plan.snapshot)],
                          size=sum(f.size for f in chosen), elapsed=time.monotonic() - started,
@@ -128,8 +138,9 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
             write_record(plan.marker, label=plan.label, snapshot=plan.snapshot, endpoint=plan.endpoint,
                          sha256={f.path: f.sha256 for f in chosen})
         summary.status = "downloaded" if any(r.status == "downloaded" for r in results) else "cached"
+        rate = summary.downloaded / summary.elapsed if summary.elapsed > 0 else 0.0
         ctx.on_event(Event(EventKind.DONE if summary.status == "downloaded" else EventKind.CACHED, plan.label,
-                           done=summary.size, total=summary.size, elapsed=summary.elapsed,
+                           done=summary.size, total=summary.size, elapsed=summary.elapsed, rate=rate,
                            message=f"{len(results)} file(s) verified -> {plan.snapshot}"))
     return [*results, summary]
 
