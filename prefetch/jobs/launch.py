@@ -33,8 +33,9 @@ def describe_request(request) -> str:
     from prefetch.flow.request import shown_url
 
     parts = ["prefetch", "get", *(shown_url(n) for n in request.names)]
-    if request.cache_dir:
-        parts += ["--cache-dir", request.cache_dir]
+    cache_dir = _shown_cache_dir(request)
+    if cache_dir:
+        parts += ["--cache-dir", cache_dir]
     for m in request.mirrors:
         parts += ["--mirror", m]
     if request.also_origin:
@@ -63,6 +64,20 @@ def describe_request(request) -> str:
 
     parts += describe_url_options(request)
     return shlex.join(parts) + " -b"
+
+
+def _shown_cache_dir(request) -> str | None:
+    """``--cache-dir`` as the command line must say it: the Keras root for dataset names, the
+    Hugging Face cache for ``hf://`` ones (what the option means for them); when a request holds
+    both and they differ, no one option says it (each is its default, pinned in the record)."""
+    from prefetch.flow.planners import planner_for
+
+    kinds = {planner_for(n).kind for n in request.names}
+    keras = request.cache_dir if "dataset" in kinds else None
+    hub = getattr(request, "hub_cache", None) if "hf" in kinds else None
+    if keras and hub and keras != hub:
+        return None
+    return keras or hub
 
 
 def pin_request(request, env: Mapping[str, str] | None = None):

@@ -60,9 +60,14 @@ class HubPlanner(Planner):
                              stop=ctx.stop, job=options.job, force=options.force)
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
-        """The Hugging Face cache root, fixed now (HF_HUB_CACHE, HF_HOME...)."""
-        if request.hub_cache or not any(self.claims(n) for n in request.names):
+        """The Hugging Face cache root, fixed now (HF_HUB_CACHE, HF_HOME...); a ``--cache-dir``
+        given made absolute (the worker runs in the jobs folder, not where it was typed)."""
+        if not any(self.claims(n) for n in request.names):
             return request
+        if request.hub_cache:
+            from prefetch.fs.paths import expand_path
+
+            return dataclasses.replace(request, hub_cache=str(expand_path(request.hub_cache, "--cache-dir").absolute()))
         from prefetch.hf.names import hub_cache_root
 
         return dataclasses.replace(request, hub_cache=str(hub_cache_root(env).absolute()))

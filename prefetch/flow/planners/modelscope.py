@@ -72,8 +72,12 @@ class ModelScopePlanner(Planner):
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
         """The cache root, fixed now (MODELSCOPE_CACHE or ~/.cache/modelscope), for a background job."""
-        if request.ms_cache or not any(self.claims(n) for n in request.names):
+        if not any(self.claims(n) for n in request.names):
             return request
+        if request.ms_cache:  # (given: made absolute, the worker runs elsewhere)
+            from prefetch.fs.paths import expand_path
+
+            return dataclasses.replace(request, ms_cache=str(expand_path(request.ms_cache, "ms_cache").absolute()))
         from prefetch.ms.names import ms_cache_root
 
         return dataclasses.replace(request, ms_cache=str(ms_cache_root(env).absolute()))

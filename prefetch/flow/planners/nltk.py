@@ -94,8 +94,9 @@ class NltkPlanner(Planner):
         from prefetch.net.urls import is_local_path
 
         mirrors = [os.path.abspath(os.path.expanduser(m)) if is_local_path(m) else m for m in request.mirrors]
+        given = request.nltk_data and os.path.abspath(os.path.expanduser(request.nltk_data))  # (the worker runs elsewhere)
         return dataclasses.replace(request, mirrors=type(request.mirrors)(mirrors),
-                                   nltk_data=request.nltk_data or str(nltk_data.nltk_data_dir(env).absolute()))
+                                   nltk_data=given or str(nltk_data.nltk_data_dir(env).absolute()))
 
 
 def _plan_package(pkg: nltk_data.NltkPackage, *, base: str, data_dir: Path) -> FilePlan:
