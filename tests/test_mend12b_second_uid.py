@@ -144,3 +144,25 @@ def test_another_accounts_tree_that_differs_from_its_archive_is_not_taken(other_
                        env=env)
     _one_line_exit_5(refused)  # it would have to extract again, into the other account's folder
     assert _snapshot(shared) == before
+
+
+def test_an_hf_cache_another_account_filled(other_python, places, home, monkeypatch):
+    from tests.hub_origin import HubServer
+
+    shared, other_home = places
+    with HubServer() as hub:
+        hub.add_repo("acme/tiny", {"config.json": b'{"a": 1}\n', "model.bin": os.urandom(200_000)},
+                     lfs={"model.bin"})
+        hub.add_repo("acme/other", {"config.json": b'{"b": 2}\n'})
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
+        env.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(shared / "hf"), HF_HUB_DISABLE_TELEMETRY="1")
+        first = run_cli("get", "hf://acme/tiny", env=env)
+        assert first.returncode == 0, first.stderr
+        before = _snapshot(shared)
+        read = as_other(other_python, other_home, "get", "hf://acme/tiny", env=env)
+        assert read.returncode == 0, (read.stdout, read.stderr)
+        assert _snapshot(shared) == before  # read, not rewritten or touched
+        refused = as_other(other_python, other_home, "get", "hf://acme/other", env=env)
+        line = _one_line_exit_5(refused)
+        assert str(shared / "hf") in line, line
+        assert _snapshot(shared) == before
