@@ -65,3 +65,25 @@ def test_a_job_out_of_file_descriptors_records_the_line_and_wait_exits_5(home, o
             assert LINE.format(n=n) in (record["error"] or ""), (n, record)
         refused.append(n)
     assert refused, "no limit was low enough to refuse"
+
+
+def test_a_job_started_with_an_inherited_descriptor_above_the_limit(home, origin, tmp_path):
+    """A cell whose process holds a descriptor numbered above its (lowered) soft limit: glibc's
+    posix_spawn refuses a close action for it (EBADF), and `get -b` said "internal error"."""
+    data = os.urandom(100_000)
+    origin.put("d.bin", data)
+    high = 200
+    read_end, write_end = os.pipe()
+    os.dup2(read_end, high, inheritable=True)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "prefetch", "get", "-b", origin.url_for("d.bin"), "-P",
+                               str(tmp_path / "out")], capture_output=True, text=True, timeout=120,
+                              env=os.environ.copy(), stdin=subprocess.DEVNULL, preexec_fn=_limited(64),
+                              pass_fds=(high,), cwd=tmp_path)
+    finally:
+        for fd in (high, read_end, write_end):
+            os.close(fd)
+    assert proc.returncode == 0, proc.stderr
+    waited = run_cli("wait", _job_id(proc.stdout + proc.stderr), "--timeout", "50", cwd=tmp_path)
+    assert waited.returncode == 0, waited.stderr
+    assert (tmp_path / "out" / "d.bin").read_bytes() == data
