@@ -65,3 +65,24 @@ def record_out_of_files(job_id: str, env, spare: SpareDescriptors) -> int:
         pass
     print(f"prefetch worker: {error}", file=sys.stderr)
     return int(ExitCode.FILESYSTEM)
+
+
+def finish_out_of_files(progress, job_id: str) -> int:
+    """The job's end when EMFILE reached the worker's last resort: its log and record say the line."""
+    line = str(too_many_open_files())
+    progress.log_line(f"job {job_id} failed: {line}")
+    return progress.finish(state="failed", exit_code=int(ExitCode.FILESYSTEM), error=line)
+
+
+def exit_worker(code: int) -> None:
+    """The worker's exit: after EMFILE without finalisation, as ``cli._exit_out_of_files`` (a
+    daemon thread's exit there loads the unwinder, a file it cannot open: the process aborts)."""
+    from prefetch.errors import OPEN_FILES_MET
+
+    if OPEN_FILES_MET[0]:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os._exit(code)
+    sys.exit(code)

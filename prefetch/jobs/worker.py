@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_job(args[0], stop=stop, signalled=signalled, env=env, spare=spare)
     except (PrefetchError, ValueError, OSError, ImportError) as exc:  # no such job, its record corrupt or unread
         if not out_of_files(exc):
+            if isinstance(exc, (OSError, ImportError)):
+                raise  # (as before: a bug's traceback in the log)
             print(f"prefetch worker: {exc}", file=sys.stderr)
             return int(getattr(exc, "exit_code", ExitCode.USAGE))
         return record_out_of_files(args[0], env, spare)
@@ -111,11 +113,10 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
         progress.log_line(f"job {job_id} running (pid {os.getpid()}, attempt {record.attempts}, {manners})")
         code = _run(record, progress, stop=stop, signalled=signalled, env=env)
     except BaseException as exc:  # noqa: BLE001 - a bug: record it, keep the traceback in the log
-        from prefetch.jobs.out_of_files import out_of_files, too_many_open_files
+        from prefetch.jobs.out_of_files import finish_out_of_files, out_of_files
 
         if out_of_files(exc):  # (no bug: `import traceback` would need a file too) the foreground's line
-            progress.log_line(f"job {job_id} failed: {too_many_open_files()}")
-            code = progress.finish(state="failed", exit_code=int(ExitCode.FILESYSTEM), error=str(too_many_open_files()))
+            code = finish_out_of_files(progress, job_id)
         else:
             import traceback
 
@@ -408,10 +409,6 @@ def _pause_hook(env: Mapping[str, str]) -> tuple[str | None, int]:
 
 
 if __name__ == "__main__":
-    code = main()
-    from prefetch.errors import OPEN_FILES_MET
+    from prefetch.jobs.out_of_files import exit_worker
 
-    if OPEN_FILES_MET[0]:  # without finalisation, as cli._exit_out_of_files: a daemon thread's exit would abort
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    exit_worker(main())
