@@ -138,7 +138,8 @@ def test_another_accounts_tree_that_differs_from_its_archive_is_not_taken(other_
     first = run_cli("get", "nltk:punkt_tab", "--mirror", nginx_origin.url_for(""), env=env)
     assert first.returncode == 0, first.stderr
     victim = next(p for p in sorted((shared / "nltk_data" / "tokenizers" / "punkt_tab").rglob("*")) if p.is_file())
-    victim.write_bytes(victim.read_bytes()[:-1])  # one byte short: not what the archive lists
+    data = victim.read_bytes()
+    victim.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # same size, one bit flipped: not the archive's
     before = _snapshot(shared)
     refused = as_other(other_python, other_home, "get", "nltk:punkt_tab", "--mirror", nginx_origin.url_for(""),
                        env=env)
