@@ -56,9 +56,13 @@ def check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: floa
                                 "every download through it will fail: start the proxy, fix the variable, or unset "
                                 "it (or list hosts to reach directly in no_proxy)"))
         else:
-            plain = scheme == "https" and _speaks_plain_http(sock, host, port, env)
+            plain = _speaks_plain_http(sock, host, port, env) if scheme == "https" else False
             sock.close()
-            if plain:
+            if plain is None:  # (get fails on it at once too: net.proxies.handshake_timed_out)
+                checks.append(Check("proxy", Level.FAIL, f"the proxy {host}:{port} ({name}) took the connection but "
+                                    "did not answer the TLS handshake, nor a plain HTTP request: it is hung or not "
+                                    "a proxy", "check it, or unset the proxy variable"))
+            elif plain:
                 checks.append(Check("proxy", Level.FAIL, f"the proxy {host}:{port} ({name}) answers in plain HTTP, "
                                     "where the variable's https:// asks for TLS",
                                     f"write it as http://{host}:{port} in {name}"))
@@ -66,11 +70,12 @@ def check_proxies(env: Mapping[str, str], checks: list[Check], *, deadline: floa
                 checks.append(Check("proxy", Level.OK, f"the proxy {host}:{port} ({name}) accepts connections"))
 
 
-def _speaks_plain_http(sock, host: str, port: int, env: Mapping[str, str]) -> bool:
+def _speaks_plain_http(sock, host: str, port: int, env: Mapping[str, str]) -> bool | None:
     """A TLS handshake on ``sock`` is answered in plain HTTP (an https:// variable for an http proxy).
     The context is ``get``'s own (``reach_host.tls_context``); a plain answer fails before any certificate.
     A handshake left unanswered (tinyproxy waits for the end of a request line) is followed by a
-    plain request to the proxy itself, as ``get`` does (``net.proxies.speaks_plain_http``)."""
+    plain request to the proxy itself, as ``get`` does (``net.proxies.speaks_plain_http``); None
+    when that goes unanswered too (hung, or no proxy: ``get`` fails on it)."""
     import ssl
 
     from prefetch.doctor.reach_host import tls_context
@@ -82,7 +87,7 @@ def _speaks_plain_http(sock, host: str, port: int, env: Mapping[str, str]) -> bo
     except ssl.SSLError as exc:
         return spoke_plain_http(str(exc))
     except TimeoutError:
-        return speaks_plain_http(f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}")
+        return speaks_plain_http(f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}") or None
     except OSError:
         pass
     return False

@@ -7,6 +7,7 @@ Owns:
     file_list.py ``fetch_files``: many files at once on a bounded pool, one failure harming none
     file_batch.py the bulk lane: a chunk of fresh small files of one near host, one flush for all
     leftovers.py what a killed run left beside a file, each directory listed once per run
+    foreign_tree.py another account's extraction read as it is (a shared folder not ours to write)
     options.py  ``FetchOptions``
 
 The CLI, the background worker and the Python API are three drivers of this flow.

@@ -357,6 +357,10 @@ def _place_extras(plan: FilePlan, data: Path, markers_dir: Path, on_event: Event
     for into in plan.extract_into:
         marker = placement.marker_path(markers_dir, plan.final, into)
         present = placement.extracted_entries(marker, into) if data == plan.final else []
+        if not present and data == plan.final:  # another account's extraction in a folder not ours to write
+            from prefetch.flow.foreign_tree import foreign_tree_entries
+
+            present = foreign_tree_entries(plan, data, into)
         if present and plan.private and not placement.private_tree(into, present):
             present = []  # as nltk.download: a tree another account could write is installed again
         if present:

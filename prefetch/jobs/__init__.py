@@ -12,6 +12,7 @@ One module per concern (nothing here prints; all return dataclasses or raise
     views.py         table rows, short repr, HTML (status, notebooks, watch)
     watch.py         ``prefetch.watch()``: the table updated in place
     worker.py        the detached process: ``python -m prefetch.jobs.worker JOB``
+    out_of_files.py  the worker out of file descriptors: spare ones to record its end (exit 5)
 
 Inside: views <- records <- liveness <- wait/launch/housekeeping <- cancel_resume, worker.
 May import every layer below it (``flow`` and what ``flow`` may import, and

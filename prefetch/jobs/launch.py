@@ -261,18 +261,29 @@ def _spawn_worker(job_id: str, log_fd: int, env: Mapping[str, str], directory: s
         fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
     except OSError:
         fds = range(3, 256)
+    limit = os.sysconf("SC_OPEN_MAX")  # (the soft limit: glibc refuses a close action above it, EBADF)
+    above: list[int] = []  # inheritable descriptors above it (a limit lowered after they were opened)
     for fd in fds:
         if fd > 2 and fd != log_fd:
             try:
                 if os.get_inheritable(fd):
-                    actions.append((os.POSIX_SPAWN_CLOSE, fd))
+                    if fd >= limit:
+                        above.append(fd)
+                    else:
+                        actions.append((os.POSIX_SPAWN_CLOSE, fd))
             except OSError:  # (listdir's own descriptor, closed since)
                 pass
     env = dict(env, **{WORKER_DIR_ENV: directory})
     if env.get("PYTHONPATH"):
         env["PYTHONPATH"] = _absolute_pythonpath(env["PYTHONPATH"], directory)
-    return os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", "prefetch.jobs.worker", job_id], env,
-                          file_actions=actions, setsid=True)
+    for fd in above:  # kept from the worker for the spawn alone, as given back after
+        os.set_inheritable(fd, False)
+    try:
+        return os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", "prefetch.jobs.worker", job_id], env,
+                              file_actions=actions, setsid=True)
+    finally:
+        for fd in above:
+            os.set_inheritable(fd, True)
 
 
 def _absolute_pythonpath(value: str, fallback: str) -> str:

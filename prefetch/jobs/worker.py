@@ -59,20 +59,27 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m prefetch.jobs.worker JOB_ID", file=sys.stderr)
         return int(ExitCode.USAGE)
     from prefetch.errors import PrefetchError
+    from prefetch.jobs.out_of_files import SpareDescriptors, out_of_files, record_out_of_files
 
+    spare = SpareDescriptors()  # given back to write the job's end when no descriptor is left
     try:
         env = dict(os.environ)
         if headers:
             env[HEADERS_ENV] = headers
         if url_passwords:
             env["PREFETCH_JOB_URLS"] = url_passwords
-        return run_job(args[0], stop=stop, signalled=signalled, env=env)
-    except (PrefetchError, ValueError) as exc:  # no such job, or its record is corrupt
-        print(f"prefetch worker: {exc}", file=sys.stderr)
-        return int(getattr(exc, "exit_code", ExitCode.USAGE))
+        return run_job(args[0], stop=stop, signalled=signalled, env=env, spare=spare)
+    except (PrefetchError, ValueError, OSError, ImportError) as exc:  # no such job, its record corrupt or unread
+        if not out_of_files(exc):
+            if isinstance(exc, (OSError, ImportError)):
+                raise  # (as before: a bug's traceback in the log)
+            print(f"prefetch worker: {exc}", file=sys.stderr)
+            return int(getattr(exc, "exit_code", ExitCode.USAGE))
+        return record_out_of_files(args[0], env, spare)
 
 
-def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Mapping[str, str] | None = None) -> int:
+def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Mapping[str, str] | None = None,
+            spare=None) -> int:
     """Run job ``job_id`` in this process until it ends or ``stop`` is set; the job's exit code.
 
     Raises:
@@ -97,7 +104,7 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
     # A worker killed while it rewrote the record left its temp file: gone before this one writes.
     remove_dead_temps(jobs.record_path(job_id, env))
     log = _open_log(record, env)
-    progress = JobProgress(job_id, record.files, log=log, stop=stop, env=env, signalled=signalled)
+    progress = JobProgress(job_id, record.files, log=log, stop=stop, env=env, signalled=signalled, spare=spare)
     started = time.monotonic()
     try:
         claimed = progress.claim()
@@ -106,11 +113,16 @@ def run_job(job_id: str, *, stop: threading.Event, signalled: list[int], env: Ma
         progress.log_line(f"job {job_id} running (pid {os.getpid()}, attempt {record.attempts}, {manners})")
         code = _run(record, progress, stop=stop, signalled=signalled, env=env)
     except BaseException as exc:  # noqa: BLE001 - a bug: record it, keep the traceback in the log
-        import traceback
+        from prefetch.jobs.out_of_files import finish_out_of_files, out_of_files
 
-        traceback.print_exc(file=log)
-        progress.finish(state="failed", exit_code=int(ExitCode.FAILURE), error=f"internal error: {exc!r}")
-        code = int(ExitCode.FAILURE)
+        if out_of_files(exc):  # (no bug: `import traceback` would need a file too) the foreground's line
+            code = finish_out_of_files(progress, job_id)
+        else:
+            import traceback
+
+            traceback.print_exc(file=log)
+            progress.finish(state="failed", exit_code=int(ExitCode.FAILURE), error=f"internal error: {exc!r}")
+            code = int(ExitCode.FAILURE)
     elapsed = time.monotonic() - started
     progress.log_line(f"job {job_id} {progress.final_state} exit={code} in {elapsed:.1f}s")
     log.close()
@@ -195,9 +207,10 @@ class JobProgress:
     """The worker's event sink: log lines plus the per-file state in the job record."""
 
     def __init__(self, job_id: str, files, *, log: TextIO, stop: threading.Event, env,
-                 signalled: list[int] | None = None) -> None:
+                 signalled: list[int] | None = None, spare=None) -> None:
         from prefetch.ui.render import LineRenderer
 
+        self.spare = spare  # descriptors given back to write the end (jobs/out_of_files.py)
         self.job_id = job_id
         self.files = files
         self.by_name: dict[str, list] = {}
@@ -293,9 +306,11 @@ class JobProgress:
             rec.error = error or None
             rec.finished = time.time()
 
+        if self.spare is not None:
+            self.spare.release()
         try:
             jobs.update_record(self.job_id, end, self.env)
-        except LocalFileError as exc:  # its disk refuses even that: said once, not a crash of the worker
+        except (LocalFileError, OSError) as exc:  # its disk refuses even that: said once, not a crash of the worker
             self.log_line(f"job {self.job_id} could not record its end ({state}, exit {exit_code}): {exc}")
         return exit_code
 
@@ -394,4 +409,6 @@ def _pause_hook(env: Mapping[str, str]) -> tuple[str | None, int]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from prefetch.jobs.out_of_files import exit_worker
+
+    exit_worker(main())
