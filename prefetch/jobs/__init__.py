@@ -12,6 +12,7 @@ One module per concern (nothing here prints; all return dataclasses or raise
     views.py         table rows, short repr, HTML (status, notebooks, watch)
     watch.py         ``prefetch.watch()``: the table updated in place
     worker.py        the detached process: ``python -m prefetch.jobs.worker JOB``
+    job_progress.py  its event sink: the record rewritten about once a second, the log lines, the end
     out_of_files.py  the worker out of file descriptors: spare ones to record its end (exit 5)
 
 Inside: views <- records <- liveness <- wait/launch/housekeeping <- cancel_resume, worker.

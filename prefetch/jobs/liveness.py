@@ -126,7 +126,7 @@ def refresh_state(record: JobRecord, *, now: float | None = None, mtime: float |
     now = time.time() if now is None else now
     if record.host and record.host != this_host():
         # Another machine sharing the state dir: its pids mean nothing here, but a
-        # live worker rewrites its record at least every 20 s (worker.HEARTBEAT_SECONDS).
+        # live worker rewrites its record at least every 20 s (job_progress.HEARTBEAT_SECONDS).
         signs = [t for t in (record.updated, mtime) if t is not None and t <= now + STALE_SECONDS]
         if signs and now - max(signs) < STALE_SECONDS:
             return record
