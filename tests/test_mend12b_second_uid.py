@@ -3,9 +3,10 @@
 files neither rewritten nor touched), and where it would have to write into the other account's
 folder it says so in one line, exit 5, no traceback, and writes nothing.
 
-The base interpreter lives under /root (0700): the second account runs /usr/bin/python3.11
-(the same 3.11) with PYTHONPATH at this worktree and a copy of prefetch's pure-Python
-dependencies under /tmp."""
+The interpreter running the suite may live where the second account cannot go (pyenv under
+/root, 0700), and so may the checkout: the second account runs the first interpreter of the
+same version it can run (this one, else the system's python3.X), with PYTHONPATH at a copy of
+this checkout's prefetch and of its pure-Python dependencies under /tmp."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import io
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -24,20 +26,34 @@ from tests.nltk_origin import write_gh_pages
 from tests.torchvision_synth import CLOSED
 
 OTHER = 65534
-PYTHON = "/usr/bin/python3.11"
+CANDIDATES = (sys.executable, f"/usr/bin/python3.{sys.version_info.minor}", "/usr/bin/python3")
 DEPENDENCIES = ("click", "requests", "urllib3", "certifi", "idna", "charset_normalizer", "tqdm", "filelock",
                 "platformdirs", "tomlkit")
-WORKTREE = str(Path(__file__).resolve().parents[1])
+WORKTREE = Path(__file__).resolve().parents[1]
+PYTHON: list[str] = []  # the interpreter the second account runs (found by other_python)
+
+
+def _runs_as_other(python: str) -> bool:
+    want = f"{sys.version_info.major}.{sys.version_info.minor}"
+    try:
+        done = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                              text=True, timeout=60, cwd="/", stdin=subprocess.DEVNULL, preexec_fn=_drop)
+    except OSError:
+        return False
+    return done.returncode == 0 and done.stdout.strip() == want
 
 
 @pytest.fixture(scope="module")
 def other_python():
     if os.geteuid() != 0:
         pytest.skip("a second account needs root to become it")
-    if not os.access(PYTHON, os.X_OK):
-        pytest.skip(f"no {PYTHON} for the second account")
+    found = next((p for p in CANDIDATES if os.access(p, os.X_OK) and _runs_as_other(p)), None)
+    if found is None:
+        pytest.skip(f"no Python {sys.version_info.major}.{sys.version_info.minor} the second account can run")
+    PYTHON[:] = [found]
     deps = Path(tempfile.mkdtemp(prefix="prefetch-deps-", dir="/tmp"))
     os.chmod(deps, 0o755)
+    shutil.copytree(WORKTREE / "prefetch", deps / "prefetch", ignore=shutil.ignore_patterns("__pycache__"))
     import importlib
 
     for name in DEPENDENCIES:
@@ -56,8 +72,8 @@ def _drop() -> None:
 def as_other(deps: Path, other_home: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
     env = dict(env, HOME=str(other_home), PREFETCH_HOME=str(other_home / ".prefetch"),
                XDG_CONFIG_HOME=str(other_home / ".config"), XDG_STATE_HOME=str(other_home / ".state"),
-               KERAS_HOME=str(other_home / ".keras"), PYTHONPATH=f"{WORKTREE}:{deps}", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run([PYTHON, "-m", "prefetch", *args], capture_output=True, text=True, timeout=120, env=env,
+               KERAS_HOME=str(other_home / ".keras"), PYTHONPATH=str(deps), PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([PYTHON[0], "-m", "prefetch", *args], capture_output=True, text=True, timeout=120, env=env,
                           cwd=str(other_home), stdin=subprocess.DEVNULL, preexec_fn=_drop)
 
 
