@@ -89,3 +89,36 @@ class TinyProxy:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class SilentListener:
+    """A socket on 127.0.0.1 that accepts every connection and never answers (a hung proxy, or
+    no proxy at all): ``with SilentListener() as silent: silent.port, len(silent.accepted)``."""
+
+    def __enter__(self) -> "SilentListener":
+        import threading
+
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.server.settimeout(0.1)
+        self.port = self.server.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+        return self
+
+    def _accept(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.accepted.append(self.server.accept()[0])  # held open, never answered
+            except OSError:
+                continue
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+        for conn in self.accepted:
+            conn.close()
+        self.server.close()

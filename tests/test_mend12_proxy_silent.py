@@ -5,47 +5,24 @@ that accepts and never answers."""
 
 from __future__ import annotations
 
-import socket
-import threading
-
 from tests.conftest import run_cli
+from tests.proxies import SilentListener
 from tests.test_proxies import env_with
 
 
 def test_a_proxy_silent_to_tls_and_to_http_fails_at_once_with_one_line(home, tmp_path):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    port = server.getsockname()[1]
-    accepted: list[socket.socket] = []
-    done = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not done.is_set():
-            try:
-                accepted.append(server.accept()[0])  # held open, never answered
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
+    with SilentListener() as silent:
+        port = silent.port
         env = env_with(https_proxy=f"https://127.0.0.1:{port}", PREFETCH_CONNECT_TIMEOUT="1",
                        PREFETCH_READ_TIMEOUT="1", PREFETCH_TIMEOUT="30")
         env.pop("PREFETCH_RETRIES", None)  # the default retries: the first try must be the last
         proc = run_cli("get", "https://files.example.invalid/a.bin", "-o", str(tmp_path / "a.bin"), env=env)
-    finally:
-        done.set()
-        thread.join()
-        for conn in accepted:
-            conn.close()
-        server.close()
+        accepted = len(silent.accepted)
     assert proc.returncode == 3, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr  # no retry notes
     assert lines[0].startswith(f"prefetch: error: the proxy https://127.0.0.1:{port} took the connection but did "
                                "not answer the TLS handshake"), lines
     assert "nor a plain HTTP request: it is hung or not a proxy" in lines[0], lines
-    assert len(accepted) == 2, len(accepted)  # the one handshake and the one plain request
+    assert accepted == 2, accepted  # the one handshake and the one plain request
     assert not (tmp_path / "a.bin").exists()

@@ -7,25 +7,12 @@ import hashlib
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
 from tests.helpers import start_cli
 from tests.test_jobs import job_id_from, poll, record, sha256_of, write_synth_registry
-
-
-@pytest.fixture(autouse=True)
-def _kill_workers_left(home):
-    yield
-    from prefetch.jobs import list_jobs
-
-    for job in list_jobs():
-        if job.active and job.pid:
-            try:
-                os.kill(job.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+from tests.test_jobs import stop_leftover_workers  # noqa: F401 (autouse: kills the workers a test left)
 
 
 def _catches(pid: int, *signums: int) -> bool:

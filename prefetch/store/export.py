@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prefetch.errors import HashMismatchError, LocalFileError, NotDownloadedError
 from prefetch.fs import safefs
-from prefetch.fs.files import local_error, remove_dead_temps, replace_file, temp_name
+from prefetch.fs.files import local_error, remove_dead_temps, replace_file, sync_dir, temp_name
 from prefetch.fs.paths import expand_path
 
 
@@ -66,22 +66,8 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
             report.files.append({"name": plan.spec.name, "size": size, "sha256": sha256, "how": how})
     remove_dead_temps(directory / "SHA256SUMS")
     _write_sums(directory / "SHA256SUMS", sums)
-    _sync_dir(directory)  # the renames above, on disk
+    sync_dir(directory)  # the renames above, on disk
     return report
-
-
-def _sync_dir(directory: Path) -> None:
-    """fsync ``directory``: the names renamed into it survive a crash (best effort: some filesystems refuse)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _place(source: Path, target: Path, sha256: str, listed: str | None, *, link: bool = True) -> str:
