@@ -74,3 +74,96 @@ def test_pushes_of_different_files_to_one_key_keep_their_own_upload_records(s3, 
         assert proc.returncode == 0, proc.stderr
         assert assert_store_consistent(s3, s3.prefix)["big.bin"] == data
 
+
+class _VanishingStore:
+    """An S3 endpoint on 127.0.0.1 whose object ``data`` is there to HEAD (size and sha256
+    metadata) but gone by the GET (404 NoSuchKey): deleted between the two, as a store's
+    lifecycle rule or a teammate's `aws s3 rm` does."""
+
+    def __init__(self, data: bytes) -> None:
+        import hashlib
+
+        from tests.helpers import serve_in_thread
+
+        sha = hashlib.sha256(data).hexdigest()
+        self.gets = 0
+        store = self
+
+        import http.server
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_HEAD(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("ETag", '"0123456789abcdef0123456789abcdef"')
+                self.send_header("x-amz-meta-sha256", sha)
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                store.gets += 1
+                body = b"<?xml version='1.0'?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>"
+                self.send_response(404)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server, self.url = serve_in_thread(Handler)
+
+    def close(self) -> None:
+        from tests.helpers import stop_server
+
+        stop_server(self.server)
+
+
+def test_a_store_object_gone_by_the_get_is_named_by_its_s3_name(tmp_path, home, monkeypatch):
+    """The 404 of a store object names ``s3://BUCKET/KEY`` in one line: never the presigned
+    http URL, its signature or the access key id in it."""
+    from tests.test_store import refused_url, registry
+
+    data = payload(MIB, 1221)
+    store = _VanishingStore(data)
+    try:
+        env = os.environ.copy()
+        env.update(AWS_ENDPOINT_URL=store.url, AWS_ACCESS_KEY_ID="AKIAMEND12SECRETID", AWS_SECRET_ACCESS_KEY="s3cr3t-mend12",
+                   AWS_REGION="us-east-1")
+        reg = registry(tmp_path / "r.toml", {"f.bin": (refused_url("f.bin"), data)})
+        proc = run_cli("get", "toy", "--registry", reg, "--mirror", "s3://team/mend/", env=env)
+    finally:
+        store.close()
+
+    assert store.gets >= 1, proc.stderr  # the GET was made: its failure is what is reported
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert "s3://team/mend/f.bin answered HTTP 404" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    for secret in ("AKIAMEND12SECRETID", "s3cr3t", "Signature", "Credential", store.url, "127.0.0.1"):
+        assert secret not in proc.stderr, (secret, proc.stderr)
+
+
+def test_a_seed_object_gone_by_the_get_is_named_in_the_fallback_note(tmp_path, home, origin):
+    """Read from the seed store alone, the object 404s and the origin takes over: the note
+    saying so names the object by its s3:// name, not the store's signed URL."""
+    from tests.test_store import registry
+
+    data = payload(MIB, 1222)
+    origin.put("f.bin", data)
+    store = _VanishingStore(data)
+    try:
+        env = os.environ.copy()
+        env.update(AWS_ENDPOINT_URL=store.url, AWS_ACCESS_KEY_ID="AKIAMEND12SECRETID", AWS_SECRET_ACCESS_KEY="s3cr3t-mend12",
+                   AWS_REGION="us-east-1")
+        reg = registry(tmp_path / "r.toml", {"f.bin": (origin.url_for("f.bin"), data)})
+        proc = run_cli("get", "toy", "--registry", reg, "--seed", "s3://team/mend/", env=env)
+    finally:
+        store.close()
+
+    assert proc.returncode == 0, proc.stderr
+    assert store.gets >= 1, proc.stderr
+    assert "s3://team/mend/f.bin answered HTTP 404" in proc.stderr, proc.stderr
+    assert "using the other sources" in proc.stderr, proc.stderr
+    for secret in ("AKIAMEND12SECRETID", "Signature", "Credential", store.url):
+        assert secret not in proc.stderr, (secret, proc.stderr)

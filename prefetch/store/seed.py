@@ -101,6 +101,23 @@ class StoreSources:
         with self._lock:
             return self._labels.get(url, url)
 
+    def relabel(self, exc: BaseException) -> BaseException:
+        """``exc`` naming each presigned URL this hook made by its ``s3://`` name (as it is,
+        signed or redacted), so that an error about a store object says which object, with
+        no endpoint, signature or key id in it. The same exception, its message rewritten."""
+        from prefetch.net.urls import redact_url
+
+        text = str(exc)
+        with self._lock:
+            labels = list(self._labels.items())
+        changed = text
+        for http, name in labels:
+            for form in (http, redact_url(http)):
+                changed = changed.replace(form, name)
+        if changed != text and exc.args:
+            exc.args = (changed, *exc.args[1:])
+        return exc
+
     def fallback(self, plan, *, wrong: bool = False) -> list[str]:
         """The other sources of a file read from the seed store alone (once; then empty).
 
