@@ -167,3 +167,30 @@ def test_a_seed_object_gone_by_the_get_is_named_in_the_fallback_note(tmp_path, h
     assert "using the other sources" in proc.stderr, proc.stderr
     for secret in ("AKIAMEND12SECRETID", "Signature", "Credential", store.url):
         assert secret not in proc.stderr, (secret, proc.stderr)
+
+
+def test_the_store_client_has_the_timeouts_of_every_download(home, monkeypatch):
+    """docs/correctness.md: PREFETCH_READ_TIMEOUT 15 s, PREFETCH_CONNECT_TIMEOUT 10 s, or a half
+    and a third of PREFETCH_TIMEOUT; the store's client had its own 30 s read timeout."""
+    from prefetch.store.s3 import open_store
+
+    keys = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    for name, value in keys.items():  # (boto3 reads the credentials from the process's environment)
+        monkeypatch.setenv(name, value)
+    for env, connect, read in (({}, 10.0, 15.0), ({"PREFETCH_READ_TIMEOUT": "2.5"}, 10.0, 2.5),
+                               ({"PREFETCH_CONNECT_TIMEOUT": "4"}, 4.0, 15.0), ({"PREFETCH_TIMEOUT": "6"}, 2.0, 3.0)):
+        config = open_store("s3://team/p/", env={**keys, **env}).client.meta.config
+        assert (config.connect_timeout, config.read_timeout) == (connect, read), env
+
+
+def test_a_bad_timeout_variable_is_one_line_for_the_store(tmp_path, home):
+    local = tmp_path / "f.bin"
+    local.write_bytes(b"x")
+    for value in ("abc", "0", "-1"):
+        env = os.environ.copy()
+        env.update(PREFETCH_READ_TIMEOUT=value, AWS_ENDPOINT_URL="http://127.0.0.1:9", AWS_ACCESS_KEY_ID="x",
+                   AWS_SECRET_ACCESS_KEY="y")
+        proc = run_cli("push", str(local), "s3://team/p/", env=env)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "PREFETCH_READ_TIMEOUT" in proc.stderr
+        assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
