@@ -194,3 +194,13 @@ def test_a_bad_timeout_variable_is_one_line_for_the_store(tmp_path, home):
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "PREFETCH_READ_TIMEOUT" in proc.stderr
         assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_bad_seed_lease_is_one_line(tmp_path, home):
+    for value in ("abc", "0", "-5", "nan"):
+        env = os.environ.copy()
+        env.update(PREFETCH_SEED_LEASE=value, AWS_ENDPOINT_URL="http://127.0.0.1:9", AWS_ACCESS_KEY_ID="x",
+                   AWS_SECRET_ACCESS_KEY="y")
+        proc = run_cli("get", "http://127.0.0.1:9/x.bin", "--seed", "s3://team/p/", env=env)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "PREFETCH_SEED_LEASE" in proc.stderr
