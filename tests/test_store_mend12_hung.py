@@ -171,3 +171,76 @@ def test_leaving_a_stream_while_seeding_to_a_hung_store(origin, tmp_path, home, 
     assert not _store_calls()
     assert store.claims == 1
     assert (home / ".keras" / "datasets" / "f.bin").read_bytes() == data
+
+
+class StoreSlowToClaim:
+    """An S3 endpoint on 127.0.0.1: objects are absent (HEAD 404); a claim PUT is answered
+    (200) only once ``answer`` is set; DELETEs of claims are counted."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        from tests.helpers import serve_in_thread
+
+        fake = self
+        self.answer = threading.Event()
+        self.claims = 0
+        self.deleted: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                status = 404 if self.command == "HEAD" else 200
+                if ".prefetch-claims/" in self.path and self.command == "PUT":
+                    fake.claims += 1
+                    fake.answer.wait(60)
+                if ".prefetch-claims/" in self.path and self.command == "DELETE":
+                    fake.deleted.append(self.path)
+                    status = 204
+                self.send_response(status)
+                self.send_header("ETag", '"0123456789abcdef0123456789abcdef"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server, self.url = serve_in_thread(Handler)
+
+    def close(self) -> None:
+        from tests.helpers import stop_server
+
+        self.answer.set()
+        stop_server(self.server)
+
+
+def test_a_claim_the_store_grants_after_the_stop_is_released(origin, tmp_path, home, monkeypatch):
+    """The run stops while the store sits on its claim PUT; the store then grants it: the call
+    left behind releases the claim (other seeders need not wait out its lease) and nothing is
+    downloaded for it."""
+    data = payload(MIB, 1233)
+    origin.put("f.bin", data)
+    reg = registry(tmp_path / "r.toml", {"f.bin": (origin.url_for("f.bin"), data)})
+    store = StoreSlowToClaim()
+    try:
+        _store_env(monkeypatch, store)
+        paths = prefetch.as_completed(["toy"], registry=reg, seed="s3://team/hung/", progress=False)
+        while store.claims == 0:
+            assert paths._thread.is_alive()
+            threading.Event().wait(0.05)
+        paths.close()
+        assert not paths._thread.is_alive()
+        store.answer.set()  # the claim is granted now, to a run that has stopped
+        for thread in _store_calls():
+            thread.join(timeout=60)
+        assert not _store_calls()
+        assert store.deleted == ["/team/hung/.prefetch-claims/f.bin"], store.deleted
+    finally:
+        store.close()
+    assert not (home / ".keras" / "datasets" / "f.bin").exists()
