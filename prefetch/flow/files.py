@@ -263,7 +263,8 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
             fallback = options.sources.fallback(plan) if options.sources is not None else []
             if fallback and exc.exit_code == ExitCode.NETWORK:
                 # The team store failed: the file's other sources take over.
-                on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; using the other sources"))
+                on_event(Event(EventKind.NOTE, plan.label,
+                               message=f"{options.sources.relabel(exc)}; using the other sources"))
                 urls = fallback
                 continue
             if alone and exc.exit_code == ExitCode.NETWORK:
@@ -271,6 +272,8 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 on_event(Event(EventKind.NOTE, plan.label, message=f"{exc}; trying {alone[0]} alone"))
                 urls = [alone.pop(0)]
                 continue
+            if options.sources is not None:  # a store object by its s3:// name, not its presigned URL
+                raise options.sources.relabel(exc)
             raise
         fresh = None
         result.downloaded += transfer.downloaded

@@ -230,7 +230,22 @@ def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, s
     require_boto3()  # one line saying what to install, before any download starts
     lease = env.get("PREFETCH_SEED_LEASE")
     return StoreSources(seed=seed, env=dict(env), state_dir=state_dir(env),
-                        **({"lease": float(lease)} if lease else {}))
+                        **({"lease": _seconds("PREFETCH_SEED_LEASE", lease)} if lease else {}))
+
+
+def _seconds(name: str, value: str) -> float:
+    """A number of seconds more than 0 from the environment variable ``name``.
+
+    Raises:
+        UsageError: anything else (one line, exit 2).
+    """
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0:
+        raise UsageError(f"{name}={value!r}: must be a number of seconds more than 0")
+    return seconds
 
 
 def requested_mirrors(request: GetRequest, env: Mapping[str, str]) -> list[str]:

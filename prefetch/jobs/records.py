@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from prefetch.errors import JobNotFoundError, UsageError
+from prefetch.errors import ExitCode, JobNotFoundError, UsageError
 from prefetch.fs.files import replace_file
 from prefetch.fs.paths import state_dir
 from prefetch.jobs.views import html_table, short_repr
@@ -229,6 +229,8 @@ def _check_types(data: Mapping, types: dict[str, tuple], what: str) -> dict:
             raise ValueError(f"{what}field {key!r} is {value!r:.40}, not a byte count")
         if key in ("rate", "eta") and value is not None and value < 0:  # (the worker's are >= 0)
             raise ValueError(f"{what}field {key!r} is {value!r:.40}, below zero")
+        if key == "exit_code" and value is not None and value not in set(ExitCode):  # `wait` exits with it
+            raise ValueError(f"{what}field 'exit_code' is {value!r:.40}, not an exit code of prefetch")
         out[key] = value
     return out
 

@@ -2,7 +2,7 @@
 
 An object appears only whole: small files are one PUT, bigger ones a multipart upload,
 which S3 assembles atomically at ``complete``. The upload id is recorded under the
-state dir before the first part, so a killed push continues the same upload (parts
+state dir (keyed by the object and the file's sha256 and size) before the first part, so a killed push continues the same upload (parts
 already on the store, checked by their ETag = md5, are not sent again). The object's
 metadata carries the file's sha256 (and md5); an object with the same sha256 is skipped.
 """
@@ -123,7 +123,7 @@ def push_file(
 
 def _multipart(store, path, name, url, metadata, size, part_size, state_dir, on_part, named, stop) -> PushResult:
     bucket, key = store.location.bucket, store.location.key_for(name)
-    record_path = _record_path(state_dir, store, key)
+    record_path = _record_path(state_dir, store, key, metadata["sha256"], size)
     record = _load_record(record_path)
     done: dict[int, str] = {}
     if record and record.get("sha256") == metadata["sha256"] and record.get("part_size") == part_size:
@@ -267,8 +267,12 @@ def _b64(md5_hex: str) -> str:
     return base64.b64encode(bytes.fromhex(md5_hex)).decode()
 
 
-def _record_path(state_dir: Path, store: Store, key: str) -> Path:
-    ident = f"{store.endpoint or 'aws'}\0{store.location.bucket}\0{key}"
+def _record_path(state_dir: Path, store: Store, key: str, sha256: str, size: int) -> Path:
+    """Where the upload of this file (by sha256 and size) to ``key`` is recorded: pushes of
+    different files to one key keep their own uploads (one file's push never takes over, nor
+    on completing deletes, another's record; parts are reused only when their md5 is the
+    file's anyway)."""
+    ident = f"{store.endpoint or 'aws'}\0{store.location.bucket}\0{key}\0{sha256}\0{size}"
     return Path(state_dir) / "push" / (hashlib.sha1(ident.encode("utf-8", "surrogateescape")).hexdigest()[:24] + ".json")
 
 

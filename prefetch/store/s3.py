@@ -162,10 +162,11 @@ def open_store(url: str | StoreLocation, *, env: Mapping[str, str] | None = None
     except Exception as exc:  # noqa: BLE001 - e.g. ProfileNotFound
         raise UsageError(f"AWS configuration: {exc}") from None
     anonymous = credentials is None
+    timeouts = store_timeouts(env)
     options = {
         "retries": {"max_attempts": 5, "mode": "standard"},
-        "connect_timeout": float(env.get("PREFETCH_CONNECT_TIMEOUT", "10")),
-        "read_timeout": float(env.get("PREFETCH_READ_TIMEOUT", "30")),
+        "connect_timeout": timeouts.connect,
+        "read_timeout": timeouts.read,
     }
     if endpoint:
         # MinIO, SeaweedFS, Ceph RGW and most self-hosted stores want path-style URLs.
@@ -175,6 +176,22 @@ def open_store(url: str | StoreLocation, *, env: Mapping[str, str] | None = None
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or session.region_name or "us-east-1"
     client = session.client("s3", endpoint_url=endpoint, region_name=region, config=Config(**options))
     return Store(location=location, client=client, anonymous=anonymous, endpoint=endpoint)
+
+
+TIMEOUT_VARIABLES = ("PREFETCH_TIMEOUT", "PREFETCH_READ_TIMEOUT", "PREFETCH_CONNECT_TIMEOUT")
+
+
+def store_timeouts(env: Mapping[str, str]):
+    """The store client's connect and read timeouts: those of every download
+    (``PREFETCH_CONNECT_TIMEOUT`` 10 s, ``PREFETCH_READ_TIMEOUT`` 15 s, or a third and half of
+    ``PREFETCH_TIMEOUT``), read and checked by the same rules.
+
+    Raises:
+        UsageError: one of those variables is not a number more than 0.
+    """
+    from prefetch.engine.options import TransferOptions
+
+    return TransferOptions.from_env({k: env[k] for k in TIMEOUT_VARIABLES if env.get(k)}).timeouts
 
 
 def error_code(exc: BaseException) -> str:

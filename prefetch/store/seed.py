@@ -74,7 +74,7 @@ class StoreSources:
                 continue
             seeding = self.seed is not None and url.startswith(self._seed_base())
             try:
-                http = self._object_source(plan, url, seeding=seeding, on_event=on_event, stop=stop)
+                http = self._source_or_stop(plan, url, seeding=seeding, on_event=on_event, stop=stop)
             except StoreError as exc:
                 self._note_down(url, exc)
                 if not any(not is_s3_url(u) for u in urls):
@@ -100,6 +100,23 @@ class StoreSources:
         """The ``s3://`` name of a presigned URL this hook made (other URLs unchanged)."""
         with self._lock:
             return self._labels.get(url, url)
+
+    def relabel(self, exc: BaseException) -> BaseException:
+        """``exc`` naming each presigned URL this hook made by its ``s3://`` name (as it is,
+        signed or redacted), so that an error about a store object says which object, with
+        no endpoint, signature or key id in it. The same exception, its message rewritten."""
+        from prefetch.net.urls import redact_url
+
+        text = str(exc)
+        with self._lock:
+            labels = list(self._labels.items())
+        changed = text
+        for http, name in labels:
+            for form in (http, redact_url(http)):
+                changed = changed.replace(form, name)
+        if changed != text and exc.args:
+            exc.args = (changed, *exc.args[1:])
+        return exc
 
     def fallback(self, plan, *, wrong: bool = False) -> list[str]:
         """The other sources of a file read from the seed store alone (once; then empty).
@@ -135,6 +152,40 @@ class StoreSources:
         error = StoreError(f"{exc} (earlier in this run: not asked again)")
         error.unavailable = True
         return error
+
+    def _source_or_stop(self, plan, url: str, *, seeding: bool, on_event: EventSink, stop) -> str | None:
+        """``_object_source``, unless the run stops before the store answers (store/abandon.py):
+        then the run goes on without it, and a claim the call takes afterwards is released."""
+        from prefetch.errors import InterruptedTransferError
+        from prefetch.store.abandon import Abandoned, call_or_abandon
+
+        if stop is not None and stop.is_set():
+            raise InterruptedTransferError(f"{plan.label}: stopped before asking the store")
+        with self._lock:
+            held = url in self._claimed
+        left = threading.Event()
+
+        def sink(event) -> None:  # nothing is said for a call the run left behind
+            if not left.is_set():
+                on_event(event)
+
+        try:
+            return call_or_abandon(
+                lambda: self._object_source(plan, url, seeding=seeding, on_event=sink, stop=stop), stop,
+                on_abandoned=lambda _: None if held else self._unclaim(url))
+        except Abandoned:
+            left.set()
+            raise InterruptedTransferError(f"{plan.label}: stopped; the store had not answered about {url}") from None
+
+    def _unclaim(self, url: str) -> None:
+        """Release a claim taken for a run that no longer waits for it."""
+        with self._lock:
+            if url not in self._claimed:
+                return
+            self._claimed.discard(url)
+            self._lacking.discard(url)
+            self._released.notify_all()
+        self._release(self.store_for(url), split_object_url(url)[1])
 
     def _object_source(self, plan, url: str, *, seeding: bool, on_event: EventSink, stop) -> str | None:
         down = self._down_error(url)
@@ -251,9 +302,26 @@ class StoreSources:
     def finish(self, plan, result, *, on_event: EventSink, stop: threading.Event | None = None) -> None:
         """Upload a verified file the seed store lacks; release our claim either way. A run
         stopped (Ctrl-C, a stream left early) does not start the upload, and stops one between
-        parts, resumable: the next run's seeding continues it."""
+        parts, resumable: the next run's seeding continues it. A store that has not answered
+        half a second after the stop is left to finish on its own (store/abandon.py)."""
         if self.seed is None:
             return
+        from prefetch.store.abandon import Abandoned, call_or_abandon
+
+        left = threading.Event()
+
+        def sink(event) -> None:
+            if not left.is_set():
+                on_event(event)
+
+        try:
+            call_or_abandon(lambda: self._finish(plan, result, on_event=sink, stop=stop), stop)
+        except Abandoned:
+            left.set()
+            on_event(Event(EventKind.NOTE, plan.label, message=f"not seeding {plan.spec.name}: the run was stopped "
+                           "and the store had not answered (a claim left behind ends with its lease)"))
+
+    def _finish(self, plan, result, *, on_event: EventSink, stop: threading.Event | None) -> None:
         from prefetch.store.s3 import parse_store_url
 
         url = parse_store_url(self.seed).url_for(plan.spec.name)
