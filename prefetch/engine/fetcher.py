@@ -45,6 +45,7 @@ class Fetcher:
     pending = None  # a handed-over answer: (resp, final_url, answer, overlap, generation, start, ask_end)
     handed_to: threading.Thread | None = None  # the worker thread an inline request handed its answer to
     ahead = None  # engine.ahead.Ahead: the next request, sent before this answer ended
+    began: float | None = None  # when this worker's current try began (RetryPolicy.failed's waves)
 
     @classmethod
     def first_inline(cls, t, started: float, threads: list[threading.Thread]) -> bool:
@@ -131,6 +132,7 @@ class Fetcher:
             if once and tries:
                 return  # the transfer's main loop takes it from here
             tries += 1
+            self.began = time.monotonic()  # (a failure of this try counts once per wave: RetryPolicy.failed)
             if first is not None:
                 (seg, src), first = first, None
             elif (taken := _ahead.next_segment(self, client)) is not None:
@@ -374,7 +376,7 @@ class Fetcher:
         if self.t.stop.is_set() or self.t.interrupt.is_set():
             return  # we are shutting down: the broken read is ours, not the network's
         with self.t.lock:
-            attempts = self.t.retries.failed()
+            attempts = self.t.retries.failed(self.began)
             give_up_source = self.t.sources.note_failure(src, self.t.opt.source_failures)
         if give_up_source:
             self.t.drop_source(src, f"{message} ({src.failures} failures in a row)", distrust=False)

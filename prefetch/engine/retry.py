@@ -5,7 +5,13 @@ stretches the wait, up to a cap) and end the transfer after ``max_attempts`` in 
 row (``--retries``), or once no byte has arrived for ``timeout`` seconds
 (``--timeout``; a third of it for a name that does not resolve, a refused
 connection or a web page, which seconds do not mend); any byte that arrives
-resets both. A server that answers (429, 5xx) is alive: only the count applies. A 429/503 (twice) or a 403 (once) on
+resets both. Connections whose try began before another's failure and that then fail too
+(a server restarted, a NAT or proxy dropping its table: every connection reset at once) are
+that failure's wave: one failure of the transfer, not one each. Counted one by one, twelve
+connections reset together were twelve retries in a row at once, and the download gave up
+at once; a try begun after the wave's first failure (a retry) counts again, so a server that
+keeps failing still ends the transfer after ``max_attempts`` waves.
+A server that answers (429, 5xx) is alive: only the count applies. A 429/503 (twice) or a 403 (once) on
 an extra connection while other connections to the same source deliver is a
 per-client connection cap, not a failure: the transfer keeps the connections
 that had answers. A cap is not for ever: after ``cap_retry`` seconds without a
@@ -38,15 +44,21 @@ class RetryPolicy:
         self.crowded_at: int | None = None  # connections the server accepts, once it refused one more
         self.recovery = CapRecovery()  # when the cap is tried higher again
         self.progress_at = time.monotonic()  # when the last byte arrived (or the transfer started)
+        self.wave_start = 0.0  # when the last failure counted happened (a try begun before it is of its wave)
 
     def progress(self) -> None:
         """Bytes arrived: the count of failures starts again."""
         self.in_a_row = 0
         self.progress_at = time.monotonic()
 
-    def failed(self) -> int:
-        """Count one more failure without progress; the attempts so far."""
+    def failed(self, began: float | None = None) -> int:
+        """Count one more failure without progress; the attempts so far. ``began``: when the
+        failed try began (``time.monotonic()``); one begun before the last counted failure is of
+        its wave: the same attempt, not one more."""
+        if began is not None and self.in_a_row and began < self.wave_start:
+            return self.in_a_row
         self.in_a_row += 1
+        self.wave_start = time.monotonic()
         return self.in_a_row
 
     def delay(self, attempts: int, retry_after: float | None, *, name: str, message: str,
