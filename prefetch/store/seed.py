@@ -12,9 +12,7 @@ that died) is taken over.
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from typing import Mapping
 
 from prefetch.errors import StoreError
 from prefetch.model.events import Event, EventKind, EventSink
+from prefetch.store.claims import claim_age, claim_body, dead_here
 from prefetch.store.s3 import Store, error_code, is_s3_url, open_store, rebind_state, split_object_url, store_error
 
 CLAIMS = ".prefetch-claims/"
@@ -247,7 +246,7 @@ class StoreSources:
     def _claim(self, store: Store, name: str) -> str | None:
         """Claim seeding ``name``: None when it is ours now, else who holds it."""
         bucket, key = store.location.bucket, store.location.key_for(CLAIMS + name)
-        body = _claim_body()
+        body = claim_body()
         for _ in range(3):
             try:
                 store.client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
@@ -260,8 +259,8 @@ class StoreSources:
                 body = answer["Body"].read()
             except Exception:  # noqa: BLE001 - gone meanwhile: try again
                 continue
-            holder, age = _claim_age(body, answer.get("LastModified"))
-            if age <= self.lease and not _dead_here(holder):
+            holder, age = claim_age(body, answer.get("LastModified"))
+            if age <= self.lease and not dead_here(holder):
                 return f"{holder.get('host', '?')} (pid {holder.get('pid', '?')})"
             try:  # a seeder that died: take over its claim
                 store.client.delete_object(Bucket=bucket, Key=key)
@@ -285,7 +284,7 @@ class StoreSources:
             for url in claimed:
                 store = self.store_for(url)
                 _, name = split_object_url(url)
-                body = _claim_body()
+                body = claim_body()
                 try:
                     store.client.put_object(Bucket=store.location.bucket,
                                             Key=store.location.key_for(CLAIMS + name), Body=body)
@@ -361,48 +360,3 @@ class StoreSources:
         finally:
             if claimed:
                 self._release(store, plan.spec.name)
-
-
-def _claim_age(body: bytes, modified) -> tuple[dict, float]:
-    """A claim's holder and seconds since its last renewal; a claim we cannot read (another
-    tool's, truncated) ages from the store's Last-Modified, so that its lease ends too."""
-    try:
-        holder = json.loads(body)
-        return holder, time.time() - float(holder["time"])
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-        stamp = modified.timestamp() if hasattr(modified, "timestamp") else 0.0
-        return {"host": "an unreadable claim"}, time.time() - stamp
-
-
-def _claim_body() -> bytes:
-    """Who claims: host and pid, and what tells this machine's processes apart from another's
-    with the same host name (boot id, pid namespace) and a reused pid (its start time)."""
-    from prefetch.fs.processes import process_start_time
-
-    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time(),
-                       "start": process_start_time(os.getpid()), "here": _here()}).encode()
-
-
-def _here() -> str | None:
-    """This machine's boot and pid namespace: pids in claims carrying the same are ours to check."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot = f.read().strip()
-        return f"{boot} {os.readlink('/proc/self/ns/pid')}"
-    except OSError:
-        return None
-
-
-def _dead_here(holder: dict) -> bool:
-    """The claim is this machine's (same host, boot and pid namespace) and its process is gone:
-    a seeder killed here (kill -9, a restarted kernel) need not be waited for until its lease ends."""
-    from prefetch.fs.processes import is_process_alive
-
-    here = _here()
-    if here is None or holder.get("here") != here or holder.get("host") != socket.gethostname():
-        return False
-    pid, start = holder.get("pid"), holder.get("start")
-    if not isinstance(pid, int) or pid == os.getpid():
-        return False
-    return not is_process_alive(pid, start if isinstance(start, int) else None)
-
