@@ -415,6 +415,7 @@ def test_liveness_pid_reuse_zombies_and_other_hosts(home):
     import socket
 
     from prefetch.jobs import JobRecord, process_start_time, refresh_state
+    from prefetch.jobs.liveness import runs_worker_of
 
     def running(**kw) -> JobRecord:
         base = {"id": "j0101-abcd", "command": "prefetch get x -b", "request": {"names": ["x"]},
@@ -427,6 +428,8 @@ def test_liveness_pid_reuse_zombies_and_other_hosts(home):
                                "prefetch.jobs.worker", "j0101-abcd"])
     try:
         me, my_start = worker.pid, poll(lambda: process_start_time(worker.pid), what="its start time")
+        # (until it has exec'd, /proc shows the forking test's command line: no worker's yet)
+        poll(lambda: runs_worker_of(me, "j0101-abcd"), what="its command line")
         assert refresh_state(running(pid=me, pid_start=my_start)).state == "running"
         # The same pid, but started at another time: a different process reusing the pid.
         reused = refresh_state(running(pid=me, pid_start=my_start - 1))
