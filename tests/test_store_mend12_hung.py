@@ -92,9 +92,9 @@ def test_leaving_a_seeding_stream_does_not_wait_for_a_hung_store(origin, tmp_pat
     assert not (home / ".keras" / "datasets" / "f.bin").exists()
 
 
-class StoreThatHangsAfterTheClaim:
-    """An S3 endpoint on 127.0.0.1: objects are absent (HEAD 404), the bucket is there, a claim
-    PUT succeeds; after the claim and the HEAD that follows it, every request hangs until ``close``."""
+class _FakeS3:
+    """An S3 endpoint on 127.0.0.1 whose answers :meth:`answer` (a subclass's) decides, each
+    request's body read first; ``release`` is set on ``close`` (a request waiting on it ends)."""
 
     def __init__(self) -> None:
         import http.server
@@ -102,11 +102,7 @@ class StoreThatHangsAfterTheClaim:
         from tests.helpers import serve_in_thread
 
         fake = self
-        self.hang = threading.Event()
-        self.released = threading.Event()
-        self.hung = 0
-        self.claims = 0
-        self.after_claim = 0
+        self.release = threading.Event()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -115,25 +111,7 @@ class StoreThatHangsAfterTheClaim:
                 length = int(self.headers.get("Content-Length") or 0)
                 if length:
                     self.rfile.read(length)
-                if fake.hang.is_set() and fake.after_claim >= 1:
-                    fake.hung += 1
-                    fake.released.wait()
-                    self.close_connection = True
-                    return
-                if self.command == "PUT" and ".prefetch-claims/" in self.path:
-                    fake.claims += 1
-                    fake.hang.set()
-                    fake.after_claim = 0
-                    self.send_response(200)
-                    self.send_header("ETag", '"0123456789abcdef0123456789abcdef"')
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                if fake.hang.is_set():
-                    fake.after_claim += 1
-                self.send_response(404 if self.command == "HEAD" else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                fake.answer(self)
 
             do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _answer
 
@@ -142,11 +120,50 @@ class StoreThatHangsAfterTheClaim:
 
         self.server, self.url = serve_in_thread(Handler)
 
+    def answer(self, request) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def reply(request, status: int, *, etag: bool = True) -> None:
+        request.send_response(status)
+        if etag:
+            request.send_header("ETag", '"0123456789abcdef0123456789abcdef"')
+        request.send_header("Content-Length", "0")
+        request.end_headers()
+
     def close(self) -> None:
         from tests.helpers import stop_server
 
-        self.released.set()
+        self.release.set()
         stop_server(self.server)
+
+
+class StoreThatHangsAfterTheClaim(_FakeS3):
+    """Objects are absent (HEAD 404), the bucket is there, a claim PUT succeeds; after the claim
+    and the HEAD that follows it, every request hangs until ``close``."""
+
+    def __init__(self) -> None:
+        self.hang = threading.Event()
+        self.hung = 0
+        self.claims = 0
+        self.after_claim = 0
+        super().__init__()
+
+    def answer(self, request) -> None:
+        if self.hang.is_set() and self.after_claim >= 1:
+            self.hung += 1
+            self.release.wait()
+            request.close_connection = True
+            return
+        if request.command == "PUT" and ".prefetch-claims/" in request.path:
+            self.claims += 1
+            self.hang.set()
+            self.after_claim = 0
+            self.reply(request, 200)
+            return
+        if self.hang.is_set():
+            self.after_claim += 1
+        self.reply(request, 404 if request.command == "HEAD" else 200, etag=False)
 
 
 def test_leaving_a_stream_while_seeding_to_a_hung_store(origin, tmp_path, home, monkeypatch):
@@ -173,51 +190,29 @@ def test_leaving_a_stream_while_seeding_to_a_hung_store(origin, tmp_path, home, 
     assert (home / ".keras" / "datasets" / "f.bin").read_bytes() == data
 
 
-class StoreSlowToClaim:
-    """An S3 endpoint on 127.0.0.1: objects are absent (HEAD 404); a claim PUT is answered
-    (200) only once ``answer`` is set; DELETEs of claims are counted."""
+class StoreSlowToClaim(_FakeS3):
+    """Objects are absent (HEAD 404); a claim PUT is answered (200) only once ``answer_claim``
+    is set; DELETEs of claims are counted."""
 
     def __init__(self) -> None:
-        import http.server
-
-        from tests.helpers import serve_in_thread
-
-        fake = self
-        self.answer = threading.Event()
+        self.answer_claim = threading.Event()
         self.claims = 0
         self.deleted: list[str] = []
+        super().__init__()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                status = 404 if self.command == "HEAD" else 200
-                if ".prefetch-claims/" in self.path and self.command == "PUT":
-                    fake.claims += 1
-                    fake.answer.wait(60)
-                if ".prefetch-claims/" in self.path and self.command == "DELETE":
-                    fake.deleted.append(self.path)
-                    status = 204
-                self.send_response(status)
-                self.send_header("ETag", '"0123456789abcdef0123456789abcdef"')
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _answer
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server, self.url = serve_in_thread(Handler)
+    def answer(self, request) -> None:
+        status = 404 if request.command == "HEAD" else 200
+        if ".prefetch-claims/" in request.path and request.command == "PUT":
+            self.claims += 1
+            self.answer_claim.wait(60)
+        if ".prefetch-claims/" in request.path and request.command == "DELETE":
+            self.deleted.append(request.path)
+            status = 204
+        self.reply(request, status)
 
     def close(self) -> None:
-        from tests.helpers import stop_server
-
-        self.answer.set()
-        stop_server(self.server)
+        self.answer_claim.set()
+        super().close()
 
 
 def test_a_claim_the_store_grants_after_the_stop_is_released(origin, tmp_path, home, monkeypatch):
@@ -236,7 +231,7 @@ def test_a_claim_the_store_grants_after_the_stop_is_released(origin, tmp_path, h
             threading.Event().wait(0.05)
         paths.close()
         assert not paths._thread.is_alive()
-        store.answer.set()  # the claim is granted now, to a run that has stopped
+        store.answer_claim.set()  # the claim is granted now, to a run that has stopped
         for thread in _store_calls():
             thread.join(timeout=60)
         assert not _store_calls()
