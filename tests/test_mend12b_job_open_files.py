@@ -12,13 +12,10 @@ import subprocess
 import sys
 
 from tests.conftest import run_cli
+from tests.test_jobs import job_id_from
 from tests.test_mend12_open_files import LINE, _limited, _run
 
 _start = _run  # (a -b get under the limit: its launcher's answer)
-
-
-def _job_id(out: str) -> str:
-    return next(word for word in out.split() if word.startswith("j") and "-" in word and len(word) <= 12)
 
 
 def test_a_job_out_of_file_descriptors_records_the_line_and_wait_exits_5(home, origin, tmp_path):
@@ -36,7 +33,7 @@ def test_a_job_out_of_file_descriptors_records_the_line_and_wait_exits_5(home, o
             assert started.returncode == 5 and LINE.format(n=n) in started.stderr, (n, text)
             refused.append(n)
             continue
-        job = _job_id(started.stdout + started.stderr)
+        job = job_id_from(started.stdout + started.stderr)
         waited = run_cli("wait", job, "--timeout", "50", cwd=tmp_path)
         said = waited.stdout + waited.stderr
         assert "internal error" not in said and "stopped without finishing" not in said, (n, said)
@@ -72,6 +69,6 @@ def test_a_job_started_with_an_inherited_descriptor_above_the_limit(home, origin
         for fd in (high, read_end, write_end):
             os.close(fd)
     assert proc.returncode == 0, proc.stderr
-    waited = run_cli("wait", _job_id(proc.stdout + proc.stderr), "--timeout", "50", cwd=tmp_path)
+    waited = run_cli("wait", job_id_from(proc.stdout + proc.stderr), "--timeout", "50", cwd=tmp_path)
     assert waited.returncode == 0, waited.stderr
     assert (tmp_path / "out" / "d.bin").read_bytes() == data
