@@ -77,25 +77,35 @@ def interrupt_on_hangup() -> Iterator[None]:
 
     For a command that only watches (``prefetch wait``, ``prefetch log -f``): a closed
     terminal or a killed cell ends it with the same one line and exit code as Ctrl-C,
-    not a silent death by signal. The handlers before are put back on the way out.
+    not a silent death by signal. The handlers before are put back on the way out, unless
+    a signal came: the watcher's outcome is then decided (one line, exit 7), and SIGTERM,
+    SIGHUP and SIGINT stay ignored, so a second signal while it says so cannot turn exit 7
+    into a death by signal (``cli.main`` restores them for a caller that goes on).
     Outside the main thread it does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    fired = [False]
 
     def on_signal(signum, frame) -> None:
+        if fired[0]:
+            return
+        fired[0] = True
+        for name in (*names, "SIGINT"):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
         raise KeyboardInterrupt
 
     previous = {}
     try:
-        for name in ("SIGTERM", "SIGHUP"):
-            if hasattr(signal, name):
-                previous[getattr(signal, name)] = signal.signal(getattr(signal, name), on_signal)
+        for name in names:
+            previous[getattr(signal, name)] = signal.signal(getattr(signal, name), on_signal)
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        if not fired[0]:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 # The stops of every open chain_interrupt (one handler for all of them, installed while any is
