@@ -60,7 +60,7 @@ from tests.nginx import NginxServer, nginx_binary  # noqa: E402
 
 MIB = 1 << 20
 FILE_NAME = "bench.bin"
-TOOLS = ("wget", "curl", "aria2c", "prefetch", "prefetch+sha256", "prefetch-nohash", "prefetch-x16", "prefetch-base")
+TOOLS = ("wget", "curl", "curl+sync", "aria2c", "prefetch", "prefetch+sha256", "prefetch-nohash", "prefetch-x16", "prefetch-base")
 DEFAULT_TOOLS = TOOLS[:-1]  # prefetch-base runs with --baseline DIR only
 BASELINE: dict[str, str] = {}  # --baseline: {"dir": a checkout of another prefetch version}
 
@@ -125,7 +125,7 @@ BIG_FILE = "big.bin"
 CAPPED_PACE = 2 * MIB  # capped: bytes/s per connection, paced by the latency proxy
 CAPPED_FLOOR_RATE = 4 * CAPPED_PACE  # 4 connections at the pace: the physical floor is size / this
 SLOW_TOOLS = ("wget", "curl")  # one connection: on a route scenario they run in round 1 only
-ROUTE_SKIP = ("prefetch+sha256", "prefetch-nohash")  # hashing costs show on the loopback rows
+ROUTE_SKIP = ("prefetch+sha256", "prefetch-nohash", "curl+sync")  # hashing and flush costs show on the loopback rows
 # A bare click command: the floor for CLI start-up (click's own import).
 CLICK_DRIVER = "import click\n@click.command()\ndef main():\n    pass\nmain()\n"
 
@@ -305,6 +305,9 @@ def tool_command(tool: str, url: str, out: Path, sha256: str) -> list[str]:
         return ["wget", "-q", "-O", str(out), url]
     if tool == "curl":
         return ["curl", "-s", "-o", str(out), url]
+    if tool == "curl+sync":  # curl, then its file flushed to the disk (`sync --data`: fdatasync), which
+        # prefetch does before it renames a file into place and curl never does: the durability's cost
+        return ["sh", "-c", 'curl -s -o "$1" "$2" && sync --data "$1"', "sh", str(out), url]
     if tool == "aria2c":
         return ["aria2c", "-x16", "-s16", "-k1M", "--allow-overwrite=true", "--auto-file-renaming=false",
                 "-q", "-d", str(out.parent), "-o", out.name, url]
@@ -322,7 +325,7 @@ def tool_command(tool: str, url: str, out: Path, sha256: str) -> list[str]:
 
 
 def tool_available(tool: str) -> bool:
-    return tool.startswith("prefetch") or shutil.which(tool) is not None
+    return tool.startswith("prefetch") or shutil.which(tool.split("+")[0]) is not None
 
 
 def clean_outputs(out: Path, env: dict) -> None:
@@ -530,7 +533,7 @@ def compute_ratios(summaries: list[Summary], startup: list[Startup], sizes: dict
               and s.served_x]
     ratios["served_max_prefetch"] = max(served) if served else None
     for scenario in SCENARIOS:
-        for other in ("aria2c", "wget", "curl"):
+        for other in ("aria2c", "wget", "curl", "curl+sync"):
             ratios[f"{scenario}_prefetch_over_{other}"] = ratio((scenario, "prefetch"), (scenario, other))
         ratios[f"{scenario}_sha256_over_plain"] = ratio((scenario, "prefetch+sha256"), (scenario, "prefetch"))
         ratios[f"{scenario}_sha256_over_nohash"] = ratio((scenario, "prefetch+sha256"), (scenario, "prefetch-nohash"))
@@ -588,8 +591,10 @@ def render(*, machine: dict, args, size: int, summaries: list[Summary], startup:
         lines.append(f"| {s.name} | {ms} | {fmt(rel, '.2f')} | {fmt(rel_click, '.2f')} |")
     lines += ["", "| ratio | value |", "|---|---:|"]
     for scenario in dict.fromkeys(s.scenario for s in summaries):
-        for other in ("aria2c", "wget", "curl"):
+        for other in ("aria2c", "wget", "curl", "curl+sync"):
             key = f"{scenario}_prefetch_over_{other}"
+            if other == "curl+sync" and ratios.get(key) is None:
+                continue
             lines.append(f"| {scenario}: prefetch / {other} | {fmt(ratios.get(key), '.2f')} |")
         for key, label in ((f"{scenario}_sha256_over_plain", "prefetch --sha256 / prefetch"),
                            (f"{scenario}_sha256_over_nohash", "prefetch --sha256 / prefetch without hashing")):
