@@ -53,8 +53,9 @@ def _nginx_string(value: str) -> str:
 
 
 def _render_conf(*, prefix: Path, root: Path, port: int, limit_rate: str | None,
-                 limit_conn: int | None = None, tls: tuple[Path, Path] | None = None) -> str:
+                 limit_conn: int | None = None, tls: tuple[Path, Path] | None = None, location: str = "") -> str:
     rate = f"        limit_rate {limit_rate};\n" if limit_rate else ""
+    rate += "".join(f"        {line.strip()}\n" for line in location.splitlines() if line.strip())
     zone = "    limit_conn_zone $binary_remote_addr zone=perclient:1m;\n" if limit_conn else ""
     if limit_conn:
         rate += f"        limit_conn perclient {limit_conn};\n        limit_conn_status 503;\n"
@@ -122,8 +123,9 @@ class NginxServer:
     ``limit_conn`` connections per client address (more are answered 503)."""
 
     def __init__(self, root: Path, *, limit_rate: str | None = None, limit_conn: int | None = None,
-                 binary: str | None = None, start_timeout: float = 10.0, tls: bool = False):
+                 binary: str | None = None, start_timeout: float = 10.0, tls: bool = False, location: str = ""):
         self.root = Path(root).resolve()
+        self.location = location  # more directives for the one ``location /`` (e.g. an add_header)
         self.limit_rate = limit_rate
         self.limit_conn = limit_conn
         self.binary = binary or nginx_binary()
@@ -202,7 +204,8 @@ class NginxServer:
             port = _free_port()
             conf = self.prefix / "nginx.conf"
             conf.write_text(_render_conf(prefix=self.prefix, root=self.root, port=port,
-                                         limit_rate=self.limit_rate, limit_conn=self.limit_conn, tls=certificates))
+                                         limit_rate=self.limit_rate, limit_conn=self.limit_conn, tls=certificates,
+                                         location=self.location))
             log = self.error_log
             log.write_text("")
             stderr_path = self.prefix / "stderr.log"

@@ -103,11 +103,17 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
     status = resp.status
     encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
     warning = None
+    if encoding not in ("identity", "") and status in (200, 206) and _stored_gzip(resp, name, encoding, start):
+        if start == 0:  # (said once, with the file's first answer)
+            warning = (f"{host} labels {name} Content-Encoding: {encoding} (a server setting for .gz files); "
+                       f"kept its bytes as sent, the stored file, as curl and wget do")
+        encoding = "identity"
     if status in (200, 206):  # before any other check: a portal's page must not restart the file
         match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", "")) if status == 206 else None
         at_start = status == 200 or bool(match and int(match.group(1)) == 0)
         if encoding in ("identity", ""):
-            warning = check_body(resp, name=name, host=host, at_start=at_start, hashed=hashed, url=src.url)
+            odd = check_body(resp, name=name, host=host, at_start=at_start, hashed=hashed, url=src.url)
+            warning = "; ".join(n for n in (warning, odd) if n) or None
         elif html_content_type(resp.headers.get("Content-Type")) and not is_html_name(name):
             raise WebPageError(host, f"a web page (Content-Type {resp.headers['Content-Type'].split(';')[0]})",
                                proxy=proxy_for(src.url))
@@ -183,6 +189,46 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
         _check_validator(src, etag, last_modified, others=others, have_bytes=have_bytes)
         return Answer(0, total, total, etag, last_modified, whole_body=ranged, note=warning)
     raise TransientHTTPError(f"{host} answered HTTP {status}")
+
+
+_GZIP_NAMES = (".gz", ".tgz", ".gzip")
+_GZIP_TYPES = ("application/gzip", "application/x-gzip", "application/gzip-compressed", "application/x-gunzip")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _stored_gzip(resp, name: str, encoding: str, start: int) -> bool:
+    """Whether a ``gzip``-labelled answer is a stored gzip file sent as it is, not compressed
+    for the trip: the body is then the file, and its label a server setting (Apache's
+    ``AddEncoding x-gzip .gz .tgz``, an S3 object uploaded with ``ContentEncoding: gzip``).
+
+    Only for a file whose name or Content-Type says gzip; then a server that compresses on
+    the fly all the same (although asked for ``identity``) is told apart by the bytes: from
+    the file's start, the body must be gzip whose first bytes do not decompress to a gzip
+    header again (a gzip of the ``.gz``); from its middle, it must not open with a gzip
+    header (a gzip of the range), and a 206's Content-Length must be its range's length.
+    """
+    if encoding not in ("gzip", "x-gzip"):
+        return False
+    content_type = (resp.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    if not (name.lower().endswith(_GZIP_NAMES) or content_type in _GZIP_TYPES):
+        return False
+    if resp.status == 206:
+        match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+        length = resp.headers.get("Content-Length", "")
+        if not match or (length.isdigit() and int(length) != int(match.group(2)) - int(match.group(1)) + 1):
+            return False
+    head = resp.peek(SNIFF_BYTES)
+    if start > 0:
+        return head[:3] != _GZIP_MAGIC + b"\x08"
+    if head[:2] != _GZIP_MAGIC:
+        return False
+    import zlib
+
+    try:
+        inner = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 2)
+    except zlib.error:  # not a gzip stream after all: left to the hash (or to the type check)
+        return True
+    return inner != _GZIP_MAGIC
 
 
 def _check_validator(src: Source, etag: str | None, last_modified: str | None, *, others: bool,
