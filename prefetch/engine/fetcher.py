@@ -17,7 +17,7 @@ from prefetch.model.events import Event, EventKind
 from prefetch.net.failures import Failure, TransientHTTPError, shown_text
 from prefetch.net.http import open_url
 from prefetch.net.splice import Pipe
-from prefetch.net.urls import host_of
+from prefetch.net.urls import host_of, redact_url
 from prefetch.engine import ahead as _ahead
 from prefetch.engine.accept_answer import accept_answer, request_end
 from prefetch.engine.inline import INLINE_BODY, WATCH, drop_thread_buffer, thread_buffer, watch_inline
@@ -46,6 +46,7 @@ class Fetcher:
     handed_to: threading.Thread | None = None  # the worker thread an inline request handed its answer to
     ahead = None  # engine.ahead.Ahead: the next request, sent before this answer ended
     began: float | None = None  # when this worker's current try began (RetryPolicy.failed's waves)
+    asked_url: str | None = None  # where its last request went (a source's URL, or where it redirected)
 
     @classmethod
     def first_inline(cls, t, started: float, threads: list[threading.Thread]) -> bool:
@@ -188,6 +189,12 @@ class Fetcher:
             except NetworkError as exc:
                 self.t.release(seg)
                 status = getattr(exc, "status", None)
+                with self.t.lock:
+                    expired = src.link_expired(self.asked_url, status)
+                if expired:  # (before the 403 is taken for a connection cap: the link, not the count)
+                    self.t.note(f"the link {host_of(src.url)} redirected to was refused (HTTP {status}; a signed link "
+                                f"that expired?): asking {redact_url(src.url)} for a new one")
+                    continue
                 if status == 403 and self._crowded(worker_id, src, status, at_once=True):
                     continue  # other connections to it work: this one was refused, not the file
                 if not self.t.drop_source(src, str(exc), distrust=False):
@@ -309,7 +316,7 @@ class Fetcher:
                 # compare them before going on (stream_body).
                 overlap = min(start, _OVERLAP)
             headers = ahead.headers if ahead else _ahead.range_headers(self.t, src, start, ask_end, overlap)
-        url = ahead.url if ahead else src.effective_url or src.url
+        url = self.asked_url = ahead.url if ahead else src.effective_url or src.url
         handed, self.t.first_answer = self.t.first_answer, None
         if handed is not None:  # this very request was sent already (engine/single.py): take what it met
             if self.t.probe_asked is None:

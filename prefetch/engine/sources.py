@@ -28,6 +28,9 @@ class SourceBad(Exception):
     """This source disagrees with the others (size, validator): drop it."""
 
 
+LINK_GONE = (401, 403, 404, 410)  # what a signed link past its expiry answers (S3: 403 AccessDenied)
+
+
 @dataclass
 class Source:
     """One URL of the file and what we know of it."""
@@ -72,6 +75,18 @@ class Source:
         if last_modified and not self.last_modified:
             self.last_modified, changed = last_modified, True
         return changed
+
+    def link_expired(self, asked: str | None, status: int | None) -> bool:
+        """Whether a refusal (401, 403, 404, 410) of ``asked`` is a link this source gave that
+        expired: ``asked`` is where the source redirected before, not its own URL (a signed
+        URL: GitHub release assets, S3 or OSS presigned, a hub's CDN, valid minutes). The link
+        is forgotten, so the next request asks the source's URL for a new one. A new link
+        refused at once was asked through the source's own URL: a real refusal, no loop."""
+        if status not in LINK_GONE or not asked or asked == self.url:
+            return False
+        if self.effective_url == asked:
+            self.effective_url = None
+        return True
 
     def forget(self) -> None:
         """The file starts over: nothing this source said still holds."""
