@@ -161,7 +161,7 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
             if others:
                 raise SourceBad(f"{host} has a different size ({total} bytes, expected {known_size})")
             raise Restart(f"{host}: file size changed from {known_size} to {total}; restarting from 0")
-        _check_validator(src, etag, last_modified, others=others, have_bytes=have_bytes)
+        _check_validator(src, etag, last_modified, others=others, have_bytes=have_bytes, hashed=hashed)
         note = "; ".join(n for n in (warning, note) if n) or None
         return Answer(first, last + 1, total, etag, last_modified, skip=skip, note=note)
     if status == 200:
@@ -173,7 +173,7 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
             via = proxy_for(src.url)
             raise TransientHTTPError(f"{host}{f' through the proxy {via}' if via else ''} answered 200 with no body "
                                      "and no length (the connection closed after the head)", kind=Failure.BAD_ANSWER)
-        changed = src.differs(etag, last_modified)
+        changed = _validator_changed(src, etag, last_modified, hashed=hashed)
         resized = known_size is not None and total is not None and total != known_size
         if (changed or resized) and others:
             # One source of several changed its file: drop it (and what it gave us)
@@ -186,7 +186,7 @@ def check_response(resp, *, start: int, known_size: int | None, src: Source, ran
             raise Restart(f"{host} ignored Range; restarting from 0 on one connection", ranges=False)
         if changed:
             raise Restart(f"{host}: the remote file changed; restarting from 0")
-        _check_validator(src, etag, last_modified, others=others, have_bytes=have_bytes)
+        _check_validator(src, etag, last_modified, others=others, have_bytes=have_bytes, hashed=hashed)
         return Answer(0, total, total, etag, last_modified, whole_body=ranged, note=warning)
     raise TransientHTTPError(f"{host} answered HTTP {status}")
 
@@ -231,9 +231,25 @@ def _stored_gzip(resp, name: str, encoding: str, start: int) -> bool:
     return inner != _GZIP_MAGIC
 
 
-def _check_validator(src: Source, etag: str | None, last_modified: str | None, *, others: bool,
-                     have_bytes: bool) -> None:
+def _validator_changed(src: Source, etag: str | None, last_modified: str | None, *, hashed: bool) -> bool:
+    """Whether the answer's validators say the file changed. A pool of replicas, each with its own
+    validators for the same file (:meth:`Source.replica_change`), is no change: with the hash known,
+    the hash judges the bytes from every copy; without, :class:`Restart` for one stream from 0 (the
+    file from one copy, never pieces of several)."""
     if not src.differs(etag, last_modified):
+        return False
+    if not src.replica_change(etag, last_modified):
+        return True
+    if hashed:
+        return False
+    raise Restart(f"{host_of(src.url)} answers with validators that change from one request to the next "
+                  f"({src.etag or src.last_modified} and {etag or last_modified}: a pool of servers, each copy with "
+                  f"its own); one stream from 0, from one copy", ranges=False)
+
+
+def _check_validator(src: Source, etag: str | None, last_modified: str | None, *, others: bool,
+                     have_bytes: bool, hashed: bool = False) -> None:
+    if not _validator_changed(src, etag, last_modified, hashed=hashed):
         return
     host = host_of(src.url)
     if others and have_bytes:

@@ -49,6 +49,8 @@ class Source:
     dropped: str | None = None  # reason, once dropped
     revive_at: float | None = None  # monotonic time a source dropped as unreachable is tried again
     served: RangeSet = field(default_factory=RangeSet)  # bytes it gave us (to distrust on a drop)
+    seen: set = field(default_factory=set)  # every (ETag, Last-Modified) it answered with (kept over restarts)
+    replicas: bool = False  # its validators differ from one copy to the next: not compared any more
 
     def validator_headers(self) -> dict[str, str]:
         """``If-Range`` with the strong ETag, else Last-Modified, for a resumed request."""
@@ -61,14 +63,30 @@ class Source:
 
     def differs(self, etag: str | None, last_modified: str | None) -> bool:
         """An answer's validator contradicts the one we hold."""
+        if self.replicas:
+            return False
         if self.etag and etag:
             return self.etag != etag
         if self.last_modified and last_modified:
             return self.last_modified != last_modified
         return False
 
+    def replica_change(self, etag: str | None, last_modified: str | None) -> bool:
+        """Whether validators that differ from ours were seen before from this source: a pool of
+        servers whose copies answer the same file with their own (an ETag from an inode or an
+        mtime, each copy's Last-Modified), not a changed file. It is then marked (``replicas``)
+        and its validators are not compared again; a first change is taken as a change."""
+        key = (etag, last_modified)
+        if key in self.seen:
+            self.replicas = True
+            return True
+        self.seen.add(key)
+        return False
+
     def learn(self, etag: str | None, last_modified: str | None) -> bool:
         """Keep the first validators seen; True when something new was learnt."""
+        if etag or last_modified:
+            self.seen.add((etag, last_modified))
         changed = False
         if etag and not self.etag:
             self.etag, changed = etag, True
