@@ -7,8 +7,9 @@ ones (``net/direct_conn.py``, http.client's response on a socket of our own):
   ``--resolve``; ``host=fail`` makes the name fail to resolve, which is how the tests
   simulate a DNS failure; ``*`` is every other name: the same hook as ``prefetch doctor``'s);
   :func:`address_for` applies it: only where to connect, never the name sent or checked;
-* :func:`connect_watched` tries each address of a name in turn, as urllib3's
-  ``create_connection`` does, with the socket known to :func:`abort_head` while it connects;
+* :func:`connect_watched` connects to a name's one address as urllib3's ``create_connection``
+  does, or races its several addresses (Happy Eyeballs, RFC 8305), with the sockets known to
+  :func:`abort_head` while they connect;
 * :func:`abort_head` shuts down the socket a thread is connecting or waits on for an answer's
   head (``net/read_head.py`` registers that one), so a stop on a thread that runs its request
   itself ends a connect to a host that has stopped answering handshakes too, not after the
@@ -35,7 +36,7 @@ def resolve_overrides(env=None) -> dict[str, str | None]:
     for item in text.replace(",", " ").split():
         host, sep, address = item.partition("=")
         if sep and host:
-            address = address.strip().strip("[]")
+            address = "|".join(a.strip().strip("[]") for a in address.split("|") if a.strip())
             table[host.strip().lower().strip("[]")] = None if address.lower() in ("", "fail") else address
     return table
 
@@ -121,17 +122,28 @@ NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
 def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int | None = None,
                     source_address=None) -> socket.socket:
-    """A socket connected to ``where`` (each of its addresses in turn, as urllib3's
-    create_connection tries them), ``timeout`` on it (None: leave it blocking); while it
-    connects, :func:`abort_head` on this thread shuts it down.
+    """A socket connected to ``where`` (a name, an address, or addresses joined by ``|`` from
+    ``PREFETCH_RESOLVE``), ``timeout`` on it (None: leave it blocking); while it connects,
+    :func:`abort_head` on this thread shuts it down.
+
+    A name with one address is connected to as urllib3 does. With several, the connects are
+    staggered (Happy Eyeballs, RFC 8305): the families alternate, the next address is tried
+    when the one before has not connected within :data:`NEXT_ADDRESS_AFTER` (at once when it
+    failed), each attempt has ``timeout``, the first to connect wins, and the address that
+    answered goes first for that name from then on. A dead address (an IPv6 route that drops
+    packets, a replica that is down) costs a quarter of a second, not the connect timeout.
 
     Raises:
         socket.gaierror, socket.timeout, OSError: the socket's own.
     """
+    found = []
+    for name in where.split("|"):
+        found += socket.getaddrinfo(idna_free(name.strip("[]")), port, gai_family() if family is None else family,
+                                    socket.SOCK_STREAM)
+    if len(found) > 1:
+        return _race(where, _in_turn(where, found), timeout, options, source_address)
     me = threading.get_ident()
     error: OSError | None = None
-    found = socket.getaddrinfo(idna_free(where.strip("[]")), port, gai_family() if family is None else family,
-                               socket.SOCK_STREAM)
     for family_, kind, proto, _name, address in found:
         sock = socket.socket(family_, kind, proto)
         try:
@@ -150,3 +162,111 @@ def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int
         finally:
             watched.pop(me, None)
     raise error or OSError("getaddrinfo returns an empty list")
+
+
+NEXT_ADDRESS_AFTER = 0.25  # RFC 8305's Connection Attempt Delay
+_answered: dict = {}  # where -> the address that connected last (tried first next time)
+
+
+def _in_turn(where: str, found: list) -> list:
+    """``found`` with the families alternating from the first one's (RFC 8305), and the
+    address that answered last for ``where`` first."""
+    families: dict = {}
+    for entry in found:
+        families.setdefault(entry[0], []).append(entry)
+    order = []
+    queues = list(families.values())
+    while any(queues):
+        for queue in queues:
+            if queue:
+                order.append(queue.pop(0))
+    good = _answered.get(where)
+    return sorted(order, key=lambda entry: entry[4] != good)  # (stable)
+
+
+class _Attempts:
+    """The connects in flight for one thread: what :func:`abort_head` shuts down."""
+
+    def __init__(self) -> None:
+        self.socks: list = []
+        self.stopped = False
+
+    def shutdown(self, how) -> None:
+        self.stopped = True
+        for sock in list(self.socks):
+            try:
+                sock.shutdown(how)
+            except OSError:
+                pass
+
+
+def _race(where: str, found: list, timeout, options, source_address) -> socket.socket:
+    import errno
+    import selectors
+    import time
+
+    me = threading.get_ident()
+    attempts = _Attempts()
+    pending: dict = {}  # socket -> (address, started)
+    error: OSError | None = None
+    selector = selectors.DefaultSelector()
+    watched[me] = attempts
+    try:
+        queue = list(found)
+        next_at = 0.0
+        while True:
+            now = time.monotonic()
+            if queue and (not pending or now >= next_at):
+                family_, kind, proto, _name, address = queue.pop(0)
+                sock = socket.socket(family_, kind, proto)
+                try:
+                    for option in options or ():
+                        sock.setsockopt(*option)
+                    if source_address:
+                        sock.bind(source_address)
+                    sock.setblocking(False)
+                    code = sock.connect_ex(address)
+                except OSError as exc:
+                    code, error = None, exc
+                if code in (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK, 0):
+                    pending[sock] = (address, now)
+                    attempts.socks.append(sock)
+                    selector.register(sock, selectors.EVENT_WRITE)
+                    next_at = now + NEXT_ADDRESS_AFTER
+                else:
+                    if code is not None:
+                        error = OSError(code, os.strerror(code))
+                    sock.close()
+                continue
+            if not pending:
+                raise error or OSError("getaddrinfo returns an empty list")
+            if attempts.stopped:
+                raise OSError(errno.ECONNABORTED, "connect stopped")
+            waits = [started + timeout - now for _address, started in pending.values()] if timeout is not None else []
+            if queue:
+                waits.append(next_at - now)
+            for key, _events in selector.select(max(0.0, min(waits)) if waits else None):
+                sock = key.fileobj
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if code == 0 and not attempts.stopped:
+                    address = pending.pop(sock)[0]
+                    sock.settimeout(timeout)
+                    _answered[where] = address
+                    return sock
+                selector.unregister(sock)
+                pending.pop(sock)
+                sock.close()
+                error = OSError(code or errno.ECONNABORTED, os.strerror(code or errno.ECONNABORTED))
+                next_at = 0.0  # the next address at once
+            now = time.monotonic()
+            for sock, (_address, started) in list(pending.items()):
+                if timeout is not None and now - started >= timeout:
+                    selector.unregister(sock)
+                    pending.pop(sock)
+                    sock.close()
+                    error = socket.timeout("timed out")
+    finally:
+        watched.pop(me, None)
+        for sock in pending:
+            sock.close()
+        selector.close()
