@@ -8,7 +8,7 @@ import zipfile
 import zlib
 
 from prefetch.archive.format import _corrupt, _open_decompressor
-from prefetch.archive.limits import _GuardedStream
+from prefetch.archive.limits import _GuardedStream, check_zip_directory
 from prefetch.archive.members import _Extraction, _data_mode, _read_member
 from prefetch.errors import IntegrityError
 
@@ -95,6 +95,7 @@ def _extract_tar_member(ctx: _Extraction, tar: tarfile.TarFile, member: tarfile.
 
 
 def _extract_zip(ctx: _Extraction, raw) -> None:
+    check_zip_directory(raw, ctx.budget)  # (before zipfile holds an object per entry)
     try:
         zf = zipfile.ZipFile(raw)
     except (zipfile.BadZipFile, EOFError, ValueError) as exc:
