@@ -45,6 +45,29 @@ def test_a_jobs_dir_another_account_owns_is_one_line_exit_5(other_python, origin
         shutil.rmtree(other_home, ignore_errors=True)
 
 
+def test_resuming_another_accounts_job_is_one_line_naming_prefetch_home(other_python, origin, home):  # noqa: F811
+    origin.put("f.bin", b"x" * 1000)
+    state = Path(tempfile.mkdtemp(prefix="prefetch-state-", dir="/tmp"))
+    other_home = Path(tempfile.mkdtemp(prefix="prefetch-other-", dir="/tmp"))
+    try:
+        os.chmod(state, 0o755)
+        mine = dict(os.environ, PREFETCH_HOME=str(state))
+        job = job_id_from(run_cli("get", origin.url_for("f.bin"), "-o", str(state / "f.bin"), "-b", env=mine).stdout)
+        assert run_cli("wait", job, env=mine).returncode == 0
+        before = (state / "state" / "jobs" / f"{job}.json").read_bytes()
+        os.chown(other_home, OTHER, OTHER)
+        env = dict(os.environ, HOME=str(other_home), PREFETCH_HOME=str(state), XDG_STATE_HOME=str(other_home / "s"),
+                   KERAS_HOME=str(other_home / ".keras"), PYTHONPATH=str(other_python), PYTHONDONTWRITEBYTECODE="1")
+        done = subprocess.run([PYTHON[0], "-m", "prefetch", "resume", job], capture_output=True, text=True,
+                              timeout=120, env=env, cwd=str(other_home), stdin=subprocess.DEVNULL, preexec_fn=_drop)
+        line = _one_line_exit_5(done)
+        assert "PREFETCH_HOME" in line and "--cache-dir" not in line, line  # (the state dir, not a cache)
+        assert (state / "state" / "jobs" / f"{job}.json").read_bytes() == before
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(other_home, ignore_errors=True)
+
+
 def _file_size_limit(limit: int):
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))  # (Python ignores SIGXFSZ: writes get EFBIG)

@@ -290,7 +290,7 @@ def write_record(record: JobRecord, env: Mapping[str, str] | None = None) -> Non
         if exc.errno in (errno.ENOSPC, errno.EDQUOT) and overwrite_in_place(
                 path, json.dumps(record_to_dict(record), separators=(",", ":")).encode("utf-8")):
             return
-        raise local_error(exc, path) from None
+        raise local_error(exc, path, instead="PREFETCH_HOME") from None
 
 
 def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
