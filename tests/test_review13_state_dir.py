@@ -1,6 +1,7 @@
 """The jobs dir that cannot be written (another account's, or a disk that refuses the job's log):
 `get -b` and `resume` say one line with exit 5 (docs/exit-codes.md), never a traceback, and leave
-no job record that lies (a "queued" job no worker will ever run, which `wait` waits on for ever).
+no job record that lies (a "queued" job no worker will ever run: `wait` waited on it for a minute,
+until liveness called it "interrupted" with exit 7 and `resume` as the advice, the disk never named).
 
 Real processes: the second account is uid 65534 (tests/test_mend12b_second_uid.py's interpreter
 and copy of prefetch); the refused log is a real RLIMIT_FSIZE (EFBIG: no mount, no privilege)."""

@@ -194,8 +194,9 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
             unlaunched: Callable[[str], None]) -> JobRecord:
     """Start the detached worker for ``record`` and store its pid. When no worker could be
     started (its log cannot be written: a full disk, a file size limit; the spawn refused),
-    ``unlaunched(line)`` undoes the record (a "queued" job nothing runs is a lie ``wait`` would
-    wait on for ever) and the one line is raised (LocalFileError, exit 5)."""
+    ``unlaunched(line)`` undoes the record (a "queued" job nothing runs: ``wait`` waited a minute
+    on it, then liveness called it interrupted, its cause lost) and the one line is raised
+    (LocalFileError, exit 5)."""
     from prefetch.errors import PrefetchError
 
     try:
