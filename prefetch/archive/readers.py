@@ -28,6 +28,7 @@ def _extract_tar(ctx: _Extraction, raw, compression: str) -> None:
                 ctx.check_stop()
                 ctx.budget.add_member(member.name)
                 _extract_tar_member(ctx, tar, member)
+                tar.members.clear()  # (tarfile keeps every header read; nothing here looks one up again)
             _check_tar_end(ctx, stream, tar.offset)
         if inner is not raw:
             # Read the compressed stream to its end so gzip/bz2/xz check their own CRCs.
