@@ -238,32 +238,38 @@ def _start_worker(record: JobRecord, *, env: Mapping[str, str], python: str | No
                 pass
     from prefetch.fs.safefs import open_file
 
-    # Never through a link or into a FIFO planted at the log's name.
-    with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
-        # ui.render's timestamp (2026-11-22T05:40:01Z), without loading the renderer here
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode("utf-8", "surrogateescape"))
-        log.flush()
-        # A new session and no stdio left on the caller's terminal: the worker
-        # survives a notebook cell's shell exiting under its pty (no & or nohup).
-        # Its directory is not the caller's (which may go away): the jobs dir.
-        if python is None and _SPAWN:
-            pid = _spawn_worker(record.id, log.fileno(), env, str(log_path.parent))
-            reap = None
-        else:
-            import subprocess
+    pid = reap = None
+    try:
+        # Never through a link or into a FIFO planted at the log's name.
+        with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
+            # ui.render's timestamp (2026-11-22T05:40:01Z), without loading the renderer here
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode("utf-8", "surrogateescape"))
+            log.flush()
+            # A new session and no stdio left on the caller's terminal: the worker
+            # survives a notebook cell's shell exiting under its pty (no & or nohup).
+            # Its directory is not the caller's (which may go away): the jobs dir.
+            if python is None and _SPAWN:
+                pid = _spawn_worker(record.id, log.fileno(), env, str(log_path.parent))
+                reap = None
+            else:
+                import subprocess
 
-            proc = subprocess.Popen(
-                [python or sys.executable, "-m", "prefetch.jobs.worker", record.id],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                close_fds=True,
-                start_new_session=True,
-                env=env,
-                cwd=str(log_path.parent),
-            )
-            pid, reap = proc.pid, proc.wait
+                proc = subprocess.Popen(
+                    [python or sys.executable, "-m", "prefetch.jobs.worker", record.id],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    close_fds=True,
+                    start_new_session=True,
+                    env=env,
+                    cwd=str(log_path.parent),
+                )
+                pid, reap = proc.pid, proc.wait
+    except OSError:
+        if pid is None:
+            raise
+        # (closing the log after the worker started: the worker has its own copy; not a failed launch)
     return pid, reap
 
 
