@@ -86,6 +86,9 @@ def _main(argv: list[str] | None) -> None:
         elif click is not None and isinstance(exc, click.ClickException):
             exc.show()
             sys.exit(exc.exit_code)
+        elif isinstance(exc, RuntimeError) and isinstance(exc.__cause__, KeyboardInterrupt):
+            # (Ctrl-C inside a lazy import's dataclass field: Python 3.11 wraps it; ui.interrupt.is_interrupt)
+            _fail("interrupted; run the same command again to resume", ExitCode.INTERRUPTED)
         # A bug: never a raw traceback in a cell.
         where = write_crash_report(exc, argv)
         _fail(f"internal error (a bug in prefetch): {type(exc).__name__}: {exc}; the full traceback was "

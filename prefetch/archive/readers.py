@@ -8,7 +8,7 @@ import zipfile
 import zlib
 
 from prefetch.archive.format import _corrupt, _open_decompressor
-from prefetch.archive.limits import _GuardedStream
+from prefetch.archive.limits import _GuardedStream, check_zip_directory
 from prefetch.archive.members import _Extraction, _data_mode, _read_member
 from prefetch.errors import IntegrityError
 
@@ -28,6 +28,7 @@ def _extract_tar(ctx: _Extraction, raw, compression: str) -> None:
                 ctx.check_stop()
                 ctx.budget.add_member(member.name)
                 _extract_tar_member(ctx, tar, member)
+                tar.members.clear()  # (tarfile keeps every header read; nothing here looks one up again)
             _check_tar_end(ctx, stream, tar.offset)
         if inner is not raw:
             # Read the compressed stream to its end so gzip/bz2/xz check their own CRCs.
@@ -95,6 +96,7 @@ def _extract_tar_member(ctx: _Extraction, tar: tarfile.TarFile, member: tarfile.
 
 
 def _extract_zip(ctx: _Extraction, raw) -> None:
+    check_zip_directory(raw, ctx.budget)  # (before zipfile holds an object per entry)
     try:
         zf = zipfile.ZipFile(raw)
     except (zipfile.BadZipFile, EOFError, ValueError) as exc:

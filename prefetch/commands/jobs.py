@@ -145,14 +145,16 @@ def log(job, follow):
             click.echo("no jobs yet; start one with `prefetch get NAME -b`")
             return 0
         job = latest.id
-    from prefetch.ui.interrupt import interrupt_on_hangup
+    from prefetch.ui.interrupt import interrupt_on_hangup, is_interrupt
 
     try:
         with interrupt_on_hangup():  # a closed terminal, a killed cell: as Ctrl-C
             for chunk in lib.iter_log(job, follow=follow):
                 click.echo(chunk, nl=False)
                 sys.stdout.flush()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RuntimeError) as exc:
+        if not is_interrupt(exc):  # (a signal inside a lazy import's dataclass: 3.11 says RuntimeError)
+            raise
         raise _keeps_running("following the log") from None
     return 0
 
@@ -177,13 +179,15 @@ def wait(targets, timeout):
     """
     from prefetch import jobs as lib
 
-    from prefetch.ui.interrupt import interrupt_on_hangup
+    from prefetch.ui.interrupt import interrupt_on_hangup, is_interrupt
 
     ticker = _WaitTicker()
     try:
         with interrupt_on_hangup():  # a closed terminal, a killed cell: as Ctrl-C
             result = lib.wait_for(list(targets) or None, timeout=timeout, on_poll=ticker)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RuntimeError) as exc:
+        if not is_interrupt(exc):  # (a signal inside a lazy import's dataclass: 3.11 says RuntimeError)
+            raise
         raise _keeps_running("waiting") from None
     finally:
         ticker.close()

@@ -115,8 +115,9 @@ def free_space(path: Path) -> int:
     return 0
 
 
-def local_error(exc: OSError, path: Path, *, needed: int | None = None):
-    """The user-facing error for an OSError while writing ``path``.
+def local_error(exc: OSError, path: Path, *, needed: int | None = None, instead: str = "--cache-dir"):
+    """The user-facing error for an OSError while writing ``path``; ``instead``: what the user
+    can point elsewhere (``PREFETCH_HOME`` for prefetch's own state).
 
     Returns:
         DiskFullError (no space, with free and needed sizes) or LocalFileError.
@@ -127,14 +128,14 @@ def local_error(exc: OSError, path: Path, *, needed: int | None = None):
         need = f"; needs {_amount(needed)} more" if needed else ""
         return DiskFullError(
             f"no space left on the device holding {path}{need}, {_amount(free_space(path))} free. "
-            f"Free some space (or use --cache-dir) and run the command again to resume"
+            f"Free some space (or use {instead}) and run the command again to resume"
         )
     if exc.errno in (errno.EMFILE, errno.ENFILE):
         from prefetch.errors import too_many_open_files
 
         return too_many_open_files(str(path))
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return LocalFileError(f"cannot write {path}: {exc.strerror}; choose a writable --cache-dir")
+        return LocalFileError(f"cannot write {path}: {exc.strerror}; choose a writable {instead}")
     return LocalFileError(f"cannot write {path}: {exc.strerror or exc}")
 
 

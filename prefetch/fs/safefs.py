@@ -143,6 +143,8 @@ def make_dirs(path: Path | str, *, mode: int = 0o777) -> Path:
     while not os.path.lexists(here) and here.parent != here:
         missing.append(here)
         here = here.parent
+    if not os.path.isdir(here):  # (a file, or a link to nothing: what mkdir -p fails on, EEXIST)
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(here))
     for level in reversed(missing):
         try:
             os.mkdir(level, mode)

@@ -107,6 +107,7 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
     url: str | None = f"{endpoint}/api/{repo.repo_type}s/{repo.repo_id}/tree/{commit}?recursive=true&expand=false"
     files: list[HubFile] = []
     pages: set[str] = set()
+    listed: set = set()  # every entry's path so far (folders too)
     while url:
         if url in pages:  # (a broken or hostile endpoint: its list would grow for ever)
             raise NetworkError(f"{repo.label}: {endpoint} lists the files in a loop (it sends {url} again as the "
@@ -115,6 +116,12 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
         page, link = _get_json(client, url, repo, token=token, backoff=backoff)
         if not isinstance(page, list):
             raise NetworkError(f"{repo.label}: {url} did not answer a file list")
+        paths = {str(entry.get("path")) if isinstance(entry, dict) else repr(entry) for entry in page}
+        if _NEXT.search(link or "") and (not page or paths <= listed):  # (a next page each time, a new
+            # cursor in it, and nothing new: the same files again, or none; the listing would never end)
+            raise NetworkError(f"{repo.label}: {endpoint} sent a page of the file list with no file not already "
+                               f"listed, and a next page after it; the listing would never end")
+        listed |= paths
         for entry in page:
             try:
                 if entry.get("type") != "file":

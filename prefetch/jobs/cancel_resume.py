@@ -107,7 +107,14 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
         record = update_record(job_id, reset, env)
     except _AlreadyStarted:
         raise _already_started(job_id, env, by_resume=True) from None
-    return _launch(record, env=env, python=python, note=f"resumed (attempt {record.attempts})")
+
+    def unlaunched(error: str) -> None:  # (no worker will run it: failed with the line, not "queued" for ever)
+        def failed(rec: JobRecord) -> None:
+            rec.state, rec.exit_code, rec.error, rec.finished = JobState.FAILED.value, int(ExitCode.FILESYSTEM), error, time.time()
+
+        update_record(job_id, failed, env)
+
+    return _launch(record, env=env, python=python, note=f"resumed (attempt {record.attempts})", unlaunched=unlaunched)
 
 
 class _AlreadyStarted(Exception):

@@ -7,9 +7,10 @@ in the job's log, so it outlives a notebook cell's shell. Nothing here prints.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from prefetch.jobs.records import (
     FileStatus,
@@ -17,6 +18,7 @@ from prefetch.jobs.records import (
     jobs_dir,
     locked_jobs,
     new_job_id,
+    record_path,
     this_host,
     update_record,
     write_record,
@@ -170,15 +172,58 @@ def start_job(
             fail_fast=bool(request.fail_fast),
         )
         write_record(record, env)
-    return _launch(record, env=env, python=python, note="queued")
+
+    def unlaunched(error: str) -> None:  # (no worker will ever run it: no record of a job that never started)
+        from prefetch.fs.safefs import lstat_or_none
+
+        with locked_jobs(env):
+            record_path(record.id, env).unlink(missing_ok=True)
+            log = record.log_path  # (an empty log this run made, not a link: nothing names it now)
+            st = lstat_or_none(log)
+            if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == 0 and st.st_uid == os.geteuid():
+                log.unlink()
+
+    return _launch(record, env=env, python=python, note="queued", unlaunched=unlaunched)
 
 
 # Files the network layer opens by a name from the environment (net/checks.py, requests' netrc lookup).
 _PATH_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "NETRC", "SSLKEYLOGFILE")
 
 
-def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str) -> JobRecord:
-    """Start the detached worker for ``record`` and store its pid."""
+def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str,
+            unlaunched: Callable[[str], None]) -> JobRecord:
+    """Start the detached worker for ``record`` and store its pid. When no worker could be
+    started (its log cannot be written: a full disk, a file size limit; the spawn refused),
+    ``unlaunched(line)`` undoes the record (a "queued" job nothing runs: ``wait`` waited a minute
+    on it, then liveness called it interrupted, its cause lost) and the one line is raised
+    (LocalFileError, exit 5)."""
+    from prefetch.errors import PrefetchError
+
+    try:
+        pid, reap = _start_worker(record, env=env, python=python, note=note)
+    except (OSError, PrefetchError) as exc:
+        from prefetch.fs.files import local_error
+
+        error = local_error(exc, record.log_path, instead="PREFETCH_HOME") if isinstance(exc, OSError) else exc
+        try:
+            unlaunched(str(error))
+        except (OSError, PrefetchError):  # (not even that: the line says what went wrong first)
+            pass
+        raise error from None
+    pid_start = process_start_time(pid)
+    # The worker sets the same pid itself; whichever write comes second keeps it.
+    _forget_child(pid, reap)
+
+    def set_pid(rec: JobRecord) -> None:
+        if rec.pid is None:
+            rec.pid = pid
+            rec.pid_start = pid_start
+
+    return update_record(record.id, set_pid, env)
+
+
+def _start_worker(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str):
+    """The worker's ``(pid, reap)``, its log opened and the note written first."""
     log_path = record.log_path
     env = dict(env)
     for var in ("PREFETCH_HOME", "KERAS_HOME"):  # the worker runs in the jobs dir
@@ -193,42 +238,39 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
                 pass
     from prefetch.fs.safefs import open_file
 
-    # Never through a link or into a FIFO planted at the log's name.
-    with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
-        # ui.render's timestamp (2026-11-22T05:40:01Z), without loading the renderer here
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode("utf-8", "surrogateescape"))
-        log.flush()
-        # A new session and no stdio left on the caller's terminal: the worker
-        # survives a notebook cell's shell exiting under its pty (no & or nohup).
-        # Its directory is not the caller's (which may go away): the jobs dir.
-        if python is None and _SPAWN:
-            pid = _spawn_worker(record.id, log.fileno(), env, str(log_path.parent))
-            reap = None
-        else:
-            import subprocess
+    pid = reap = None
+    try:
+        # Never through a link or into a FIFO planted at the log's name.
+        with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
+            # ui.render's timestamp (2026-11-22T05:40:01Z), without loading the renderer here
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode("utf-8", "surrogateescape"))
+            log.flush()
+            # A new session and no stdio left on the caller's terminal: the worker
+            # survives a notebook cell's shell exiting under its pty (no & or nohup).
+            # Its directory is not the caller's (which may go away): the jobs dir.
+            if python is None and _SPAWN:
+                pid = _spawn_worker(record.id, log.fileno(), env, str(log_path.parent))
+                reap = None
+            else:
+                import subprocess
 
-            proc = subprocess.Popen(
-                [python or sys.executable, "-m", "prefetch.jobs.worker", record.id],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                close_fds=True,
-                start_new_session=True,
-                env=env,
-                cwd=str(log_path.parent),
-            )
-            pid, reap = proc.pid, proc.wait
-    pid_start = process_start_time(pid)
-    # The worker sets the same pid itself; whichever write comes second keeps it.
-    _forget_child(pid, reap)
-
-    def set_pid(rec: JobRecord) -> None:
-        if rec.pid is None:
-            rec.pid = pid
-            rec.pid_start = pid_start
-
-    return update_record(record.id, set_pid, env)
+                proc = subprocess.Popen(
+                    [python or sys.executable, "-m", "prefetch.jobs.worker", record.id],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    close_fds=True,
+                    start_new_session=True,
+                    env=env,
+                    cwd=str(log_path.parent),
+                )
+                pid, reap = proc.pid, proc.wait
+    except OSError:
+        if pid is None:
+            raise
+        # (closing the log after the worker started: the worker has its own copy; not a failed launch)
+    return pid, reap
 
 
 # os.posix_spawn (vfork and exec, no subprocess import: ~14 M instructions of a launcher)

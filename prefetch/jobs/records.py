@@ -22,7 +22,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -290,7 +290,7 @@ def write_record(record: JobRecord, env: Mapping[str, str] | None = None) -> Non
         if exc.errno in (errno.ENOSPC, errno.EDQUOT) and overwrite_in_place(
                 path, json.dumps(record_to_dict(record), separators=(",", ":")).encode("utf-8")):
             return
-        raise local_error(exc, path) from None
+        raise local_error(exc, path, instead="PREFETCH_HOME") from None
 
 
 def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
@@ -328,8 +328,14 @@ def locked_jobs(env: Mapping[str, str] | None = None) -> Iterator[Path]:
     from prefetch.fs.lock_files import exclusive_file_lock
 
     directory = jobs_dir(env)
-    directory.mkdir(parents=True, exist_ok=True)
-    with exclusive_file_lock(directory / ".lock", timeout=60, what="the jobs lock"):  # (never through a planted link)
+    with ExitStack() as held:
+        try:  # (another account's jobs dir, a read-only or full disk: one line, exit 5, not a crash)
+            directory.mkdir(parents=True, exist_ok=True)
+            held.enter_context(exclusive_file_lock(directory / ".lock", timeout=60, what="the jobs lock"))
+        except OSError as exc:  # (never through a planted link: UnsafePathError passes)
+            from prefetch.fs.files import local_error
+
+            raise local_error(exc, directory / ".lock", instead="PREFETCH_HOME") from None
         yield directory
 
 

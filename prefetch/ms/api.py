@@ -98,19 +98,31 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
 
 
 FOLDER_DEPTH = 64  # folders inside folders a listing may go down (a path of more is not a repo's)
+# Listings cut at TRUNCATION_LIMIT a walk may meet (each holds that many entries or more: 256 is
+# 768,000 files and up); a server cutting every folder's listing, each folder holding two, would
+# otherwise be walked 2 ** FOLDER_DEPTH times.
+MAX_CUT_LISTINGS = 256
 
 
-def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | None, depth: int = 0) -> list:
+def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | None, depth: int = 0,
+          cut: list[int] | None = None) -> list:
     """``repo/files``; a listing cut at the server's limit is listed again folder by folder (only
-    folders inside the one listed, at most ``FOLDER_DEPTH`` deep: a server that ignores ``Root``
-    or invents folders without end is a network error, not an endless walk)."""
+    folders inside the one listed, at most ``FOLDER_DEPTH`` deep and ``MAX_CUT_LISTINGS`` cut
+    listings in all: a server that ignores ``Root`` or invents folders without end is a network
+    error, not an endless walk). ``cut``: the cut listings met so far (one count for the walk)."""
     if depth > FOLDER_DEPTH:
         raise NetworkError(f"{repo.label}: the file list goes more than {FOLDER_DEPTH} folders deep ({root!r:.200}); "
                            f"is {urlsplit(base).netloc} a ModelScope endpoint?")
+    cut = [0] if cut is None else cut
     query = {"Revision": repo.revision, "Recursive": "True", **({"Root": root} if root else {})}
     entries = _files(client, f"{base}/repo/files?{urlencode(query)}", repo, token, backoff)
     if len(entries) < TRUNCATION_LIMIT:
         return entries
+    cut[0] += 1
+    if cut[0] > MAX_CUT_LISTINGS:
+        raise NetworkError(f"{repo.label}: the file list was cut at {TRUNCATION_LIMIT} entries in more than "
+                           f"{MAX_CUT_LISTINGS} folders (more than {MAX_CUT_LISTINGS * TRUNCATION_LIMIT:,} files); "
+                           f"is {urlsplit(base).netloc} a ModelScope endpoint?")
     query["Recursive"] = "False"
     top = _files(client, f"{base}/repo/files?{urlencode(query)}", repo, token, backoff)
     out = [e for e in top if isinstance(e, dict) and e.get("Type") != "tree"]
@@ -120,7 +132,7 @@ def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | 
             if root is not None and not path.strip("/").startswith(root.strip("/") + "/"):
                 raise NetworkError(f"{repo.label}: listing folder {root!r:.100} answered folder {path!r:.100}, "
                                    f"which is not inside it; is {urlsplit(base).netloc} a ModelScope endpoint?")
-            out += _walk(client, base, repo, token, backoff, root=path, depth=depth + 1)
+            out += _walk(client, base, repo, token, backoff, root=path, depth=depth + 1, cut=cut)
     return out
 
 

@@ -290,6 +290,10 @@ class StoreSources:
                                             Key=store.location.key_for(CLAIMS + name), Body=body)
                 except Exception:  # noqa: BLE001 - a missed renewal only shortens the lease
                     pass
+                with self._lock:
+                    released = url not in self._claimed
+                if released:  # (during the PUT: the store may apply it after the release's DELETE)
+                    self._release(store, name)
 
     def _release(self, store: Store, name: str) -> None:
         try:

@@ -165,3 +165,12 @@ def chain_interrupt(stop: threading.Event) -> Callable[[], None]:
                 pass
 
     return restore
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """``exc`` is an interrupt (Ctrl-C, or SIGTERM/SIGHUP under ``interrupt_on_hangup``): a
+    ``KeyboardInterrupt``, or the ``RuntimeError`` Python 3.11 raises from one that landed in a
+    descriptor's ``__set_name__`` (a dataclass's ``field()`` while a lazily imported module
+    defines its class: "Error calling __set_name__ on 'Field' instance")."""
+    return isinstance(exc, KeyboardInterrupt) or (
+        isinstance(exc, RuntimeError) and isinstance(exc.__cause__, KeyboardInterrupt))
