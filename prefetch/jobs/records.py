@@ -75,6 +75,7 @@ class FileStatus:
     eta: float | None = None  # seconds
     exit_code: int | None = None
     error: str | None = None
+    count: int | None = None  # the files this entry stands for (a hf:// or ms:// repo's), once placed
 
     @property
     def percent(self) -> float | None:
@@ -128,6 +129,11 @@ class JobRecord:
     @property
     def rate(self) -> float:
         return sum(f.rate for f in self.files if f.state == "downloading")
+
+    @property
+    def file_count(self) -> int:
+        """The files the job places: a repo entry counts as its files once known."""
+        return sum(1 if f.count is None else f.count for f in self.files)
 
     @property
     def datasets(self) -> list[str]:
@@ -208,7 +214,7 @@ _SIZE_FIELDS = frozenset({"bytes", "total"})
 _FILE_TYPES: dict[str, tuple] = {
     "name": (str,), "dataset": (str,), "path": (str,), "state": (str,), "bytes": (int,),
     "total": (int, type(None)), "rate": _NUM, "eta": (*_NUM, type(None)),
-    "exit_code": (int, type(None)), "error": (str, type(None)),
+    "exit_code": (int, type(None)), "error": (str, type(None)), "count": (int, type(None)),
 }
 
 
@@ -227,7 +233,7 @@ def _check_types(data: Mapping, types: dict[str, tuple], what: str) -> dict:
             raise ValueError(f"{what}field {key!r} is {value!r}")
         if key in _SIZE_FIELDS and value is not None and not 0 <= value <= _MAX_BYTES:
             raise ValueError(f"{what}field {key!r} is {value!r:.40}, not a byte count")
-        if key in ("rate", "eta") and value is not None and value < 0:  # (the worker's are >= 0)
+        if key in ("rate", "eta", "count") and value is not None and value < 0:  # (the worker's are >= 0)
             raise ValueError(f"{what}field {key!r} is {value!r:.40}, below zero")
         if key == "exit_code" and value is not None and value not in set(ExitCode):  # `wait` exits with it
             raise ValueError(f"{what}field 'exit_code' is {value!r:.40}, not an exit code of prefetch")
@@ -380,6 +386,7 @@ def job_to_dict(record: JobRecord) -> dict:
                 "eta": f.eta,
                 "exit_code": f.exit_code,
                 "error": f.error,
+                "count": f.count,
             }
             for f in record.files
         ],
