@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping
 
 from prefetch.errors import ExitCode, UsageError, WaitTimeoutError
+from prefetch.fs.processes import process_start_time
 from prefetch.jobs.launch import _launch
 from prefetch.jobs.liveness import get_job, refresh_state, worker_identity_proven
 from prefetch.jobs.records import JobRecord, JobState, check_timeout, this_host, update_record
@@ -89,6 +90,7 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
         rec.state = JobState.QUEUED.value
         rec.pid = None
         rec.pid_start = None
+        rec.launcher, rec.launcher_start = os.getpid(), process_start_time(os.getpid())
         rec.host = this_host()
         rec.exit_code = None
         rec.error = None

@@ -168,6 +168,8 @@ def start_job(
             updated=now,
             log=str(directory / f"{job_id}.log"),
             fail_fast=bool(request.fail_fast),
+            launcher=os.getpid(),
+            launcher_start=process_start_time(os.getpid()),
         )
         write_record(record, env)
     return _launch(record, env=env, python=python, note="queued")
@@ -178,7 +180,68 @@ _PATH_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL
 
 
 def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str) -> JobRecord:
-    """Start the detached worker for ``record`` and store its pid."""
+    """Start the detached worker for ``record`` and store its pid.
+
+    Raises:
+        PrefetchError: the worker could not be started (the log cannot be opened, the spawn
+            fails: too many open files, an environment too large to pass): the record says
+            so at once (``failed``, not ``queued`` until liveness gives up on it).
+    """
+    try:
+        pid, reap = _start_worker(record, env=env, python=python, note=note)
+    except Exception as exc:  # noqa: BLE001 - every way of not starting is recorded, then raised
+        raise _not_started(record, exc, env) from None
+    pid_start = process_start_time(pid)
+    # The worker sets the same pid itself; whichever write comes second keeps it.
+    _forget_child(pid, reap)
+
+    def set_pid(rec: JobRecord) -> None:
+        if rec.pid is None:
+            rec.pid = pid
+            rec.pid_start = pid_start
+
+    return update_record(record.id, set_pid, env)
+
+
+def _not_started(record: JobRecord, exc: Exception, env: Mapping[str, str]):
+    """The error for a worker that could not be started, once the record says ``failed``."""
+    import errno
+
+    from prefetch.errors import OPEN_FILES_ERRNOS, ExitCode, PrefetchError, too_many_open_files
+
+    if isinstance(exc, PrefetchError):
+        error, why = exc, str(exc)
+    elif isinstance(exc, OSError) and exc.errno in OPEN_FILES_ERRNOS:
+        error = too_many_open_files(f"job {record.id} not started")
+        why = str(error)
+    else:
+        why = f"{exc.__class__.__name__}: {exc}"
+        if isinstance(exc, OSError):
+            why = exc.strerror or str(exc)
+            if exc.errno == errno.E2BIG:
+                why += " (the environment passed to the worker is too large)"
+        why = f"its worker could not be started: {why}; nothing was downloaded"
+        error = PrefetchError(f"job {record.id} not started: {why}")
+
+    def failed(rec: JobRecord) -> None:
+        if rec.pid is None:  # (never a worker that did start: a resume's meanwhile)
+            rec.state = "failed"
+            rec.exit_code = int(getattr(error, "exit_code", ExitCode.FAILURE))
+            rec.error = why
+            rec.finished = time.time()
+            for f in rec.files:
+                if f.state not in ("done", "cached"):
+                    f.state = "failed"
+
+    try:
+        update_record(record.id, failed, env)
+    except Exception:  # noqa: BLE001 - the state dir refuses too: the error is still said
+        pass
+    return error
+
+
+def _start_worker(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str):
+    """The detached worker's pid, and how to reap it (None: a thread waits for it)."""
     log_path = record.log_path
     env = dict(env)
     for var in ("PREFETCH_HOME", "KERAS_HOME"):  # the worker runs in the jobs dir
@@ -219,16 +282,7 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
                 cwd=str(log_path.parent),
             )
             pid, reap = proc.pid, proc.wait
-    pid_start = process_start_time(pid)
-    # The worker sets the same pid itself; whichever write comes second keeps it.
-    _forget_child(pid, reap)
-
-    def set_pid(rec: JobRecord) -> None:
-        if rec.pid is None:
-            rec.pid = pid
-            rec.pid_start = pid_start
-
-    return update_record(record.id, set_pid, env)
+    return pid, reap
 
 
 # os.posix_spawn (vfork and exec, no subprocess import: ~14 M instructions of a launcher)

@@ -106,6 +106,10 @@ class JobRecord:
     attempts: int = 1
     cancel_requested: bool = False
     schema: int = RECORD_SCHEMA
+    # The process that wrote the queued record and starts the worker (pid, start time): gone
+    # before the worker's pid is recorded, the job never started (liveness.refresh_state).
+    launcher: int | None = None
+    launcher_start: int | None = None
 
     @property
     def log_path(self) -> Path:
@@ -207,6 +211,7 @@ _RECORD_TYPES: dict[str, tuple] = {
     "started": _NUM, "updated": _NUM, "finished": (*_NUM, type(None)),
     "exit_code": (int, type(None)), "error": (str, type(None)), "log": (str,),
     "fail_fast": (bool,), "attempts": (int,), "cancel_requested": (bool,), "schema": (int,),
+    "launcher": (int, type(None)), "launcher_start": (int, type(None)),
 }
 # Byte counts no file has (and ``status`` could not divide: 10**400 overflows a float).
 _MAX_BYTES = 1 << 62
