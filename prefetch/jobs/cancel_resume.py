@@ -13,7 +13,8 @@ from prefetch.errors import ExitCode, UsageError, WaitTimeoutError
 from prefetch.fs.processes import process_start_time
 from prefetch.jobs.launch import _launch
 from prefetch.jobs.liveness import get_job, refresh_state, worker_identity_proven
-from prefetch.jobs.records import JobRecord, JobState, check_timeout, this_host, update_record
+from prefetch.jobs.record_types import JobRecord, JobState
+from prefetch.jobs.records import check_timeout, this_host, update_record
 
 
 def cancel_job(job_id: str, *, timeout: float = 30.0, env: Mapping[str, str] | None = None) -> JobRecord:

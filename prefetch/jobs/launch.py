@@ -11,9 +11,8 @@ import sys
 import time
 from collections.abc import Mapping
 
+from prefetch.jobs.record_types import FileStatus, JobRecord
 from prefetch.jobs.records import (
-    FileStatus,
-    JobRecord,
     jobs_dir,
     locked_jobs,
     new_job_id,

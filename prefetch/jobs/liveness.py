@@ -15,12 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from prefetch.errors import ExitCode
+from prefetch.jobs.record_types import FINAL_FILE_STATES, JobRecord, JobState
 from prefetch.jobs.records import (
-    FINAL_FILE_STATES,
     JOB_ID_RE,
     STALE_SECONDS,
-    JobRecord,
-    JobState,
     check_job_id,
     jobs_dir,
     load_record,
