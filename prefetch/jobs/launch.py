@@ -62,21 +62,37 @@ def describe_request(request) -> str:
     from prefetch.flow.planners.urls import describe_url_options
 
     parts += describe_url_options(request)
-    return shlex.join(parts) + " -b"
+    roots = _differing_roots(request)  # (no one --cache-dir says both: KERAS_HOME=, HF_HUB_CACHE=)
+    return "".join(f"{name}={shlex.quote(value)} " for name, value in roots) + shlex.join(parts) + " -b"
 
 
-def _shown_cache_dir(request) -> str | None:
-    """``--cache-dir`` as the command line must say it: the Keras root for dataset names, the
-    Hugging Face cache for ``hf://`` ones (what the option means for them); when a request holds
-    both and they differ, no one option says it (each is its default, pinned in the record)."""
+def _roots(request) -> tuple[str | None, str | None]:
+    """(Keras root, Hugging Face cache) the request's names use: the first for dataset names, the
+    second for ``hf://`` ones (each pinned in the record), else None."""
     from prefetch.flow.planners import planner_for
 
     kinds = {planner_for(n).kind for n in request.names}
     keras = request.cache_dir if "dataset" in kinds else None
     hub = getattr(request, "hub_cache", None) if "hf" in kinds else None
+    return keras, hub
+
+
+def _shown_cache_dir(request) -> str | None:
+    """``--cache-dir`` as the command line must say it: the Keras root for dataset names, the
+    Hugging Face cache for ``hf://`` ones (what the option means for them); when a request holds
+    both and they differ, no one option says it (``_differing_roots``)."""
+    keras, hub = _roots(request)
     if keras and hub and keras != hub:
         return None
     return keras or hub
+
+
+def _differing_roots(request) -> list[tuple[str, str]]:
+    """``KERAS_HOME`` and ``HF_HUB_CACHE`` for a request whose Keras root and hub cache differ
+    (``--cache-dir`` would set both to one; each is pinned in the record, as a ``--cache-dir``
+    is shown for one kind alone): what the command line sets before ``prefetch``."""
+    keras, hub = _roots(request)
+    return [("KERAS_HOME", keras), ("HF_HUB_CACHE", hub)] if keras and hub and keras != hub else []
 
 
 def pin_request(request, env: Mapping[str, str] | None = None):
