@@ -17,6 +17,8 @@ def test_wait_and_status_count_a_repo_jobs_files(hf_env, hub, home, tmp_path):
     waited = run_cli("wait", env=hf_env, cwd=tmp_path, timeout=120)
     assert waited.returncode == 0, waited.stderr + waited.stdout
     assert f"done ({len(MODEL_FILES)} files in place)" in waited.stdout, waited.stdout
+    table = run_cli("status", env=hf_env, cwd=tmp_path).stdout
+    assert f"hf://acme/tiny ({len(MODEL_FILES)} files)  done" in table, table
     status = json.loads(run_cli("status", "--json", env=hf_env, cwd=tmp_path).stdout)
     (entry,) = status["jobs"][0]["files"]
     assert entry["name"] == "hf://acme/tiny" and entry["count"] == len(MODEL_FILES), entry

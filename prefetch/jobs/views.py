@@ -51,7 +51,7 @@ def table_rows(records, *, files: bool = False) -> list[tuple[str, ...]]:
             rows.append(
                 (
                     r.id,
-                    f.name,
+                    f.name if f.count is None else f"{f.name} ({f.count} file{'s' if f.count != 1 else ''})",
                     state,
                     f"{_size(done)}/{_size(total)}",
                     "" if pct is None else f"{pct:.1f}%",
