@@ -37,3 +37,17 @@ def test_a_cached_repo_job_counts_its_files_too(hf_env, hub, home, tmp_path):
     waited = run_cli("wait", env=hf_env, cwd=tmp_path, timeout=120)
     assert waited.returncode == 0, waited.stderr + waited.stdout
     assert "done (3 files in place)" in waited.stdout, waited.stdout
+
+
+def test_an_ms_repo_job_counts_its_files(home, monkeypatch, tmp_path):
+    from tests.ms_origin import MsServer, use_endpoint
+
+    files = {"config.json": b'{"model_type": "tiny"}\n', "a/b.txt": b"b\n", "weights.bin": b"w" * 4096}
+    with MsServer() as ms:
+        ms.add_repo("acme/tiny", files)
+        use_endpoint(monkeypatch, ms.url, home / "ms")
+        started = run_cli("get", "ms://acme/tiny", "-b", cwd=tmp_path)
+        assert started.returncode == 0, started.stderr
+        waited = run_cli("wait", cwd=tmp_path, timeout=120)
+    assert waited.returncode == 0, waited.stderr + waited.stdout
+    assert "done (3 files in place)" in waited.stdout, waited.stdout
