@@ -32,33 +32,21 @@ def describe_request(request) -> str:
     from prefetch.flow.request import shown_url
 
     parts = ["prefetch", "get", *(shown_url(n) for n in request.names)]
-    cache_dir = _shown_cache_dir(request)
-    if cache_dir:
-        parts += ["--cache-dir", cache_dir]
-    for m in request.mirrors:
-        parts += ["--mirror", m]
-    if request.also_origin:
-        parts.append("--also-origin")
-    if request.connections:
-        parts += ["--connections", str(request.connections)]
-    if getattr(request, "host_connections", None):
-        parts += ["--host-connections", str(request.host_connections)]
-    if request.sha256:
-        parts += ["--sha256", request.sha256]
-    if request.md5:
-        parts += ["--md5", request.md5]
-    if request.output:
-        parts += ["-o", request.output]
-    for r in request.registries:
-        parts += ["--registry", r]
-    for pattern in getattr(request, "include", []):
-        parts += ["--include", pattern]
-    for pattern in getattr(request, "exclude", []):
-        parts += ["--exclude", pattern]
-    if request.fail_fast:
-        parts.append("--fail-fast")
-    if request.nice is False:
-        parts.append("--no-nice")
+    torchvision = any(n[:12].lower() == "torchvision:" for n in request.names)
+    timeout = None if request.timeout is None else f"{request.timeout:g}"
+    # (option, value): each given one, as typed; a list: the option once per value.
+    for option, value in (("--cache-dir", _shown_cache_dir(request)), ("--mirror", request.mirrors),
+                          ("--seed", request.seed), ("--connections", request.connections or None),
+                          ("--host-connections", request.host_connections), ("--sha256", request.sha256),
+                          ("--md5", request.md5), ("-o", request.output), ("--registry", request.registries),
+                          ("--include", request.include), ("--exclude", request.exclude),
+                          ("--lfs-from", request.lfs_from), ("--root", request.root if torchvision else None),
+                          ("--retries", request.retries), ("--timeout", timeout)):
+        for v in (value if isinstance(value, list) else [] if value is None else [value]):
+            parts += [option, str(v)]
+    flags = (("--also-origin", request.also_origin), ("--fail-fast", request.fail_fast),
+             ("--torch-hub", request.torch_hub), ("--force", request.force), ("--no-nice", request.nice is False))
+    parts += [flag for flag, on in flags if on]
     from prefetch.flow.planners.urls import describe_url_options
 
     parts += describe_url_options(request)
