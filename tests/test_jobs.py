@@ -228,7 +228,8 @@ def test_status_table_json_log_and_clean(synth, origin, home, cli):
     (f,) = job["files"]
     assert f["state"] == "done" and f["percent"] == 100.0 and f["bytes"] == len(data)
     assert set(f) == {"name", "dataset", "path", "state", "bytes", "total", "percent", "rate", "eta",
-                      "exit_code", "error"}
+                      "exit_code", "error", "count"}
+    assert f["count"] is None  # (a file, not a repo's entry)
     assert f["path"] == str(home / ".keras" / "datasets" / "synth.bin")
 
     # The log: plain lines, every progress line parses, a closing line with the verification.

@@ -3,6 +3,7 @@ the other started, by pid), never "still queued (pid None)"."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -24,6 +25,7 @@ def _stopped_job(cli, registry, origin) -> str:
 def test_a_resume_that_finds_the_job_being_started_names_no_pid_none(synth, origin, home, cli):
     """The record as the winning resume leaves it between its reset and its worker's pid:
     queued, no pid, attempts + 1 (written as resume_job writes it)."""
+    from prefetch.fs.processes import process_start_time
     from prefetch.jobs.records import update_record
 
     registry, _ = synth
@@ -33,6 +35,8 @@ def test_a_resume_that_finds_the_job_being_started_names_no_pid_none(synth, orig
         rec.state, rec.pid, rec.pid_start, rec.exit_code, rec.finished = "queued", None, None, None, None
         rec.updated = time.time()
         rec.attempts += 1
+        # (the winning resume, this process, is its launcher: alive, so the job is not yet "never started")
+        rec.launcher, rec.launcher_start = os.getpid(), process_start_time(os.getpid())
 
     update_record(job_id, as_the_winner_leaves_it)
     loser = cli("resume", job_id)

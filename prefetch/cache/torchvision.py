@@ -172,6 +172,15 @@ def torch_hub_dir(env: Mapping[str, str] | None = None) -> Path:
     return home / "hub" / "checkpoints"
 
 
+def given_hub_dir(hub_dir: str) -> Path:
+    """``--torch-hub -P DIR``'s torch.hub dir, ``torch.hub.set_dir(DIR)``'s (checkpoints in
+    ``DIR/checkpoints``), made absolute where it was given."""
+    from prefetch.fs.paths import current_dir
+
+    path = expand_path(hub_dir, "-P")
+    return path if path.is_absolute() else current_dir() / path
+
+
 def load_tables(*, extra_files: Iterable[Path] = (), config_dir: Path | None = None) -> TorchvisionTables:
     """The built-in tables, then ``[torchvision.*]`` tables of ``registry.toml`` and ``extra_files``.
 

@@ -99,7 +99,8 @@ def status(job, show_all, per_file, as_json):
               "state": "pending|waiting|downloading|verified|extracting|done|cached|failed|interrupted|cancelled",
               "bytes": 1048576, "total": 170498071, "percent": 0.6,
               "rate": 2400000.0, "eta": 70.6,   // bytes/s, seconds (null when unknown)
-              "exit_code": null, "error": null
+              "exit_code": null, "error": null,
+              "count": null               // a hf:// or ms:// repo's entry: its files, once placed
             }
           ]
         }
@@ -197,7 +198,8 @@ def wait(targets, timeout):
     for r in result.jobs:
         line = f"{r.id} {r.state}"
         if r.state in ("done",):
-            line += f" ({len(r.files)} file{'s' if len(r.files) != 1 else ''} in place)"
+            count = r.file_count  # (a repo's entry counts as its files)
+            line += f" ({count} file{'s' if count != 1 else ''} in place)"
         click.echo(line)
     for job_id in result.superseded:
         click.echo(f"{job_id}: stopped earlier, but its files are in place now")

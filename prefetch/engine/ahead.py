@@ -192,11 +192,17 @@ def out_of_step(f, client, ahead) -> None:
 
     if ahead is None:
         return
-    if misframed(client):
-        _distrust(f.t, ahead, "ended out of step")
+    why = misframed(client)
+    if why:
+        _distrust(f.t, ahead, _NO_HEAD.get(why, "ended out of step"))
     else:
         with f.t.lock:
             f.t.unconfirmed.pop(id(ahead), None)  # (its head began in step: the bytes before are the file's)
+
+
+# What the note says came after the answer instead of the next one's head (net/pipeline.py).
+_NO_HEAD = {"closed": "was cut off (the server closed or reset the connection)",
+            "stalled": "was followed by no answer in time", "out of step": "ended out of step"}
 
 
 def _distrust(t, ahead, why: str) -> None:

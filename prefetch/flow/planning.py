@@ -112,11 +112,12 @@ def _fetch_options(request: GetRequest, env: Mapping[str, str], bases: tuple[str
         limiter = RateLimiter(rate)
         # Slowed on purpose, a connection is not stalled: the stall floor follows the limit.
         tuning["stall_min_rate"] = min(TransferOptions.stall_min_rate, rate / 64)
+    transfer = TransferOptions.from_env(env, connections=request.connections, limiter=limiter,
+                                        host_connections=request.host_connections,
+                                        headers=parse_headers(request.headers), max_attempts=request.retries,
+                                        timeout=request.timeout, **tuning)
     return FetchOptions(
-        transfer=TransferOptions.from_env(env, connections=request.connections, limiter=limiter,
-                                          host_connections=request.host_connections,
-                                          headers=parse_headers(request.headers), max_attempts=request.retries,
-                                          timeout=request.timeout, **tuning),
+        transfer=transfer,
         force=request.force,
         # The seed store is read first; the other sources fetch what it lacks.
         mirrors=tuple(dict.fromkeys(((seed,) if seed else ()) + bases)),
@@ -124,7 +125,8 @@ def _fetch_options(request: GetRequest, env: Mapping[str, str], bases: tuple[str
         fail_fast=request.fail_fast,
         job=request.job,
         url_mirrors=bool(request.mirrors) and not request.mirrors_from_env,
-        sources=_store_sources(bases, seed, env, store_urls=store_urls),
+        # The store's client waits as the downloads do (--timeout too, not only PREFETCH_*TIMEOUT).
+        sources=_store_sources(bases, seed, env, store_urls=store_urls, timeouts=transfer.timeouts),
     )
 
 
@@ -220,7 +222,8 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
                              f"in its host {host!r}); fix it or unset it")
 
 
-def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, str], *, store_urls: bool = False):
+def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, str], *, store_urls: bool = False,
+                   timeouts=None):
     """The hook that reads (and seeds) ``s3://`` stores, when any is involved; boto3 is needed then."""
     if seed is None and not store_urls and not any(b.startswith("s3://") for b in bases):
         return None
@@ -229,7 +232,7 @@ def _store_sources(bases: tuple[str, ...], seed: str | None, env: Mapping[str, s
 
     require_boto3()  # one line saying what to install, before any download starts
     lease = env.get("PREFETCH_SEED_LEASE")
-    return StoreSources(seed=seed, env=dict(env), state_dir=state_dir(env),
+    return StoreSources(seed=seed, env=dict(env), state_dir=state_dir(env), timeouts=timeouts,
                         **({"lease": _seconds("PREFETCH_SEED_LEASE", lease)} if lease else {}))
 
 

@@ -3,7 +3,8 @@
 One module per concern (nothing here prints; all return dataclasses or raise
 ``PrefetchError`` subclasses):
 
-    records.py       what a job record holds; reading, checking, writing it (the one loader)
+    record_types.py  what a job record holds: the job's and its files' states (dataclasses)
+    records.py       where a record lives; reading, checking, writing it (the one loader)
     liveness.py      is the worker still there (pid + start time, run lock): refresh_state
     launch.py        start a detached worker
     cancel_resume.py cancel a job's worker; resume a stopped job (a new worker)
@@ -15,7 +16,7 @@ One module per concern (nothing here prints; all return dataclasses or raise
     job_progress.py  its event sink: the record rewritten about once a second, the log lines, the end
     out_of_files.py  the worker out of file descriptors: spare ones to record its end (exit 5)
 
-Inside: views <- records <- liveness <- wait/launch/housekeeping <- cancel_resume, worker.
+Inside: views <- record_types <- records <- liveness <- wait/launch/housekeeping <- cancel_resume, worker.
 May import every layer below it (``flow`` and what ``flow`` may import, and
 ``operations``); never ``doctor``, ``demo``, the API or the CLI.
 """
@@ -41,16 +42,16 @@ _LAZY = {
     "run_lock_held": "prefetch.jobs.liveness",
     "run_lock_path": "prefetch.jobs.liveness",
     "worker_identity_proven": "prefetch.jobs.liveness",
-    "ACTIVE_STATES": "prefetch.jobs.records",
-    "FINAL_FILE_STATES": "prefetch.jobs.records",
+    "ACTIVE_STATES": "prefetch.jobs.record_types",
+    "FINAL_FILE_STATES": "prefetch.jobs.record_types",
     "GENERATED_ID_RE": "prefetch.jobs.records",
-    "RECORD_SCHEMA": "prefetch.jobs.records",
+    "RECORD_SCHEMA": "prefetch.jobs.record_types",
     "STALE_SECONDS": "prefetch.jobs.records",
-    "FileStatus": "prefetch.jobs.records",
-    "JobRecord": "prefetch.jobs.records",
-    "JobState": "prefetch.jobs.records",
+    "FileStatus": "prefetch.jobs.record_types",
+    "JobRecord": "prefetch.jobs.record_types",
+    "JobState": "prefetch.jobs.record_types",
     "check_job_id": "prefetch.jobs.records",
-    "files_in_place": "prefetch.jobs.records",
+    "files_in_place": "prefetch.jobs.record_types",
     "job_to_dict": "prefetch.jobs.records",
     "jobs_dir": "prefetch.jobs.records",
     "load_record": "prefetch.jobs.records",

@@ -10,9 +10,11 @@ import time
 from collections.abc import Mapping
 
 from prefetch.errors import ExitCode, UsageError, WaitTimeoutError
+from prefetch.fs.processes import process_start_time
 from prefetch.jobs.launch import _launch
 from prefetch.jobs.liveness import get_job, refresh_state, worker_identity_proven
-from prefetch.jobs.records import JobRecord, JobState, check_timeout, this_host, update_record
+from prefetch.jobs.record_types import JobRecord, JobState
+from prefetch.jobs.records import check_timeout, this_host, update_record
 
 
 def cancel_job(job_id: str, *, timeout: float = 30.0, env: Mapping[str, str] | None = None) -> JobRecord:
@@ -89,6 +91,7 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
         rec.state = JobState.QUEUED.value
         rec.pid = None
         rec.pid_start = None
+        rec.launcher, rec.launcher_start = os.getpid(), process_start_time(os.getpid())
         rec.host = this_host()
         rec.exit_code = None
         rec.error = None
@@ -108,13 +111,7 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
     except _AlreadyStarted:
         raise _already_started(job_id, env, by_resume=True) from None
 
-    def unlaunched(error: str) -> None:  # (no worker will run it: failed with the line, not "queued" for ever)
-        def failed(rec: JobRecord) -> None:
-            rec.state, rec.exit_code, rec.error, rec.finished = JobState.FAILED.value, int(ExitCode.FILESYSTEM), error, time.time()
-
-        update_record(job_id, failed, env)
-
-    return _launch(record, env=env, python=python, note=f"resumed (attempt {record.attempts})", unlaunched=unlaunched)
+    return _launch(record, env=env, python=python, note=f"resumed (attempt {record.attempts})")
 
 
 class _AlreadyStarted(Exception):

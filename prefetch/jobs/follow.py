@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 from prefetch.errors import ExitCode
 from prefetch.jobs.liveness import get_job
-from prefetch.jobs.records import ACTIVE_STATES, FINAL_FILE_STATES, FileStatus
+from prefetch.jobs.record_types import ACTIVE_STATES, FINAL_FILE_STATES, FileStatus
 from prefetch.model.plans import FileResult
 
 

@@ -7,7 +7,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prefetch.jobs.liveness import get_job, list_jobs
-from prefetch.jobs.records import JobState, files_in_place, jobs_dir, locked_jobs
+from prefetch.jobs.record_types import JobState, files_in_place
+from prefetch.jobs.records import jobs_dir, locked_jobs
 
 
 @dataclass

@@ -137,9 +137,12 @@ class JobProgress:
     def apply_results(self, results, *, cancelled: bool) -> None:
         """Per-file final states from ``run_request``'s results."""
         with self.lock:
+            repos: dict[str, int] = {}  # a repo's entry (hf://, ms://): its own files' results count
             for r in results:
                 f = self._file(r.name)
                 if f is None:
+                    if r.dataset in self.by_name and r.name != r.dataset and not failed_result(r):
+                        repos[r.dataset] = repos.get(r.dataset, 0) + 1
                     continue
                 f.rate, f.eta = 0.0, None
                 if failed_result(r):
@@ -155,6 +158,10 @@ class JobProgress:
                     f.error = None
                     f.bytes = r.size
                     f.total = r.size
+            for name, count in repos.items():
+                for f in self.by_name[name]:
+                    if f.state in ("done", "cached"):
+                        f.count = count
             self.dirty = True
 
     def _file(self, name: str):

@@ -12,9 +12,8 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
+from prefetch.jobs.record_types import FileStatus, JobRecord
 from prefetch.jobs.records import (
-    FileStatus,
-    JobRecord,
     jobs_dir,
     locked_jobs,
     new_job_id,
@@ -35,51 +34,55 @@ def describe_request(request) -> str:
     from prefetch.flow.request import shown_url
 
     parts = ["prefetch", "get", *(shown_url(n) for n in request.names)]
-    cache_dir = _shown_cache_dir(request)
-    if cache_dir:
-        parts += ["--cache-dir", cache_dir]
-    for m in request.mirrors:
-        parts += ["--mirror", m]
-    if request.also_origin:
-        parts.append("--also-origin")
-    if request.connections:
-        parts += ["--connections", str(request.connections)]
-    if getattr(request, "host_connections", None):
-        parts += ["--host-connections", str(request.host_connections)]
-    if request.sha256:
-        parts += ["--sha256", request.sha256]
-    if request.md5:
-        parts += ["--md5", request.md5]
-    if request.output:
-        parts += ["-o", request.output]
-    for r in request.registries:
-        parts += ["--registry", r]
-    for pattern in getattr(request, "include", []):
-        parts += ["--include", pattern]
-    for pattern in getattr(request, "exclude", []):
-        parts += ["--exclude", pattern]
-    if request.fail_fast:
-        parts.append("--fail-fast")
-    if request.nice is False:
-        parts.append("--no-nice")
+    torchvision = any(n[:12].lower() == "torchvision:" for n in request.names)
+    timeout = None if request.timeout is None else f"{request.timeout:g}"
+    # (option, value): each given one, as typed; a list: the option once per value.
+    for option, value in (("--cache-dir", _shown_cache_dir(request)), ("--mirror", request.mirrors),
+                          ("--seed", request.seed), ("--connections", request.connections or None),
+                          ("--host-connections", request.host_connections), ("--sha256", request.sha256),
+                          ("--md5", request.md5), ("-o", request.output), ("--registry", request.registries),
+                          ("--include", request.include), ("--exclude", request.exclude),
+                          ("--lfs-from", request.lfs_from), ("--root", request.root if torchvision else None),
+                          ("--retries", request.retries), ("--timeout", timeout)):
+        for v in (value if isinstance(value, list) else [] if value is None else [value]):
+            parts += [option, str(v)]
+    flags = (("--also-origin", request.also_origin), ("--fail-fast", request.fail_fast),
+             ("--torch-hub", request.torch_hub), ("--force", request.force), ("--no-nice", request.nice is False))
+    parts += [flag for flag, on in flags if on]
     from prefetch.flow.planners.urls import describe_url_options
 
     parts += describe_url_options(request)
-    return shlex.join(parts) + " -b"
+    roots = _differing_roots(request)  # (no one --cache-dir says both: KERAS_HOME=, HF_HUB_CACHE=)
+    return "".join(f"{name}={shlex.quote(value)} " for name, value in roots) + shlex.join(parts) + " -b"
 
 
-def _shown_cache_dir(request) -> str | None:
-    """``--cache-dir`` as the command line must say it: the Keras root for dataset names, the
-    Hugging Face cache for ``hf://`` ones (what the option means for them); when a request holds
-    both and they differ, no one option says it (each is its default, pinned in the record)."""
+def _roots(request) -> tuple[str | None, str | None]:
+    """(Keras root, Hugging Face cache) the request's names use: the first for dataset names, the
+    second for ``hf://`` ones (each pinned in the record), else None."""
     from prefetch.flow.planners import planner_for
 
     kinds = {planner_for(n).kind for n in request.names}
     keras = request.cache_dir if "dataset" in kinds else None
     hub = getattr(request, "hub_cache", None) if "hf" in kinds else None
+    return keras, hub
+
+
+def _shown_cache_dir(request) -> str | None:
+    """``--cache-dir`` as the command line must say it: the Keras root for dataset names, the
+    Hugging Face cache for ``hf://`` ones (what the option means for them); when a request holds
+    both and they differ, no one option says it (``_differing_roots``)."""
+    keras, hub = _roots(request)
     if keras and hub and keras != hub:
         return None
     return keras or hub
+
+
+def _differing_roots(request) -> list[tuple[str, str]]:
+    """``KERAS_HOME`` and ``HF_HUB_CACHE`` for a request whose Keras root and hub cache differ
+    (``--cache-dir`` would set both to one; each is pinned in the record, as a ``--cache-dir``
+    is shown for one kind alone): what the command line sets before ``prefetch``."""
+    keras, hub = _roots(request)
+    return [("KERAS_HOME", keras), ("HF_HUB_CACHE", hub)] if keras and hub and keras != hub else []
 
 
 def pin_request(request, env: Mapping[str, str] | None = None):
@@ -170,10 +173,12 @@ def start_job(
             updated=now,
             log=str(directory / f"{job_id}.log"),
             fail_fast=bool(request.fail_fast),
+            launcher=os.getpid(),
+            launcher_start=process_start_time(os.getpid()),
         )
         write_record(record, env)
 
-    def unlaunched(error: str) -> None:  # (no worker will ever run it: no record of a job that never started)
+    def unlaunched() -> None:  # (no worker will ever run it, and its record cannot say so: no record)
         from prefetch.fs.safefs import lstat_or_none
 
         with locked_jobs(env):
@@ -191,25 +196,20 @@ _PATH_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL
 
 
 def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str,
-            unlaunched: Callable[[str], None]) -> JobRecord:
-    """Start the detached worker for ``record`` and store its pid. When no worker could be
-    started (its log cannot be written: a full disk, a file size limit; the spawn refused),
-    ``unlaunched(line)`` undoes the record (a "queued" job nothing runs: ``wait`` waited a minute
-    on it, then liveness called it interrupted, its cause lost) and the one line is raised
-    (LocalFileError, exit 5)."""
-    from prefetch.errors import PrefetchError
+            unlaunched: Callable[[], None] | None = None) -> JobRecord:
+    """Start the detached worker for ``record`` and store its pid.
 
+    Raises:
+        PrefetchError: the worker could not be started (its log cannot be written: a full
+            disk, a file size limit, exit 5; the spawn fails: too many open files, an
+            environment too large to pass): the record says so at once (``failed``, not
+            ``queued`` until liveness gives up on it); where even that cannot be written,
+            ``unlaunched()`` undoes the record (a new job's: no record that lies).
+    """
     try:
         pid, reap = _start_worker(record, env=env, python=python, note=note)
-    except (OSError, PrefetchError) as exc:
-        from prefetch.fs.files import local_error
-
-        error = local_error(exc, record.log_path, instead="PREFETCH_HOME") if isinstance(exc, OSError) else exc
-        try:
-            unlaunched(str(error))
-        except (OSError, PrefetchError):  # (not even that: the line says what went wrong first)
-            pass
-        raise error from None
+    except Exception as exc:  # noqa: BLE001 - every way of not starting is recorded, then raised
+        raise _not_started(record, exc, env, unlaunched) from None
     pid_start = process_start_time(pid)
     # The worker sets the same pid itself; whichever write comes second keeps it.
     _forget_child(pid, reap)
@@ -222,8 +222,50 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
     return update_record(record.id, set_pid, env)
 
 
+def _not_started(record: JobRecord, exc: Exception, env: Mapping[str, str], unlaunched: Callable[[], None] | None):
+    """The error for a worker that could not be started, once the record says ``failed`` (or,
+    where the state dir refuses that too, once ``unlaunched()`` has undone the record)."""
+    import errno
+
+    from prefetch.errors import OPEN_FILES_ERRNOS, ExitCode, PrefetchError, too_many_open_files
+
+    if isinstance(exc, PrefetchError):
+        error, why = exc, str(exc)
+    elif isinstance(exc, OSError) and exc.errno in OPEN_FILES_ERRNOS:
+        error = too_many_open_files(f"job {record.id} not started")
+        why = str(error)
+    else:
+        why = f"{exc.__class__.__name__}: {exc}"
+        if isinstance(exc, OSError):
+            why = exc.strerror or str(exc)
+            if exc.errno == errno.E2BIG:
+                why += " (the environment passed to the worker is too large)"
+        why = f"its worker could not be started: {why}; nothing was downloaded"
+        error = PrefetchError(f"job {record.id} not started: {why}")
+
+    def failed(rec: JobRecord) -> None:
+        if rec.pid is None:  # (never a worker that did start: a resume's meanwhile)
+            rec.state = "failed"
+            rec.exit_code = int(getattr(error, "exit_code", ExitCode.FAILURE))
+            rec.error = why
+            rec.finished = time.time()
+            for f in rec.files:
+                if f.state not in ("done", "cached"):
+                    f.state = "failed"
+
+    try:
+        update_record(record.id, failed, env)
+    except Exception:  # noqa: BLE001 - the state dir refuses too: the error is still said
+        if unlaunched is not None:
+            try:
+                unlaunched()
+            except Exception:  # noqa: BLE001 - (not even that: the line says what went wrong first)
+                pass
+    return error
+
+
 def _start_worker(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str):
-    """The worker's ``(pid, reap)``, its log opened and the note written first."""
+    """The detached worker's pid, and how to reap it (None: a thread waits for it)."""
     log_path = record.log_path
     env = dict(env)
     for var in ("PREFETCH_HOME", "KERAS_HOME"):  # the worker runs in the jobs dir
@@ -239,6 +281,7 @@ def _start_worker(record: JobRecord, *, env: Mapping[str, str], python: str | No
     from prefetch.fs.safefs import open_file
 
     pid = reap = None
+    spawning = False
     try:
         # Never through a link or into a FIFO planted at the log's name.
         with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
@@ -246,6 +289,7 @@ def _start_worker(record: JobRecord, *, env: Mapping[str, str], python: str | No
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode("utf-8", "surrogateescape"))
             log.flush()
+            spawning = True
             # A new session and no stdio left on the caller's terminal: the worker
             # survives a notebook cell's shell exiting under its pty (no & or nohup).
             # Its directory is not the caller's (which may go away): the jobs dir.
@@ -266,10 +310,16 @@ def _start_worker(record: JobRecord, *, env: Mapping[str, str], python: str | No
                     cwd=str(log_path.parent),
                 )
                 pid, reap = proc.pid, proc.wait
-    except OSError:
-        if pid is None:
-            raise
-        # (closing the log after the worker started: the worker has its own copy; not a failed launch)
+    except OSError as exc:
+        if pid is not None:  # (closing the log after the worker started: it has its own copy; not a failed launch)
+            return pid, reap
+        from prefetch.errors import OPEN_FILES_ERRNOS
+
+        if spawning or exc.errno in OPEN_FILES_ERRNOS:
+            raise  # (the spawn's own, E2BIG; no descriptor left: _not_started says each)
+        from prefetch.fs.files import local_error
+
+        raise local_error(exc, log_path, instead="PREFETCH_HOME") from None  # (the log's disk: exit 5)
     return pid, reap
 
 

@@ -15,12 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from prefetch.errors import ExitCode
+from prefetch.jobs.record_types import FINAL_FILE_STATES, JobRecord, JobState
 from prefetch.jobs.records import (
-    FINAL_FILE_STATES,
     JOB_ID_RE,
     STALE_SECONDS,
-    JobRecord,
-    JobState,
     check_job_id,
     jobs_dir,
     load_record,
@@ -132,8 +130,12 @@ def refresh_state(record: JobRecord, *, now: float | None = None, mtime: float |
             return record
         return _mark_stopped(record)
     if record.pid is None:
-        # The launcher writes the pid right after starting the worker; a record
-        # without one for long means the launcher died before that.
+        # The launcher writes the pid right after starting the worker; a record without one
+        # whose launcher is gone (or, where it is not recorded, for long) never got a worker.
+        if record.launcher is not None and not is_process_alive(record.launcher, record.launcher_start):
+            if run_lock_held(record.id) is True:  # (a worker started as its launcher died)
+                return record
+            return _never_started(record)
         if now - (record.updated or record.started) < 60:
             return record
         alive = False
@@ -147,6 +149,14 @@ def refresh_state(record: JobRecord, *, now: float | None = None, mtime: float |
                                  and now - (record.updated or record.started) < 60 and is_process_alive(record.pid))
     if alive:
         return record
+    return _mark_stopped(record)
+
+
+def _never_started(record: JobRecord) -> JobRecord:
+    record.error = record.error or (
+        f"never started: the process that launched it (pid {record.launcher}) ended before starting "
+        f"its worker; `prefetch resume {record.id}` starts it"
+    )
     return _mark_stopped(record)
 
 

@@ -1,4 +1,4 @@
-"""Job records: what a job is, where its record lives, reading, checking and writing it.
+"""Job records: where a job's record lives, reading, checking and writing it.
 
 A job is one ``get`` request run by a detached worker process
 (``python -m prefetch.jobs.worker JOB``). Its record, ``<state dir>/jobs/<id>.json``,
@@ -8,8 +8,8 @@ Readers never trust a "running" record blindly: when the worker's pid is gone
 (or now belongs to another process, told apart by its start time in
 ``/proc/<pid>/stat``), the job is reported as ``interrupted`` and can be resumed.
 
-This module is the one place that loads records (``load_record``, ``get_job``,
-``list_jobs``); ``liveness.py`` judges whether a running record's worker is still
+What a record holds is in ``record_types.py``. This module is the one place that loads
+records (``load_record``, ``get_job``, ``list_jobs``); ``liveness.py`` judges whether a running record's worker is still
 there (``refresh_state``). Nothing here prints.
 """
 
@@ -23,14 +23,13 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
-from enum import Enum
+from dataclasses import asdict
 from pathlib import Path
 
 from prefetch.errors import ExitCode, JobNotFoundError, UsageError
 from prefetch.fs.files import replace_file
 from prefetch.fs.paths import state_dir
-from prefetch.jobs.views import html_table, short_repr
+from prefetch.jobs.record_types import FileStatus, JobRecord, JobState
 
 
 def this_host() -> str:
@@ -38,111 +37,9 @@ def this_host() -> str:
     return os.uname().nodename
 
 
-RECORD_SCHEMA = 1
 STALE_SECONDS = 120.0  # a running record not rewritten for this long, on another host, is stale
 JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 GENERATED_ID_RE = re.compile(r"^j\d{4}-[0-9A-Za-z]{4,}$")  # looks like a job id, known or not
-
-
-class JobState(str, Enum):
-    """The state of a job (``corrupt``: its record cannot be read)."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    INTERRUPTED = "interrupted"
-    CORRUPT = "corrupt"
-
-
-ACTIVE_STATES = frozenset({JobState.QUEUED.value, JobState.RUNNING.value})
-# File states that mean "this file will not move any more".
-FINAL_FILE_STATES = frozenset({"done", "cached", "failed", "interrupted", "cancelled"})
-
-
-@dataclass
-class FileStatus:
-    """One file of a job, as the worker last reported it."""
-
-    name: str
-    dataset: str
-    path: str
-    state: str = "pending"  # pending waiting downloading verified extracting done cached failed interrupted
-    bytes: int = 0
-    total: int | None = None
-    rate: float = 0.0  # smoothed bytes/second
-    eta: float | None = None  # seconds
-    exit_code: int | None = None
-    error: str | None = None
-
-    @property
-    def percent(self) -> float | None:
-        if not self.total:
-            return 100.0 if self.state in ("done", "cached") else None
-        return min(100.0, 100.0 * self.bytes / self.total)
-
-
-@dataclass
-class JobRecord:
-    """A job as stored in ``jobs/<id>.json`` (see ``job_to_dict`` for the public schema)."""
-
-    id: str
-    command: str
-    request: dict
-    files: list[FileStatus] = field(default_factory=list)
-    state: str = JobState.QUEUED.value
-    pid: int | None = None
-    pid_start: int | None = None  # process start time (clock ticks since boot) to detect pid reuse
-    host: str = ""
-    started: float = 0.0  # epoch seconds
-    updated: float = 0.0
-    finished: float | None = None
-    exit_code: int | None = None
-    error: str | None = None
-    log: str = ""
-    fail_fast: bool = False
-    attempts: int = 1
-    cancel_requested: bool = False
-    schema: int = RECORD_SCHEMA
-
-    @property
-    def log_path(self) -> Path:
-        return Path(self.log)
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE_STATES
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.bytes for f in self.files)
-
-    @property
-    def total(self) -> int | None:
-        totals = [f.total for f in self.files]
-        if not totals or any(t is None for t in totals):
-            return None
-        return sum(totals)  # type: ignore[arg-type]
-
-    @property
-    def rate(self) -> float:
-        return sum(f.rate for f in self.files if f.state == "downloading")
-
-    @property
-    def datasets(self) -> list[str]:
-        return list(dict.fromkeys(f.dataset for f in self.files))
-
-    @property
-    def in_place(self) -> bool:
-        """Every file of the job is at its final path (only ever complete and verified)."""
-        return files_in_place(self)
-
-    def __repr__(self) -> str:
-        return short_repr(self)
-
-    def _repr_html_(self) -> str:
-        return f"<p>{short_repr(self)[1:-1]}</p>" + html_table([self])
 
 
 # -- paths and ids -------------------------------------------------------------------
@@ -201,6 +98,7 @@ _RECORD_TYPES: dict[str, tuple] = {
     "started": _NUM, "updated": _NUM, "finished": (*_NUM, type(None)),
     "exit_code": (int, type(None)), "error": (str, type(None)), "log": (str,),
     "fail_fast": (bool,), "attempts": (int,), "cancel_requested": (bool,), "schema": (int,),
+    "launcher": (int, type(None)), "launcher_start": (int, type(None)),
 }
 # Byte counts no file has (and ``status`` could not divide: 10**400 overflows a float).
 _MAX_BYTES = 1 << 62
@@ -208,7 +106,7 @@ _SIZE_FIELDS = frozenset({"bytes", "total"})
 _FILE_TYPES: dict[str, tuple] = {
     "name": (str,), "dataset": (str,), "path": (str,), "state": (str,), "bytes": (int,),
     "total": (int, type(None)), "rate": _NUM, "eta": (*_NUM, type(None)),
-    "exit_code": (int, type(None)), "error": (str, type(None)),
+    "exit_code": (int, type(None)), "error": (str, type(None)), "count": (int, type(None)),
 }
 
 
@@ -227,7 +125,7 @@ def _check_types(data: Mapping, types: dict[str, tuple], what: str) -> dict:
             raise ValueError(f"{what}field {key!r} is {value!r}")
         if key in _SIZE_FIELDS and value is not None and not 0 <= value <= _MAX_BYTES:
             raise ValueError(f"{what}field {key!r} is {value!r:.40}, not a byte count")
-        if key in ("rate", "eta") and value is not None and value < 0:  # (the worker's are >= 0)
+        if key in ("rate", "eta", "count") and value is not None and value < 0:  # (the worker's are >= 0)
             raise ValueError(f"{what}field {key!r} is {value!r:.40}, below zero")
         if key == "exit_code" and value is not None and value not in set(ExitCode):  # `wait` exits with it
             raise ValueError(f"{what}field 'exit_code' is {value!r:.40}, not an exit code of prefetch")
@@ -351,7 +249,6 @@ def update_record(
         return record
 
 
-
 # -- the public JSON form ------------------------------------------------------------
 def job_to_dict(record: JobRecord) -> dict:
     """The ``status --json`` form of one job (schema documented in commands/jobs.py)."""
@@ -386,16 +283,11 @@ def job_to_dict(record: JobRecord) -> dict:
                 "eta": f.eta,
                 "exit_code": f.exit_code,
                 "error": f.error,
+                "count": f.count,
             }
             for f in record.files
         ],
     }
-
-
-def files_in_place(record: JobRecord) -> bool:
-    """True when every file of ``record`` is at its final path (only ever complete and verified)."""
-    return bool(record.files) and all(os.path.isfile(f.path) for f in record.files)  # a FIFO is not a file
-
 
 
 def _shown(name):

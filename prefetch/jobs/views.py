@@ -51,7 +51,7 @@ def table_rows(records, *, files: bool = False) -> list[tuple[str, ...]]:
             rows.append(
                 (
                     r.id,
-                    f.name,
+                    f.name if f.count is None else f"{f.name} ({f.count} file{'s' if f.count != 1 else ''})",
                     state,
                     f"{_size(done)}/{_size(total)}",
                     "" if pct is None else f"{pct:.1f}%",
@@ -122,7 +122,8 @@ def short_repr(record) -> str:
     """``<JobRecord j0518-a3f9 running: 2 files, 41.0% of 170.5MiB, 2.3MiB/s>``."""
     from prefetch.ui.render import human_bytes
 
-    parts = [f"{len(record.files)} file{'s' if len(record.files) != 1 else ''}"]
+    count = record.file_count  # (a repo's entry counts as its files, once known)
+    parts = [f"{count} file{'s' if count != 1 else ''}"]
     total = record.total
     if total:
         parts.append(f"{100.0 * record.bytes / total:.1f}% of {human_bytes(total)}")

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from prefetch.errors import ExitCode, JobNotFoundError, WaitTimeoutError
 from prefetch.jobs.liveness import list_jobs, reread_jobs
-from prefetch.jobs.records import GENERATED_ID_RE, JobRecord, JobState, check_timeout, files_in_place
+from prefetch.jobs.record_types import JobRecord, JobState, files_in_place
+from prefetch.jobs.records import GENERATED_ID_RE, check_timeout
 
 
 @dataclass

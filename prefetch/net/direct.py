@@ -79,7 +79,7 @@ class DirectPools:
         self._keys: dict[tuple[str, str], tuple] = {}  # (scheme, netloc) -> (scheme, host, port)
         self._epoch = 0  # one more at each close(): a connection out then is closed when it comes back
         self._ahead: dict[tuple, Connection] = {}  # a connection whose next request went out already
-        self.misframed = False  # an answer sent ahead began with what is not a head (net/pipeline.py)
+        self.misframed = ""  # an answer sent ahead began with no head: what came instead (net/pipeline.py)
 
     def _parse(self, url: str) -> tuple[tuple, str]:
         """((scheme, host, port), the request target) for ``url``."""
@@ -171,8 +171,8 @@ class DirectPools:
                 from prefetch.net.pipeline import take_ahead
 
                 answer = take_ahead(ahead, head, method, read)
-                if answer is False:
-                    self.misframed = True  # (the answer before it may have ended out of step)
+                if isinstance(answer, str):  # no head: what came instead (a close, a stall, garbage)
+                    self.misframed = answer  # (the answer before it may have ended out of step)
                 elif answer is not None:
                     if answer.will_close:
                         ahead.close()

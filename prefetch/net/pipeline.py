@@ -15,7 +15,7 @@ An answer sent ahead whose head does not come (bytes that are not a head, a clos
 late head; a head that parses, even a 503's, began in step) may mean the connection's answers
 are out of step: the
 answer before ran short of its ``Content-Length`` and its last bytes may be this one's head
-(after which the server may also close or stall). ``take_ahead`` returns False then (not
+(after which the server may also close or stall). ``take_ahead`` returns what came instead then (not
 None): what the answer before read after the request went out is fetched again, and until an
 answer sent ahead begins in step those bytes are not saved as done (``engine/ahead.py``).
 """
@@ -46,7 +46,8 @@ def refuse(key: tuple) -> None:
 def take_ahead(conn, head: bytes, method: str, timeout: float):
     """http.client's answer to the request ``conn`` had sent ahead, when it is ``head``; else
     None, ``conn`` closed, when another request was asked or the answer was not the one asked for
-    (pipelining refused to its host); False, the same, when no head came (see the module's docstring)."""
+    (pipelining refused to its host); what came instead (``_no_head``: a str), the same, when no
+    head came (see the module's docstring)."""
     queued, conn.queued = conn.queued, None
     reader, conn.reader = conn.reader, None
     if queued is None or queued[0] != head or conn.sock is None or reader is None or reader.closed:
@@ -60,10 +61,11 @@ def take_ahead(conn, head: bytes, method: str, timeout: float):
 
     from prefetch.net.read_head import read_answer
 
+    no_head = "out of step"
     try:
         response = read_answer(conn.sock, method, timeout, reader=reader)
-    except (OSError, HTTPException):  # closed, reset, garbage, no head in time
-        response = None
+    except (OSError, HTTPException) as exc:  # closed, reset, garbage, no head in time
+        response, no_head = None, _no_head(exc)
     if response is None or not _fits(response, queued[1], queued[2]):
         refuse(conn.key)
         if response is not None:
@@ -73,9 +75,20 @@ def take_ahead(conn, head: bytes, method: str, timeout: float):
         # No head (garbage, a close, a reset, a late head): the answer before may have run short
         # and taken this one's first bytes, then the server stalled or closed, so its last bytes
         # are fetched again. A head that parsed (a 503, another range) began in step.
-        return False if response is None else None
+        return no_head if response is None else None
     _ANSWERED[conn.key] = _ANSWERED.get(conn.key, 0) + 1
     return response
+
+
+def _no_head(exc: BaseException) -> str:
+    """What came instead of an answer's head: ``closed`` (a close or a reset: http.client's
+    ``RemoteDisconnected`` is one), ``stalled`` (no head in time), else ``out of step`` (bytes
+    that are not a head)."""
+    if isinstance(exc, ConnectionError):
+        return "closed"
+    if isinstance(exc, TimeoutError):
+        return "stalled"
+    return "out of step"
 
 
 def _fits(response, start: int, end: int | None) -> bool:

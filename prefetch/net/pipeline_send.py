@@ -76,12 +76,13 @@ def forget(client) -> None:
         pools.drop_ahead()
 
 
-def misframed(client) -> bool:
-    """An answer to a request sent ahead on ``client`` began with bytes that are not an
-    answer's head since the last call: the answer read before it on that connection may have
-    ended out of step (its last bytes may be that head's). Clears the mark."""
+def misframed(client) -> str:
+    """An answer to a request sent ahead on ``client`` began with no answer's head since the
+    last call: what came instead (``closed``, ``stalled`` or ``out of step``: bytes that are
+    not a head), else "". The answer read before it on that connection may have ended out of
+    step (its last bytes may be that head's). Clears the mark."""
     pools = getattr(client, "_direct", None)
     if pools is None or not pools.misframed:
-        return False
-    pools.misframed = False
-    return True
+        return ""
+    why, pools.misframed = pools.misframed, ""
+    return why

@@ -143,8 +143,11 @@ class Store:
         )
 
 
-def open_store(url: str | StoreLocation, *, env: Mapping[str, str] | None = None) -> Store:
+def open_store(url: str | StoreLocation, *, env: Mapping[str, str] | None = None, timeouts=None) -> Store:
     """Connect to the store at ``url`` the standard AWS way (anonymous when no credentials).
+
+    ``timeouts``: the client's connect and read timeouts (``engine.options.Timeouts``: a run's,
+    ``--timeout`` included); None: ``store_timeouts(env)``.
 
     Raises:
         MissingExtraError: boto3 is missing. UsageError: malformed URL.
@@ -162,7 +165,7 @@ def open_store(url: str | StoreLocation, *, env: Mapping[str, str] | None = None
     except Exception as exc:  # noqa: BLE001 - e.g. ProfileNotFound
         raise UsageError(f"AWS configuration: {exc}") from None
     anonymous = credentials is None
-    timeouts = store_timeouts(env)
+    timeouts = store_timeouts(env) if timeouts is None else timeouts
     options = {
         "retries": {"max_attempts": 5, "mode": "standard"},
         "connect_timeout": timeouts.connect,

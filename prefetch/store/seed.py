@@ -37,6 +37,7 @@ class StoreSources:
     state_dir: Path | None = None
     lease: float = DEFAULT_LEASE
     poll: float = 1.0
+    timeouts: object | None = None  # engine.options.Timeouts of the run's downloads (None: from env)
     _stores: dict[str, Store] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _claimed: set[str] = field(default_factory=set)  # object URLs this process claimed
@@ -54,7 +55,7 @@ class StoreSources:
         location, _ = split_object_url(url)
         with self._lock:
             if location.url not in self._stores:
-                self._stores[location.url] = open_store(location, env=self.env)
+                self._stores[location.url] = open_store(location, env=self.env, timeouts=self.timeouts)
             return self._stores[location.url]
 
     # -- before a download ---------------------------------------------------

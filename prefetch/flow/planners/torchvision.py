@@ -192,6 +192,10 @@ class TorchvisionPlanner(Planner):
         claimed = any(self.claims(n) for n in request.names)
         if claimed:
             request = dataclasses.replace(request, root=str(dataset_root(request)))
+        if request.torch_hub and request.output_dir and not request.torch_checkpoints:
+            from prefetch.cache.torchvision import given_hub_dir
+
+            request = dataclasses.replace(request, torch_checkpoints=str(given_hub_dir(request.output_dir) / "checkpoints"))
         if (claimed or request.torch_hub) and not request.torch_checkpoints:
             from prefetch.cache.torchvision import torch_hub_dir
 
@@ -203,10 +207,17 @@ class TorchvisionPlanner(Planner):
 
 
 def checkpoints_dir(ctx: PlanContext) -> Path:
-    """torch.hub's checkpoints dir: as pinned for a background job, else from the environment."""
+    """torch.hub's checkpoints dir: as pinned for a background job, else ``--torch-hub -P DIR``'s
+    (``torch.hub.set_dir(DIR)``: ``DIR/checkpoints``), else from the environment."""
     from prefetch.cache.torchvision import torch_hub_dir
 
-    return Path(ctx.request.torch_checkpoints) if ctx.request.torch_checkpoints else torch_hub_dir(ctx.env)
+    if ctx.request.torch_checkpoints:
+        return Path(ctx.request.torch_checkpoints)
+    if ctx.request.torch_hub and ctx.request.output_dir:
+        from prefetch.cache.torchvision import given_hub_dir
+
+        return given_hub_dir(ctx.request.output_dir) / "checkpoints"
+    return torch_hub_dir(ctx.env)
 
 
 PLANNER = TorchvisionPlanner()

@@ -240,10 +240,11 @@ class UrlPlanner(Planner):
             raise UsageError("--extract applies to URL downloads; datasets are extracted where Keras expects them")
         if request.sha256 and request.md5:
             raise UsageError("give either --sha256 or --md5, not both")
-        if request.torch_hub and (request.output or request.output_dir or request.extract or request.extract_to
+        if request.torch_hub and (request.output or request.extract or request.extract_to
                                   or not (names or request.urls)):
             raise UsageError("--torch-hub takes checkpoint URLs and saves them where torch.hub looks "
-                             "($TORCH_HOME/hub/checkpoints/<name>); it cannot be combined with -o, -P or --extract")
+                             "($TORCH_HOME/hub/checkpoints/<name>; with -P DIR, torch.hub.set_dir(DIR)'s "
+                             "DIR/checkpoints/<name>); it cannot be combined with -o or --extract")
         if request.sha256:
             parse_hash(request.sha256, algorithm="sha256")  # a bad --sha256 is named as such
         elif request.md5:
@@ -260,7 +261,13 @@ class UrlPlanner(Planner):
         return [plan for spec in specs for plan in plan_files(spec, root=ctx.root)]
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
-        if request.torch_hub:  # no -P to fix: the torchvision planner pins torch.hub's checkpoints dir
+        if request.torch_hub:  # the torchvision planner pins torch.hub's checkpoints dir (from -P too)
+            if request.output_dir:  # (-P DIR: torch.hub.set_dir(DIR), as typed here)
+                import dataclasses
+
+                from prefetch.cache.torchvision import given_hub_dir
+
+                return dataclasses.replace(request, output_dir=str(given_hub_dir(request.output_dir)))
             return request
         return pin_url_paths(request)
 
