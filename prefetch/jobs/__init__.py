@@ -7,6 +7,7 @@ One module per concern (nothing here prints; all return dataclasses or raise
     records.py       where a record lives; reading, checking, writing it (the one loader)
     liveness.py      is the worker still there (pid + start time, run lock): refresh_state
     launch.py        start a detached worker
+    not_started.py   a worker that could not be started: the record says failed, with why
     cancel_resume.py cancel a job's worker; resume a stopped job (a new worker)
     wait.py          block until jobs/datasets end; their outcome
     housekeeping.py  forget finished jobs; read and follow logs

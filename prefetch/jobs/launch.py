@@ -209,7 +209,9 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
     try:
         pid, reap = _start_worker(record, env=env, python=python, note=note)
     except Exception as exc:  # noqa: BLE001 - every way of not starting is recorded, then raised
-        raise _not_started(record, exc, env, unlaunched) from None
+        from prefetch.jobs.not_started import not_started
+
+        raise not_started(record, exc, env, unlaunched) from None
     pid_start = process_start_time(pid)
     # The worker sets the same pid itself; whichever write comes second keeps it.
     _forget_child(pid, reap)
@@ -220,48 +222,6 @@ def _launch(record: JobRecord, *, env: Mapping[str, str], python: str | None, no
             rec.pid_start = pid_start
 
     return update_record(record.id, set_pid, env)
-
-
-def _not_started(record: JobRecord, exc: Exception, env: Mapping[str, str], unlaunched: Callable[[], None] | None):
-    """The error for a worker that could not be started, once the record says ``failed`` (or,
-    where the state dir refuses that too, once ``unlaunched()`` has undone the record)."""
-    import errno
-
-    from prefetch.errors import OPEN_FILES_ERRNOS, ExitCode, PrefetchError, too_many_open_files
-
-    if isinstance(exc, PrefetchError):
-        error, why = exc, str(exc)
-    elif isinstance(exc, OSError) and exc.errno in OPEN_FILES_ERRNOS:
-        error = too_many_open_files(f"job {record.id} not started")
-        why = str(error)
-    else:
-        why = f"{exc.__class__.__name__}: {exc}"
-        if isinstance(exc, OSError):
-            why = exc.strerror or str(exc)
-            if exc.errno == errno.E2BIG:
-                why += " (the environment passed to the worker is too large)"
-        why = f"its worker could not be started: {why}; nothing was downloaded"
-        error = PrefetchError(f"job {record.id} not started: {why}")
-
-    def failed(rec: JobRecord) -> None:
-        if rec.pid is None:  # (never a worker that did start: a resume's meanwhile)
-            rec.state = "failed"
-            rec.exit_code = int(getattr(error, "exit_code", ExitCode.FAILURE))
-            rec.error = why
-            rec.finished = time.time()
-            for f in rec.files:
-                if f.state not in ("done", "cached"):
-                    f.state = "failed"
-
-    try:
-        update_record(record.id, failed, env)
-    except Exception:  # noqa: BLE001 - the state dir refuses too: the error is still said
-        if unlaunched is not None:
-            try:
-                unlaunched()
-            except Exception:  # noqa: BLE001 - (not even that: the line says what went wrong first)
-                pass
-    return error
 
 
 def _start_worker(record: JobRecord, *, env: Mapping[str, str], python: str | None, note: str):
