@@ -25,6 +25,7 @@ Owns:
     retry.py          back off, step back or give up; ratelimit.py: ``--limit-rate``
     recovery.py       when a cap a server's 429/503 set is tried higher again
     hosts.py          what the transfers to one host share: connection budget, warm connections, route
+    pooled.py         a client a host lends a worker, counted against its cap, given back warm
     many.py           many files at once: started in order on a bounded pool (files and hf:// repos)
 
 May import: ``errors``, ``model``, ``fs``, ``net``. Knows nothing of datasets,
