@@ -45,7 +45,12 @@ def _get(server, name: str, out, *more: str) -> subprocess.Popen:
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 120) -> None:
-    out, err = proc.communicate(timeout=timeout)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
     assert proc.returncode == 0, (out, err)
 
 
@@ -151,3 +156,19 @@ def test_a_process_waits_for_its_first_slot_and_still_answers_an_interrupt(home,
         holder.close()
     _finish(_get(server, "w.bin", tmp_path / "w.bin"))
     assert (tmp_path / "w.bin").read_bytes() == data
+
+
+def test_a_process_gets_one_connection_when_every_slot_is_another_ones_only_one(home, server, tmp_path):
+    """More processes than the cap: every slot held, none as an extra connection (here the test
+    holds them all without the EXTRAS mark). A new process is not starved: it opens its one
+    connection over the cap, and no more."""
+    data = _put(server, "o.bin", 3 * MiB)
+    holder = _open_slots(_slot_file(home), server)
+    try:
+        for index in range(CAP):
+            assert holder.take(cap=CAP, skip=range(index)) == index
+        _finish(_get(server, "o.bin", tmp_path / "o.bin"), timeout=60)
+    finally:
+        holder.close()
+    assert (tmp_path / "o.bin").read_bytes() == data
+    assert _most_at_once(server.requests()) == 1
