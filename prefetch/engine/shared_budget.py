@@ -84,10 +84,10 @@ class SharedSlots:
                 break
             self.held.append(index)
             self.bare = False
-        if self.allowance >= want:
-            self._marks()
-            return True
         if self.allowance:
+            self._marks()  # (a slot taken drops the WAITING mark, whether or not all that was wanted)
+            if self.allowance >= want:
+                return True
             self.refused_at = now
             return False
         # No slot for the first connection: ask the holders of extra ones to make room, and
