@@ -85,6 +85,15 @@ def _held(slots: SlotFile) -> int:
     return sum(slots.marked(i) for i in range(CAP))  # (a write lock shows as well as a read lock)
 
 
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie has closed its descriptors already)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(") ", 1)[1][0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
 def test_processes_together_stay_within_one_hosts_cap(home, server, tmp_path):
     files = {name: _put(server, name, 8 * MiB) for name in ("a.bin", "b.bin", "c.bin")}
     procs = [_get(server, name, tmp_path / name) for name in files]
@@ -107,22 +116,36 @@ def test_a_single_process_gets_the_whole_cap(home, server, tmp_path):
     assert _most_at_once(server.requests()) == CAP
 
 
-def test_a_killed_process_frees_its_slots(home, server, tmp_path):
+def test_a_killed_job_frees_its_slots(home, server, tmp_path):
+    """A background job (``get -b``) holding every slot is SIGKILLed: its slots are free at once
+    (the kernel drops a dead process's locks), and the next download gets the whole cap."""
+    from tests.test_jobs import job_id_from, record
+
     _put(server, "big.bin", 40 * MiB)
     data = _put(server, "next.bin", 4 * MiB)
     slots = _open_slots(_slot_file(home), server)
+    pid = None
     try:
-        first = _get(server, "big.bin", tmp_path / "big.bin")
+        launch = _get(server, "big.bin", tmp_path / "big.bin", "-b")
+        out, err = launch.communicate(timeout=60)
+        assert launch.returncode == 0, (out, err)
+        pid = record(job_id_from(out + err)).pid
+        assert pid
         deadline = time.monotonic() + 60
         while _held(slots) < CAP:
-            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            assert time.monotonic() < deadline, f"the job never held {CAP} slots"
             time.sleep(0.02)
-        first.send_signal(signal.SIGKILL)
-        first.communicate(timeout=10)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not _gone(pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
         assert _held(slots) == 0  # the kernel dropped them with the process's descriptors
         _finish(_get(server, "next.bin", tmp_path / "next.bin"))
     finally:
         slots.close()
+        if pid and not _gone(pid):
+            os.kill(pid, signal.SIGKILL)  # (the test failed before its kill: no worker left behind)
     assert (tmp_path / "next.bin").read_bytes() == data
     assert _most_at_once(server.requests(), "next.bin") == CAP
 
