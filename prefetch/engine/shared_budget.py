@@ -18,10 +18,11 @@ the next file) holds one slot, a one-byte open-file-description lock.
   extra connections (``EXTRAS``). Every process with a slot looks at the mark every ``LOOK``
   seconds: while it is there, no process takes an extra connection (a slot freed is the
   waiter's), and each holding extra ones runs one connection fewer (its worker ends after its
-  request, its connection is closed, its slot freed) until the waiter has one: the wait is a
-  request's length (about a second of a connection's bytes; on a long route up to
-  ``schedule._ROUND_TRIPS`` round trips' worth, ~10 s at 200 ms), and nothing is sent ahead
-  on a connection that is to step back (``engine/ahead.py``). When every slot is some
+  request, its connection is closed, its slot freed) until the waiter has one: the wait is one
+  of its requests (about a second of a connection's bytes, at least ``request_min``; 0.9 s
+  measured through a 200 ms route, 5 s from loopback nginx whose bursts make requests long:
+  docs/speed-log.md), and nothing is sent ahead on a connection that is to step back
+  (``engine/ahead.py``). When every slot is some
   process's only connection (more processes than the cap), the newcomer opens its one
   connection without a slot, over the cap, and takes a slot as soon as one is free.
 * The cap is the process's ``host_connections`` (slots ``[0, cap)``). A 429/503 lowers the
