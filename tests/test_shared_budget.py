@@ -136,11 +136,14 @@ def test_a_killed_job_frees_its_slots(home, server, tmp_path):
             assert time.monotonic() < deadline, f"the job never held {CAP} slots"
             time.sleep(0.02)
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while not _gone(pid):
-            assert time.monotonic() < deadline
+        # The kernel drops them with the process's descriptors, as its last thread exits: that
+        # can be a moment after the process shows as a zombie (0.23 s seen: a thread still in
+        # the kernel), so this waits for it (60 s at most), and for nothing else.
+        deadline = time.monotonic() + 60
+        while _held(slots):
+            assert time.monotonic() < deadline, "a killed job's slots stayed held"
             time.sleep(0.02)
-        assert _held(slots) == 0  # the kernel dropped them with the process's descriptors
+        assert _gone(pid)
         _finish(_get(server, "next.bin", tmp_path / "next.bin"))
     finally:
         slots.close()
