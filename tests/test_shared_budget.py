@@ -59,7 +59,9 @@ def _most_at_once(requests, name: str | None = None) -> int:
     events = []
     for conn, _number, start, end, _status, _body, line in requests:
         if name is None or f"/{name} " in line:
-            events += [(start, 1, conn), (end, 0, conn)]
+            # (nginx's times are whole milliseconds: rounded back to them, float jitter of the
+            # start, end - duration, never makes a request begin before the one it followed ended)
+            events += [(round(start * 1000), 1, conn), (round(end * 1000), 0, conn)]
     busy: dict[int, int] = {}
     most = 0
     for _at, starts, conn in sorted(events):  # (an end and a start at the same millisecond: the end first)
