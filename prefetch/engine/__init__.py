@@ -25,6 +25,8 @@ Owns:
     retry.py          back off, step back or give up; ratelimit.py: ``--limit-rate``
     recovery.py       when a cap a server's 429/503 set is tried higher again
     hosts.py          what the transfers to one host share: connection budget, warm connections, route
+    pooled.py         a client a host lends a worker, counted against its cap, given back warm
+    shared_budget.py  a host's cap shared by the user's processes on this machine (slot locks)
     many.py           many files at once: started in order on a bounded pool (files and hf:// repos)
 
 May import: ``errors``, ``model``, ``fs``, ``net``. Knows nothing of datasets,

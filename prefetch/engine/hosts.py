@@ -19,7 +19,10 @@ a :class:`Host` keeps:
   worker ends, and the next worker (of any file) takes it, so its keep-alive connection
   passes from file to file instead of a new TCP and TLS handshake per file;
 * **the route judgement** (:class:`SharedRouteJudge`): the first answers from the host
-  say whether the route is long; later files start with the verdict.
+  say whether the route is long; later files start with the verdict;
+* with ``slots_dir``, **the cap shared with the user's other processes**
+  (``engine/shared_budget.py``): each connection the host's files may have open, running or
+  warm, holds one of the host's slots on this machine.
 
 No lock here is held while waiting on the network. A transfer without a ``Host`` (one
 ``download_to_part`` call on its own) behaves as before.
@@ -33,11 +36,11 @@ import time
 from urllib.parse import urlsplit
 
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
+from prefetch.engine.pooled import PooledClient
 from prefetch.engine.recovery import CapRecovery
 from prefetch.engine.schedule import RouteJudge
 
 DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
-_CROWDED = (429, 503)
 NOTE_EVERY = 1.0  # seconds: a storm of refusals says its lowered cap at most this often (the latest cap)
 SHORT_ROUTE_FILES = max(8, 2 * (os.cpu_count() or 1))  # at most this many files in flight on a short route (Hosts.files_now)
 BUSY = 0.9  # CPU seconds a second the files in flight on a short route are kept at (Hosts.files_now)
@@ -82,62 +85,14 @@ class SharedRouteJudge(RouteJudge):
         return self.fastest is not None and self.fastest < self.threshold
 
 
-class PooledClient:
-    """An HTTP client lent by a :class:`Host`: ``close()`` gives it back, connection and all.
-
-    Answers 429 and 503 are reported to the host (its cap goes down) before the caller
-    sees them; everything else is the lent client's.
-    """
-
-    def __init__(self, host: "Host", client, key=None) -> None:
-        self._host = host
-        self._client = client
-        self._key = key
-        self._closed = False
-        self._admitted = False  # this client counts as one of the host's open connections
-
-    def request(self, url: str, **kwargs):
-        if not self._admitted:
-            self._host.admit()  # waits while the host's cap is in use (a lowered cap holds here)
-            self._admitted = True
-        resp = self._client.request(url, **kwargs)
-        if resp.status in _CROWDED:
-            self._admitted = False
-            self._host.refused(resp.status)  # ... and this worker's retry waits its turn
-        return resp
-
-    def connect(self, url: str) -> bool:
-        """Open the connection ahead of the first request (``Client.connect``): it counts as one of the host's from now."""
-        if not self._admitted:
-            if not self._host.try_admit():
-                return False  # the host's connections are all in use: the first request waits its turn
-            self._admitted = True
-        return self._client.connect(url)
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._admitted:
-                self._admitted = False
-                self._host.dismiss()
-            self._host.give_back(self._client, self._key)
-
-    def __getattr__(self, name):
-        return getattr(self._client, name)
-
-    def __enter__(self) -> "PooledClient":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
 class Host:
     """One host's shared state (see the module docstring); every method is thread-safe."""
 
     def __init__(self, key: str, *, budget: int, long_route: float, client_factory=None,
-                 on_event: EventSink = ignore_event, stop: threading.Event | None = None) -> None:
+                 on_event: EventSink = ignore_event, stop: threading.Event | None = None, shared=None) -> None:
         self.key = key
+        self.shared = shared  # engine.shared_budget.SharedSlots: the cap shared by the user's processes (None: not)
+        self.slot_refused_at = -1.0  # when a lease last found every shared slot taken (monotonic)
         self.budget = max(1, budget)
         self.cap = self.budget  # the budget, or less once the host refused connections
         self.route = SharedRouteJudge(long_route)
@@ -165,6 +120,7 @@ class Host:
         # trouble there (out of step, a close or stall, a 429 or 5xx): the usual path for the rest of the run.
         self.bulk = True
         self._idle: dict = {}  # client factory -> warm clients
+        self.warm = 0  # clients in _idle
 
     # -- transfers and their share --------------------------------------------------
     def join(self) -> None:
@@ -178,14 +134,30 @@ class Host:
     def share(self) -> int:
         """Connections one transfer may run now: the cap split evenly between the running transfers."""
         with self._lock:
-            return max(1, self.cap // max(1, self.transfers))
+            return max(1, self._cap_now() // max(1, self.transfers))
+
+    def _cap_now(self) -> int:
+        """The cap, or fewer while another process waits for its first connection (lock held)."""
+        limit = None if self.shared is None else self.shared.limit
+        return self.cap if limit is None else max(1, min(self.cap, limit))
+
+    def _fit_shared(self) -> None:
+        """Shared slots beyond the connections this process may have open go back (lock held)."""
+        if self.shared is not None:
+            self.shared.shrink(max(self.leased, self.lent + self.warm))
 
     # -- connection slots ------------------------------------------------------------
     def try_lease(self) -> bool:
         """Take a connection slot if the cap allows one more now (never waits)."""
         with self._lock:
-            if self.leased >= self.cap:
+            if self.leased >= self._cap_now():
                 return False
+            if self.shared is not None:
+                now = time.monotonic()
+                self.shared.look(now)  # (every LOOK seconds: does another process wait for its first?)
+                if not self.shared.grow(max(self.leased + 1, self.lent + self.warm), now):
+                    self.slot_refused_at = now  # (every slot on this machine is taken: wait_for_slot)
+                    return False
             self.leased += 1
             self.peak = max(self.peak, self.leased)
             return True
@@ -194,6 +166,7 @@ class Host:
         """A worker that held a slot has ended."""
         with self._lock:
             self.leased = max(0, self.leased - 1)
+            self._fit_shared()
             self._turn.notify_all()  # (a lane waiting for a slot: wait_for_slot)
 
     def wait_for_slot(self, seconds: float) -> bool:
@@ -202,7 +175,8 @@ class Host:
         again at once. Woken by a slot given back or the cap changing; the run's stop ends it."""
         until = time.monotonic() + seconds
         with self._turn:
-            while self.leased >= self.cap or self.admitted >= self.cap:
+            while (self.leased >= self._cap_now() or self.admitted >= self.cap
+                   or time.monotonic() - self.slot_refused_at < 0.1):  # (another process holds the slots)
                 left = until - time.monotonic()
                 if left <= 0 or self._stop.is_set():
                     return False
@@ -271,6 +245,9 @@ class Host:
         sooner and by more after raises that held: ``engine/recovery.py``): a passing storm of
         503s does not hold the host's files to a low count for the rest of the run; a real cap
         refuses the extra connection and comes back."""
+        if self.shared is not None and now >= self.shared.next_look:
+            with self._lock:
+                self.shared.look(now)  # (every LOOK seconds: does another process wait for a slot?)
         if self.cap >= self.budget and self._unsaid is None:
             return  # (the usual case, read without the lock: every transfer's loop asks)
         with self._turn:
@@ -304,6 +281,8 @@ class Host:
             client = idle.pop() if idle else None
             if client is None:
                 self.opened += 1
+            else:
+                self.warm -= 1
             self.lent += 1
         if client is None:
             make = key
@@ -318,21 +297,29 @@ class Host:
         """A worker is done with ``client``: keep it warm for the next, within the cap."""
         with self._lock:
             # Clients in all (warm + lent, this one included) stay within the cap: each is a connection.
-            keep = sum(map(len, self._idle.values())) + self.lent <= self.cap
+            keep = self.warm + self.lent <= self._cap_now()
             self.lent -= 1
             if keep:
                 self._idle.setdefault(key, []).append(client)
+                self.warm += 1
         if not keep:
             client.close()
+            if self.shared is not None:
+                with self._lock:
+                    self._fit_shared()  # (after the close: its slot never outlives the connection)
 
     def close(self) -> None:
         """Close the warm connections (the run is over); a storm's note not said yet is said."""
         with self._lock:
             idle, self._idle = self._idle, {}
+            self.warm = 0
             note = self._take_note(self._noted_at + NOTE_EVERY, self._unsaid)
         for clients in idle.values():
             for client in clients:
                 client.close()
+        if self.shared is not None:
+            with self._lock:
+                self.shared.close()  # (its slots go with the file; a late worker's release finds it closed)
         if note is not None:  # (after the clients: a sink that raises leaves none open)
             self._emit(note)
 
@@ -341,8 +328,10 @@ class Hosts:
     """Every :class:`Host` of one run, made on first use."""
 
     def __init__(self, *, budget: int = DEFAULT_HOST_CONNECTIONS, long_route: float = 0.04,
-                 client_factory=None, on_event: EventSink = ignore_event, stop: threading.Event | None = None) -> None:
+                 client_factory=None, on_event: EventSink = ignore_event, stop: threading.Event | None = None,
+                 slots_dir: str | None = None) -> None:
         self.stop = stop
+        self.slots_dir = slots_dir  # the hosts' slot files, shared with the user's other processes (None: none)
         self.budget = budget
         self.long_route = long_route
         self.client_factory = client_factory
@@ -357,8 +346,15 @@ class Hosts:
             if host is None:
                 host = self._hosts[key] = Host(key, budget=self.budget, long_route=self.long_route,
                                                client_factory=self.client_factory, on_event=self.on_event,
-                                               stop=self.stop)
+                                               stop=self.stop, shared=self._shared(key))
             return host
+
+    def _shared(self, key: str):
+        if self.slots_dir is None:
+            return None
+        from prefetch.engine.shared_budget import open_shared
+
+        return open_shared(self.slots_dir, key, self.budget)
 
     def all(self) -> list[Host]:
         with self._lock:

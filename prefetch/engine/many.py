@@ -321,5 +321,6 @@ def shared_hosts(options, on_event, stop: threading.Event | None = None) -> tupl
 
     if options.hosts is not None:
         return options, None
-    hosts = Hosts(budget=options.host_connections, long_route=options.long_route, on_event=on_event, stop=stop)
+    hosts = Hosts(budget=options.host_connections, long_route=options.long_route, on_event=on_event, stop=stop,
+                  slots_dir=options.slots_dir)
     return replace(options, hosts=hosts), hosts

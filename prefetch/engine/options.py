@@ -76,6 +76,9 @@ class TransferOptions:
     # engine/hosts.py) is tried one connection higher, then sooner and by more while raises hold
     # (engine/recovery.py); 0: a cap holds for the run. PREFETCH_CAP_RETRY.
     cap_retry: float = 60.0
+    # Where the hosts' slot files are: their caps then hold for all of this user's processes on the
+    # machine together (engine/shared_budget.py; the flow sets <state dir>/slots). None: this run's own.
+    slots_dir: str | None = field(default=None, compare=False)
     # prefetch.engine.hosts.Hosts shared by the transfers of one run (None: this transfer on its own).
     hosts: object | None = field(default=None, repr=False, compare=False)
     # Extra request headers for every request of this transfer (--header); secrets maybe:

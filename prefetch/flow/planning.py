@@ -308,9 +308,14 @@ def run_request(
         env = os.environ if env is None else env
         groups, options = _plan_groups(request, env=env)
     stop = stop or threading.Event()
-    transfer, hosts = shared_hosts(options.transfer, on_event, stop)
+    state = state_dir(env)
+    transfer = options.transfer
+    if transfer.slots_dir is None and transfer.hosts is None:
+        # One connection budget per host for this user's processes on this machine (engine/shared_budget.py).
+        transfer = replace(transfer, slots_dir=str(state / "slots"))
+    transfer, hosts = shared_hosts(transfer, on_event, stop)
     options = replace(options, transfer=transfer)
-    ctx = RunContext(options=options, state=state_dir(env), env=env, on_event=on_event, stop=stop)
+    ctx = RunContext(options=options, state=state, env=env, on_event=on_event, stop=stop)
     files = [p for _, plans in groups for p in plans if isinstance(p, FilePlan)]
     from prefetch.flow.file_list import fetch_files  # (not at import: a -b launcher plans, its worker fetches)
 

@@ -7,6 +7,7 @@ Owns:
     locks.py      per-file locks that name their owner (pid, host, start), stale-lock breaking
     lock_files.py a lock file's own ``flock`` (never through a planted link), one named file's lock
     processes.py  is a pid alive, and still the same process
+    slots.py      a host's connection slots, one byte lock each, shared by the user's processes
     hashing.py    md5/sha256 of files and byte ranges, hash checks
 
 May import: ``errors``, ``model``.
