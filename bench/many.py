@@ -158,7 +158,8 @@ def ratios(results: list[dict]) -> dict[str, float | None]:
     out = {}
     for row in dict.fromkeys(r["row"] for r in results):
         mine = [r for r in results if r["row"] == row and r["tool"] == "prefetch" and r["ok"]]
-        others = [r["seconds"] for r in results if r["row"] == row and r["tool"] in ("aria2c", "wget") and r["ok"]]
+        others = [r["seconds"] for r in results if r["row"] == row and r["tool"] not in ("prefetch", "wget+sync")
+                  and r["ok"]]
         out[row] = round(mine[0]["seconds"] / min(others), 2) if mine and others else None
         synced = [r["seconds"] for r in results if r["row"] == row and r["tool"] == "wget+sync" and r["ok"]]
         if mine and synced:  # (not a target: the durability prefetch keeps, wget's way)
