@@ -17,13 +17,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from tests.conftest import run_cli
+from tests.paced_server import PacedServer, send_paced
 from tests.test_faults import fault_env
 
 DATA = os.urandom(3 << 20)
@@ -66,37 +66,18 @@ class _SigningOrigin:
                     self._head(403, {"Content-Type": "application/xml", "Content-Length": str(len(body))})
                     self.wfile.write(body)
                     return
-                start, end = 0, len(DATA) - 1
-                asked = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
-                headers = {"ETag": '"v1"', "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
-                if asked:
-                    start = int(asked.group(1))
-                    end = min(int(asked.group(2)), end) if asked.group(2) else end
-                    headers["Content-Range"] = f"bytes {start}-{end}/{len(DATA)}"
-                headers["Content-Length"] = str(end - start + 1)
-                self._head(206 if asked else 200, headers)
-                pos = start
-                try:
-                    while pos <= end:
-                        n = min(32 << 10, end - pos + 1)
-                        self.wfile.write(DATA[pos:pos + n])
-                        pos += n
-                        time.sleep(n / origin.rate)
-                except OSError:
-                    pass
+                origin.log.append((self.path, send_paced(self, DATA, origin.rate, {
+                    "ETag": '"v1"', "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"})))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/orig"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.paced = PacedServer(Handler)
+        self.url = f"{self.paced.base}/orig"
 
     def __enter__(self) -> _SigningOrigin:
-        self.thread.start()
+        self.paced.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.paced.__exit__(*exc)
 
     def count(self, status: int) -> int:
         return sum(1 for _path, code in self.log if code == status)

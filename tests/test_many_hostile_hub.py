@@ -51,18 +51,24 @@ class LoopingHub(JsonApi):
         return "404 Not Found", {"error": "Not Found"}, ""
 
 
-def test_a_listing_that_pages_in_a_loop_is_a_network_error(home, tmp_path, cli, monkeypatch):
-    hub = LoopingHub()
+def get_listed_by(hub, repo: str, *, home, cli, monkeypatch):
+    """``prefetch get hf://REPO`` against ``hub`` (a JsonApi Hub whose listing misbehaves, with a
+    ``pages`` count), no token; fails the test if it is still paging after 30 s; closes ``hub``."""
     monkeypatch.setenv("HF_ENDPOINT", hub.base)
     monkeypatch.setenv("HF_HOME", str(home / "hf"))
     for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
     try:
-        proc = cli("get", "hf://acme/loop", timeout=30)
+        return cli("get", f"hf://{repo}", timeout=30)
     except subprocess.TimeoutExpired:
         pytest.fail(f"still paging after 30 s ({hub.pages} pages)")
     finally:
         hub.close()
+
+
+def test_a_listing_that_pages_in_a_loop_is_a_network_error(home, tmp_path, cli, monkeypatch):
+    hub = LoopingHub()
+    proc = get_listed_by(hub, "acme/loop", home=home, cli=cli, monkeypatch=monkeypatch)
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("prefetch: error:") == 1 and "loop" in proc.stderr, proc.stderr
     assert hub.pages == 1, "its next page is the page itself: not asked again"

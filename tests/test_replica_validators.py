@@ -18,14 +18,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-import re
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from tests.conftest import run_cli
+from tests.paced_server import PacedServer, send_paced
 from tests.test_faults import fault_env
 
 DATA = os.urandom(3 << 20)
@@ -53,43 +51,21 @@ class _ReplicaPool:
                 n = next(pool.turn) % 2
                 etag, modified = REPLICAS[n]
                 data = pool.versions[n]
-                start, end = 0, len(data) - 1
-                asked = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
                 if_range = self.headers.get("If-Range")
-                ranged = asked is not None and (if_range is None or if_range in (etag, modified))
-                status = 206 if ranged else 200
-                pool.statuses.append(status)
-                self.send_response(status)
-                if ranged:
-                    start = int(asked.group(1))
-                    end = min(int(asked.group(2)), end) if asked.group(2) else end
-                    self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
-                for k, v in (("ETag", etag), ("Last-Modified", modified), ("Accept-Ranges", "bytes"),
-                             ("Content-Type", "application/octet-stream"), ("Content-Length", str(end - start + 1))):
-                    self.send_header(k, v)
-                self.end_headers()
-                pos = start
-                try:
-                    while pos <= end:
-                        k = min(32 << 10, end - pos + 1)
-                        self.wfile.write(data[pos:pos + k])
-                        pos += k
-                        time.sleep(k / pool.rate)
-                except OSError:
-                    pass
+                ranged = if_range is None or if_range in (etag, modified)  # (each replica judges its own)
+                pool.statuses.append(send_paced(self, data, pool.rate, {
+                    "ETag": etag, "Last-Modified": modified, "Accept-Ranges": "bytes",
+                    "Content-Type": "application/octet-stream"}, ranged=ranged))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/model.bin"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.paced = PacedServer(Handler)
+        self.url = f"{self.paced.base}/model.bin"
 
     def __enter__(self) -> _ReplicaPool:
-        self.thread.start()
+        self.paced.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.paced.__exit__(*exc)
 
 
 def test_without_a_hash_a_replica_pool_gives_the_file_in_one_stream(home, tmp_path):

@@ -6,12 +6,11 @@ exit 3, one line, after two pages."""
 
 from __future__ import annotations
 
-import subprocess
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.test_many_hostile_hub import COMMIT, JsonApi
+from tests.test_many_hostile_hub import COMMIT, JsonApi, get_listed_by
 
 
 class CountingHub(JsonApi):
@@ -45,16 +44,7 @@ def _nothing(cursor: int) -> list:
 @pytest.mark.parametrize("files", [_same_files, _nothing], ids=["same-files", "empty-pages"])
 def test_a_listing_whose_next_page_never_ends_is_a_network_error(files, home, cli, monkeypatch):
     hub = CountingHub(files)
-    monkeypatch.setenv("HF_ENDPOINT", hub.base)
-    monkeypatch.setenv("HF_HOME", str(home / "hf"))
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
-    try:
-        proc = cli("get", "hf://acme/endless", timeout=30)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"still paging after 30 s ({hub.pages} pages)")
-    finally:
-        hub.close()
+    proc = get_listed_by(hub, "acme/endless", home=home, cli=cli, monkeypatch=monkeypatch)
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("prefetch: error:") == 1 and "never end" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
