@@ -109,9 +109,6 @@ def test_a_stop_ends_a_race_of_dead_addresses(tmp_path):
     worker = threading.Thread(target=connect)
     worker.start()
     try:
-        for _ in range(200):
-            if worker.ident is not None:
-                break
         threading.Event().wait(0.6)  # (both attempts started: the second 250 ms after the first)
         abort_head(worker.ident)
         worker.join(timeout=20)
