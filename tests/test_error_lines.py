@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from prefetch.commands.get_run import QUOTERS, _distinct
+from prefetch.commands.get_run import QUOTERS, SAME_SHOWN, _distinct, _same_way
+from prefetch.model.plans import FileResult
 
 
 def _file_error(i: int) -> str:
@@ -22,3 +23,23 @@ def test_errors_that_merely_share_words_are_all_kept():
     errors = ["a.bin: timed out", "b.bin: timed out", "timed out"]
     assert _distinct(errors) == ["a.bin: timed out", "b.bin: timed out"]  # "timed out" is quoted by both
     assert _distinct(["x", "y"]) == ["x", "y"]
+
+
+def _failed(name: str, error: str) -> FileResult:
+    return FileResult(dataset="", name=name, path=f"/data/out/{name}", paths=[], status="failed", error=error,
+                      exit_code=5)
+
+
+def test_two_thousand_files_failing_the_same_way_are_four_lines_naming_the_rest():
+    full = [_failed(f"f{i:04d}.bin", f"no space left on the device holding /data/out/f{i:04d}.bin.part, 0.0 KiB free. "
+                                     f"Free some space and run the command again to resume") for i in range(2000)]
+    gone = [_failed(f"g{i}.bin", f"http://h/x/g{i}.bin answered HTTP 404; check the URL or the mirror") for i in range(2)]
+    lines = _same_way(full + gone)
+    assert lines[:SAME_SHOWN] == [r.error for r in full[:SAME_SHOWN]]
+    assert lines[SAME_SHOWN].startswith(f"... and {2000 - SAME_SHOWN} more files failed the same way (f0003.bin, ")
+    assert lines[SAME_SHOWN + 1:] == [r.error for r in gone]  # (another kind, and too few to count: each said)
+
+
+def test_a_few_files_failing_the_same_way_are_each_said():
+    few = [_failed(f"f{i}.bin", f"f{i}.bin: gave up after 30s without a byte") for i in range(SAME_SHOWN + 1)]
+    assert _same_way(few) == [r.error for r in few]

@@ -185,7 +185,7 @@ def _error_lines(results) -> list[str]:
     """The failures' errors (:func:`_distinct`), then the first few files a stop caught and one
     line counting the rest: a Ctrl-C or ``--fail-fast`` in a list of 2,000 files is not 2,000
     lines (each such file resumes with the same command)."""
-    failed = _distinct(r.error for r in results if r.status == "failed")
+    failed = _same_way([r for r in results if r.status == "failed"])
     stopped = _distinct(r.error for r in results if r.status == "interrupted")
     if len(stopped) > STOPPED_SHOWN + 1:
         rest = len(stopped) - STOPPED_SHOWN
@@ -196,6 +196,39 @@ def _error_lines(results) -> list[str]:
     from prefetch.commands.error_line import error_line  # (one line each, as cli._fail's)
 
     return [error_line(e) for e in failed + stopped]
+
+
+SAME_SHOWN = 3  # files that failed the same way named one by one; the rest are counted
+
+
+def _same_way(failed) -> list[str]:
+    """The failures' errors (:func:`_distinct`), those that differ only by their file's path or
+    name grouped: a group's first few are shown and one line names the rest. A full disk, a
+    file size limit or a host that answers 404 in a list of 2,000 files is four lines, not 2,000."""
+    owner: dict = {}
+    for r in failed:
+        if r.error:
+            owner.setdefault(r.error, r)
+    groups: dict = {}
+    for error in _distinct(r.error for r in failed):
+        r = owner.get(error)
+        key = error
+        if r is not None:
+            for own in (r.path, r.name):
+                if own:
+                    key = key.replace(own, "\0")
+        groups.setdefault(key, []).append((error, r))
+    lines = []
+    for members in groups.values():
+        if len(members) <= SAME_SHOWN + 1:
+            lines += [error for error, _r in members]
+            continue
+        lines += [error for error, _r in members[:SAME_SHOWN]]
+        rest = [r.name for _error, r in members[SAME_SHOWN:] if r is not None]
+        named = ", ".join(rest[:SAME_SHOWN]) + (", ..." if len(rest) > SAME_SHOWN else "")
+        lines.append(f"... and {len(rest)} more files failed the same way ({named}); the same command "
+                     f"resumes them once that is fixed")
+    return lines
 
 
 QUOTERS = 256  # the longest errors looked in for quotes: each error against every other was quadratic
