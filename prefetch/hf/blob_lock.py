@@ -15,6 +15,7 @@ import os
 import stat
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Protocol
 
 from prefetch.errors import InterruptedTransferError, UnsafePathError
 from prefetch.fs import safefs
@@ -22,8 +23,16 @@ from prefetch.fs.lock_files import check_lock_file
 from prefetch.model.events import Event, EventKind
 
 
+class _Waiting(Protocol):
+    """What a blob's download gives the lock (``hf/download.py``'s context): a stop to watch
+    while waiting, and where a note that it waits goes."""
+
+    stop: Any  # threading.Event
+    progress: Any  # .emit(Event)
+
+
 @contextmanager
-def blob_lock(path: Path, ctx: _BlobContext, label: str):
+def blob_lock(path: Path, ctx: _Waiting, label: str):
     """huggingface_hub's own per-blob lock, so that it waits for us (and we for it), when it can be taken.
 
     huggingface_hub takes it with filelock, an ``flock`` on Linux and macOS: one ``flock`` on
@@ -74,7 +83,7 @@ def blob_lock(path: Path, ctx: _BlobContext, label: str):
 
 
 @contextmanager
-def _blob_filelock(path: Path, ctx: _BlobContext, label: str):  # pragma: no cover - not POSIX
+def _blob_filelock(path: Path, ctx: _Waiting, label: str):  # pragma: no cover - not POSIX
     from filelock import FileLock, Timeout
 
     try:
