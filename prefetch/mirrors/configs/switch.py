@@ -16,18 +16,16 @@ from typing import Mapping
 
 from prefetch.mirrors.configs.backup import (
     Backup,
-    RestoreResult,
     backups_root,
     check_config_target,
     create_backup,
     list_backups,
-    load_backup,
     new_operation_id,
     read_text_file,
-    restore_backup,
     select_backups,
     write_atomic,
 )
+from prefetch.mirrors.configs.restore import RestoreResult, load_backup, restore_backup
 from prefetch.errors import UsageError
 from prefetch.mirrors.catalog import Mirror
 
@@ -330,6 +328,7 @@ def use_mirror(
             root=backups_root(state_dir),
             mirror=mirror.name,
             operation=operation,
+            written={w.path: (w.new or "").encode("utf-8") for w in plan.writes if w.changed},
         )
         # The hosts this edit adds are ours before the file says so: a run killed after the write
         # (Ctrl-C, a kernel restart) never leaves a trusted host of ours that the next `use` keeps.
