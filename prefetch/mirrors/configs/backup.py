@@ -242,7 +242,41 @@ def write_meta(backup: Backup) -> None:
             for f in backup.files
         ],
     }
-    write_atomic(backup.directory / META, (json.dumps(meta, indent=2) + "\n").encode())
+    write_state(backup.directory / META, (json.dumps(meta, indent=2) + "\n").encode())
+
+
+def write_state(path: Path, data: bytes) -> None:
+    """Replace one of prefetch's own files (a backup's ``meta.json``, the marks) in one step.
+
+    Unlike a config, it is never a link prefetch made: a link or another account's file there
+    is refused (``UnsafePathError``), never written through.
+
+    Raises:
+        UnsafePathError: a link, non-regular or foreign file at ``path``.
+        LocalFileError: it cannot be written.
+    """
+    from prefetch.fs.files import replace_file
+
+    try:
+        replace_file(Path(path), data, durable=True, checked=True)
+    except OSError as exc:
+        raise LocalFileError(f"cannot write {path}: {exc.strerror or exc}; check its directory's permissions") from None
+
+
+def read_state(path: Path) -> bytes | None:
+    """One of prefetch's own files, or None when absent (``UnsafePathError``: a link, or not ours)."""
+    from prefetch.fs.safefs import read_bytes
+
+    return read_bytes(path, own=True)
+
+
+def unreadable_backups(root: Path) -> list[Path]:
+    """Backup directories whose ``meta.json`` is missing, not JSON, a link or not ours."""
+    try:
+        entries = sorted(Path(root).iterdir())
+    except OSError:
+        return []
+    return [d for d in entries if d.is_dir() and _read_meta(d) is None]
 
 
 def list_backups(root: Path, *, tool: str | None = None) -> list[Backup]:
@@ -261,8 +295,10 @@ def list_backups(root: Path, *, tool: str | None = None) -> list[Backup]:
 
 
 def _read_meta(directory: Path) -> Backup | None:
+    from prefetch.errors import UnsafePathError
+
     try:
-        meta = json.loads((directory / META).read_text(encoding="utf-8"))
+        meta = json.loads((read_state(directory / META) or b"").decode("utf-8"))
         files = tuple(
             FileBackup(path=Path(f["path"]), existed=bool(f["existed"]), blob=f.get("blob"), sha256=f.get("sha256"),
                        written_sha256=f.get("written_sha256"), written_blob=f.get("written_blob"))
@@ -279,7 +315,7 @@ def _read_meta(directory: Path) -> Backup | None:
             directory=directory,
             restored=meta.get("restored"),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, UnsafePathError):
         return None
 
 
@@ -314,9 +350,12 @@ def select_backups(root: Path, *, backup_id: str | None = None, tools: list[str]
             chosen.append(match)
         return chosen
     if not candidates:
+        damaged = unreadable_backups(root)
+        hint = (f"; {len(damaged)} backup(s) there cannot be read and were not used (meta.json missing, not JSON,"
+                f" a link or another account's file): {', '.join(str(d) for d in damaged[:3])}" if damaged else "")
         raise NoBackupError(
             f"no backup left to restore in {root}; `prefetch mirror use` makes one before every write"
-            " (`prefetch mirror restore --list` shows restored ones, restorable by name)"
+            f" (`prefetch mirror restore --list` shows restored ones, restorable by name){hint}"
         )
     operation = candidates[0].operation
     return [b for b in candidates if b.operation == operation]

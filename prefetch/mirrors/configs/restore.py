@@ -15,12 +15,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from prefetch.errors import LocalFileError
+from prefetch.errors import LocalFileError, UnsafePathError
 from prefetch.mirrors.configs.backup import (
     Backup,
     FileBackup,
     check_config_target,
     create_backup,
+    read_state,
     write_atomic,
     write_meta,
 )
@@ -60,10 +61,13 @@ def load_backup(backup: Backup) -> dict[Path, bytes]:
         if not item.existed:
             continue
         try:
-            data = (backup.directory / str(item.blob)).read_bytes()
-        except OSError as exc:
+            data = read_state(backup.directory / str(item.blob))  # a link there: refused, never followed
+            if data is None:
+                raise FileNotFoundError(2, "No such file or directory")
+        except (OSError, UnsafePathError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise LocalFileError(
-                f"backup {backup.id} is missing its copy of {item.path}: {exc.strerror or exc};"
+                f"backup {backup.id} is missing its copy of {item.path}: {why};"
                 " nothing was restored (`prefetch mirror restore --list` shows other backups)"
             ) from None
         if item.sha256 is not None and hashlib.sha256(data).hexdigest() != item.sha256:
@@ -76,7 +80,6 @@ def load_backup(backup: Backup) -> dict[Path, bytes]:
 
 
 def _read_or_none(path: Path) -> bytes | None:
-    from prefetch.errors import UnsafePathError
     from prefetch.fs.safefs import read_file
 
     try:
@@ -89,7 +92,10 @@ def _written(backup: Backup, item: FileBackup) -> bytes | None:
     """What ``use`` wrote to ``item``, when its copy is there and unchanged."""
     if not (item.written_blob and item.written_sha256):
         return None
-    data = _read_or_none(backup.directory / item.written_blob)
+    try:
+        data = read_state(backup.directory / item.written_blob)
+    except (OSError, UnsafePathError):
+        data = None
     return data if data is not None and hashlib.sha256(data).hexdigest() == item.written_sha256 else None
 
 

@@ -21,9 +21,11 @@ from prefetch.mirrors.configs.backup import (
     create_backup,
     list_backups,
     new_operation_id,
+    read_state,
     read_text_file,
     select_backups,
     write_atomic,
+    write_state,
 )
 from prefetch.mirrors.configs.restore import RestoreResult, load_backup, restore_backup
 from prefetch.errors import UsageError
@@ -133,10 +135,12 @@ def parse_tools(text: str) -> tuple[list[str], bool]:
 
 
 def _read_marks(state_dir: Path) -> dict:
+    from prefetch.errors import UnsafePathError
+
     try:
-        data = json.loads((Path(state_dir) / MARKS_FILE).read_text(encoding="utf-8"))
+        data = json.loads((read_state(Path(state_dir) / MARKS_FILE) or b"{}").decode("utf-8"))
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, UnsafePathError):  # (a link there: not trusted; writing it is refused)
         return {}
 
 
@@ -152,7 +156,7 @@ def _claim_hosts(marks: dict, hosts_added: Mapping[str, list[str]]) -> dict:
 
 
 def _write_marks(state_dir: Path, marks: dict) -> None:
-    write_atomic(Path(state_dir) / MARKS_FILE, (json.dumps(marks, indent=2, sort_keys=True) + "\n").encode())
+    write_state(Path(state_dir) / MARKS_FILE, (json.dumps(marks, indent=2, sort_keys=True) + "\n").encode())
 
 
 def _missing(mirror: Mirror, tool: str, catalog_names: list[str]) -> str:
