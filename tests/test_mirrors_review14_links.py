@@ -90,3 +90,29 @@ def test_a_backup_copy_replaced_by_a_link_is_not_followed(home, env, tmp_path):
     assert done.returncode == 5 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "symbolic link" in done.stderr and "nothing was restored" in done.stderr
     assert "tuna" in conf.read_text()
+
+
+def test_use_and_restore_wait_for_the_mirror_settings_lock(home, env):
+    """Two runs at once each read a config and the marks, then write both: one at a time.
+
+    The test holds the lock a `use` takes; the `use` writes nothing until it is released."""
+    import fcntl
+    import subprocess
+    import sys
+    import time
+
+    lock = _state() / "mirror.lock"
+    lock.parent.mkdir(parents=True)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        run = subprocess.Popen([sys.executable, "-m", "prefetch", "mirror", "use", "aliyun-internal"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        try:
+            time.sleep(3)  # (an ordering check, not a speed one: without the lock it has written by now)
+            assert run.poll() is None and not pip_user_conf(home).exists()
+            assert not (_state() / "backups").exists()
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+        out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    assert "mirrors.cloud.aliyuncs.com" in pip_user_conf(home).read_text()
