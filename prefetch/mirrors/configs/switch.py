@@ -106,7 +106,9 @@ class UseResult:
         if effective is not None and self.mirror.pypi:
             if getattr(effective, "error", None):
                 found.append(f"could not ask pip what it uses: {effective.error}")
-            elif effective.index_url.rstrip("/") != self.mirror.pypi.rstrip("/"):
+            elif effective.index_url.rstrip("/") != self.mirror.pypi.rstrip("/") and not any(
+                effective.index_url in line for line in found  # (said already, with what to do)
+            ):
                 found.append(
                     f"pip still resolves from {effective.index_url} (set by {effective.source});"
                     " see the warnings above, or `prefetch mirror show`"
