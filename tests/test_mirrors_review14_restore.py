@@ -112,3 +112,18 @@ def test_an_unedited_file_is_restored_as_before_and_twice_walks_back(home, env):
     assert "global.trusted-host='example.org'" in _pip(env, "config", "list").stdout
     third = run_cli("mirror", "restore", env=env)
     assert third.returncode == 0 and "nothing to restore" in third.stdout
+
+
+def test_restoring_an_older_backup_over_a_later_use_is_no_user_edit(home, env):
+    conf = pip_user_conf(home)
+    conf.parent.mkdir(parents=True)
+    original = b"[global]\ntimeout = 60\n"
+    conf.write_bytes(original)
+    assert run_cli("mirror", "use", "tuna", env=env).returncode == 0
+    listed = json.loads(run_cli("mirror", "restore", "--list", "--json", env=env).stdout)
+    (first,) = [b["id"] for b in listed]
+    assert run_cli("mirror", "use", "bfsu", env=env).returncode == 0  # prefetch's own later write
+    done = run_cli("mirror", "restore", first, env=env)
+    assert done.returncode == 0, done.stderr
+    assert conf.read_bytes() == original
+    assert "warning" not in done.stderr, done.stderr  # bfsu's line was prefetch's, not the user's

@@ -158,12 +158,17 @@ def _user_lines(written: bytes, current: bytes) -> tuple[str, ...]:
     return tuple(line[2:].strip() for line in difflib.ndiff(old, new) if line.startswith("+ ") and line[2:].strip())
 
 
-def _plan_file(backup: Backup, item: FileBackup, blobs: dict[Path, bytes]) -> tuple[str, bytes | None, tuple, tuple]:
-    """(action, bytes to write or None to remove, kept lines, dropped lines) for one file."""
+def _plan_file(
+    backup: Backup, item: FileBackup, blobs: dict[Path, bytes], ours: frozenset[str] = frozenset()
+) -> tuple[str, bytes | None, tuple, tuple]:
+    """(action, bytes to write or None to remove, kept lines, dropped lines) for one file.
+
+    ``ours``: hashes of what any ``use`` wrote: a later ``use`` 's file is no user edit."""
     plain = ("restored", blobs[Path(item.path)]) if item.existed else ("removed", None)
     current = _read_or_none(Path(item.path))
-    if current is None or item.written_sha256 is None or hashlib.sha256(current).hexdigest() == item.written_sha256:
-        return (*plain, (), ())  # as `use` left it (or gone, or a backup from before this was recorded)
+    now = hashlib.sha256(current).hexdigest() if current is not None else None
+    if now is None or item.written_sha256 is None or now == item.written_sha256 or now in ours:
+        return (*plain, (), ())  # as a `use` left it (or gone, or a backup from before this was recorded)
     written = _written(backup, item)
     if written is None:
         return (*plain, (), ("which lines is unknown: the copy of what `use` wrote is missing or changed",))
@@ -180,13 +185,15 @@ def _plan_file(backup: Backup, item: FileBackup, blobs: dict[Path, bytes]) -> tu
 
 
 def restore_backup(
-    backup: Backup, *, root: Path, operation: str, blobs: dict[Path, bytes] | None = None
+    backup: Backup, *, root: Path, operation: str, blobs: dict[Path, bytes] | None = None,
+    ours: frozenset[str] = frozenset(),
 ) -> RestoreResult:
     """Put ``backup``'s files back; remove files that did not exist (keeping the user's later edits).
 
     Every saved copy is read and checked first (``blobs``: already done by the caller),
     so a missing or altered copy changes no file. The current files are saved first
     (kind ``pre-restore``), so a restore can be undone by restoring that backup by name.
+    ``ours``: the ``written_sha256`` of every backup (a file a later ``use`` wrote is not the user's edit).
 
     Raises:
         LocalFileError: a file cannot be written or removed, or a blob is missing.
@@ -196,7 +203,7 @@ def restore_backup(
     for item in backup.files:
         if item.existed:
             check_config_target(item.path)
-    plans = [_plan_file(backup, item, blobs) for item in backup.files]
+    plans = [_plan_file(backup, item, blobs, ours) for item in backup.files]
     paths = [f.path for f in backup.files]
     safety = create_backup(
         paths, tool=backup.tool, root=root, mirror=backup.mirror, operation=operation, kind="pre-restore"

@@ -355,12 +355,14 @@ def restore_mirror(*, state_dir: Path, backup_id: str | None = None, tools: str 
         chosen = select_backups(root, backup_id=backup_id, tools=tool_list)
         operation = new_operation_id()
         loaded = [load_backup(backup) for backup in chosen]  # every copy checked before the first write
+        ours = frozenset(f.written_sha256 for b in list_backups(root) for f in b.files if f.written_sha256)
         for backup in chosen:
             for item in backup.files:
                 if item.existed:
                     check_config_target(item.path)
         results = [
-            restore_backup(backup, root=root, operation=operation, blobs=blobs) for backup, blobs in zip(chosen, loaded)
+            restore_backup(backup, root=root, operation=operation, blobs=blobs, ours=ours)
+            for backup, blobs in zip(chosen, loaded)
         ]
         # hosts we had added are no longer ours once the old file is back
         marks = read_marks(state_dir)
