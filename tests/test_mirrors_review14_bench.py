@@ -60,3 +60,50 @@ def test_use_fastest_with_only_such_a_mirror_writes_nothing(home, monkeypatch, t
     assert done.returncode == 3, (done.stdout, done.stderr)
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not pip_user_conf(home).exists()
+
+
+class _HangsAfterHeaders:
+    """Answers the project page's headers at once (200, text/html, 5000 bytes announced), sends a
+    few bytes, then nothing: the body never completes."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        stop = self.stop_event = threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", "5000")
+                self.end_headers()
+                self.wfile.write(b"<html><body>")
+                self.wfile.flush()
+                stop.wait(60)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_an_index_page_that_hangs_after_its_headers_is_a_timeout_with_its_latency():
+    """Before: status 'error', 'TimeoutError: timed out', no latency (the read's timeout escaped)."""
+    server = _HangsAfterHeaders()
+    try:
+        report = bench_mirrors([Mirror("hang", pypi=f"{server.url}/simple")], deadline=1.5)
+    finally:
+        server.stop()
+    (only,) = report.results
+    assert only.status is BenchStatus.TIMEOUT, only
+    assert only.latency_s is not None and "cut off at the 1.5s deadline" in only.error
+    assert report.fastest is None

@@ -10,6 +10,7 @@ far), with none as ``timeout``. Unreachable mirrors are reported, never fatal he
 from __future__ import annotations
 
 import hashlib
+import http.client
 import queue
 import re
 import threading
@@ -206,6 +207,11 @@ def measure_mirror(
         return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=exc.cause)
     except NetworkError as exc:
         return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=str(exc))
+    except TimeoutError:  # a body (the project page's) that stopped after its headers
+        return result(BenchStatus.TIMEOUT, probe_url=mirror.probe, latency_s=latency, error=_cut(deadline))
+    except (OSError, http.client.HTTPException) as exc:  # reset or cut mid-body
+        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency,
+                      error=f"the connection broke mid-answer: {exc or type(exc).__name__}")
     finally:
         client.close()
 
