@@ -116,3 +116,27 @@ def test_use_and_restore_wait_for_the_mirror_settings_lock(home, env):
         out, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
     assert "mirrors.cloud.aliyuncs.com" in pip_user_conf(home).read_text()
+
+
+def test_restore_with_no_backup_ever_creates_nothing(home, env):
+    done = run_cli("mirror", "restore", env=env)
+    assert done.returncode == 0 and "nothing to restore" in done.stdout, done.stderr
+    assert not Path(os.environ["PREFETCH_HOME"]).exists()  # no state dir, no lock file made for nothing
+
+
+@needs_root
+def test_a_state_dir_that_cannot_be_written_is_one_line_and_no_config_changes(home, env):
+    import shutil
+    import subprocess
+
+    state = _state()
+    state.mkdir(parents=True)
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(state)]).returncode != 0:
+        pytest.skip("no chattr +i here (root ignores mode bits)")
+    try:
+        done = run_cli("mirror", "use", "tuna", env=env)
+    finally:
+        subprocess.run(["chattr", "-i", str(state)])
+    assert done.returncode == 5 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr and str(state) in done.stderr
+    assert not pip_user_conf(home).exists()

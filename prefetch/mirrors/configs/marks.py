@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from prefetch.errors import LocalFileError
 from prefetch.mirrors.configs.backup import read_state, write_state
 
 MARKS_FILE = "mirror-marks.json"
@@ -26,14 +27,24 @@ def settings_lock(state_dir: Path) -> Iterator[None]:
 
     Raises:
         LockTimeoutError: another run held it for ``LOCK_TIMEOUT`` seconds.
+        LocalFileError: the state dir or the lock file cannot be created or opened.
         UnsafePathError: a link or FIFO at the lock file.
     """
     from prefetch.fs.lock_files import exclusive_file_lock
     from prefetch.fs.safefs import make_dirs
 
-    make_dirs(Path(state_dir))
-    with exclusive_file_lock(Path(state_dir) / LOCK_FILE, timeout=LOCK_TIMEOUT, what="the mirror settings lock"):
+    path = Path(state_dir) / LOCK_FILE
+    try:
+        make_dirs(Path(state_dir))
+        held = exclusive_file_lock(path, timeout=LOCK_TIMEOUT, what="the mirror settings lock")
+        held.__enter__()
+    except OSError as exc:
+        raise LocalFileError(f"cannot lock {path}: {exc.strerror or exc}; check the permissions of"
+                             " prefetch's state dir (PREFETCH_HOME moves it)") from None
+    try:
         yield
+    finally:
+        held.__exit__(None, None, None)
 
 
 def read_marks(state_dir: Path) -> dict:

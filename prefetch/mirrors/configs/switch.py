@@ -350,6 +350,8 @@ def restore_mirror(*, state_dir: Path, backup_id: str | None = None, tools: str 
         LocalFileError: a file cannot be written.
     """
     tool_list = parse_tools(tools)[0] if tools else None
+    if not backups_root(state_dir).is_dir():  # never a backup: nothing to lock, nothing to create
+        select_backups(backups_root(state_dir), backup_id=backup_id, tools=tool_list)  # raises NoBackupError
     with settings_lock(state_dir):  # not while a `use` or another restore reads and writes
         root = backups_root(state_dir)
         chosen = select_backups(root, backup_id=backup_id, tools=tool_list)
