@@ -127,3 +127,14 @@ def test_restoring_an_older_backup_over_a_later_use_is_no_user_edit(home, env):
     assert done.returncode == 0, done.stderr
     assert conf.read_bytes() == original
     assert "warning" not in done.stderr, done.stderr  # bfsu's line was prefetch's, not the user's
+
+
+def test_a_key_added_to_the_pip_conf_use_created_survives_restore(home, env):
+    conf = pip_user_conf(home)
+    assert run_cli("mirror", "use", "tuna", env=env).returncode == 0
+    with conf.open("a") as handle:
+        handle.write("trusted-host = example.org\n")  # under the [global] that `use` wrote
+    done = run_cli("mirror", "restore", env=env)
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    assert conf.read_text() == "[global]\ntrusted-host = example.org\n"
+    assert "global.trusted-host='example.org'" in _pip(env, "config", "list").stdout

@@ -296,9 +296,10 @@ def restore(backup: str | None, tools: str | None, list_only: bool, as_json: boo
                 kept = f", keeping your later edit: {_shown_lines(item.kept)}" if item.kept else ", keeping your later edit"
             click.echo(f"{result.backup.tool}: {item.path} {verb} from backup {result.backup.id}{kept}")
             if item.dropped:
-                warn(f"{item.path} was edited after `mirror use` wrote it ({_shown_lines(item.dropped)}), in the lines"
-                     f" `use` wrote, so it is back as it was before `use` and that edit is gone from it; the edited"
-                     f" file is saved as {item.edited_copy or result.safety_backup.directory}")
+                warn(f"{item.path} was edited after `mirror use` wrote it ({_shown_lines(item.dropped)}) in a way that"
+                     f" cannot be kept apart from prefetch's change, so it is back as it was before `use` and that"
+                     f" edit is gone from it; the edited file is saved as"
+                     f" {item.edited_copy or result.safety_backup.directory}")
         click.echo(f"  (what it replaced is saved as backup {result.safety_backup.id})")
 
 

@@ -151,6 +151,16 @@ def _loads(path: Path, text: str) -> bool:
     return True
 
 
+def _keep_section(written: str, merged: str, path: Path) -> str:
+    """A pip.conf ``use`` created, with the user's keys added under its ``[global]``: the header stays.
+
+    (Taking it away would leave keys before any section, which pip cannot load.)"""
+    first = written.splitlines(keepends=True)[:1]
+    if path.name in ("pip.conf", "pip.ini") and first and first[0].strip() == "[global]":
+        return first[0] + merged
+    return merged
+
+
 def _user_lines(written: bytes, current: bytes) -> tuple[str, ...]:
     """The lines in ``current`` that ``use`` did not write (the user's edit), stripped."""
     new = current.decode("utf-8", "replace").splitlines()
@@ -177,6 +187,8 @@ def _plan_file(
         merged = undo_edit(written.decode("utf-8"), (plain[1] or b"").decode("utf-8"), current.decode("utf-8"))
     except UnicodeDecodeError:
         merged = None
+    if merged is not None and not item.existed and not _loads(Path(item.path), merged):
+        merged = _keep_section(written.decode("utf-8"), merged, Path(item.path))
     if merged is None or not _loads(Path(item.path), merged):
         return (*plain, (), mine)
     if not item.existed and not merged.strip():
