@@ -21,7 +21,7 @@ from mirror_helpers import (
 from prefetch.mirrors.bench import BenchStatus, bench_mirrors, find_probe_link
 from prefetch.mirrors.catalog import Mirror
 
-PAYLOAD = os.urandom(384 * 1024)
+PAYLOAD = b"PK\x03\x04" + os.urandom(384 * 1024)  # a wheel is a zip: its first bytes are checked
 
 
 @pytest.fixture

@@ -290,6 +290,19 @@ def restore(backup: str | None, tools: str | None, list_only: bool, as_json: boo
     for result in results:
         for item in result.files:
             verb = {"restored": "restored", "removed": "removed (did not exist before)",
-                    "absent": "already absent"}[item.action]
-            click.echo(f"{result.backup.tool}: {item.path} {verb} from backup {result.backup.id}")
+                    "absent": "already absent", "merged": "restored"}[item.action]
+            kept = ""
+            if item.action == "merged":
+                kept = f", keeping your later edit: {_shown_lines(item.kept)}" if item.kept else ", keeping your later edit"
+            click.echo(f"{result.backup.tool}: {item.path} {verb} from backup {result.backup.id}{kept}")
+            if item.dropped:
+                warn(f"{item.path} was edited after `mirror use` wrote it ({_shown_lines(item.dropped)}) in a way that"
+                     f" cannot be kept apart from prefetch's change, so it is back as it was before `use` and that"
+                     f" edit is gone from it; the edited file is saved as"
+                     f" {item.edited_copy or result.safety_backup.directory}")
         click.echo(f"  (what it replaced is saved as backup {result.safety_backup.id})")
+
+
+def _shown_lines(lines: tuple[str, ...]) -> str:
+    shown = "; ".join(lines[:3])
+    return shown + (f" and {len(lines) - 3} more line(s)" if len(lines) > 3 else "")

@@ -3,7 +3,8 @@
 Owns:
     catalog.py  built-in ``mirrors.toml`` plus the user's; dataset mirror names
     bench.py    throughput of each mirror on a real package file, in parallel, with a deadline
-    configs/    one writer per tool (pip, uv, conda, hf), backups, ``use``/``restore``
+    configs/    one writer per tool (pip, uv, conda, hf), backups, ``use``/``restore`` (restore.py:
+                a restore keeps what the user edited after ``use``)
 
 May import: ``errors``, ``model``, ``fs``, ``net``, ``ui``, ``cache``, ``store``.
 """

@@ -10,6 +10,7 @@ far), with none as ``timeout``. Unreachable mirrors are reported, never fatal he
 from __future__ import annotations
 
 import hashlib
+import http.client
 import queue
 import re
 import threading
@@ -26,6 +27,7 @@ from prefetch.mirrors.catalog import DEFAULT_BENCH_FILE, DEFAULT_BENCH_PROJECT, 
 
 _HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
 _SHA256 = re.compile(r"sha256=([0-9a-fA-F]{64})$")
+_ZIP_MAGIC = b"PK\x03\x04"  # a wheel's first bytes (a hashless index leaves only this to check)
 _GRACE = 1.0  # seconds past the deadline before an unfinished thread is abandoned
 
 
@@ -187,6 +189,10 @@ def measure_mirror(
         if looks_like_html(bytes(head)):
             return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency,
                           error="a web page instead of the probe file: probably a captive portal or block page")
+        if finished and hasher is None and _is_zip_name(probe) and not bytes(head).startswith(_ZIP_MAGIC):
+            return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency, bytes=received,
+                          error=f"the {received} bytes served as the probe file are not a wheel (no zip header):"
+                                " an error or block page, not the file")
         if finished and hasher is not None and hasher.hexdigest() != digest:
             return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency, bytes=received,
                           error=f"the {received} bytes served as the probe file do not match the index's sha256:"
@@ -201,8 +207,18 @@ def measure_mirror(
         return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=exc.cause)
     except NetworkError as exc:
         return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency, error=str(exc))
+    except TimeoutError:  # a body (the project page's) that stopped after its headers
+        return result(BenchStatus.TIMEOUT, probe_url=mirror.probe, latency_s=latency, error=_cut(deadline))
+    except (OSError, http.client.HTTPException) as exc:  # reset or cut mid-body
+        return result(BenchStatus.ERROR, probe_url=mirror.probe, latency_s=latency,
+                      error=f"the connection broke mid-answer: {exc or type(exc).__name__}")
     finally:
         client.close()
+
+
+def _is_zip_name(url: str) -> bool:
+    """A wheel (or zip) by its name: its first bytes are a zip's, whatever the index lists."""
+    return urlsplit(url).path.lower().endswith((".whl", ".zip"))
 
 
 def _web_page(response) -> bool:

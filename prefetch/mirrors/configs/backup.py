@@ -3,10 +3,11 @@
 A backup is a directory ``<state dir>/backups/<tool>-<UTC stamp>/`` holding
 ``meta.json`` (which files, whether each existed, which mirror, which operation)
 and one blob per file that existed. ``restore`` writes the blobs back byte for
-byte and deletes files that did not exist before. Backups made by one
-``mirror use`` run share an operation id, so a bare ``mirror restore`` undoes that
-whole run; each restore marks its backups restored, so repeating ``restore`` walks
-back through earlier runs.
+byte and deletes files that did not exist before (``restore.py``; a file the user
+edited after ``use`` keeps those edits where they do not touch prefetch's change).
+Backups made by one ``mirror use`` run share an operation id, so a bare ``mirror
+restore`` undoes that whole run; each restore marks its backups restored, so
+repeating ``restore`` walks back through earlier runs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 import json
 import os
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,6 +37,8 @@ class FileBackup:
     existed: bool
     blob: str | None  # file name inside the backup directory when it existed
     sha256: str | None = None  # of the blob (None in backups made before it was recorded)
+    written_sha256: str | None = None  # of what `use` wrote there (None: a pre-restore copy, or older)
+    written_blob: str | None = None  # a copy of what `use` wrote, the base for keeping later edits
 
 
 @dataclass(frozen=True)
@@ -51,23 +54,6 @@ class Backup:
     files: tuple[FileBackup, ...]
     directory: Path
     restored: str | None = None  # when it was restored, if it was
-
-
-@dataclass(frozen=True)
-class RestoredFile:
-    """What a restore did to one file."""
-
-    path: Path
-    action: str  # "restored" or "removed" or "absent"
-
-
-@dataclass(frozen=True)
-class RestoreResult:
-    """One backup put back, and the safety backup made of what it replaced."""
-
-    backup: Backup
-    files: tuple[RestoredFile, ...]
-    safety_backup: Backup
 
 
 def backups_root(state_dir: Path) -> Path:
@@ -176,9 +162,13 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def create_backup(
-    paths: list[Path], *, tool: str, root: Path, mirror: str, operation: str, kind: str = "use"
+    paths: list[Path], *, tool: str, root: Path, mirror: str, operation: str, kind: str = "use",
+    written: dict[Path, bytes] | None = None,
 ) -> Backup:
     """Save the current bytes of ``paths`` (or that they do not exist) under ``root``.
+
+    ``written``: what ``use`` is about to write to each path, kept beside the copy so that a
+    restore can tell (and keep) what the user changed after the write.
 
     Raises:
         LocalFileError: the backup cannot be written.
@@ -198,16 +188,21 @@ def create_backup(
         directory.mkdir(parents=True)
         for index, path in enumerate(paths):
             path = Path(path)
+            new = (written or {}).get(path)
+            mark = {}
+            if new is not None:
+                write_new(directory / f"{index}-{path.name}.written", new, mode=0o666, durable=True)
+                mark = {"written_sha256": hashlib.sha256(new).hexdigest(), "written_blob": f"{index}-{path.name}.written"}
             try:
                 data = path.read_bytes()
             except FileNotFoundError:
-                files.append(FileBackup(path=path, existed=False, blob=None))
+                files.append(FileBackup(path=path, existed=False, blob=None, **mark))
                 continue
             blob = f"{index}-{path.name}"
             # On disk before meta.json and the new config are (both fsynced): after a crash (a VM
             # preempted) the copy is there, not an empty file that restore must refuse.
             write_new(directory / blob, data, mode=0o666, durable=True)
-            files.append(FileBackup(path=path, existed=True, blob=blob, sha256=hashlib.sha256(data).hexdigest()))
+            files.append(FileBackup(path=path, existed=True, blob=blob, sha256=hashlib.sha256(data).hexdigest(), **mark))
     except OSError as exc:
         raise LocalFileError(f"cannot back up to {directory}: {exc.strerror or exc}") from None
     backup = Backup(
@@ -220,7 +215,7 @@ def create_backup(
         files=tuple(files),
         directory=directory,
     )
-    _write_meta(backup)
+    write_meta(backup)
     # The names on disk too, before the new config is: after a crash (a VM preempted) the backup
     # is found under its name, not lost while the config it saved was replaced.
     from prefetch.fs.files import sync_dir
@@ -232,7 +227,7 @@ def create_backup(
     return backup
 
 
-def _write_meta(backup: Backup) -> None:
+def write_meta(backup: Backup) -> None:
     meta = {
         "id": backup.id,
         "tool": backup.tool,
@@ -242,10 +237,46 @@ def _write_meta(backup: Backup) -> None:
         "kind": backup.kind,
         "restored": backup.restored,
         "files": [
-            {"path": str(f.path), "existed": f.existed, "blob": f.blob, "sha256": f.sha256} for f in backup.files
+            {"path": str(f.path), "existed": f.existed, "blob": f.blob, "sha256": f.sha256,
+             "written_sha256": f.written_sha256, "written_blob": f.written_blob}
+            for f in backup.files
         ],
     }
-    write_atomic(backup.directory / META, (json.dumps(meta, indent=2) + "\n").encode())
+    write_state(backup.directory / META, (json.dumps(meta, indent=2) + "\n").encode())
+
+
+def write_state(path: Path, data: bytes) -> None:
+    """Replace one of prefetch's own files (a backup's ``meta.json``, the marks) in one step.
+
+    Unlike a config, it is never a link prefetch made: a link or another account's file there
+    is refused (``UnsafePathError``), never written through.
+
+    Raises:
+        UnsafePathError: a link, non-regular or foreign file at ``path``.
+        LocalFileError: it cannot be written.
+    """
+    from prefetch.fs.files import replace_file
+
+    try:
+        replace_file(Path(path), data, durable=True, checked=True)
+    except OSError as exc:
+        raise LocalFileError(f"cannot write {path}: {exc.strerror or exc}; check its directory's permissions") from None
+
+
+def read_state(path: Path) -> bytes | None:
+    """One of prefetch's own files, or None when absent (``UnsafePathError``: a link, or not ours)."""
+    from prefetch.fs.safefs import read_bytes
+
+    return read_bytes(path, own=True)
+
+
+def unreadable_backups(root: Path) -> list[Path]:
+    """Backup directories whose ``meta.json`` is missing, not JSON, a link or not ours."""
+    try:
+        entries = sorted(Path(root).iterdir())
+    except OSError:
+        return []
+    return [d for d in entries if d.is_dir() and _read_meta(d) is None]
 
 
 def list_backups(root: Path, *, tool: str | None = None) -> list[Backup]:
@@ -264,10 +295,13 @@ def list_backups(root: Path, *, tool: str | None = None) -> list[Backup]:
 
 
 def _read_meta(directory: Path) -> Backup | None:
+    from prefetch.errors import UnsafePathError
+
     try:
-        meta = json.loads((directory / META).read_text(encoding="utf-8"))
+        meta = json.loads((read_state(directory / META) or b"").decode("utf-8"))
         files = tuple(
-            FileBackup(path=Path(f["path"]), existed=bool(f["existed"]), blob=f.get("blob"), sha256=f.get("sha256"))
+            FileBackup(path=Path(f["path"]), existed=bool(f["existed"]), blob=f.get("blob"), sha256=f.get("sha256"),
+                       written_sha256=f.get("written_sha256"), written_blob=f.get("written_blob"))
             for f in meta["files"]
         )
         return Backup(
@@ -281,7 +315,7 @@ def _read_meta(directory: Path) -> Backup | None:
             directory=directory,
             restored=meta.get("restored"),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, UnsafePathError):
         return None
 
 
@@ -316,77 +350,12 @@ def select_backups(root: Path, *, backup_id: str | None = None, tools: list[str]
             chosen.append(match)
         return chosen
     if not candidates:
+        damaged = unreadable_backups(root)
+        hint = (f"; {len(damaged)} backup(s) there cannot be read and were not used (meta.json missing, not JSON,"
+                f" a link or another account's file): {', '.join(str(d) for d in damaged[:3])}" if damaged else "")
         raise NoBackupError(
             f"no backup left to restore in {root}; `prefetch mirror use` makes one before every write"
-            " (`prefetch mirror restore --list` shows restored ones, restorable by name)"
+            f" (`prefetch mirror restore --list` shows restored ones, restorable by name){hint}"
         )
     operation = candidates[0].operation
     return [b for b in candidates if b.operation == operation]
-
-
-def load_backup(backup: Backup) -> dict[Path, bytes]:
-    """Every saved copy in ``backup``, read and checked, before anything is put back.
-
-    Raises:
-        LocalFileError: a copy is missing or unreadable (nothing has been changed).
-        IntegrityError: a copy no longer matches the checksum taken when it was saved.
-    """
-    from prefetch.errors import IntegrityError
-
-    blobs = {}
-    for item in backup.files:
-        if not item.existed:
-            continue
-        try:
-            data = (backup.directory / str(item.blob)).read_bytes()
-        except OSError as exc:
-            raise LocalFileError(
-                f"backup {backup.id} is missing its copy of {item.path}: {exc.strerror or exc};"
-                " nothing was restored (`prefetch mirror restore --list` shows other backups)"
-            ) from None
-        if item.sha256 is not None and hashlib.sha256(data).hexdigest() != item.sha256:
-            raise IntegrityError(
-                f"backup {backup.id}'s copy of {item.path} was changed after it was saved (checksum differs);"
-                " nothing was restored (`prefetch mirror restore --list` shows other backups)"
-            )
-        blobs[Path(item.path)] = data
-    return blobs
-
-
-def restore_backup(
-    backup: Backup, *, root: Path, operation: str, blobs: dict[Path, bytes] | None = None
-) -> RestoreResult:
-    """Put ``backup``'s files back byte for byte; remove files that did not exist.
-
-    Every saved copy is read and checked first (``blobs``: already done by the caller),
-    so a missing or altered copy changes no file. The current files are saved first
-    (kind ``pre-restore``), so a restore can be undone by restoring that backup by name.
-
-    Raises:
-        LocalFileError: a file cannot be written or removed, or a blob is missing.
-        IntegrityError: a blob was altered.
-    """
-    blobs = load_backup(backup) if blobs is None else blobs
-    for item in backup.files:
-        if item.existed:
-            check_config_target(item.path)
-    paths = [f.path for f in backup.files]
-    safety = create_backup(
-        paths, tool=backup.tool, root=root, mirror=backup.mirror, operation=operation, kind="pre-restore"
-    )
-    results = []
-    for item in backup.files:
-        if item.existed:
-            write_atomic(item.path, blobs[Path(item.path)])
-            results.append(RestoredFile(path=item.path, action="restored"))
-        else:
-            try:
-                Path(item.path).unlink()
-                results.append(RestoredFile(path=item.path, action="removed"))
-            except FileNotFoundError:
-                results.append(RestoredFile(path=item.path, action="absent"))
-            except OSError as exc:
-                raise LocalFileError(f"cannot remove {item.path}: {exc.strerror or exc}") from None
-    done = replace(backup, restored=datetime.now(timezone.utc).isoformat())
-    _write_meta(done)
-    return RestoreResult(backup=done, files=tuple(results), safety_backup=safety)

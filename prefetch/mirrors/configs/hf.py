@@ -79,8 +79,9 @@ def render_startup(endpoint: str) -> str:
     return (
         "# Written by `prefetch mirror use --tool hf`; `prefetch mirror restore --tool hf` removes it.\n"
         "# huggingface_hub reads HF_ENDPOINT once, at import: this runs first in every new kernel.\n"
+        "# It wins over an HF_ENDPOINT the platform exports, as the ~/.bashrc block does in shells.\n"
         "import os\n\n"
-        f"os.environ.setdefault(\"HF_ENDPOINT\", {endpoint!r})\n"
+        f"os.environ[\"HF_ENDPOINT\"] = {endpoint!r}\n"
     )
 
 
@@ -114,8 +115,9 @@ def hf_override_warnings(endpoint: str, *, env: Mapping[str, str] | None = None)
     env = os.environ if env is None else env
     if env.get("HF_ENDPOINT") and env["HF_ENDPOINT"] != endpoint:
         return [
-            f"HF_ENDPOINT={env['HF_ENDPOINT']} is set in this environment and wins wherever it is inherited;"
-            " change or unset it where it is set"
+            f"HF_ENDPOINT={env['HF_ENDPOINT']} is set in this environment: new kernels and shells get {endpoint},"
+            f" but this kernel or shell keeps it; run `%env HF_ENDPOINT={endpoint}` in a running kernel (before"
+            " importing huggingface_hub/transformers) or restart it"
         ]
     return []
 
@@ -128,8 +130,11 @@ def read_hf_effective(*, env: Mapping[str, str] | None = None) -> HfEffective:
     try:
         from prefetch.fs.safefs import read_file
 
-        match = re.search(r"HF_ENDPOINT\",\s*'([^']*)'", read_file(path).decode("utf-8", errors="replace"))
-        persisted = match.group(1) if match else None
+        text = read_file(path).decode("utf-8", errors="replace")
+        match = re.search(r"HF_ENDPOINT\"(\]\s*=|,)\s*'([^']*)'", text)
+        persisted = match.group(2) if match else None
+        if match and match.group(1) == "," and env.get("HF_ENDPOINT"):  # an older prefetch's setdefault:
+            persisted = env["HF_ENDPOINT"]  # new kernels that inherit this value keep it
     except (OSError, PrefetchError):  # (absent, or a FIFO there: never read, it would block)
         pass
     source = str(path) if persisted else "huggingface_hub default (HF_ENDPOINT neither set nor persisted)"

@@ -218,10 +218,19 @@ def pip_override_warnings(
         return warnings
     files = pip_config_files(env=env, prefix=prefix, platform=platform)
     paths = [f.path for f in files]
-    if config_file and Path(config_file).exists() and target not in paths:
+    env_text = _read_quietly(Path(config_file)) if config_file and Path(config_file).exists() else None
+    env_index = get_ini_value(env_text, "global", "index-url") if env_text else None
+    env_wins = bool(env_index and env_index.rstrip("/") != index_url.rstrip("/"))
+    unset = "unset PIP_CONFIG_FILE (in a notebook: `import os; os.environ.pop('PIP_CONFIG_FILE')`)"
+    if env_wins:  # one line: read last, it wins over every file (the site and global files too)
+        skipped = f" (and pip skips the user files including {target})" if target not in paths else ""
+        warnings.append(
+            f"PIP_CONFIG_FILE={config_file} sets [global] index-url = {env_index}, which pip uses{skipped}; {unset}"
+        )
+    elif config_file and Path(config_file).exists() and target not in paths:
         warnings.append(
             f"PIP_CONFIG_FILE={config_file} exists, so pip skips the user files including {target};"
-            " unset PIP_CONFIG_FILE or write there with --scope site/global"
+            f" {unset} or write there with --scope site/global"
         )
     seen_target = target not in paths  # an unread target loses to every file that sets index-url
     for item in files:
@@ -232,7 +241,7 @@ def pip_override_warnings(
         if text is None:
             continue
         other = get_ini_value(text, "global", "index-url")
-        if seen_target and other and other.rstrip("/") != index_url.rstrip("/"):
+        if seen_target and other and other.rstrip("/") != index_url.rstrip("/") and item.variant != "env":
             warnings.append(
                 f"{item.path} ({item.variant} file, read after {target} or instead of it) sets"
                 f" [global] index-url = {other}"

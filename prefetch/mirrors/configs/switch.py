@@ -7,7 +7,6 @@ bad ``--tool`` never leaves half the tools switched.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -16,23 +15,21 @@ from typing import Mapping
 
 from prefetch.mirrors.configs.backup import (
     Backup,
-    RestoreResult,
     backups_root,
     check_config_target,
     create_backup,
     list_backups,
-    load_backup,
     new_operation_id,
     read_text_file,
-    restore_backup,
     select_backups,
     write_atomic,
 )
+from prefetch.mirrors.configs.marks import claim_hosts, read_marks, settings_lock, write_marks
+from prefetch.mirrors.configs.restore import RestoreResult, load_backup, restore_backup
 from prefetch.errors import UsageError
 from prefetch.mirrors.catalog import Mirror
 
 TOOLS = ("pip", "uv", "conda", "hf")
-MARKS_FILE = "mirror-marks.json"
 
 
 @dataclass(frozen=True)
@@ -109,7 +106,9 @@ class UseResult:
         if effective is not None and self.mirror.pypi:
             if getattr(effective, "error", None):
                 found.append(f"could not ask pip what it uses: {effective.error}")
-            elif effective.index_url.rstrip("/") != self.mirror.pypi.rstrip("/"):
+            elif effective.index_url.rstrip("/") != self.mirror.pypi.rstrip("/") and not any(
+                effective.index_url in line for line in found  # (said already, with what to do)
+            ):
                 found.append(
                     f"pip still resolves from {effective.index_url} (set by {effective.source});"
                     " see the warnings above, or `prefetch mirror show`"
@@ -134,29 +133,6 @@ def parse_tools(text: str) -> tuple[list[str], bool]:
     return list(dict.fromkeys(names)), True
 
 
-def _read_marks(state_dir: Path) -> dict:
-    try:
-        data = json.loads((Path(state_dir) / MARKS_FILE).read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _claim_hosts(marks: dict, hosts_added: Mapping[str, list[str]]) -> dict:
-    """``marks`` with ``hosts_added`` owned too (what was owned stays: the edit may not happen)."""
-    claimed = dict(marks)
-    for path, hosts in hosts_added.items():
-        owned = list(claimed.get(path, {}).get("hosts", []))
-        more = [h for h in hosts if h not in owned]
-        if more:
-            claimed[path] = {"hosts": owned + more}
-    return claimed
-
-
-def _write_marks(state_dir: Path, marks: dict) -> None:
-    write_atomic(Path(state_dir) / MARKS_FILE, (json.dumps(marks, indent=2, sort_keys=True) + "\n").encode())
-
-
 def _missing(mirror: Mirror, tool: str, catalog_names: list[str]) -> str:
     need = {"pip": "pypi", "uv": "pypi", "conda": "conda", "hf": "hf"}[tool]
     have = ", ".join(catalog_names) or "none"
@@ -175,7 +151,7 @@ def plan_tool(
     cwd: Path | None = None,
 ) -> ToolPlan:
     """Plan one tool's edit (reads files; writes nothing)."""
-    marks = _read_marks(state_dir)
+    marks = read_marks(state_dir)
 
     def owned(path: Path) -> tuple[str, ...]:
         return tuple(marks.get(str(path), {}).get("hosts", []))
@@ -300,53 +276,57 @@ def use_mirror(
         mirror = catalog.get(bench.fastest.name)
     else:
         mirror = catalog.get(name)
-    plans: list[ToolOutcome] = []
-    for tool in tool_list:
-        if tool not in mirror.tools:
-            capable = [m.name for m in catalog.mirrors.values() if tool in m.tools]
-            if explicit:
-                raise UsageError(_missing(mirror, tool, capable))
-            plans.append(ToolOutcome(plan=None, tool=tool, skipped=f"{mirror.name} has no {tool} URL"))
-            continue
-        plan = plan_tool(mirror, tool, scope=scope, env=env, state_dir=state_dir, prefix=prefix)
-        plans.append(ToolOutcome(plan=plan, tool=tool))
-    for outcome in plans:  # refuse another user's or a locked file before the first write (and in a dry run)
-        for write in outcome.plan.writes if outcome.plan else ():
-            if write.changed:
-                check_config_target(write.path)
-    operation = new_operation_id()
-    if dry_run:
-        return UseResult(mirror=mirror, outcomes=tuple(plans), dry_run=True, operation=operation, bench=bench)
-    outcomes = []
-    marks = _read_marks(state_dir)
-    for outcome in plans:
-        plan = outcome.plan
-        if plan is None or not plan.changed:
-            outcomes.append(outcome)
-            continue
-        backup = create_backup(
-            [w.path for w in plan.writes if w.changed],
-            tool=plan.tool,
-            root=backups_root(state_dir),
-            mirror=mirror.name,
-            operation=operation,
-        )
-        # The hosts this edit adds are ours before the file says so: a run killed after the write
-        # (Ctrl-C, a kernel restart) never leaves a trusted host of ours that the next `use` keeps.
-        claimed = _claim_hosts(marks, plan.hosts_added)
-        if claimed != marks:
-            _write_marks(state_dir, claimed)
-        for write in plan.writes:
-            if write.changed:
-                write_atomic(write.path, (write.new or "").encode("utf-8"))
-        for path, hosts in plan.hosts_added.items():
-            if hosts:
-                marks[path] = {"hosts": hosts}
-            else:
-                marks.pop(path, None)
-        outcomes.append(ToolOutcome(plan=plan, tool=plan.tool, backup=backup))
-    if any(o.plan and o.plan.hosts_added for o in outcomes):
-        _write_marks(state_dir, marks)
+    from contextlib import nullcontext
+
+    with nullcontext() if dry_run else settings_lock(state_dir):  # one run at a time reads and writes
+        plans: list[ToolOutcome] = []
+        for tool in tool_list:
+            if tool not in mirror.tools:
+                capable = [m.name for m in catalog.mirrors.values() if tool in m.tools]
+                if explicit:
+                    raise UsageError(_missing(mirror, tool, capable))
+                plans.append(ToolOutcome(plan=None, tool=tool, skipped=f"{mirror.name} has no {tool} URL"))
+                continue
+            plan = plan_tool(mirror, tool, scope=scope, env=env, state_dir=state_dir, prefix=prefix)
+            plans.append(ToolOutcome(plan=plan, tool=tool))
+        for outcome in plans:  # refuse another user's or a locked file before the first write (and in a dry run)
+            for write in outcome.plan.writes if outcome.plan else ():
+                if write.changed:
+                    check_config_target(write.path)
+        operation = new_operation_id()
+        if dry_run:
+            return UseResult(mirror=mirror, outcomes=tuple(plans), dry_run=True, operation=operation, bench=bench)
+        outcomes = []
+        marks = read_marks(state_dir)
+        for outcome in plans:
+            plan = outcome.plan
+            if plan is None or not plan.changed:
+                outcomes.append(outcome)
+                continue
+            backup = create_backup(
+                [w.path for w in plan.writes if w.changed],
+                tool=plan.tool,
+                root=backups_root(state_dir),
+                mirror=mirror.name,
+                operation=operation,
+                written={w.path: (w.new or "").encode("utf-8") for w in plan.writes if w.changed},
+            )
+            # The hosts this edit adds are ours before the file says so: a run killed after the write
+            # (Ctrl-C, a kernel restart) never leaves a trusted host of ours that the next `use` keeps.
+            claimed = claim_hosts(marks, plan.hosts_added)
+            if claimed != marks:
+                write_marks(state_dir, claimed)
+            for write in plan.writes:
+                if write.changed:
+                    write_atomic(write.path, (write.new or "").encode("utf-8"))
+            for path, hosts in plan.hosts_added.items():
+                if hosts:
+                    marks[path] = {"hosts": hosts}
+                else:
+                    marks.pop(path, None)
+            outcomes.append(ToolOutcome(plan=plan, tool=plan.tool, backup=backup))
+        if any(o.plan and o.plan.hosts_added for o in outcomes):
+            write_marks(state_dir, marks)
     pip_effective = None
     if verify_pip and any(o.plan is not None and o.tool == "pip" for o in outcomes):
         from prefetch.mirrors.configs.pip_asked import read_pip_effective
@@ -370,23 +350,28 @@ def restore_mirror(*, state_dir: Path, backup_id: str | None = None, tools: str 
         LocalFileError: a file cannot be written.
     """
     tool_list = parse_tools(tools)[0] if tools else None
-    root = backups_root(state_dir)
-    chosen = select_backups(root, backup_id=backup_id, tools=tool_list)
-    operation = new_operation_id()
-    loaded = [load_backup(backup) for backup in chosen]  # every copy checked before the first write
-    for backup in chosen:
-        for item in backup.files:
-            if item.existed:
-                check_config_target(item.path)
-    results = [
-        restore_backup(backup, root=root, operation=operation, blobs=blobs) for backup, blobs in zip(chosen, loaded)
-    ]
-    # hosts we had added are no longer ours once the old file is back
-    marks = _read_marks(state_dir)
-    touched = {str(f.path) for r in results for f in r.files}
-    if touched & set(marks):
-        _write_marks(state_dir, {k: v for k, v in marks.items() if k not in touched})
-    return results
+    if not backups_root(state_dir).is_dir():  # never a backup: nothing to lock, nothing to create
+        select_backups(backups_root(state_dir), backup_id=backup_id, tools=tool_list)  # raises NoBackupError
+    with settings_lock(state_dir):  # not while a `use` or another restore reads and writes
+        root = backups_root(state_dir)
+        chosen = select_backups(root, backup_id=backup_id, tools=tool_list)
+        operation = new_operation_id()
+        loaded = [load_backup(backup) for backup in chosen]  # every copy checked before the first write
+        ours = frozenset(f.written_sha256 for b in list_backups(root) for f in b.files if f.written_sha256)
+        for backup in chosen:
+            for item in backup.files:
+                if item.existed:
+                    check_config_target(item.path)
+        results = [
+            restore_backup(backup, root=root, operation=operation, blobs=blobs, ours=ours)
+            for backup, blobs in zip(chosen, loaded)
+        ]
+        # hosts we had added are no longer ours once the old file is back
+        marks = read_marks(state_dir)
+        touched = {str(f.path) for r in results for f in r.files}
+        if touched & set(marks):
+            write_marks(state_dir, {k: v for k, v in marks.items() if k not in touched})
+        return results
 
 
 def list_restorable(*, state_dir: Path, tools: str | None = None) -> list[Backup]:

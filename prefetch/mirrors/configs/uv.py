@@ -196,7 +196,9 @@ def _project_index(cwd: Path) -> tuple[str, Path] | None:
             except (OSError, ValueError, LocalFileError):
                 return None
             if name == "pyproject.toml":
-                data = data.get("tool", {}).get("uv", {})
+                data = data.get("tool", {}).get("uv") if isinstance(data.get("tool"), dict) else None
+                if data is None:
+                    continue  # uv skips a pyproject.toml without [tool.uv] and looks further up
             found = _default_index(data)
             return (found, path) if found else None
     return None
