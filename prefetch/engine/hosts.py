@@ -89,8 +89,10 @@ class Host:
     """One host's shared state (see the module docstring); every method is thread-safe."""
 
     def __init__(self, key: str, *, budget: int, long_route: float, client_factory=None,
-                 on_event: EventSink = ignore_event, stop: threading.Event | None = None, shared=None) -> None:
+                 on_event: EventSink = ignore_event, stop: threading.Event | None = None, shared=None,
+                 idle_look=None) -> None:
         self.key = key
+        self._idle_look = idle_look  # Hosts.look_idle: the run's other hosts, looked at from this one's loops
         self.shared = shared  # engine.shared_budget.SharedSlots: the cap shared by the user's processes (None: not)
         self.slot_refused_at = -1.0  # when a lease last found every shared slot taken (monotonic)
         self.budget = max(1, budget)
@@ -149,6 +151,8 @@ class Host:
     # -- connection slots ------------------------------------------------------------
     def try_lease(self) -> bool:
         """Take a connection slot if the cap allows one more now (never waits)."""
+        if self._idle_look is not None:
+            self._idle_look(time.monotonic())  # (the bulk lane's pass: other hosts' idle slots)
         with self._lock:
             if self.leased >= self._cap_now():
                 return False
@@ -245,6 +249,8 @@ class Host:
         sooner and by more after raises that held: ``engine/recovery.py``): a passing storm of
         503s does not hold the host's files to a low count for the rest of the run; a real cap
         refuses the extra connection and comes back."""
+        if self._idle_look is not None:
+            self._idle_look(now)  # (a host this run is done with may hold slots another process waits for)
         if self.shared is not None and now >= self.shared.next_look:
             with self._lock:
                 self.shared.look(now)  # (every LOOK seconds: does another process wait for a slot?)
@@ -262,6 +268,25 @@ class Host:
         if raised is not None:
             self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key}: no refusal for {quiet:.3g}s; "
                              f"trying {raised} connections to it"))
+
+    def make_room(self) -> None:
+        """No file of this host is running and another process waits for its first connection
+        to it: the warm connections beyond one are closed and their slots given back (they were
+        kept for a next file of the host; without this a job that moved on to another host held
+        them, and the other process waited, until its whole run ended)."""
+        with self._lock:
+            if (self.shared is None or self.transfers or self.leased or self.lent or self.warm < 2
+                    or not self.shared.someone_waits()):
+                return
+            closing = []
+            for clients in self._idle.values():
+                while clients and self.warm - len(closing) > 1:
+                    closing.append(clients.pop())
+            self.warm -= len(closing)
+        for client in closing:
+            client.close()
+        with self._lock:
+            self._fit_shared()  # (after the close: a slot never outlives its connection)
 
     # -- warm clients ----------------------------------------------------------------
     def lender(self, factory=None):
@@ -338,6 +363,7 @@ class Hosts:
         self.on_event = on_event
         self._lock = threading.Lock()
         self._hosts: dict[str, Host] = {}
+        self._idle_at = 0.0  # when the hosts no file runs to were last looked at (monotonic)
 
     def host_for(self, url: str) -> Host:
         key = host_key(url)
@@ -346,8 +372,24 @@ class Hosts:
             if host is None:
                 host = self._hosts[key] = Host(key, budget=self.budget, long_route=self.long_route,
                                                client_factory=self.client_factory, on_event=self.on_event,
-                                               stop=self.stop, shared=self._shared(key))
+                                               stop=self.stop, shared=self._shared(key),
+                                               idle_look=self.look_idle if self.slots_dir is not None else None)
             return host
+
+    def look_idle(self, now: float) -> None:
+        """Every ``LOOK`` seconds (from any host's loops): each host of the run with slots kept for
+        warm connections and no file running makes room for another process that waits (:meth:`Host.make_room`)."""
+        if now < self._idle_at:
+            return
+        from prefetch.engine.shared_budget import LOOK
+
+        with self._lock:
+            if now < self._idle_at:
+                return
+            self._idle_at = now + LOOK
+            hosts = list(self._hosts.values())
+        for host in hosts:
+            host.make_room()
 
     def _shared(self, key: str):
         if self.slots_dir is None:

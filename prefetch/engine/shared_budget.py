@@ -25,6 +25,9 @@ the next file) holds one slot, a one-byte open-file-description lock.
   (``engine/ahead.py``). When every slot is some
   process's only connection (more processes than the cap), the newcomer opens its one
   connection without a slot, over the cap, and takes a slot as soon as one is free.
+* **Warm connections of a host no file of the process runs to** (a job that moved on to
+  another host) give their slots back, all but one, when another process waits
+  (``Host.make_room``, looked at from any of the run's loops every ``LOOK`` seconds).
 * The cap is the process's ``host_connections`` (slots ``[0, cap)``). A 429/503 lowers the
   cap of the process that met it only (``Host.refused``): a lowered cap is not shared.
 
@@ -134,6 +137,10 @@ class SharedSlots:
             self.yield_to, self.shed_at = len(self.held) - 1, now
         else:
             self.yield_to = None
+
+    def someone_waits(self) -> bool:
+        """Whether another process waits for its first connection to the host now (one ``fcntl``)."""
+        return not self.closed and self.file.marked(WAITING)
 
     def close(self) -> None:
         """Every slot and mark goes (the run is over)."""
