@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -56,3 +57,44 @@ def test_warm_connections_of_a_host_done_with_make_room_for_another_process(home
                     proc.kill()
                     proc.communicate()
     assert (tmp_path / "z.bin").read_bytes() == z_data
+
+
+def test_a_job_waiting_for_its_first_slot_shows_waiting_in_status(home, tmp_path):
+    """Other processes hold every slot of the host and extra connections (here the test, which
+    never makes room): a ``get -b`` job waits for its first connection and `prefetch status`
+    says "waiting" (it said "pending", as for a job not started yet); once the slots are free it
+    downloads."""
+    from prefetch.fs.slots import EXTRAS, SlotFile, slot_file_name
+    from tests.test_jobs import job_id_from
+
+    (tmp_path / "root").mkdir()
+    data = os.urandom(1 * MiB)
+    (tmp_path / "root" / "w.bin").write_bytes(data)
+    with NginxServer(tmp_path / "root") as server:
+        slots = home / ".prefetch" / "state" / "slots"
+        slots.mkdir(parents=True)
+        holder = SlotFile(os.open(slots / slot_file_name(f"http://127.0.0.1:{server.port}"),
+                                  os.O_RDWR | os.O_CREAT, 0o600))
+        try:
+            for index in range(CAP):
+                assert holder.take(cap=CAP, skip=range(index)) == index
+            holder.mark(EXTRAS, True)
+            launch = start_cli("get", server.url_for("w.bin"), "-o", str(tmp_path / "w.bin"), "--host-connections",
+                               str(CAP), "-b", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            job = job_id_from(launch.communicate(timeout=60)[0])
+            deadline = time.monotonic() + 60
+            while True:
+                shown = subprocess.run([sys.executable, "-m", "prefetch", "--plain", "status", job],
+                                       capture_output=True, text=True).stdout
+                row = [line for line in shown.splitlines() if line.startswith(job)]
+                if row and " waiting " in row[0]:
+                    break
+                assert time.monotonic() < deadline, shown
+                time.sleep(0.2)
+            assert not server.requests()  # (nothing sent while it waits)
+        finally:
+            holder.close()
+        done = subprocess.run([sys.executable, "-m", "prefetch", "wait", job], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+    assert (tmp_path / "w.bin").read_bytes() == data

@@ -166,6 +166,12 @@ class Host:
             self.peak = max(self.peak, self.leased)
             return True
 
+    def first_wait(self, now: float) -> float:
+        """Seconds this process has waited for its first connection to the host, the user's other
+        processes holding every slot (0: it does not wait)."""
+        shared = self.shared
+        return now - shared.waiting_since if shared is not None and shared.waiting else 0.0
+
     def release(self) -> None:
         """A worker that held a slot has ended."""
         with self._lock:

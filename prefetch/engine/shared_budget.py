@@ -59,6 +59,7 @@ class SharedSlots:
         self.held: list[int] = []  # slot indices this process holds (one per connection it may have open)
         self.bare = False  # the process's one connection has no slot (every slot was someone's only one)
         self.waiting = False  # WAITING is held: no connection yet, others asked to make room
+        self.waiting_since = 0.0  # when this wait for a first connection began (monotonic)
         self.extras = False  # EXTRAS is held: more than one slot here
         self.yield_to: int | None = None  # others wait: keep at most this many connections
         self.others_wait = False  # another process waited for its first connection at the last look
@@ -99,6 +100,8 @@ class SharedSlots:
             return False
         # No slot for the first connection: ask the holders of extra ones to make room, and
         # wait while there are any; else (every slot is someone's only one) go over the cap.
+        if not self.waiting:
+            self.waiting_since = now
         self._mark_waiting(True)
         if self.file.marked(EXTRAS):
             return False
