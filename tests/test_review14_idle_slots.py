@@ -98,3 +98,47 @@ def test_a_job_waiting_for_its_first_slot_shows_waiting_in_status(home, tmp_path
                               timeout=120)
         assert done.returncode == 0, (done.stdout, done.stderr)
     assert (tmp_path / "w.bin").read_bytes() == data
+
+
+def test_a_job_busy_after_its_download_makes_room_for_another_process(home, tmp_path):
+    """Job A downloaded x.bin from X on several connections and is now busy with something
+    else (here the jobs' test hook pauses it at the file's ``done``, as extracting or hashing
+    would keep it; no transfer loop runs): job B's get from X must not wait for A's run to end."""
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "x.bin").write_bytes(os.urandom(8 * MiB))
+    (tmp_path / "x" / "z.bin").write_bytes(z_data := os.urandom(256 << 10))
+    env = dict(os.environ, PREFETCH_MIN_SPLIT=str(256 << 10), PREFETCH_TEST_PAUSE_AT="done",
+               PREFETCH_TEST_PAUSE_SECONDS="120")
+    from tests.test_jobs import job_id_from, record
+
+    with NginxServer(tmp_path / "x", limit_rate="512k") as x:
+        launch = start_cli("get", x.url_for("x.bin"), "-o", str(tmp_path / "x.bin"), "--host-connections", str(CAP),
+                           "-b", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        job = job_id_from(launch.communicate(timeout=60)[0])
+        pid = record(job).pid
+        b = None
+        try:
+            log = home / ".prefetch" / "state" / "jobs" / f"{job}.log"
+            deadline = time.monotonic() + 60
+            while "test hook: pausing" not in (log.read_text() if log.exists() else ""):
+                assert time.monotonic() < deadline, log.read_text() if log.exists() else "no log"
+                time.sleep(0.05)
+            from prefetch.fs.slots import SlotFile, slot_file_name
+
+            slots = home / ".prefetch" / "state" / "slots" / slot_file_name(f"http://127.0.0.1:{x.port}")
+            watcher = SlotFile(os.open(slots, os.O_RDWR))
+            try:
+                assert sum(watcher.marked(i) for i in range(CAP)) >= 2  # (its warm connections' slots)
+            finally:
+                watcher.close()
+            b = start_cli("get", x.url_for("z.bin"), "-o", str(tmp_path / "z.bin"), "--host-connections",
+                          str(CAP), "-q", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            out, err = b.communicate(timeout=60)  # (it waited the pause's 120 s)
+            assert b.returncode == 0, (out, err)
+            assert os.path.exists(f"/proc/{pid}")  # (A is still paused)
+        finally:
+            if b is not None and b.poll() is None:
+                b.kill()
+                b.communicate()
+            os.kill(pid, 9)
+    assert (tmp_path / "z.bin").read_bytes() == z_data

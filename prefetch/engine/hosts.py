@@ -36,6 +36,7 @@ import time
 from urllib.parse import urlsplit
 
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
+from prefetch.engine.idle_slots import watch_idle
 from prefetch.engine.pooled import PooledClient
 from prefetch.engine.recovery import CapRecovery
 from prefetch.engine.schedule import RouteJudge
@@ -89,10 +90,8 @@ class Host:
     """One host's shared state (see the module docstring); every method is thread-safe."""
 
     def __init__(self, key: str, *, budget: int, long_route: float, client_factory=None,
-                 on_event: EventSink = ignore_event, stop: threading.Event | None = None, shared=None,
-                 idle_look=None) -> None:
+                 on_event: EventSink = ignore_event, stop: threading.Event | None = None, shared=None) -> None:
         self.key = key
-        self._idle_look = idle_look  # Hosts.look_idle: the run's other hosts, looked at from this one's loops
         self.shared = shared  # engine.shared_budget.SharedSlots: the cap shared by the user's processes (None: not)
         self.slot_refused_at = -1.0  # when a lease last found every shared slot taken (monotonic)
         self.budget = max(1, budget)
@@ -123,6 +122,7 @@ class Host:
         self.bulk = True
         self._idle: dict = {}  # client factory -> warm clients
         self.warm = 0  # clients in _idle
+        self.watching = False  # a thread looks whether another process waits for this idle host's slots
 
     # -- transfers and their share --------------------------------------------------
     def join(self) -> None:
@@ -132,6 +132,17 @@ class Host:
     def leave(self) -> None:
         with self._lock:
             self.transfers = max(0, self.transfers - 1)
+            watch = self._idle_slots()
+        if watch:
+            watch_idle(self)
+
+    def _idle_slots(self) -> bool:
+        """Whether warm connections hold slots of the host while no file of it runs, and no thread
+        watches them yet (``engine/idle_slots.py``); then one is to watch them (lock held)."""
+        if self.shared is None or self.transfers or self.warm < 2 or self.watching:
+            return False
+        self.watching = True
+        return True
 
     def share(self) -> int:
         """Connections one transfer may run now: the cap split evenly between the running transfers."""
@@ -151,8 +162,6 @@ class Host:
     # -- connection slots ------------------------------------------------------------
     def try_lease(self) -> bool:
         """Take a connection slot if the cap allows one more now (never waits)."""
-        if self._idle_look is not None:
-            self._idle_look(time.monotonic())  # (the bulk lane's pass: other hosts' idle slots)
         with self._lock:
             if self.leased >= self._cap_now():
                 return False
@@ -255,8 +264,6 @@ class Host:
         sooner and by more after raises that held: ``engine/recovery.py``): a passing storm of
         503s does not hold the host's files to a low count for the rest of the run; a real cap
         refuses the extra connection and comes back."""
-        if self._idle_look is not None:
-            self._idle_look(now)  # (a host this run is done with may hold slots another process waits for)
         if self.shared is not None and now >= self.shared.next_look:
             with self._lock:
                 self.shared.look(now)  # (every LOOK seconds: does another process wait for a slot?)
@@ -274,25 +281,6 @@ class Host:
         if raised is not None:
             self._emit(Event(EventKind.NOTE, self.key, message=f"{self.key}: no refusal for {quiet:.3g}s; "
                              f"trying {raised} connections to it"))
-
-    def make_room(self) -> None:
-        """No file of this host is running and another process waits for its first connection
-        to it: the warm connections beyond one are closed and their slots given back (they were
-        kept for a next file of the host; without this a job that moved on to another host held
-        them, and the other process waited, until its whole run ended)."""
-        with self._lock:
-            if (self.shared is None or self.transfers or self.leased or self.lent or self.warm < 2
-                    or not self.shared.someone_waits()):
-                return
-            closing = []
-            for clients in self._idle.values():
-                while clients and self.warm - len(closing) > 1:
-                    closing.append(clients.pop())
-            self.warm -= len(closing)
-        for client in closing:
-            client.close()
-        with self._lock:
-            self._fit_shared()  # (after the close: a slot never outlives its connection)
 
     # -- warm clients ----------------------------------------------------------------
     def lender(self, factory=None):
@@ -333,6 +321,9 @@ class Host:
             if keep:
                 self._idle.setdefault(key, []).append(client)
                 self.warm += 1
+            watch = keep and self._idle_slots()
+        if watch:
+            watch_idle(self)  # (the bulk lane's clients come back with no transfer running)
         if not keep:
             client.close()
             if self.shared is not None:
@@ -369,7 +360,6 @@ class Hosts:
         self.on_event = on_event
         self._lock = threading.Lock()
         self._hosts: dict[str, Host] = {}
-        self._idle_at = 0.0  # when the hosts no file runs to were last looked at (monotonic)
 
     def host_for(self, url: str) -> Host:
         key = host_key(url)
@@ -378,24 +368,8 @@ class Hosts:
             if host is None:
                 host = self._hosts[key] = Host(key, budget=self.budget, long_route=self.long_route,
                                                client_factory=self.client_factory, on_event=self.on_event,
-                                               stop=self.stop, shared=self._shared(key),
-                                               idle_look=self.look_idle if self.slots_dir is not None else None)
+                                               stop=self.stop, shared=self._shared(key))
             return host
-
-    def look_idle(self, now: float) -> None:
-        """Every ``LOOK`` seconds (from any host's loops): each host of the run with slots kept for
-        warm connections and no file running makes room for another process that waits (:meth:`Host.make_room`)."""
-        if now < self._idle_at:
-            return
-        from prefetch.engine.shared_budget import LOOK
-
-        with self._lock:
-            if now < self._idle_at:
-                return
-            self._idle_at = now + LOOK
-            hosts = list(self._hosts.values())
-        for host in hosts:
-            host.make_room()
 
     def _shared(self, key: str):
         if self.slots_dir is None:

@@ -27,7 +27,7 @@ the next file) holds one slot, a one-byte open-file-description lock.
   connection without a slot, over the cap, and takes a slot as soon as one is free.
 * **Warm connections of a host no file of the process runs to** (a job that moved on to
   another host) give their slots back, all but one, when another process waits
-  (``Host.make_room``, looked at from any of the run's loops every ``LOOK`` seconds).
+  (``engine/idle_slots.py``: a thread looks every ``LOOK`` seconds while the host is idle).
 * The cap is the process's ``host_connections`` (slots ``[0, cap)``). A 429/503 lowers the
   cap of the process that met it only (``Host.refused``): a lowered cap is not shared.
 
