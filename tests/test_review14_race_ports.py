@@ -37,3 +37,21 @@ def test_the_address_that_answered_goes_first_on_another_port_too(tmp_path):
     other_port = nginx.port + 1
     order = [entry[4][0] for entry in _in_turn(where, _entries(where, other_port))]
     assert order == ["127.0.0.1", "127.0.0.2"], order
+
+
+@LOOPBACKS
+def test_a_name_of_several_that_does_not_resolve_leaves_the_others(tmp_path):
+    """``PREFETCH_RESOLVE=host=A|B`` where A is a name that does not resolve (here one the
+    resolver refuses outright, an empty label): B is connected to; before, the whole connect
+    failed with A's lookup error."""
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "f.bin").write_bytes(os.urandom(1024))
+    with NginxServer(www) as nginx:
+        sock = connect_watched("bad..name|127.0.0.1", nginx.port, 30.0)
+        try:
+            assert sock.getpeername() == ("127.0.0.1", nginx.port)
+        finally:
+            sock.close()
+        with pytest.raises(UnicodeError):
+            connect_watched("bad..name", nginx.port, 30.0)  # (alone, its own error as before)

@@ -137,9 +137,15 @@ def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int
         socket.gaierror, socket.timeout, OSError: the socket's own.
     """
     found = []
+    failed: Exception | None = None
     for name in where.split("|"):
-        found += socket.getaddrinfo(idna_free(name.strip("[]")), port, gai_family() if family is None else family,
-                                    socket.SOCK_STREAM)
+        try:
+            found += socket.getaddrinfo(idna_free(name.strip("[]")), port, gai_family() if family is None else family,
+                                        socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:  # (one name of several: the others still race)
+            failed = exc
+    if not found and failed is not None:
+        raise failed
     if len(found) > 1:
         return _race(where, _in_turn(where, found), timeout, options, source_address)
     me = threading.get_ident()
