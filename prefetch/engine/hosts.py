@@ -36,7 +36,7 @@ import time
 from urllib.parse import urlsplit
 
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
-from prefetch.engine.idle_slots import watch_idle
+from prefetch.engine.idle_slots import watch_due, watch_idle
 from prefetch.engine.pooled import PooledClient
 from prefetch.engine.recovery import CapRecovery
 from prefetch.engine.schedule import RouteJudge
@@ -132,17 +132,9 @@ class Host:
     def leave(self) -> None:
         with self._lock:
             self.transfers = max(0, self.transfers - 1)
-            watch = self._idle_slots()
+            watch = watch_due(self)
         if watch:
             watch_idle(self)
-
-    def _idle_slots(self) -> bool:
-        """Whether warm connections hold slots of the host while no file of it runs, and no thread
-        watches them yet (``engine/idle_slots.py``); then one is to watch them (lock held)."""
-        if self.shared is None or self.transfers or self.warm < 2 or self.watching:
-            return False
-        self.watching = True
-        return True
 
     def share(self) -> int:
         """Connections one transfer may run now: the cap split evenly between the running transfers."""
@@ -176,10 +168,8 @@ class Host:
             return True
 
     def first_wait(self, now: float) -> float:
-        """Seconds this process has waited for its first connection to the host, the user's other
-        processes holding every slot (0: it does not wait)."""
-        shared = self.shared
-        return now - shared.waiting_since if shared is not None and shared.waiting else 0.0
+        """Seconds this process has waited for its first connection (others hold every slot)."""
+        return now - self.shared.waiting_since if self.shared is not None and self.shared.waiting else 0.0
 
     def release(self) -> None:
         """A worker that held a slot has ended."""
@@ -321,7 +311,7 @@ class Host:
             if keep:
                 self._idle.setdefault(key, []).append(client)
                 self.warm += 1
-            watch = keep and self._idle_slots()
+            watch = keep and watch_due(self)
         if watch:
             watch_idle(self)  # (the bulk lane's clients come back with no transfer running)
         if not keep:

@@ -19,6 +19,15 @@ from __future__ import annotations
 import threading
 
 
+def watch_due(host) -> bool:
+    """Whether warm connections hold ``host``'s slots while no file of it runs and no thread
+    watches them yet; then one is to (``host.watching`` is set). Called with the host's lock held."""
+    if host.shared is None or host.transfers or host.warm < 2 or host.watching:
+        return False
+    host.watching = True
+    return True
+
+
 def watch_idle(host) -> None:
     """Start the thread that watches ``host``'s idle slots (``host.watching`` is set already)."""
     threading.Thread(target=_watch, args=(host,), name="prefetch-idle-slots", daemon=True).start()
