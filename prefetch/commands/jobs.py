@@ -275,7 +275,10 @@ def cancel(job, timeout):
         click.echo(f"{job} is not running ({before.state}); nothing to cancel")
         return 0
     record = lib.cancel_job(job, timeout=timeout)
-    click.echo(f"{job} {record.state}; continue with `prefetch resume {job}`")
+    if record.state == "done":  # (it ended while the cancel reached it: nothing is left to resume)
+        click.echo(f"{job} done: it finished before the cancel reached it; its files are in place")
+    else:
+        click.echo(f"{job} {record.state}; continue with `prefetch resume {job}`")
     return 0
 
 

@@ -36,6 +36,7 @@ import time
 from urllib.parse import urlsplit
 
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
+from prefetch.engine.idle_slots import watch_due, watch_idle
 from prefetch.engine.pooled import PooledClient
 from prefetch.engine.recovery import CapRecovery
 from prefetch.engine.schedule import RouteJudge
@@ -121,6 +122,7 @@ class Host:
         self.bulk = True
         self._idle: dict = {}  # client factory -> warm clients
         self.warm = 0  # clients in _idle
+        self.watching = False  # a thread looks whether another process waits for this idle host's slots
 
     # -- transfers and their share --------------------------------------------------
     def join(self) -> None:
@@ -130,6 +132,9 @@ class Host:
     def leave(self) -> None:
         with self._lock:
             self.transfers = max(0, self.transfers - 1)
+            watch = watch_due(self)
+        if watch:
+            watch_idle(self)
 
     def share(self) -> int:
         """Connections one transfer may run now: the cap split evenly between the running transfers."""
@@ -161,6 +166,10 @@ class Host:
             self.leased += 1
             self.peak = max(self.peak, self.leased)
             return True
+
+    def first_wait(self, now: float) -> float:
+        """Seconds this process has waited for its first connection (others hold every slot)."""
+        return now - self.shared.waiting_since if self.shared is not None and self.shared.waiting else 0.0
 
     def release(self) -> None:
         """A worker that held a slot has ended."""
@@ -302,6 +311,9 @@ class Host:
             if keep:
                 self._idle.setdefault(key, []).append(client)
                 self.warm += 1
+            watch = keep and watch_due(self)
+        if watch:
+            watch_idle(self)  # (the bulk lane's clients come back with no transfer running)
         if not keep:
             client.close()
             if self.shared is not None:

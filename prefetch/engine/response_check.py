@@ -204,22 +204,27 @@ def _stored_gzip(resp, name: str, encoding: str, start: int) -> bool:
     Only for a file whose name or Content-Type says gzip; then a server that compresses on
     the fly all the same (although asked for ``identity``) is told apart by the bytes: from
     the file's start, the body must be gzip whose first bytes do not decompress to a gzip
-    header again (a gzip of the ``.gz``); from its middle, it must not open with a gzip
-    header (a gzip of the range), and a 206's Content-Length must be its range's length.
+    header again (a gzip of the ``.gz``); from its middle, a 206's Content-Length must be its
+    range's length, and without one the body must not open with a gzip header (a gzip of the
+    range). (A range whose stated length is its own is the stored bytes even when they open
+    with a gzip header: a file of many gzip members, bgzip's or a WARC's, has one at every
+    member, and such a range was refused at every try: exit 3.)
     """
     if encoding not in ("gzip", "x-gzip"):
         return False
     content_type = (resp.headers.get("Content-Type") or "").split(";")[0].strip().lower()
     if not (name.lower().endswith(_GZIP_NAMES) or content_type in _GZIP_TYPES):
         return False
+    exact = False  # a 206 whose Content-Length is its range's: the length known before a byte was sent
     if resp.status == 206:
         match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
         length = resp.headers.get("Content-Length", "")
         if not match or (length.isdigit() and int(length) != int(match.group(2)) - int(match.group(1)) + 1):
             return False
+        exact = length.isdigit()
     head = resp.peek(SNIFF_BYTES)
-    if start > 0:
-        return head[:3] != _GZIP_MAGIC + b"\x08"
+    if start > 0:  # (a gzip header where the range begins is a member's in a multi-member file: BGZF, WARC)
+        return exact or head[:3] != _GZIP_MAGIC + b"\x08"
     if head[:2] != _GZIP_MAGIC:
         return False
     import zlib

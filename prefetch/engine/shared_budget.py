@@ -25,6 +25,9 @@ the next file) holds one slot, a one-byte open-file-description lock.
   (``engine/ahead.py``). When every slot is some
   process's only connection (more processes than the cap), the newcomer opens its one
   connection without a slot, over the cap, and takes a slot as soon as one is free.
+* **Warm connections of a host no file of the process runs to** (a job that moved on to
+  another host) give their slots back, all but one, when another process waits
+  (``engine/idle_slots.py``: a thread looks every ``LOOK`` seconds while the host is idle).
 * The cap is the process's ``host_connections`` (slots ``[0, cap)``). A 429/503 lowers the
   cap of the process that met it only (``Host.refused``): a lowered cap is not shared.
 
@@ -56,6 +59,7 @@ class SharedSlots:
         self.held: list[int] = []  # slot indices this process holds (one per connection it may have open)
         self.bare = False  # the process's one connection has no slot (every slot was someone's only one)
         self.waiting = False  # WAITING is held: no connection yet, others asked to make room
+        self.waiting_since = 0.0  # when this wait for a first connection began (monotonic)
         self.extras = False  # EXTRAS is held: more than one slot here
         self.yield_to: int | None = None  # others wait: keep at most this many connections
         self.others_wait = False  # another process waited for its first connection at the last look
@@ -96,6 +100,8 @@ class SharedSlots:
             return False
         # No slot for the first connection: ask the holders of extra ones to make room, and
         # wait while there are any; else (every slot is someone's only one) go over the cap.
+        if not self.waiting:
+            self.waiting_since = now
         self._mark_waiting(True)
         if self.file.marked(EXTRAS):
             return False
@@ -134,6 +140,10 @@ class SharedSlots:
             self.yield_to, self.shed_at = len(self.held) - 1, now
         else:
             self.yield_to = None
+
+    def someone_waits(self) -> bool:
+        """Whether another process waits for its first connection to the host now (one ``fcntl``)."""
+        return not self.closed and self.file.marked(WAITING)
 
     def close(self) -> None:
         """Every slot and mark goes (the run is over)."""

@@ -50,7 +50,7 @@ class Source:
     revive_at: float | None = None  # monotonic time a source dropped as unreachable is tried again
     served: RangeSet = field(default_factory=RangeSet)  # bytes it gave us (to distrust on a drop)
     seen: set = field(default_factory=set)  # every (ETag, Last-Modified) it answered with (kept over restarts)
-    replicas: bool = False  # its validators differ from one copy to the next: not compared any more
+    replicas: bool = False  # its validators differ from one copy to the next (a pool of servers)
 
     def validator_headers(self) -> dict[str, str]:
         """``If-Range`` with the strong ETag, else Last-Modified, for a resumed request."""
@@ -62,9 +62,8 @@ class Source:
         return {k: v for k, v in (("etag", self.etag), ("last_modified", self.last_modified)) if v}
 
     def differs(self, etag: str | None, last_modified: str | None) -> bool:
-        """An answer's validator contradicts the one we hold."""
-        if self.replicas:
-            return False
+        """An answer's validator contradicts the one we hold (a pool's copies too: whether that is
+        a change is :meth:`replica_change`'s and the hash's to say)."""
         if self.etag and etag:
             return self.etag != etag
         if self.last_modified and last_modified:
@@ -74,8 +73,9 @@ class Source:
     def replica_change(self, etag: str | None, last_modified: str | None) -> bool:
         """Whether validators that differ from ours were seen before from this source: a pool of
         servers whose copies answer the same file with their own (an ETag from an inode or an
-        mtime, each copy's Last-Modified), not a changed file. It is then marked (``replicas``)
-        and its validators are not compared again; a first change is taken as a change."""
+        mtime, each copy's Last-Modified), not a changed file. It is then marked (``replicas``);
+        a first change is taken as a change. (Without the hash each such answer still means one
+        stream from 0: the mark never lets pieces of two copies through unchecked.)"""
         key = (etag, last_modified)
         if key in self.seen:
             self.replicas = True

@@ -45,6 +45,7 @@ _STOP_GRACE = 0.8  # seconds a stop waits for workers before returning (they can
 _HASH_THREAD_AFTER = 4 << 20  # bytes of contiguous prefix before the hash follows in its own thread
 _RATE_STEP = 0.05  # seconds between looks at the sources' rates (cheap: a few sources)
 _STRAGGLER = 1.0  # seconds: a connection this far from the end of its answer may have it split
+SAY_WAIT = 1.0  # seconds a wait for the first connection (other processes hold the slots) goes unsaid
 
 
 def download_to_part(
@@ -125,6 +126,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                  host=None, size_hint=None):
         self.urls = list(urls)
         self.host = host  # prefetch.engine.hosts.Host: the connection budget and route shared with other files
+        self.said_wait = False  # the wait for a first connection was said (a NOTE: "waiting for ...")
         self.part = part
         self.state_file = state_file
         self.algorithm = algorithm
@@ -315,6 +317,10 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                         break
                     parked = self.ahead.waiting > 0  # a connection opened ahead holds its slot already
                     if not parked and self.host is not None and not self.host.try_lease():
+                        if not alive and not self.said_wait and self.host.first_wait(now) >= SAY_WAIT:
+                            self.said_wait = True  # (`prefetch status` shows the job "waiting")
+                            self.note(f"waiting for a connection to {self.host.key}: your other prefetch "
+                                      "processes hold all its slots (they make room after a request)")
                         break  # the host's connections are all in use: look again on the next pass
                     if self.host is not None and not next_id:
                         self.retries.progress()  # waiting for a slot is not time without bytes (no worker yet)

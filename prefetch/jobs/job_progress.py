@@ -180,11 +180,13 @@ class JobProgress:
             if f is not None:
                 kind = event.kind
                 if kind in (EventKind.START, EventKind.PROGRESS):
-                    f.state = "downloading"
+                    if not (kind is EventKind.PROGRESS and f.state == "waiting" and event.done <= f.bytes):
+                        f.state = "downloading"  # (a transfer waiting for its first connection reports too)
                     f.bytes, f.total = event.done, event.total
                     f.rate, f.eta = event.rate, event.eta
                 elif kind is EventKind.NOTE and event.message.startswith("waiting for"):
                     f.state = "waiting"
+                    f.bytes = max(f.bytes or 0, event.done)
                 elif kind is EventKind.VERIFY:
                     f.state = "verified"
                     f.bytes, f.total, f.rate, f.eta = event.done, event.total, 0.0, None

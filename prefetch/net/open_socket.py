@@ -137,9 +137,15 @@ def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int
         socket.gaierror, socket.timeout, OSError: the socket's own.
     """
     found = []
+    failed: Exception | None = None
     for name in where.split("|"):
-        found += socket.getaddrinfo(idna_free(name.strip("[]")), port, gai_family() if family is None else family,
-                                    socket.SOCK_STREAM)
+        try:
+            found += socket.getaddrinfo(idna_free(name.strip("[]")), port, gai_family() if family is None else family,
+                                        socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:  # (one name of several: the others still race)
+            failed = exc
+    if not found and failed is not None:
+        raise failed
     if len(found) > 1:
         return _race(where, _in_turn(where, found), timeout, options, source_address)
     me = threading.get_ident()
@@ -165,7 +171,7 @@ def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int
 
 
 NEXT_ADDRESS_AFTER = 0.25  # RFC 8305's Connection Attempt Delay
-_answered: dict = {}  # where -> the address that connected last (tried first next time)
+_answered: dict = {}  # where -> the IP that connected last (tried first next time, on any port)
 
 
 def _in_turn(where: str, found: list) -> list:
@@ -181,7 +187,7 @@ def _in_turn(where: str, found: list) -> list:
             if queue:
                 order.append(queue.pop(0))
     good = _answered.get(where)
-    return sorted(order, key=lambda entry: entry[4] != good)  # (stable)
+    return sorted(order, key=lambda entry: entry[4][0] != good)  # (stable; the IP: a name's other ports too)
 
 
 class _Attempts:
@@ -251,7 +257,7 @@ def _race(where: str, found: list, timeout, options, source_address) -> socket.s
                 if code == 0 and not attempts.stopped:
                     address = pending.pop(sock)[0]
                     sock.settimeout(timeout)
-                    _answered[where] = address
+                    _answered[where] = address[0]
                     return sock
                 selector.unregister(sock)
                 pending.pop(sock)
