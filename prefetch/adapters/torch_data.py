@@ -19,12 +19,14 @@ class StreamDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, names, *, samples: bool = False, transform=None, options: dict | None = None) -> None:
         super().__init__()
-        self.names = [names] if isinstance(names, (str, bytes)) else [str(n) for n in names]
+        # A name (or entry) given twice is one file, handed over once, as ``as_completed`` does: dealt
+        # as two, its copies went to two workers and the epoch held it twice.
+        self.names = _once([names] if isinstance(names, (str, bytes)) else [str(n) for n in names])
         self.samples = samples
         self.transform = transform
         self.options = dict(options or {})
         urls = self.options.pop("urls", None) or []
-        self.urls = [urls] if isinstance(urls, (str, Mapping)) else list(urls)  # the -i entries, dealt as names are
+        self.urls = _once([urls] if isinstance(urls, (str, Mapping)) else list(urls))  # the -i entries, dealt as names are
 
     def shard(self) -> tuple[list[str], list]:
         """This worker's names and URL entries: all of them in the main process, every W-th in worker k of W."""
@@ -59,6 +61,18 @@ class StreamDataset(torch.utils.data.IterableDataset):
     def __repr__(self) -> str:
         kind = "samples of" if self.samples else "paths of"
         return f"<prefetch StreamDataset: {kind} {len(self.names)} name(s)>"
+
+
+def _once(items: list) -> list:
+    """``items`` without repeats (the first of each kept, in order; entries may be dicts)."""
+    seen: set = set()
+    kept: list = []
+    for item in items:
+        key = tuple(sorted((str(k), repr(v)) for k, v in item.items())) if isinstance(item, Mapping) else repr(item)
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return kept
 
 
 def _close_with_the_loader(paths) -> threading.Event:
