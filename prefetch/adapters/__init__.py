@@ -27,7 +27,8 @@ def torch_dataset(names, *, samples: bool = False, transform=None, **options):
     With ``DataLoader(num_workers=W)`` the names are dealt to the workers round robin
     (worker ``k`` gets names ``k, k+W, ...``): each file is downloaded once, by the
     worker that yields it, and each worker downloads while it trains. With fewer
-    names than workers some workers have nothing to do.
+    names than workers some workers have nothing to do. A name given twice is one file,
+    yielded once per epoch, as ``as_completed`` does.
     """
     from prefetch.adapters.torch_data import StreamDataset
     from prefetch.api import _names

@@ -59,10 +59,21 @@ def regular_or_none(path: Path) -> os.stat_result | None:
 _LOOK = object()
 
 
+def _recorded_with(records_dir: Path, final: Path, lst, expected) -> bool:
+    """``final`` is the very file prefetch placed (inode, size, mtime) after checking this hash."""
+    if not stat.S_ISREG(lst.st_mode) or safefs.is_foreign(lst):
+        return False
+    record = read_completion(records_dir, final, lst)
+    return (record is not None and record.get("algorithm") == expected.algorithm
+            and isinstance(record.get("digest"), str) and expected.matches(record["digest"]))
+
+
 def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, lst=_LOOK) -> bool:
     """Is what sits at the final path a complete, verified file? Never opens a FIFO or device.
 
-    With an expected hash: it must match (whoever put it there). Without one, mere
+    With an expected hash: it must match (whoever put it there), or prefetch's completion
+    record of that very file must say it matched when prefetch placed it (a file of hashed
+    shards read epoch after epoch is not hashed again each time). Without one, mere
     existence proves nothing (a truncated wget leftover, ``/dev/null``): only
     prefetch's own completion record, written when it placed that very file (same
     inode, size and mtime), counts. Anything else is downloaded again, and replaced
@@ -86,7 +97,7 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, 
         return False
     expected = plan.spec.expected
     if expected is not None:
-        if expected.matches(hash_file(final, expected.algorithm)):
+        if _recorded_with(records_dir, final, lst, expected) or expected.matches(hash_file(final, expected.algorithm)):
             return True
         why = f"does not match its {expected.algorithm}"
     elif completion_matches(records_dir, final, lst):

@@ -5,12 +5,18 @@ hundreds of small files, and a busy 2-core notebook, that costs more than the re
 :func:`call_at` books ``callback`` to run on the shared watchdog thread after ``delay``
 seconds unless the returned handle is cancelled first. Callbacks must be quick (they
 shut a socket down).
+
+A forked child (a DataLoader worker) starts with no bookings and a lock of its own: the
+parent's bookings are the parent's to run or cancel. Inherited, a head deadline the parent
+cancelled still fired in the child, on its copy of the parent's socket, and a shutdown of a
+socket ends the connection for both processes.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import threading
 import time
 
@@ -65,3 +71,12 @@ def _watch() -> None:
             handle.callback()
         except Exception:  # noqa: BLE001 - a deadline's callback must not end the watchdog
             pass
+
+
+def _after_fork() -> None:
+    global _lock, _heap, _thread
+    _lock, _heap, _thread = threading.Condition(), [], None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
