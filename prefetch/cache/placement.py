@@ -60,8 +60,12 @@ _LOOK = object()
 
 
 def _recorded_with(records_dir: Path, final: Path, lst, expected) -> bool:
-    """``final`` is the very file prefetch placed (inode, size, mtime) after checking this hash."""
-    if not stat.S_ISREG(lst.st_mode) or safefs.is_foreign(lst):
+    """``final`` is the very file prefetch placed (inode, size, mtime) after checking this hash.
+
+    Not for a file others may write (group or world write bits: a shared cache's umask 002):
+    the record may be an attribute on the file, and whoever may write the file may write it
+    too, naming a changed file's new mtime; such a file is hashed."""
+    if not stat.S_ISREG(lst.st_mode) or safefs.is_foreign(lst) or lst.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return False
     record = read_completion(records_dir, final, lst)
     return (record is not None and record.get("algorithm") == expected.algorithm
