@@ -17,6 +17,7 @@ host has fewer than two warm connections, or the run stops or closes the host.
 from __future__ import annotations
 
 import threading
+import weakref
 
 
 def watch_due(host) -> bool:
@@ -29,15 +30,27 @@ def watch_due(host) -> bool:
 
 
 def watch_idle(host) -> None:
-    """Start the thread that watches ``host``'s idle slots (``host.watching`` is set already)."""
-    threading.Thread(target=_watch, args=(host,), name="prefetch-idle-slots", daemon=True).start()
+    """Start the thread that watches ``host``'s idle slots (``host.watching`` is set already).
+
+    The thread holds the host only while it looks: a host nobody else keeps (a run that
+    ended) is collected with its connections and its slots, and the thread ends; holding it
+    kept the run's event sinks (a notebook's callback, its trainer) and the slots alive."""
+    threading.Thread(target=_watch, args=(weakref.ref(host),), name="prefetch-idle-slots", daemon=True).start()
 
 
-def _watch(host) -> None:
+def _watch(ref) -> None:
     from prefetch.engine.shared_budget import LOOK
 
     while True:
-        stopped = host._stop.wait(LOOK)
+        host = ref()
+        if host is None:
+            return
+        stop = host._stop
+        del host
+        stopped = stop.wait(LOOK)
+        host = ref()
+        if host is None:
+            return
         with host._lock:
             if stopped or host.transfers or host.warm < 2 or host.shared is None or host.shared.closed:
                 host.watching = False
@@ -45,6 +58,7 @@ def _watch(host) -> None:
             waits = not host.leased and not host.lent and host.shared.someone_waits()
         if waits:
             make_room(host)
+        del host
 
 
 def make_room(host) -> None:
