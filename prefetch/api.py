@@ -27,7 +27,8 @@ _WANTED = {
     **dict.fromkeys(("cache_dir", "output", "output_dir", "extract_to", "root", "sha256", "md5", "seed",
                      "hub_cache", "lfs_from", "ms_cache", "nltk_data", "torch_checkpoints"),
                     "must be a string or a path"),
-    **dict.fromkeys(("also_origin", "fail_fast", "extract", "force", "torch_hub", "nice"), "must be True or False"),
+    **dict.fromkeys(("also_origin", "fail_fast", "extract", "force", "torch_hub", "nice", "content_disposition"),
+                    "must be True or False"),
     **dict.fromkeys(("connections", "retries", "host_connections"), "must be a whole number"),
     "timeout": "must be a number of seconds", "limit_rate": 'must be bytes per second or a rate like "2M"',
     "urls": "must be a list of URLs or {'url': ...} entries",
@@ -116,7 +117,7 @@ def ensure(names: str | Iterable[str] | None = None, background: bool = False, *
             ``registries`` (or ``registry``), ``fail_fast``; for URLs also ``urls``
             (``-i`` entries: ``{"url", "sha256", "md5", "out", "dir"}``), ``output_dir``,
             ``extract``, ``extract_to``, ``limit_rate`` ("2M"), ``headers``
-            ({"Name": "value"} or ["Name: value"]) and ``force``; for ``hf://`` names
+            ({"Name": "value"} or ["Name: value"]), ``content_disposition`` and ``force``; for ``hf://`` names
             ``include``/``exclude`` (globs) and ``mirror`` (the Hub endpoint).
 
     Returns:
