@@ -9,13 +9,13 @@ microseconds a header. It is run only when the extraction so far projects more t
 limit (``worth_counting``), so an archive of ordinary members never pays for a second
 decompression.
 
-The walk follows ``tarfile``'s reading: pax (``x``, ``g``) and GNU long-name (``L``, ``K``)
+The walk follows ``tarfile``'s reading: pax (``x``, ``g``, Solaris ``X``) and GNU long-name (``L``, ``K``)
 headers belong to the member after them, a pax ``size=`` overrides the next header's size, data
 follows regular files (and unknown types) only, and old-GNU sparse headers may have extension
 blocks. Anything it does not understand (a bad checksum, a number it cannot read) makes it
-return None: the extraction then goes on and counts as before. It can only under-count a
-stream tarfile reads the same way, never over-count, so it never refuses an archive within
-the limit.
+return None: the extraction then goes on and counts as before. It is meant to count exactly
+what tarfile yields (tests/test_mend14_tar_count.py compares the two), and a count past the limit
+is the only thing acted on.
 """
 
 from __future__ import annotations
@@ -113,12 +113,12 @@ def _walk(stream, limit: int, stop) -> int | None:
         size = _number(header[124:136])
         if size is None or size < 0:
             return None
-        if kind in b"xg":  # pax: a size= for the next member (an extended header, "x")
+        if kind in b"xgX":  # pax (and Solaris's "X", which tarfile reads as pax): a size= for the next member
             data = _read_exactly(blocks, size)
             if data is None or not blocks.skip(-size % _BLOCK):
                 return None
             found = _SIZE.findall(data)
-            if kind == ord("x") and found and size_override is None:  # (an outer one wins, as in tarfile)
+            if kind != ord("g") and found and size_override is None:  # (an outer one wins, as in tarfile)
                 size_override = int(found[-1])
             continue
         if kind in b"LK":  # a GNU long name or link name: the next header's
