@@ -149,6 +149,8 @@ def test_a_background_job_keeps_the_option_and_its_restart_finds_its_part(home, 
         assert resumed.returncode == 0, resumed.stderr
         assert run_cli("wait", job, timeout=120).returncode == 0, run_cli("log", job).stdout
         assert (out / "big.bin").read_bytes() == data
+        files = json.loads(run_cli("status", job, "--json").stdout)["jobs"][0]["files"]
+        assert [f["path"] for f in files] == [str(out / "big.bin")], files  # (where it landed, not out/777)
         assert not (out / "777").exists() and not (out / "777.part").exists()
         served = nginx.served()
         probes = [i for i, row in enumerate(served) if row[3] == "bytes=0-0"]
