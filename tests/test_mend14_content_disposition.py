@@ -30,6 +30,7 @@ FILES = {  # path under the server root -> its Content-Disposition ("" : none)
     "h/empty": "attachment; filename=\"\"",
     "h/none": "",
     "h/link": "attachment; filename=\"victim.txt\"",
+    "h/dup": "attachment; filename=\"train data.csv\"",  # (the name files/12345's server gives too)
 }
 
 
@@ -95,6 +96,17 @@ def test_a_hostile_name_keeps_the_urls_with_one_note_and_never_a_link(served, ho
     assert linked.returncode == 5 and "symbolic link" in linked.stderr, linked.stderr  # (as for any final path)
     assert (out / "victim.txt").is_symlink()
     assert "Traceback" not in linked.stderr
+
+
+def test_a_name_another_file_of_the_command_takes_keeps_the_urls(served, home, tmp_path):
+    nginx, data = served
+    out = tmp_path / "out"
+    got = run_cli("get", nginx.url_for("ndownloader/files/12345"), nginx.url_for("h/dup"), "--content-disposition",
+                  "-P", str(out), cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert (out / "train data.csv").read_bytes() == data["ndownloader/files/12345"]
+    assert (out / "dup").read_bytes() == data["h/dup"]
+    assert "another file's of this command" in got.stderr, got.stderr
 
 
 def test_sha256_and_an_input_list(served, home, tmp_path):
