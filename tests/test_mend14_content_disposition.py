@@ -192,3 +192,17 @@ def test_not_with_torch_hub(home, tmp_path):
                       cwd=tmp_path)
     assert refused.returncode == 2 and "--content-disposition" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_lists_names_are_asked_for_together(served, home, tmp_path):
+    """Each link's name costs a request before its download: a list's are asked several at a time
+    (each on its own connection), not one after another on one."""
+    nginx, data = served
+    paths = ["ndownloader/files/12345", "abcd/download", "h/dot", "h/dots", "h/back", "h/ctl", "h/none", "h/empty"]
+    listing = tmp_path / "list.txt"
+    listing.write_text("".join(f"{nginx.url_for(p)}\n" for p in paths))
+    got = run_cli("get", "-i", str(listing), "--content-disposition", "-P", str(tmp_path / "out"), "-q", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    probes = [row for row in nginx.served() if row[3] == "bytes=0-0"]
+    assert len(probes) == len(paths), probes
+    assert len({row[2] for row in probes}) > 1, probes  # (connections: one alone when asked in turn)

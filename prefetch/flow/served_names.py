@@ -33,33 +33,59 @@ _PARAM = re.compile(r';\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)\s*=\s*("(?:[^"\\]|\\.)*
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+PROBES_AT_ONCE = 8  # names asked for together (a -i list of many links pays a round trip per 8, not per link)
+
+
 def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_name) -> list[FilePlan]:
     """``plans`` with each ``served_name`` one's final path named by its server (see the module).
 
     ``check_name(path)``: raises ``UsageError`` for a name the folder's filesystem cannot hold
     (``planning.check_name_length``)."""
-    if not any(p.served_name for p in plans):
+    asked = [i for i, p in enumerate(plans) if p.served_name]
+    if not asked:
         return plans
+    answers = _ask(sorted({plans[i].spec.url for i in asked}), options)
+    taken = {p.final for p in plans}
+    out = list(plans)
+    for i in asked:  # (in plan order: the first of two URLs given one name keeps it)
+        out[i] = _named(plans[i], answers[plans[i].spec.url], taken, on_event, check_name)
+    return out
+
+
+def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str]]:
+    """Each URL's (Content-Disposition or None, why none), asked ``PROBES_AT_ONCE`` at a time, a
+    client per thread (its connections kept for the thread's next URL)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     from prefetch.net.http import Client
 
     transfer = options.transfer
     factory = options.client_factory or Client
-    client = factory(timeouts=transfer.timeouts, resolve=transfer.resolve)
-    taken = {p.final for p in plans}
-    out = []
+    headers = dict(transfer.headers)
+    local, clients, lock = threading.local(), [], threading.Lock()
+
+    def one(url: str) -> tuple[str | None, str]:
+        client = getattr(local, "client", None)
+        if client is None:
+            client = local.client = factory(timeouts=transfer.timeouts, resolve=transfer.resolve)
+            with lock:
+                clients.append(client)
+        return _served_header(url, client, headers)
+
     try:
-        for plan in plans:
-            if plan.served_name:
-                plan = _named(plan, client, dict(transfer.headers), taken, on_event, check_name)
-            out.append(plan)
+        if len(urls) == 1:
+            return {urls[0]: one(urls[0])}
+        with ThreadPoolExecutor(max_workers=min(PROBES_AT_ONCE, len(urls)), thread_name_prefix="name") as pool:
+            return dict(zip(urls, pool.map(one, urls)))
     finally:
-        client.close()
-    return out
+        for client in clients:
+            client.close()
 
 
-def _named(plan: FilePlan, client, headers: dict[str, str], taken: set[Path], on_event: EventSink,
+def _named(plan: FilePlan, answer: tuple[str | None, str], taken: set[Path], on_event: EventSink,
            check_name) -> FilePlan:
-    value, problem = _served_header(plan.spec.url, client, headers)
+    value, problem = answer
     name, why = served_file_name(value) if value is not None else (None, problem)
     if name is not None and name != plan.final.name:
         final = plan.final.parent / name
