@@ -27,7 +27,8 @@ _WANTED = {
     **dict.fromkeys(("cache_dir", "output", "output_dir", "extract_to", "root", "sha256", "md5", "seed",
                      "hub_cache", "lfs_from", "ms_cache", "nltk_data", "torch_checkpoints"),
                     "must be a string or a path"),
-    **dict.fromkeys(("also_origin", "fail_fast", "extract", "force", "torch_hub", "nice"), "must be True or False"),
+    **dict.fromkeys(("also_origin", "fail_fast", "extract", "force", "torch_hub", "nice", "content_disposition"),
+                    "must be True or False"),
     **dict.fromkeys(("connections", "retries", "host_connections"), "must be a whole number"),
     "timeout": "must be a number of seconds", "limit_rate": 'must be bytes per second or a rate like "2M"',
     "urls": "must be a list of URLs or {'url': ...} entries",
@@ -116,7 +117,7 @@ def ensure(names: str | Iterable[str] | None = None, background: bool = False, *
             ``registries`` (or ``registry``), ``fail_fast``; for URLs also ``urls``
             (``-i`` entries: ``{"url", "sha256", "md5", "out", "dir"}``), ``output_dir``,
             ``extract``, ``extract_to``, ``limit_rate`` ("2M"), ``headers``
-            ({"Name": "value"} or ["Name: value"]) and ``force``; for ``hf://`` names
+            ({"Name": "value"} or ["Name: value"]), ``content_disposition`` and ``force``; for ``hf://`` names
             ``include``/``exclude`` (globs) and ``mirror`` (the Hub endpoint).
 
     Returns:
@@ -268,18 +269,22 @@ def cache_usage(*, cache_dir=None, registry=None):
 
 
 def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run: bool = False, root=None,
-           torch_hub: bool = False):
+           torch_hub: bool = False, output_dir=None):
     """Remove datasets from the cache (``prefetch rm``); the ``RemoveResult``.
 
     Files being downloaded are left alone and listed in ``.skipped``. ``torchvision:`` names
     (and URLs with ``torch_hub=True``) remove only what prefetch placed for them, under
     ``root`` (default ./data) or in torch.hub's checkpoints; other files there are listed
-    in ``.not_placed``.
+    in ``.not_placed``. ``output_dir`` with ``torch_hub``: torch.hub's dir as ``get``'s
+    ``output_dir`` set it (``torch.hub.set_dir``; its ``checkpoints/``).
 
     Raises:
         UnknownDatasetError: a name no registry knows (nothing is removed).
     """
     tv_root = _path_or_none(root, "root")
+    hub_dir = _path_or_none(output_dir, "output_dir")
+    if hub_dir is not None and not torch_hub:
+        raise UsageError("output_dir is torch.hub's dir here: give it with torch_hub=True")
     registry_, keras, state = _housekeeping_context(cache_dir, registry)
     import os
 
@@ -287,7 +292,7 @@ def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run
 
     extra = [] if registry is None else _names(registry, "registry")
     return remove_datasets(_names(names), registry_, root=keras, state=state, dry_run=dry_run, env=os.environ,
-                           torchvision_root=tv_root, registry_files=extra, torch_hub=torch_hub)
+                           torchvision_root=tv_root, registry_files=extra, torch_hub=torch_hub, hub_dir=hub_dir)
 
 
 def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = False, root=None):

@@ -6,6 +6,7 @@ Owns:
     members.py  per-member checks (no absolute paths, no ``..``, no links out, no devices)
     limits.py   budgets against decompression bombs
     readers.py  tar and zip readers that write through the checks
+    tar_count.py a tar's members counted ahead (headers only), to refuse one past the limit early
     place.py    a staging dir beside the target, then rename into place
     gunzip.py   one .gz/.xz file decompressed beside itself (torchvision's MNIST family)
 

@@ -10,6 +10,7 @@ import zlib
 from prefetch.archive.format import _corrupt, _open_decompressor
 from prefetch.archive.limits import _GuardedStream, check_zip_directory
 from prefetch.archive.members import _Extraction, _data_mode, _read_member
+from prefetch.archive.tar_count import count_members, worth_counting
 from prefetch.errors import IntegrityError
 
 _MAX_LINK_TARGET = 4096
@@ -21,12 +22,15 @@ def _extract_tar(ctx: _Extraction, raw, compression: str) -> None:
     stream = _GuardedStream(inner, budget=ctx.budget, archive=ctx.archive)
     try:
         with tarfile.open(fileobj=stream, mode="r:") as tar:
+            counted = False  # (the members counted ahead once, when the archive looks to hold many)
             while True:
                 member = tar.next()
                 if member is None:
                     break
                 ctx.check_stop()
                 ctx.budget.add_member(member.name)
+                if not counted and ctx.budget.members & 1023 == 0:
+                    counted = _count_ahead(ctx, raw, compression)
                 _extract_tar_member(ctx, tar, member)
                 tar.members.clear()  # (tarfile keeps every header read; nothing here looks one up again)
             _check_tar_end(ctx, stream, tar.offset)
@@ -37,6 +41,19 @@ def _extract_tar(ctx: _Extraction, raw, compression: str) -> None:
     finally:
         if inner is not raw:
             inner.close()
+
+
+def _count_ahead(ctx: _Extraction, raw, compression: str) -> bool:
+    """When the members so far project more than half the limit: count the rest ahead
+    (``tar_count.py``) and refuse now if the whole is past it. True once counted."""
+    budget = ctx.budget
+    if not worth_counting(budget.members, raw.tell(), budget.archive_size, budget.max_members):
+        return False
+    stop = ctx.stop.is_set if ctx.stop is not None else None
+    total = count_members(raw.fileno(), compression, limit=budget.max_members, stop=stop)
+    if total is not None and total > budget.max_members:
+        budget.check_members(total, f"a member after {budget.last_member!r}, counted ahead")
+    return True
 
 
 def _check_tar_end(ctx: _Extraction, stream: _GuardedStream, offset: int) -> None:

@@ -50,6 +50,7 @@ def get(**params):
       !prefetch get https://example.org/file.zip -o data/file.zip --sha256 HEX
       !prefetch get https://example.org/file.zip -o data/     # data/file.zip
       !prefetch get -i urls.txt -P data/ --limit-rate 2M
+      !prefetch get https://osf.io/abcd/download --content-disposition -P data/
       !prefetch get https://example.org/a.tar.gz#sha256=HEX --extract -P data/
       !prefetch get hf://Qwen/Qwen2.5-0.5B -b --mirror hf-mirror
       !prefetch get hf://Qwen/Qwen2.5-0.5B --lfs-from ms://Qwen/Qwen2.5-0.5B -b

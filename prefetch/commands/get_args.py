@@ -41,6 +41,9 @@ OPTIONS: tuple[tuple[tuple[str, ...], str, str | None, bool, str | None, str], .
     (("-i", "--input-file"), "input_file", "text", False, "FILE",
      "Read URLs from FILE ('-' = stdin): one per line, with optional sha256=HEX md5=HEX out=NAME."),
     (("-P", "--output-dir"), "output_dir", "dir", False, None, "Save URL downloads into DIR (default: here)."),
+    (("--content-disposition",), "content_disposition", None, False, None,
+     "URLs: name the file as the server's Content-Disposition says (filename*=, then filename=), as wget "
+     "--content-disposition and curl -OJ; a name that is not a plain file name keeps the URL's."),
     (("--extract",), "extract", None, False, None,
      "Extract URL downloads that are archives (tar, tar.gz/bz2/xz, zip), safely."),
     (("--extract-to",), "extract_to", "dir", False, None, "With --extract: into DIR (default: beside the file)."),

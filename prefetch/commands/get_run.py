@@ -12,7 +12,7 @@ from prefetch.commands.get_args import echo
 def run_get(names, input_file, output_dir, extract, extract_to, limit_rate, headers, background, cache_dir, mirrors,
             seed, also_origin, connections, host_connections, sha256, md5, output, registries, include, exclude,
             lfs_from, root, torch_hub, retries, timeout, fail_fast, nice, print_paths, null, as_json, quiet,
-            force=False):
+            force=False, content_disposition=False):
     """``prefetch get`` with the parameters click (or ``get_args.parse_get``) read; the exit code."""
     from prefetch.flow.request import GetRequest
 
@@ -62,6 +62,7 @@ def run_get(names, input_file, output_dir, extract, extract_to, limit_rate, head
         retries=retries,
         timeout=timeout,
         force=force,
+        content_disposition=content_disposition,
         # For hf:// names --cache-dir is the hub cache, as huggingface_hub's cache_dir= (a job
         # pins cache_dir to the Keras root, so the hub's gets its own field).
         hub_cache=cache_dir if cache_dir and any(n[:5].lower() == "hf://" for n in names) else None,

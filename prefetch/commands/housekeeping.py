@@ -61,9 +61,11 @@ def _context(cache_dir, registries):
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
 @click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> names: the datasets' root (default ./data).")
 @click.option("--torch-hub", "torch_hub", is_flag=True, help="URL names: checkpoints `get URL --torch-hub` placed.")
+@click.option("-P", "--output-dir", "hub_dir", type=click.Path(file_okay=False),
+              help="With --torch-hub: torch.hub's dir as `get --torch-hub -P DIR` set it (DIR/checkpoints).")
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def rm(names, cache_dir, registries, root, torch_hub, dry_run, as_json):
+def rm(names, cache_dir, registries, root, torch_hub, hub_dir, dry_run, as_json):
     """Remove datasets from the cache: archives, their other names, extracted folders, partials;
     hf:// and ms:// repos; and what prefetch placed for torchvision: names and --torch-hub URLs.
 
@@ -81,11 +83,14 @@ def rm(names, cache_dir, registries, root, torch_hub, dry_run, as_json):
       !prefetch rm torchvision:CIFAR10 --root data
       !prefetch rm torchvision:resnet50       # its default weights from torch.hub's checkpoints
       !prefetch rm https://host/ckpt/model-0123abcd.pth --torch-hub
+      !prefetch rm https://host/ckpt/model-0123abcd.pth --torch-hub -P hubdir
       !prefetch rm nltk:punkt_tab             # the zip and its folder in NLTK's data dir
     """
     from prefetch.errors import ExitCode
     from prefetch.operations.housekeeping import remove_datasets
 
+    if hub_dir is not None and not torch_hub:
+        raise click.UsageError("-P is torch.hub's dir here: give it with --torch-hub")
     registry, keras, state = _context(cache_dir, registries)
     import os
 
@@ -94,7 +99,7 @@ def rm(names, cache_dir, registries, root, torch_hub, dry_run, as_json):
     nltk_names = [n for n in names if is_nltk_name(n)]
     result = remove_datasets([n for n in names if not is_nltk_name(n)], registry, root=keras, state=state,
                              dry_run=dry_run, env=os.environ, torchvision_root=root,
-                             registry_files=[str(r) for r in registries], torch_hub=torch_hub)
+                             registry_files=[str(r) for r in registries], torch_hub=torch_hub, hub_dir=hub_dir)
     if nltk_names:
         from prefetch.operations.nltk import remove_nltk
 

@@ -14,8 +14,10 @@ import click
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
 @click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> names: the datasets' root (default ./data).")
 @click.option("--torch-hub", "torch_hub", is_flag=True, help="URL targets: checkpoints `get URL --torch-hub` placed.")
+@click.option("-P", "--output-dir", "hub_dir", type=click.Path(file_okay=False),
+              help="With --torch-hub: torch.hub's dir as `get --torch-hub -P DIR` set it (DIR/checkpoints).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def verify(targets, cache_dir, registries, root, torch_hub, as_json):
+def verify(targets, cache_dir, registries, root, torch_hub, hub_dir, as_json):
     """Re-hash cached datasets or files; exit 4 if any differs from its known hash.
 
     \b
@@ -26,6 +28,7 @@ def verify(targets, cache_dir, registries, root, torch_hub, as_json):
       !prefetch verify torchvision:CIFAR10 --root ./data
       !prefetch verify torchvision:resnet50.IMAGENET1K_V1
       !prefetch verify https://host/ckpt/model-0123abcd.pth --torch-hub
+      !prefetch verify https://host/ckpt/model-0123abcd.pth --torch-hub -P hubdir
       !prefetch verify ms://ORG/NAME
       !prefetch verify nltk:punkt_tab
     """
@@ -36,10 +39,12 @@ def verify(targets, cache_dir, registries, root, torch_hub, as_json):
     from prefetch.fs.paths import config_dir
     from prefetch.cache.registry import load_registry
 
+    if hub_dir is not None and not torch_hub:
+        raise click.UsageError("-P is torch.hub's dir here: give it with --torch-hub")
     registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
     tv_root, root = root, keras_root(cache_dir=cache_dir)
     results = [r for t in targets for r in _verify_one(t, registry, root, tv_root=tv_root, registries=registries,
-                                                       torch_hub=torch_hub)]
+                                                       torch_hub=torch_hub, hub_dir=hub_dir)]
     if as_json:
         click.echo(json.dumps([asdict(r) for r in results], indent=2))
     else:
@@ -64,7 +69,7 @@ def verify(targets, cache_dir, registries, root, torch_hub, as_json):
     return 0
 
 
-def _verify_one(target: str, registry, root, *, tv_root=None, registries=(), torch_hub=False):
+def _verify_one(target: str, registry, root, *, tv_root=None, registries=(), torch_hub=False, hub_dir=None):
     """A dataset or file under the Keras root, an hf:// repo in the Hugging Face cache, or a
     torchvision: name under --root (datasets) or torch.hub's checkpoints (weights)."""
     from prefetch.operations import listing as cache
@@ -82,7 +87,8 @@ def _verify_one(target: str, registry, root, *, tv_root=None, registries=(), tor
     if target[:12].lower() == "torchvision:" or (torch_hub and "://" in target):
         from prefetch.operations.torchvision import verify_torchvision
 
-        return verify_torchvision(target, root=tv_root, registries=[str(r) for r in registries], torch_hub=torch_hub)
+        return verify_torchvision(target, root=tv_root, registries=[str(r) for r in registries], torch_hub=torch_hub,
+                                  hub_dir=hub_dir)
 
     if is_hub_name(target):
         from prefetch.hf.cache_layout import verify_repo

@@ -9,6 +9,7 @@ Owns:
     file_batch.py the bulk lane: a chunk of fresh small files of one near host, one flush for all
     leftovers.py what a killed run left beside a file, each directory listed once per run
     foreign_tree.py another account's extraction read as it is (a shared folder not ours to write)
+    served_names.py --content-disposition: a URL's file named by its server before its download
     options.py  ``FetchOptions``
 
 The CLI, the background worker and the Python API are three drivers of this flow.

@@ -318,6 +318,10 @@ def run_request(
     ctx = RunContext(options=options, state=state, env=env, on_event=on_event, stop=stop)
     files = [p for _, plans in groups for p in plans if isinstance(p, FilePlan)]
     from prefetch.flow.file_list import fetch_files  # (not at import: a -b launcher plans, its worker fetches)
+    from prefetch.flow.served_names import name_plans
+
+    files = name_plans(files, options=options, on_event=on_event,  # --content-disposition: one GET each
+                       check_name=check_name_length)
 
     try:
         results = fetch_files(files, options=options, state=ctx.state, on_event=on_event, stop=stop,

@@ -39,6 +39,7 @@ class GetRequest:
     # Plain URLs from -i files (and the API): {"url", "sha256", "md5", "out", "dir"}.
     urls: list[dict] = field(default_factory=list)
     output_dir: str | None = None  # -P: where URL downloads go (default: the current dir)
+    content_disposition: bool = False  # URL downloads named by the server's Content-Disposition (flow/served_names.py)
     extract: bool = False  # extract URL downloads that are archives
     extract_to: str | None = None  # ... into this dir (default: beside the file)
     limit_rate: str | float | None = None  # total bytes/s of the whole command ("2M")
@@ -102,7 +103,8 @@ def field_value_ok(key: str, value) -> bool:
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
     else:
         ok = value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)))
-    if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force", "torch_hub") and value is None:
+    if key in ("names", "also_origin", "fail_fast", "mirrors_from_env", "extract", "force", "torch_hub",
+               "content_disposition") and value is None:
         ok = False
     if isinstance(value, float) and not (value == value and abs(value) != float("inf")):
         ok = False  # NaN or Infinity: Python's json reads them, no field means them
@@ -116,7 +118,7 @@ _REQUEST_TYPES = {
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
     "include": list, "exclude": list, "hub_cache": str, "lfs_from": str, "ms_cache": str, "nltk_data": str, "retries": int,
     "timeout": (int, float), "host_connections": int, "root": str, "torch_hub": bool, "torch_checkpoints": str,
-    "nice": bool,
+    "nice": bool, "content_disposition": bool,
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 

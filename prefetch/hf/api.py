@@ -97,12 +97,25 @@ def repo_commit(client: Client, endpoint: str, repo: HubRepo, *, token: bool, ba
     return sha
 
 
+MAX_LISTED_FILES = 1_000_000  # entries of one repo's listing (folders too); PREFETCH_HUB_MAX_FILES overrides
+
+
+def max_listed_files(env) -> int:
+    """``PREFETCH_HUB_MAX_FILES`` (a positive whole number), else ``MAX_LISTED_FILES``."""
+    try:
+        value = int(env.get("PREFETCH_HUB_MAX_FILES", MAX_LISTED_FILES))
+    except ValueError:
+        return MAX_LISTED_FILES
+    return value if value > 0 else MAX_LISTED_FILES
+
+
 def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, token: bool,
-               backoff: tuple[float, float] = (0.5, 8.0)) -> list[HubFile]:
+               backoff: tuple[float, float] = (0.5, 8.0), max_files: int = MAX_LISTED_FILES) -> list[HubFile]:
     """Every file of ``repo`` at ``commit`` (the recursive tree, all pages).
 
     Raises:
-        HubAccessError, NetworkError: as :func:`repo_commit`.
+        HubAccessError, NetworkError: as :func:`repo_commit`; NetworkError too past ``max_files``
+        entries (a listing whose pages keep naming new files would otherwise never end).
     """
     url: str | None = f"{endpoint}/api/{repo.repo_type}s/{repo.repo_id}/tree/{commit}?recursive=true&expand=false"
     files: list[HubFile] = []
@@ -122,6 +135,9 @@ def list_files(client: Client, endpoint: str, repo: HubRepo, commit: str, *, tok
             raise NetworkError(f"{repo.label}: {endpoint} sent a page of the file list with no file not already "
                                f"listed, and a next page after it; the listing would never end")
         listed |= paths
+        if len(listed) > max_files:
+            raise NetworkError(f"{repo.label}: {endpoint} lists more than {max_files:,} files for one repo (a "
+                               f"listing that may never end); PREFETCH_HUB_MAX_FILES=N allows more")
         for entry in page:
             try:
                 if entry.get("type") != "file":

@@ -88,7 +88,8 @@ def fetch_repo(
     try:
         backoff = (transfer.backoff_base, min(transfer.backoff_cap, 8.0))  # PREFETCH_BACKOFF tunes the API too
         commit = api.repo_commit(client, plan.endpoint, plan.repo, token=bool(token), backoff=backoff)
-        files = api.list_files(client, plan.endpoint, plan.repo, commit, token=bool(token), backoff=backoff)
+        files = api.list_files(client, plan.endpoint, plan.repo, commit, token=bool(token), backoff=backoff,
+                               max_files=api.max_listed_files(env))
     except NetworkError as exc:
         # Only when the Hub cannot be reached: a refusal or a 404 is the Hub's answer, not its absence.
         local = None if force or isinstance(exc, (api.HubAccessError, HTTPStatusError)) else (

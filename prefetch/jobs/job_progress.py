@@ -158,6 +158,8 @@ class JobProgress:
                     f.error = None
                     f.bytes = r.size
                     f.total = r.size
+                    if r.path and os.path.dirname(r.path) == os.path.dirname(f.path):
+                        f.path = r.path  # (--content-disposition: the server's name, in the folder planned)
             for name, count in repos.items():
                 for f in self.by_name[name]:
                     if f.state in ("done", "cached"):

@@ -52,7 +52,7 @@ def describe_request(request) -> str:
     from prefetch.flow.planners.urls import describe_url_options
 
     parts += describe_url_options(request)
-    roots = _differing_roots(request)  # (no one --cache-dir says both: KERAS_HOME=, HF_HUB_CACHE=)
+    roots = _differing_roots(request) + _env_roots(request)  # (what no option says: set before `prefetch`)
     return "".join(f"{name}={shlex.quote(value)} " for name, value in roots) + shlex.join(parts) + " -b"
 
 
@@ -83,6 +83,18 @@ def _differing_roots(request) -> list[tuple[str, str]]:
     is shown for one kind alone): what the command line sets before ``prefetch``."""
     keras, hub = _roots(request)
     return [("KERAS_HOME", keras), ("HF_HUB_CACHE", hub)] if keras and hub and keras != hub else []
+
+
+def _env_roots(request) -> list[tuple[str, str]]:
+    """``MODELSCOPE_CACHE`` for ``ms://`` names and ``NLTK_DATA`` for ``nltk:`` ones, as pinned in the
+    record (the API's ``ms_cache=``/``nltk_data=``, else the launching shell's): no option of
+    ``get`` says either root, so the command line sets them before ``prefetch``."""
+    from prefetch.flow.planners import planner_for
+
+    kinds = {planner_for(n).kind for n in request.names}
+    roots = [("MODELSCOPE_CACHE", getattr(request, "ms_cache", None) if "ms" in kinds else None),
+             ("NLTK_DATA", getattr(request, "nltk_data", None) if "nltk" in kinds else None)]
+    return [(name, value) for name, value in roots if value]
 
 
 def pin_request(request, env: Mapping[str, str] | None = None):

@@ -48,6 +48,9 @@ class FilePlan:
     # "<keras dataset>/<file name>": another cache's file with the same bytes; where this one
     # lands is noted (cache/copies.py) so that cache links it instead of downloading it
     shares: str | None = None
+    # a URL the user named no file for, with --content-disposition: the server's name for it
+    # replaces the URL's before the download starts (flow/served_names.py)
+    served_name: bool = False
 
     @property
     def label(self) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 from prefetch.errors import NetworkError
-from prefetch.hf.api import HubAccessError, _origin, listed_size
+from prefetch.hf.api import MAX_LISTED_FILES, HubAccessError, _origin, listed_size
 from prefetch.ms.names import MsRepo
 from prefetch.net.http import Client
 from prefetch.net.jsonapi import get_json
@@ -55,12 +55,13 @@ def file_url(endpoint: str, repo: MsRepo, path: str) -> str:
 
 
 def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
-               backoff: tuple[float, float] = (0.5, 8.0)) -> list[MsFile]:
+               backoff: tuple[float, float] = (0.5, 8.0), max_files: int = MAX_LISTED_FILES) -> list[MsFile]:
     """Every file of ``repo`` at its revision.
 
     Raises:
         HubAccessError: 401/403/404 (the message says what to do).
-        NetworkError: unreachable, or an answer that is not a ModelScope listing.
+        NetworkError: unreachable, or an answer that is not a ModelScope listing; a dataset's
+        pages naming more than ``max_files`` entries (``PREFETCH_HUB_MAX_FILES``).
     """
     base = f"{endpoint}/api/v1/{repo.segment}/{repo.repo_id}"
     entries: list = []
@@ -75,6 +76,9 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
                 raise NetworkError(f"{repo.label}: {endpoint} sent page {page} of the file list with only files "
                                    f"already listed (does it ignore PageNumber?); the listing would never end")
             listed |= paths
+            if len(listed) > max_files:
+                raise NetworkError(f"{repo.label}: {endpoint} lists more than {max_files:,} files for one repo (a "
+                                   f"listing that may never end); PREFETCH_HUB_MAX_FILES=N allows more")
             entries += got
             if len(got) < PAGE_SIZE:
                 break

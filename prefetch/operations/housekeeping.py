@@ -166,7 +166,7 @@ def _partial(path: Path, *, now: float, active: bool) -> PartialFile:
 def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: Path,
                     dry_run: bool = False, hub_root: Path | None = None, env=None,
                     torchvision_root: str | None = None, registry_files: Sequence[str] = (),
-                    torch_hub: bool = False) -> RemoveResult:
+                    torch_hub: bool = False, hub_dir: str | None = None) -> RemoveResult:
     """Remove datasets' files, other names, extracted folders, partials and markers.
 
     A file whose download is running (its lock is held) is left alone, with a line in
@@ -180,6 +180,7 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
 
     ``torchvision:`` names (and URLs, with ``torch_hub``) remove only what prefetch placed
     for them under ``torchvision_root`` (default ./data) or in torch.hub's checkpoints
+    (``hub_dir``/checkpoints with ``torch_hub``, as ``get --torch-hub -P DIR`` placed them)
     (``operations/torchvision.py``), planned with ``registry_files`` as ``get`` plans them.
 
     Raises:
@@ -196,7 +197,7 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
     tv = [n for n in names if is_torchvision_name(n) or (torch_hub and "://" in n and not is_hub_name(n)
                                                          and not is_ms_name(n))]
     tv_plans = torchvision_plans(tv, root=torchvision_root, registries=registry_files, env=env,
-                                 torch_hub=torch_hub) if tv else []  # all valid first
+                                 torch_hub=torch_hub, hub_dir=hub_dir) if tv else []  # all valid first
     specs = [registry.get(n) for n in names if not is_hub_name(n) and not is_ms_name(n) and n not in tv]
     result = RemoveResult(dry_run=dry_run)
     locks, markers = state / "locks", state / "extracted"

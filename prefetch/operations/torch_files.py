@@ -39,13 +39,16 @@ def is_torchvision_name(name: str) -> bool:
 
 
 def torchvision_plans(names: Sequence[str], *, root: str | None, registries: Sequence[str],
-                      env: Mapping[str, str] | None = None, torch_hub: bool = False) -> list[FilePlan]:
-    """The ``FilePlan`` s ``get`` makes for ``names`` (``torchvision:`` names, or URLs with ``torch_hub``).
+                      env: Mapping[str, str] | None = None, torch_hub: bool = False,
+                      hub_dir: str | None = None) -> list[FilePlan]:
+    """The ``FilePlan`` s ``get`` makes for ``names`` (``torchvision:`` names, or URLs with ``torch_hub``;
+    ``hub_dir``: torch.hub's dir as ``get --torch-hub -P DIR`` sets it, ``DIR/checkpoints``).
 
     Raises:
         UsageError (UnknownDatasetError): not a torchvision class or model prefetch knows.
     """
-    request = GetRequest(names=list(names), root=root, registries=[str(r) for r in registries], torch_hub=torch_hub)
+    request = GetRequest(names=list(names), root=root, registries=[str(r) for r in registries], torch_hub=torch_hub,
+                         output_dir=hub_dir if torch_hub else None)
     plans, _ = plan_request(request, env=env)
     return [p for p in plans if isinstance(p, FilePlan)]
 

@@ -25,10 +25,12 @@ from prefetch.operations.torch_files import PREFIX, is_torchvision_name, torchvi
 
 
 def verify_torchvision(name: str, *, root: str | None, registries: list[str],
-                       env: Mapping[str, str] | None = None, torch_hub: bool = False) -> list[VerifyResult]:
+                       env: Mapping[str, str] | None = None, torch_hub: bool = False,
+                       hub_dir: str | None = None) -> list[VerifyResult]:
     """One ``VerifyResult`` per file of ``name`` (and per decompressed file beside it)."""
     results = []
-    for plan in torchvision_plans([name], root=root, registries=registries, env=env, torch_hub=torch_hub):
+    for plan in torchvision_plans([name], root=root, registries=registries, env=env, torch_hub=torch_hub,
+                                  hub_dir=hub_dir):
         results.append(_verify_one(plan.final, plan.spec.expected))
         for target in plan.decompress_to:
             results.append(_verify_one(target, None))

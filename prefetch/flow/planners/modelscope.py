@@ -91,6 +91,7 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
         UsageError: no file matches the patterns.
     """
     from prefetch.hf.plan import select_files
+    from prefetch.hf.api import max_listed_files
     from prefetch.ms import api
     from prefetch.ms.plan import file_plans
     from prefetch.ms.names import ms_token
@@ -103,7 +104,8 @@ def fetch_repo(plan: MsPlan, ctx: RunContext) -> list[FileResult]:
     client = factory(timeouts=transfer.timeouts)
     try:
         files = api.list_files(client, plan.endpoint, plan.repo, token=bool(token),
-                               backoff=(transfer.backoff_base, min(transfer.backoff_cap, 8.0)))
+                               backoff=(transfer.backoff_base, min(transfer.backoff_cap, 8.0)),
+                               max_files=max_listed_files(ctx.env))
     finally:
         client.close()
     chosen = select_files(files, include=plan.include, exclude=plan.exclude)

@@ -211,6 +211,8 @@ def describe_url_options(request: GetRequest) -> list[str]:
         parts.append(url if not entry.out else f"{url} (out={entry.out})")
     if request.output_dir:
         parts += ["-P", request.output_dir]
+    if request.content_disposition:
+        parts.append("--content-disposition")
     if request.extract:
         parts.append("--extract")
     if request.extract_to:
@@ -245,6 +247,9 @@ class UrlPlanner(Planner):
             raise UsageError("--torch-hub takes checkpoint URLs and saves them where torch.hub looks "
                              "($TORCH_HOME/hub/checkpoints/<name>; with -P DIR, torch.hub.set_dir(DIR)'s "
                              "DIR/checkpoints/<name>); it cannot be combined with -o or --extract")
+        if request.content_disposition and request.torch_hub:
+            raise UsageError("--content-disposition does not apply with --torch-hub (the checkpoint's name is its "
+                             "URL's: torch.hub checks it by that name's sha256 prefix)")
         if request.sha256:
             parse_hash(request.sha256, algorithm="sha256")  # a bad --sha256 is named as such
         elif request.md5:
@@ -256,9 +261,17 @@ class UrlPlanner(Planner):
             from prefetch.flow.planners.torchvision import plan_hub_urls
 
             return plan_hub_urls([entry_hash(e, where=e.url) for e in url_entries(names, request)], ctx)
-        specs = plan_url_specs(url_entries(names, request), output_dir=request.output_dir,
+        entries = url_entries(names, request)
+        specs = plan_url_specs(entries, output_dir=request.output_dir,
                                extract_to=request.extract_to, extract=request.extract)
-        return [plan for spec in specs for plan in plan_files(spec, root=ctx.root)]
+        plans = [plan for spec in specs for plan in plan_files(spec, root=ctx.root)]
+        if request.content_disposition:  # (the URLs given no out=/-o: named by their server when they run)
+            import dataclasses
+
+            unnamed = {local_to_url(split_fragment(e.url)[0]) for e in entries if not e.out}
+            plans = [dataclasses.replace(p, served_name=True) if p.spec.url in unnamed
+                     and p.spec.url[:5].lower() in ("http:", "https") else p for p in plans]
+        return plans
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
         if request.torch_hub:  # the torchvision planner pins torch.hub's checkpoints dir (from -P too)

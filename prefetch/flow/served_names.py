@@ -1,0 +1,170 @@
+"""``--content-disposition``: a URL's file named by its server, before its download starts.
+
+A plan marked ``served_name`` (a URL given no ``out=``/``-o``, with the option) is planned under
+its URL's name; here, before the engine sees it, one ``GET`` with ``Range: bytes=0-0`` (redirects
+followed, the request's ``--header`` values, proxies and timeouts, as the download's own first
+request) reads the answer's ``Content-Disposition``: ``filename*=`` (RFC 5987, UTF-8 or
+ISO-8859-1) first, then ``filename=``, as wget ``--content-disposition`` and curl ``-OJ`` read it.
+The plan's final path becomes that name in the same folder, so everything after (the lock, the
+``.part`` and its state, resume, the hash check, extraction, a job's restart, which asks again
+and finds its ``.part``) works as for any URL.
+
+The name is hostile input: only its last ``/`` component is kept, and a name that is empty,
+``.``/``..``, starts with a dot, holds a control character or a backslash, is not valid UTF-8,
+or is too long for the folder's filesystem with prefetch's suffixes keeps the URL's name, with
+one note; so does an answer without the header, one the probe cannot get, and a name another
+file of the same command already takes. A download never fails over the header. The final path
+is a single name inside the folder chosen, and is placed by the same rules as any other (never
+through a link prefetch did not create).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import unquote
+
+from prefetch.model.events import Event, EventKind, EventSink
+from prefetch.model.plans import FilePlan
+
+# One parameter: ; name = "quoted \" string" | token (RFC 6266's grammar, read leniently).
+_PARAM = re.compile(r';\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)\s*=\s*("(?:[^"\\]|\\.)*"?|[^;]*)')
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+PROBES_AT_ONCE = 8  # names asked for together (a -i list of many links pays a round trip per 8, not per link)
+
+
+def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_name) -> list[FilePlan]:
+    """``plans`` with each ``served_name`` one's final path named by its server (see the module).
+
+    ``check_name(path)``: raises ``UsageError`` for a name the folder's filesystem cannot hold
+    (``planning.check_name_length``)."""
+    asked = [i for i, p in enumerate(plans) if p.served_name]
+    if not asked:
+        return plans
+    answers = _ask(sorted({plans[i].spec.url for i in asked}), options)
+    taken = {p.final for p in plans}
+    out = list(plans)
+    for i in asked:  # (in plan order: the first of two URLs given one name keeps it)
+        out[i] = _named(plans[i], answers[plans[i].spec.url], taken, on_event, check_name)
+    return out
+
+
+def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str]]:
+    """Each URL's (Content-Disposition or None, why none), asked ``PROBES_AT_ONCE`` at a time, a
+    client per thread (its connections kept for the thread's next URL)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from prefetch.net.http import Client
+
+    transfer = options.transfer
+    factory = options.client_factory or Client
+    headers = dict(transfer.headers)
+    local, clients, lock = threading.local(), [], threading.Lock()
+
+    def one(url: str) -> tuple[str | None, str]:
+        client = getattr(local, "client", None)
+        if client is None:
+            client = local.client = factory(timeouts=transfer.timeouts, resolve=transfer.resolve)
+            with lock:
+                clients.append(client)
+        return _served_header(url, client, headers)
+
+    try:
+        if len(urls) == 1:
+            return {urls[0]: one(urls[0])}
+        with ThreadPoolExecutor(max_workers=min(PROBES_AT_ONCE, len(urls)), thread_name_prefix="name") as pool:
+            return dict(zip(urls, pool.map(one, urls)))
+    finally:
+        for client in clients:
+            client.close()
+
+
+def _named(plan: FilePlan, answer: tuple[str | None, str], taken: set[Path], on_event: EventSink,
+           check_name) -> FilePlan:
+    value, problem = answer
+    name, why = served_file_name(value) if value is not None else (None, problem)
+    if name is not None and name != plan.final.name:
+        final = plan.final.parent / name
+        why = _unusable(final, taken, check_name)
+        if why is None:
+            taken.discard(plan.final)
+            taken.add(final)
+            return replace(plan, final=final, spec=replace(plan.spec, target=str(final)))
+    if why:
+        on_event(Event(EventKind.NOTE, plan.label, message=f"--content-disposition: {why}; saved under the URL's "
+                                                             f"name {plan.final.name}"))
+    return plan
+
+
+def _served_header(url: str, client, headers: dict[str, str]) -> tuple[str | None, str]:
+    """(the answer's Content-Disposition or None, why there is none)."""
+    from prefetch.errors import PrefetchError
+    from prefetch.net.http import _discard, open_url
+
+    try:
+        resp, _ = open_url(client, url, headers={**headers, "Range": "bytes=0-0"})
+    except PrefetchError as exc:
+        return None, f"the server could not be asked for the file's name ({exc})"
+    try:
+        value = resp.headers.get("Content-Disposition")
+    finally:
+        _discard(resp)
+    return value, "the server's answer names no file (no Content-Disposition)"
+
+
+def served_file_name(value: str) -> tuple[str | None, str]:
+    """(the file name ``value`` gives, or None, and why not). ``filename*=`` wins over ``filename=``."""
+    params: dict[str, str] = {}
+    for key, raw in _PARAM.findall(";" + value.partition(";")[2]):
+        raw = raw.strip()
+        if raw.startswith('"'):
+            raw = re.sub(r"\\(.)", r"\1", raw[1:-1] if raw.endswith('"') and len(raw) > 1 else raw[1:])
+        params.setdefault(key.lower(), raw)
+    name = None
+    extended = params.get("filename*")
+    if extended is not None:
+        charset, _, rest = extended.partition("'")
+        encoded = rest.partition("'")[2]
+        if charset.lower() in ("utf-8", "iso-8859-1") and encoded:
+            try:
+                name = unquote(encoded, encoding=charset.lower(), errors="strict")
+            except (UnicodeDecodeError, LookupError):
+                name = None
+    if name is None and "filename" in params:
+        name = params["filename"]
+        try:  # (servers send UTF-8 bytes; the HTTP reader took them as ISO-8859-1)
+            name = name.encode("latin-1").decode("utf-8")
+        except (UnicodeEncodeError, UnicodeDecodeError):
+            pass
+    if name is None:
+        return None, "the server's Content-Disposition names no file"
+    name = name.rpartition("/")[2]  # (its last path component only)
+    shown = repr(name[:60])
+    if name in ("", ".", ".."):
+        return None, f"the server's file name {shown} is not a file name"
+    if name.startswith("."):
+        return None, f"the server's file name {shown} starts with a dot (a hidden file)"
+    if _CONTROL.search(name) or "\\" in name:
+        return None, f"the server's file name {shown} holds a control character or a backslash"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return None, f"the server's file name {shown} is not valid text"
+    return name, ""
+
+
+def _unusable(final: Path, taken: set[Path], check_name) -> str | None:
+    """Why ``final`` (the server's name in the plan's folder) cannot be used, or None."""
+    from prefetch.errors import UsageError
+
+    if final in taken:
+        return f"the server's file name {final.name[:60]!r} is another file's of this command"
+    try:
+        check_name(final)
+    except UsageError:
+        return f"the server's file name {final.name[:40]!r}... is too long for this folder"
+    return None
