@@ -101,7 +101,7 @@ def fill_in(code: str, base: str, files: dict[str, bytes]) -> str:
     # "9f86d08...", sha256=..., md5:0cc175b9..., #md5=0cc175b9... (never a bare `...`: `get ... -b`)
     code = re.sub(r"(?:(?P<prefix>(?:md5|sha256)[:=])[0-9a-f]*|[0-9a-f]{6,})\.\.\.(?=[\"'\s]|$)", real_hash,
                   code, flags=re.M)
-    code = re.sub(r"https://(?:data\.|files\.)?example\.org/|http://10\.0\.0\.5/", base, code)
+    code = re.sub(r"https://(?:data\.|files\.)?example\.org/|http://10\.0\.0\.5/|https://figshare\.com/", base, code)
     return code
 
 
@@ -163,7 +163,11 @@ def docs_origin(home, tmp_path):
     for name, data in files.items():
         (root / name).write_bytes(data)
         (root / "keras-datasets" / name).write_bytes(data)
-    with NginxServer(root) as server:
+    # get.md's --content-disposition example: a link whose path names no file, named by its server.
+    (root / "ndownloader" / "files").mkdir(parents=True)
+    (root / "ndownloader" / "files" / "12345").write_bytes(b"figshare,rows\n")
+    named = "location = /ndownloader/files/12345 { add_header Content-Disposition 'attachment; filename=\"rows.csv\"'; }"
+    with NginxServer(root, location=named) as server:
         base = server.url_for("")
         datasets_synth.write_registry(Path(os.environ["PREFETCH_HOME"]) / "config" / "registry.toml", base, files)
         yield base, files
@@ -273,6 +277,7 @@ def test_get_examples_run_as_typed(docs_origin, home, tmp_path):
     assert (work / "data" / "train.npz").read_bytes() == b"test"
     assert (work / "data" / "meta" / "labels.csv").read_bytes() == b"a"
     assert (work / "data" / "x.bin").read_bytes() == b"test"
+    assert (work / "data" / "rows.csv").read_bytes() == b"figshare,rows\n"  # (--content-disposition)
     assert (work / "data" / "images" / "images" / "a.png").read_bytes() == b"png a"
     assert (work / "data" / "train-0000.tar").read_bytes() == files["train-0000.tar"]
     assert (work / "shards" / "train-0002.tar").read_bytes() == files["train-0002.tar"]

@@ -206,3 +206,25 @@ def test_a_lists_names_are_asked_for_together(served, home, tmp_path):
     probes = [row for row in nginx.served() if row[3] == "bytes=0-0"]
     assert len(probes) == len(paths), probes
     assert len({row[2] for row in probes}) > 1, probes  # (connections: one alone when asked in turn)
+
+
+@pytest.mark.parametrize("where", ["no such name", "nothing listening"])
+def test_a_name_request_that_cannot_connect_is_a_note_and_the_download_says_why(home, tmp_path, where):
+    """The name's first request fails before any answer (a name that does not resolve, as on a
+    machine without internet, or a refused connection): one note, then the download's own one
+    line and exit 3, never an internal error."""
+    import socket
+
+    if where == "no such name":
+        url, env = "http://data.example.org/ndownloader/files/12345", {"PREFETCH_RESOLVE": "data.example.org=fail"}
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        url, env = f"http://127.0.0.1:{port}/ndownloader/files/12345", {}
+    got = run_cli("get", url, "--content-disposition", "-P", str(tmp_path / "out"), "--timeout", "2",
+                  cwd=tmp_path, env={**os.environ, **env})
+    assert got.returncode == 3, got.stderr
+    assert "internal error" not in got.stderr and "Traceback" not in got.stderr, got.stderr
+    assert "--content-disposition: the server could not be asked" in got.stderr + got.stdout
+    assert [line for line in got.stderr.splitlines() if line.startswith("prefetch: error:")][-1:], got.stderr

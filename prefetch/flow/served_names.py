@@ -102,12 +102,16 @@ def _named(plan: FilePlan, answer: tuple[str | None, str], taken: set[Path], on_
 
 def _served_header(url: str, client, headers: dict[str, str]) -> tuple[str | None, str]:
     """(the answer's Content-Disposition or None, why there is none)."""
+    import http.client
+
     from prefetch.errors import PrefetchError
+    from prefetch.net.failures import TransientHTTPError
     from prefetch.net.http import _discard, open_url
 
     try:
         resp, _ = open_url(client, url, headers={**headers, "Range": "bytes=0-0"})
-    except PrefetchError as exc:
+    except (PrefetchError, TransientHTTPError, OSError, http.client.HTTPException) as exc:
+        # (the download asks again with its retries, and says in its own line what is wrong)
         return None, f"the server could not be asked for the file's name ({exc})"
     try:
         value = resp.headers.get("Content-Disposition")
