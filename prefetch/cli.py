@@ -307,9 +307,10 @@ def _fail(message: str, code: int) -> None:
     try:
         from prefetch.commands.error_line import error_line
         from prefetch.commands.get_args import echo
+        from prefetch.commands.invoked import typed  # (`python -m prefetch ...` in its advice when so run)
     except OSError:  # (no file left to import them from: `ulimit -n`) the line as it is
-        error_line, echo = str, None
-    line = error_line(message)
+        error_line, echo, typed = str, None, str
+    line = typed(error_line(message))
     try:
         if echo is None:
             sys.stderr.write(f"prefetch: error: {line}\n")

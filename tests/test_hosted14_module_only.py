@@ -1,0 +1,147 @@
+"""Hosted notebooks, tried for real: ``prefetch`` not on the cell's PATH, a kernel restart
+mid-job, AutoDL's ``source /etc/network_turbo`` proxy.
+
+``pip install --user`` (a non-root notebook user) puts the ``prefetch`` script in
+``~/.local/bin``, often not on a ``!`` cell's PATH: the user types ``python -m prefetch``.
+Every command works so (the ``-b`` worker is started by the interpreter, not by the script),
+and the commands prefetch suggests (``follow with: ...``, ``continue with ...``, an error's
+advice) say ``python -m prefetch`` then, not a ``prefetch`` the shell cannot find.
+The kernel test restarts the kernel the way Jupyter does (SIGKILL to its process group):
+the job, started with the proxy of the cell that started it (a platform-wide ``no_proxy``
+that does not name the server), keeps going through that proxy, and ``wait`` from the new
+kernel sees it done. Real processes, a real kernel, a real tinyproxy; no mocks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.proxies import TinyProxy
+from tests.test_jobs import job_id_from
+
+DATA = random.Random(1414).randbytes(1_500_000)
+SHA = hashlib.sha256(DATA).hexdigest()
+PASSWORD = "turbo-s3cret"
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+               "NO_PROXY")
+
+
+def python_only_bin(tmp_path: Path) -> Path:
+    """A bin dir with a ``python`` (this interpreter) and no ``prefetch``: a ``--user`` install's cell."""
+    bindir = tmp_path / "pybin"
+    bindir.mkdir()
+    wrapper = bindir / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return bindir
+
+
+def module_env(bindir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    return env
+
+
+def python_m(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m prefetch ARGS`` as the cell's shell runs it: ``python`` found on PATH."""
+    return subprocess.run(["python", "-m", "prefetch", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_python_m_prefetch_without_the_script_on_path_runs_a_job_and_suggests_what_can_be_typed(home, origin,
+                                                                                                 tmp_path):
+    origin.put("d.bin", DATA)
+    bindir = python_only_bin(tmp_path)
+    env = module_env(bindir)
+    assert subprocess.run(["sh", "-c", "command -v prefetch"], env=env, capture_output=True).returncode != 0
+
+    started = python_m("get", origin.url_for("d.bin"), "--sha256", SHA, "-P", str(tmp_path / "data"), "-b", env=env)
+    assert started.returncode == 0, started.stderr
+    job = job_id_from(started.stdout)
+    assert (f"follow with: python -m prefetch status {job} | python -m prefetch log -f {job} | "
+            f"python -m prefetch wait {job}") in started.stdout
+    waited = python_m("wait", job, "--timeout", "60", env=env)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (tmp_path / "data" / "d.bin").read_bytes() == DATA
+
+    # An error's advice too: one line, the command as it can be typed here.
+    missing = python_m("resume", "j0000-0000", env=env)
+    assert missing.returncode != 0 and missing.stderr.count("\n") == 1
+    assert "`python -m prefetch status` lists jobs" in missing.stderr, missing.stderr
+
+    # With the script on PATH (or run as the script), the suggestions say `prefetch`.
+    script = bindir / "prefetch"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m prefetch "$@"\n')
+    script.chmod(0o755)
+    again = python_m("get", origin.url_for("d.bin"), "--sha256", SHA, "-P", str(tmp_path / "more"), "-b", env=env)
+    assert again.returncode == 0, again.stderr
+    job2 = job_id_from(again.stdout)
+    assert f"follow with: prefetch status {job2} |" in again.stdout
+    assert python_m("wait", job2, "--timeout", "60", env=env).returncode == 0
+    assert "`prefetch status` lists jobs" in run_cli("resume", "j0000-0000").stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_job_from_a_turbo_cell_survives_a_kernel_restart_through_its_proxy_and_wait_sees_it(home, origin,
+                                                                                             tmp_path):
+    from tests.kernel import Kernel, kernel_env
+
+    origin.put("big.bin", DATA)
+    origin.total_rate = 200 << 10  # ~7 s: the restart comes mid-download
+    bindir = python_only_bin(tmp_path)
+    env = kernel_env(home)
+    for var in _PROXY_VARS:
+        env.pop(var, None)
+    env["PATH"] = f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    env["no_proxy"] = "localhost,.autodl.com"  # platform-wide, as AutoDL sets it: not our server
+    work = tmp_path / "notebook"
+    work.mkdir()
+    with TinyProxy(tmp_path / "tinyproxy", user="alice", password=PASSWORD) as proxy:
+        turbo = tmp_path / "network_turbo"  # AutoDL's /etc/network_turbo: the cell's shell only
+        turbo.write_text(f"export http_proxy={proxy.url_with_credentials}\n"
+                         f"export https_proxy={proxy.url_with_credentials}\n")
+        final = tmp_path / "data" / "big.bin"
+        kernel = Kernel(env, cwd=work)
+        try:
+            cell = kernel.run(f"!source {turbo} && python -m prefetch get {origin.url_for('big.bin')} "
+                              f"--sha256 {SHA} -P {final.parent} -b")
+            job = job_id_from(cell.rendered)
+            assert f"python -m prefetch wait {job}" in cell.rendered
+            pid = int(cell.rendered.split("(pid ", 1)[1].split(")", 1)[0])
+            deadline = time.monotonic() + 60
+            while not any(p.name.endswith(".part") and p.stat().st_size for p in final.parent.glob("*")):
+                assert time.monotonic() < deadline, "the job never started writing"
+                time.sleep(0.05)
+
+            kernel.km.restart_kernel(now=True)  # SIGKILL to the kernel's process group, as Jupyter does
+            kernel.kc.wait_for_ready(timeout=120)
+            assert _alive(pid), "the job's worker died with the kernel"
+            assert not final.exists()  # (still downloading: the restart came mid-job)
+
+            waited = kernel.run("!python -m prefetch wait; echo rc=$?", timeout=120)
+            assert "rc=0" in waited.rendered, waited.rendered
+            assert final.read_bytes() == DATA
+            assert "GET http://127.0.0.1" in proxy.log()  # the download went through the cell's proxy
+            status = kernel.run(f"!python -m prefetch status {job} --json; python -m prefetch log {job}")
+            assert PASSWORD not in status.rendered + cell.rendered + waited.rendered
+        finally:
+            kernel.shutdown()
+    for path in home.rglob("*"):
+        if path.is_file():
+            assert PASSWORD.encode() not in path.read_bytes(), path
