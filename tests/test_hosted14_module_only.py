@@ -78,6 +78,10 @@ def test_python_m_prefetch_without_the_script_on_path_runs_a_job_and_suggests_wh
     assert missing.returncode != 0 and missing.stderr.count("\n") == 1
     assert "`python -m prefetch status` lists jobs" in missing.stderr, missing.stderr
 
+    # doctor's advice too (internet off: every source fails, the hint names the mirror commands).
+    doctor = python_m("doctor", env=dict(env, PREFETCH_RESOLVE="*=fail"))
+    assert "`python -m prefetch mirror bench`" in doctor.stdout, doctor.stdout
+
     # With the script on PATH (or run as the script), the suggestions say `prefetch`.
     script = bindir / "prefetch"
     script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m prefetch "$@"\n')
