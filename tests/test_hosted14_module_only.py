@@ -149,3 +149,42 @@ def test_a_job_from_a_turbo_cell_survives_a_kernel_restart_through_its_proxy_and
     for path in home.rglob("*"):
         if path.is_file():
             assert PASSWORD.encode() not in path.read_bytes(), path
+
+
+def test_a_real_pip_install_user_then_python_m_prefetch_runs_a_job(home, origin, tmp_path):
+    """``pip install --user`` as a notebook user does it: the script in ~/.local/bin (not on PATH),
+    the package in the user site; ``python -m prefetch`` (the interpreter pip ran under) runs a
+    ``-b`` job whose worker imports the same copy."""
+    import shutil
+
+    base = getattr(sys, "_base_executable", sys.executable)
+    worktree = Path(__file__).resolve().parents[1]
+    src = tmp_path / "src"
+    shutil.copytree(worktree / "prefetch", src / "prefetch", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(worktree / name, src / name)
+    bindir = tmp_path / "pybin"
+    bindir.mkdir()
+    (bindir / "python").write_text(f'#!/bin/sh\nexec "{base}" "$@"\n')
+    (bindir / "python").chmod(0o755)
+    env = module_env(bindir)
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONUSERBASE", None)
+    installed = subprocess.run(["python", "-m", "pip", "install", "-q", "--user", "--no-deps", "--no-build-isolation",
+                                "--no-index", str(src)], env=env, capture_output=True, text=True, timeout=300,
+                               cwd=tmp_path)
+    if installed.returncode != 0:
+        pytest.skip(f"pip install --user is not possible here: {installed.stderr.strip()[-300:]}")
+    assert (home / ".local" / "bin" / "prefetch").is_file()
+    where = subprocess.run(["python", "-c", "import prefetch; print(prefetch.__file__)"], env=env, capture_output=True,
+                           text=True, cwd=tmp_path)
+    assert where.stdout.startswith(str(home / ".local")), where.stdout + where.stderr
+
+    origin.put("u.bin", DATA)
+    started = python_m("get", origin.url_for("u.bin"), "--sha256", SHA, "-P", str(tmp_path / "data"), "-b", env=env)
+    assert started.returncode == 0, started.stderr
+    job = job_id_from(started.stdout)
+    assert f"python -m prefetch wait {job}" in started.stdout
+    waited = python_m("wait", job, "--timeout", "60", env=env)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (tmp_path / "data" / "u.bin").read_bytes() == DATA
