@@ -81,6 +81,9 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
         )
     request = GetRequest.from_dict(record.request)
     request.job = job_id
+    from prefetch.jobs.job_proxies import resume_environment
+
+    env = resume_environment(job_id, request.proxies, env)  # the proxy of the cell that started it
     plan_request(request, env=env)  # the registry may have changed since: fail now, not in the worker
 
     def reset(rec: JobRecord) -> None:
