@@ -128,6 +128,11 @@ def test_a_job_from_a_turbo_cell_survives_a_kernel_restart_through_its_proxy_and
             job = job_id_from(cell.rendered)
             assert f"python -m prefetch wait {job}" in cell.rendered
             pid = int(cell.rendered.split("(pid ", 1)[1].split(")", 1)[0])
+            # ... and one from the kernel itself (the Python API): its worker is the kernel's child.
+            api = kernel.run(f"import prefetch\njob = prefetch.ensure({origin.url_for('big.bin')!r}, background=True, "
+                             f"sha256={SHA!r}, output_dir={str(tmp_path / 'api')!r})\nprint('api job', job.id, job.pid)")
+            assert api.error is None, api.error
+            api_pid = int(api.rendered.split()[-1])
             deadline = time.monotonic() + 60
             while not any(p.name.endswith(".part") and p.stat().st_size for p in final.parent.glob("*")):
                 assert time.monotonic() < deadline, "the job never started writing"
@@ -136,11 +141,12 @@ def test_a_job_from_a_turbo_cell_survives_a_kernel_restart_through_its_proxy_and
             kernel.km.restart_kernel(now=True)  # SIGKILL to the kernel's process group, as Jupyter does
             kernel.kc.wait_for_ready(timeout=120)
             assert _alive(pid), "the job's worker died with the kernel"
+            assert _alive(api_pid), "the API job's worker died with the kernel"
             assert not final.exists()  # (still downloading: the restart came mid-job)
 
             waited = kernel.run("!python -m prefetch wait; echo rc=$?", timeout=120)
             assert "rc=0" in waited.rendered, waited.rendered
-            assert final.read_bytes() == DATA
+            assert final.read_bytes() == DATA and (tmp_path / "api" / "big.bin").read_bytes() == DATA
             assert "GET http://127.0.0.1" in proxy.log()  # the download went through the cell's proxy
             status = kernel.run(f"!python -m prefetch status {job} --json; python -m prefetch log {job}")
             assert PASSWORD not in status.rendered + cell.rendered + waited.rendered
