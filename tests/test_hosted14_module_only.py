@@ -47,6 +47,7 @@ def python_only_bin(tmp_path: Path) -> Path:
 
 def module_env(bindir: Path) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("PREFETCH_COMMAND", None)  # (conftest's: suggestions as `prefetch` everywhere else)
     env["PATH"] = f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin"
     return env
 
@@ -77,6 +78,10 @@ def test_python_m_prefetch_without_the_script_on_path_runs_a_job_and_suggests_wh
     missing = python_m("resume", "j0000-0000", env=env)
     assert missing.returncode != 0 and missing.stderr.count("\n") == 1
     assert "`python -m prefetch status` lists jobs" in missing.stderr, missing.stderr
+
+    # PREFETCH_COMMAND overrides the guess.
+    told = python_m("resume", "j0000-0000", env=dict(env, PREFETCH_COMMAND="prefetch"))
+    assert "no job 'j0000-0000'" in told.stderr and "; `prefetch status` lists jobs" in told.stderr, told.stderr
 
     # doctor's advice too (internet off: every source fails, the hint names the mirror commands).
     doctor = python_m("doctor", env=dict(env, PREFETCH_RESOLVE="*=fail"))
@@ -110,6 +115,7 @@ def test_a_job_from_a_turbo_cell_survives_a_kernel_restart_through_its_proxy_and
     origin.total_rate = 200 << 10  # ~7 s: the restart comes mid-download
     bindir = python_only_bin(tmp_path)
     env = kernel_env(home)
+    env.pop("PREFETCH_COMMAND", None)
     for var in _PROXY_VARS:
         env.pop(var, None)
     env["PATH"] = f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin"

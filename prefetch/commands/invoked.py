@@ -17,11 +17,15 @@ MODULE = "python -m prefetch"
 
 def command_name(env=None) -> str:
     """``prefetch``, or ``python -m prefetch`` when that is how this process was started and
-    no ``prefetch`` command is on ``PATH``."""
+    no ``prefetch`` command is on ``PATH``; ``PREFETCH_COMMAND`` (``prefetch`` or
+    ``python -m prefetch``) says which where that guess is wrong."""
+    env = os.environ if env is None else env
+    chosen = (env.get("PREFETCH_COMMAND") or "").strip()
+    if chosen in ("prefetch", MODULE):
+        return chosen
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if spec is None or spec.name != "prefetch.__main__":
         return "prefetch"
-    env = os.environ if env is None else env
     for directory in (env.get("PATH") or os.defpath).split(os.pathsep):
         candidate = os.path.join(directory or ".", "prefetch")
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
