@@ -110,4 +110,14 @@ def test_resume_of_a_job_whose_proxy_had_a_password_asks_for_the_variable_again(
         assert run_cli("wait", job, "--timeout", "60", env=env).returncode == 0
         assert "GET http://127.0.0.1" in proxy.log()
     assert final.read_bytes() == DATA
+
+    # no_proxy='*' in the resuming shell: straight to the server, no question asked.
+    other = tmp_path / "data" / "q.bin"
+    job = job_id_from(run_cli("get", origin.url_for("p.bin"), "--sha256", SHA, "-o", str(other), "-b", env=env).stdout)
+    assert run_cli("wait", job, "--timeout", "60", env=env).returncode == 3
+    direct = dict(_without_proxies(env), no_proxy="*")
+    resumed = run_cli("resume", job, env=direct)
+    assert resumed.returncode == 0, resumed.stderr
+    assert run_cli("wait", job, "--timeout", "60", env=direct).returncode == 0
+    assert other.read_bytes() == DATA
     assert PASSWORD not in everything_written(home)

@@ -5,7 +5,8 @@
 ``user:password@`` shown as ``***@``: no credential in the record). ``resume`` from a shell
 that sets no proxy variable (a new kernel, another cell) uses them again; one that had a
 password cannot be (it is not stored), so that resume is refused with one line saying to set
-the variable again. A shell that sets any proxy variable resumes with its own.
+the variable again. A shell that sets any proxy variable resumes with its own, and one with
+``no_proxy='*'`` with none.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ def resume_environment(job_id: str, stored: list[str], env: Mapping[str, str]) -
         UsageError: a stored proxy had credentials (never stored) and ``env`` sets no proxy.
     """
     out = dict(env)
-    if not stored or any(env.get(name) for name in PROXIES):
-        return out
+    if not stored or any(env.get(name) for name in PROXIES) or "*" in (env.get("no_proxy"), env.get("NO_PROXY")):
+        return out  # (no_proxy='*': this shell asks for no proxy at all)
     pairs = [entry.partition("=")[::2] for entry in stored if "=" in entry]
     hidden = [f"{name}={value}" for name, value in pairs if name in PROXIES and "***@" in value]
     if hidden:
