@@ -48,3 +48,39 @@ def test_internet_off_is_one_line_exit_3_in_the_foreground_and_from_a_job(home, 
     assert os.listdir(out) == []  # no .part, no state file: nothing was fetched
     keras = home / ".keras" / "datasets"
     assert not keras.exists() or [p.name for p in keras.iterdir()] == []
+
+
+def test_a_job_into_a_read_only_input_dir_is_refused_in_the_cell_that_starts_it(cli, origin, tmpfs, home):  # noqa: F811
+    """``!prefetch get URL -P /kaggle/input -b``: one line, exit 5, at once (before: "started
+    job", then ``wait`` said exit 5); no job record left. A file already in place there is no
+    write: that job starts (and ends at once)."""
+    origin.put("d.bin", DATA)
+    ro = tmpfs("1m", read_only=True, name="kaggle-input-b")
+    line = one_error_line(cli("get", origin.url_for("d.bin"), "--sha256", SHA, "-P", str(ro.path), "-b"),
+                          ExitCode.FILESYSTEM)
+    assert "Read-only file system" in line and str(ro.path) in line and "-P DIR" in line
+    line = one_error_line(cli("get", origin.url_for("d.bin"), "-P", str(ro.path / "sub" / "dir"), "-b"),
+                          ExitCode.FILESYSTEM)
+    assert str(ro.path) in line
+    jobs = home / ".prefetch" / "state" / "jobs"
+    assert not jobs.exists() or not list(jobs.glob("*.json"))
+
+    # A job whose folder became read-only since: its resume says so too, and changes nothing.
+    later = tmpfs("1m", name="kaggle-input-later")
+    origin.total_rate = 50 << 10
+    job = job_id_from(cli("get", origin.url_for("d.bin"), "--sha256", SHA, "-P", str(later.path), "-b").stdout)
+    assert cli("cancel", job).returncode == 0
+    origin.total_rate = None
+    later.remount("ro")
+    line = one_error_line(cli("resume", job), ExitCode.FILESYSTEM)
+    assert "Read-only file system" in line and str(later.path) in line
+    assert cli("status", job, "--json").stdout.count('"cancelled"') >= 1
+
+    placed = tmpfs("1m", name="kaggle-input-placed")
+    assert cli("get", origin.url_for("d.bin"), "--sha256", SHA, "-P", str(placed.path)).returncode == 0
+    placed.remount("ro")
+    started = cli("get", origin.url_for("d.bin"), "--sha256", SHA, "-P", str(placed.path), "-b")
+    assert started.returncode == 0, started.stderr
+    waited = cli("wait", job_id_from(started.stdout), "--timeout", "60")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (placed.path / "d.bin").read_bytes() == DATA

@@ -154,6 +154,9 @@ def start_job(
     env = dict(os.environ if env is None else env)
     request = pin_request(request, env)
     plans, _ = plan_request(request, env=env)
+    from prefetch.jobs.targets import check_targets_writable
+
+    check_targets_writable(plans)  # (a read-only folder: said now, not by the job's wait)
     directory = jobs_dir(env).absolute()
     try:
         directory.mkdir(parents=True, exist_ok=True)
