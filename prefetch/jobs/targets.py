@@ -13,26 +13,30 @@ from pathlib import Path
 def check_targets_writable(plans) -> None:
     """Each plan's nearest existing folder can be written, unless its file is already there.
 
+    One look per folder (a list of 2,000 URLs into one folder: one ``access``), strings only.
+
     Raises:
         LocalFileError: a read-only filesystem or a folder without write permission (exit 5).
     """
-    seen: set[Path] = set()
+    writable: set[str] = set()
     for plan in plans:
-        final = Path(plan.final)
+        final = os.fspath(plan.final)
+        parent = os.path.dirname(final)
+        if parent in writable:
+            continue
+        folder = parent
+        while not os.path.lexists(folder) and folder != os.path.dirname(folder):
+            folder = os.path.dirname(folder)
+        if not os.path.isdir(folder) or os.access(folder, os.W_OK):
+            writable.add(parent)  # (not a folder: the download's own line says what is there)
+            continue
         if os.path.lexists(final):
             continue  # (in place already: placing it again may write nothing there)
-        folder = final.parent
-        while not os.path.lexists(folder) and folder != folder.parent:
-            folder = folder.parent
-        if folder in seen:
-            continue
-        seen.add(folder)
-        if os.path.isdir(folder) and not os.access(folder, os.W_OK):
-            try:
-                read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-            except OSError:
-                read_only = False
-            code = errno.EROFS if read_only else errno.EACCES
-            from prefetch.fs.files import local_error
+        try:
+            read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        code = errno.EROFS if read_only else errno.EACCES
+        from prefetch.fs.files import local_error
 
-            raise local_error(OSError(code, os.strerror(code)), folder)
+        raise local_error(OSError(code, os.strerror(code)), Path(folder))
