@@ -57,3 +57,40 @@ def test_the_same_link_planted_by_another_account_is_refused(hf_default_home, hu
     errors = [line for line in done.stderr.splitlines() if line.startswith("prefetch: error: ")]
     assert len(errors) == 1 and "owned by another user (uid 65534)" in errors[0], done.stderr
     assert list(disk.iterdir()) == []
+
+
+KERAS_LOOKS = """
+import sys
+import keras.src.utils.file_utils as f
+def no_download(url, *args, **kwargs):
+    raise AssertionError(f"Keras tried to download {url}")
+f.urlretrieve = no_download
+print(f.get_file("d.bin", origin=sys.argv[1], file_hash=sys.argv[2]))
+"""
+
+
+def test_a_users_keras_link_to_the_data_disk_is_followed_and_keras_finds_the_file(home, origin, cli, tmp_path,
+                                                                                 monkeypatch):
+    import hashlib
+    import random
+    import subprocess
+    import sys
+
+    from tests.helpers import write_registry
+
+    data = random.Random(1419).randbytes(100_000)
+    sha = hashlib.sha256(data).hexdigest()
+    origin.put("d.bin", data)
+    monkeypatch.delenv("KERAS_HOME")  # Keras's default: ~/.keras, here the user's link to the data disk
+    disk = tmp_path / "autodl-tmp" / "keras"
+    disk.mkdir(parents=True)
+    (home / ".keras").symlink_to(disk)
+    registry = write_registry(tmp_path / "reg.toml", "mydata", origin.url_for("d.bin"), sha256=sha)
+    done = cli("get", "mydata", "--registry", str(registry))
+    assert done.returncode == 0, done.stderr
+    assert (disk / "datasets" / "d.bin").read_bytes() == data and (home / ".keras").is_symlink()
+    env = dict(os.environ, KERAS_BACKEND="numpy")
+    found = subprocess.run([sys.executable, "-c", KERAS_LOOKS, origin.url_for("d.bin"), sha], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert os.path.realpath(found.stdout.strip().splitlines()[-1]) == str((disk / "datasets" / "d.bin").resolve())
