@@ -114,8 +114,10 @@ def _run(args: list[str]):
             except OSError as exc:
                 _broken_pipe(exc)
     from prefetch.commands.group import cli
+    from prefetch.commands.invoked import command_name
 
-    return cli.main(args=args, prog_name="prefetch", standalone_mode=False)
+    # (`Usage: python -m prefetch get ...` when so run without a `prefetch` on PATH)
+    return cli.main(args=args, prog_name=command_name(), standalone_mode=False)
 
 
 def _broken_pipe(exc: OSError) -> None:

@@ -79,6 +79,11 @@ def test_python_m_prefetch_without_the_script_on_path_runs_a_job_and_suggests_wh
     assert missing.returncode != 0 and missing.stderr.count("\n") == 1
     assert "`python -m prefetch status` lists jobs" in missing.stderr, missing.stderr
 
+    # --help and a usage error name the command so too.
+    assert "Usage: python -m prefetch status" in python_m("status", "--help", env=env).stdout
+    bad = python_m("status", "--no-such-option", env=env)
+    assert bad.returncode == 2 and "(see `python -m prefetch status --help`)" in bad.stderr, bad.stderr
+
     # PREFETCH_COMMAND overrides the guess.
     told = python_m("resume", "j0000-0000", env=dict(env, PREFETCH_COMMAND="prefetch"))
     assert "no job 'j0000-0000'" in told.stderr and "; `prefetch status` lists jobs" in told.stderr, told.stderr
