@@ -69,7 +69,7 @@ def make_request(names: str | Iterable[str], **options):
         options["registries"] = options.pop("registry")
     if "mirror" in options:
         options["mirrors"] = options.pop("mirror")
-    keys = [f.name for f in fields(GetRequest) if f.name not in ("names", "job")]
+    keys = [f.name for f in fields(GetRequest) if f.name not in ("names", "job", "proxies")]  # (proxies: a job's own)
     unknown = sorted(set(options) - set(keys))
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; expected some of {', '.join(keys)}")

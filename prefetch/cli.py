@@ -114,8 +114,10 @@ def _run(args: list[str]):
             except OSError as exc:
                 _broken_pipe(exc)
     from prefetch.commands.group import cli
+    from prefetch.commands.invoked import command_name
 
-    return cli.main(args=args, prog_name="prefetch", standalone_mode=False)
+    # (`Usage: python -m prefetch get ...` when so run without a `prefetch` on PATH)
+    return cli.main(args=args, prog_name=command_name(), standalone_mode=False)
 
 
 def _broken_pipe(exc: OSError) -> None:
@@ -307,9 +309,10 @@ def _fail(message: str, code: int) -> None:
     try:
         from prefetch.commands.error_line import error_line
         from prefetch.commands.get_args import echo
+        from prefetch.commands.invoked import typed  # (`python -m prefetch ...` in its advice when so run)
     except OSError:  # (no file left to import them from: `ulimit -n`) the line as it is
-        error_line, echo = str, None
-    line = error_line(message)
+        error_line, echo, typed = str, None, str
+    line = typed(error_line(message))
     try:
         if echo is None:
             sys.stderr.write(f"prefetch: error: {line}\n")

@@ -26,6 +26,9 @@ def home(tmp_path, monkeypatch) -> Path:
                 "PREFETCH_DATASET_MIRROR"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost,::1")
+    # Suggested commands read `prefetch ...` whether or not this machine has the script on PATH
+    # (tests run `python -m prefetch`); tests/test_hosted14_module_only.py unsets it.
+    monkeypatch.setenv("PREFETCH_COMMAND", "prefetch")
     # Fast failure handling in tests; the defaults are for real networks.
     monkeypatch.setenv("PREFETCH_BACKOFF", "0.05")
     monkeypatch.setenv("PREFETCH_BACKOFF_CAP", "0.2")

@@ -41,6 +41,7 @@ def doctor(datasets, sources: bool, registries, deadline: float, python: str | N
         echo_json({"ok": not report.failed, "checks": list(report.checks), "sources": list(report.sources)})
     else:
         from prefetch.commands.error_line import hide_passwords
+        from prefetch.commands.invoked import typed
         from prefetch.commands.output import STATE_COLOURS, stdout_style
 
         style = stdout_style()
@@ -49,7 +50,7 @@ def doctor(datasets, sources: bool, registries, deadline: float, python: str | N
             line = f"{tag} {check.topic:8} {check.message}"
             if check.hint and check.level in (Level.WARN, Level.FAIL):
                 line += f"\n{'':16}-> {check.hint}"
-            click.echo(hide_passwords(line), color=style.colour)
+            click.echo(typed(hide_passwords(line)), color=style.colour)
         problems = sum(1 for c in report.checks if c.level is Level.FAIL)
         warnings = sum(1 for c in report.checks if c.level is Level.WARN)
         click.echo(f"{problems} problem(s), {warnings} warning(s)")

@@ -79,7 +79,9 @@ def run_get(names, input_file, output_dir, extract, extract_to, limit_rate, head
             echo(json.dumps({"job": job.id, "log": str(job.log_path), "pid": job.pid}))
         else:
             echo(f"started job {job.id} (pid {job.pid}); log: {job.log_path}")
-            echo(f"follow with: prefetch status {job.id} | prefetch log -f {job.id} | prefetch wait {job.id}")
+            from prefetch.commands.invoked import follow_line
+
+            echo(follow_line(job.id))
         return 0
     paths = PathPrinter(sys.stdout, end="\0" if null else "\n") if print_paths else None
     return run_foreground(request, as_json=as_json, quiet=quiet, paths=paths)

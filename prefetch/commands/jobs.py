@@ -13,6 +13,7 @@ import time
 
 import click
 
+from prefetch.commands.invoked import follow_line, typed
 
 RECENT_SECONDS = 3600.0  # `status` without --all: running jobs and those that ended this recently
 
@@ -114,16 +115,16 @@ def status(job, show_all, per_file, as_json):
         click.echo(json.dumps({"schema": 1, "jobs": [lib.job_to_dict(r) for r in records]}, indent=2))
         return 0
     if not records:
-        click.echo("no jobs yet; start one with `prefetch get NAME -b`")
+        click.echo(typed("no jobs yet; start one with `prefetch get NAME -b`"))
         return 0
     hidden = 0
     if not job and not show_all:
         records, hidden = recent(records)
     _print_table(_rows(records, files=per_file))
     for line in _hints(records):
-        click.echo(line)
+        click.echo(typed(line))
     if hidden:
-        click.echo(f"({hidden} older job{'s' if hidden != 1 else ''} not shown: `prefetch status --all`)")
+        click.echo(typed(f"({hidden} older job{'s' if hidden != 1 else ''} not shown: `prefetch status --all`)"))
     return 0
 
 
@@ -143,7 +144,7 @@ def log(job, follow):
     if job is None:
         latest = lib.latest_job()
         if latest is None:
-            click.echo("no jobs yet; start one with `prefetch get NAME -b`")
+            click.echo(typed("no jobs yet; start one with `prefetch get NAME -b`"))
             return 0
         job = latest.id
     from prefetch.ui.interrupt import interrupt_on_hangup, is_interrupt
@@ -200,7 +201,7 @@ def wait(targets, timeout):
         if r.state in ("done",):
             count = r.file_count  # (a repo's entry counts as its files)
             line += f" ({count} file{'s' if count != 1 else ''} in place)"
-        click.echo(line)
+        click.echo(typed(line))
     for job_id in result.superseded:
         click.echo(f"{job_id}: stopped earlier, but its files are in place now")
     for name in result.datasets:
@@ -278,7 +279,7 @@ def cancel(job, timeout):
     if record.state == "done":  # (it ended while the cancel reached it: nothing is left to resume)
         click.echo(f"{job} done: it finished before the cancel reached it; its files are in place")
     else:
-        click.echo(f"{job} {record.state}; continue with `prefetch resume {job}`")
+        click.echo(typed(f"{job} {record.state}; continue with `prefetch resume {job}`"))
     return 0
 
 
@@ -299,7 +300,7 @@ def resume(job, as_json):
         click.echo(json.dumps({"job": record.id, "log": record.log, "pid": record.pid}))
     else:
         click.echo(f"resumed job {record.id} (pid {record.pid}); log: {record.log}")
-        click.echo(f"follow with: prefetch status {record.id} | prefetch log -f {record.id} | prefetch wait {record.id}")
+        click.echo(follow_line(record.id))
     return 0
 
 

@@ -188,7 +188,9 @@ def bench(names: tuple[str, ...], deadline: float, as_json: bool) -> None:
     render_table(["MIRROR", "STATUS", "THROUGHPUT", "LATENCY", "BYTES", "NOTE"], rows,
                  title=f"Mirror speed (deadline {deadline:g}s each, in parallel)")
     if report.fastest:
-        click.echo(f"fastest: {report.fastest.name}  (`prefetch mirror use {report.fastest.name}`)")
+        from prefetch.commands.invoked import typed
+
+        click.echo(typed(f"fastest: {report.fastest.name}  (`prefetch mirror use {report.fastest.name}`)"))
     else:
         warn("no mirror delivered any bytes in time; check the network or raise --deadline")
 

@@ -115,9 +115,14 @@ def free_space(path: Path) -> int:
     return 0
 
 
-def local_error(exc: OSError, path: Path, *, needed: int | None = None, instead: str = "--cache-dir"):
+# What a download's user can point elsewhere: `-P /kaggle/input` (read-only) is a URL's folder, not a cache dir.
+TARGET_OPTIONS = "folder (-P DIR or -o PATH for a URL, --cache-dir for a dataset or model)"
+
+
+def local_error(exc: OSError, path: Path, *, needed: int | None = None, instead: str = TARGET_OPTIONS):
     """The user-facing error for an OSError while writing ``path``; ``instead``: what the user
-    can point elsewhere (``PREFETCH_HOME`` for prefetch's own state).
+    can point elsewhere (``PREFETCH_HOME`` for prefetch's own state; by default the options
+    that choose where a download goes).
 
     Returns:
         DiskFullError (no space, with free and needed sizes) or LocalFileError.
@@ -128,7 +133,7 @@ def local_error(exc: OSError, path: Path, *, needed: int | None = None, instead:
         need = f"; needs {_amount(needed)} more" if needed else ""
         return DiskFullError(
             f"no space left on the device holding {path}{need}, {_amount(free_space(path))} free. "
-            f"Free some space (or use {instead}) and run the command again to resume"
+            f"Free some space (or use another {instead}) and run the command again to resume"
         )
     if exc.errno in (errno.EMFILE, errno.ENFILE):
         from prefetch.errors import too_many_open_files

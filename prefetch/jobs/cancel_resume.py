@@ -81,7 +81,13 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
         )
     request = GetRequest.from_dict(record.request)
     request.job = job_id
-    plan_request(request, env=env)  # the registry may have changed since: fail now, not in the worker
+    from prefetch.jobs.job_proxies import resume_environment
+
+    env = resume_environment(job_id, request.proxies, env)  # the proxy of the cell that started it
+    plans, _ = plan_request(request, env=env)  # the registry may have changed since: fail now, not in the worker
+    from prefetch.jobs.targets import check_targets_writable
+
+    check_targets_writable(plans)  # (a folder made read-only since: said now)
 
     def reset(rec: JobRecord) -> None:
         # Again under the jobs lock: another resume may have started a worker since the check

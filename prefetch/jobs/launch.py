@@ -110,6 +110,7 @@ def pin_request(request, env: Mapping[str, str] | None = None):
     from prefetch.flow.planners import PLANNERS
 
     env = os.environ if env is None else env
+    from prefetch.jobs.job_proxies import pin_proxies
     from prefetch.jobs.priority import nice_from_env
 
     mirrors = _pin_mirrors(request, env)
@@ -121,6 +122,7 @@ def pin_request(request, env: Mapping[str, str] | None = None):
         registries=[str(expand_path(r, "--registry").absolute()) for r in request.registries],
         mirrors_from_env=request.mirrors_from_env or (not request.mirrors and bool(mirrors)),
         nice=nice_from_env(env) if request.nice is None else request.nice,
+        proxies=request.proxies or pin_proxies(env),
     )
     for planner in PLANNERS:
         request = planner.pin(request, env)
@@ -164,6 +166,9 @@ def start_job(
     env = dict(os.environ if env is None else env)
     request = pin_request(request, env)
     plans, _ = plan_request(request, env=env)
+    from prefetch.jobs.targets import check_targets_writable
+
+    check_targets_writable(plans)  # (a read-only folder: said now, not by the job's wait)
     directory = jobs_dir(env).absolute()
     try:
         directory.mkdir(parents=True, exist_ok=True)
