@@ -1,0 +1,71 @@
+"""The API in a forked child (a torch DataLoader worker, a ``multiprocessing`` "fork" pool)
+while the parent downloads: the child must not act on the parent's connections.
+
+A child of ``fork`` holds the parent's sockets (the same open connections) and a copy of
+its module state. Each request's head is awaited under a deadline booked on the process's
+one watchdog thread (``net/deadlines.py``); the parent cancels its booking when the head
+arrives, but the child's copy of the booking stays: once the child runs a download of its
+own (its watchdog thread starts), it ran the parent's expired booking, which shuts the
+socket down, the parent's socket, cutting the parent's download mid-body.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.origin_faults import Delay
+
+MiB = 1 << 20
+
+PARENT = r"""
+import multiprocessing, os, sys, threading, time
+import prefetch
+
+big_url, big_out, small_url, small_out, timeout = sys.argv[1:6]
+timeout = float(timeout)
+results = []
+
+def download():
+    results.append(prefetch.ensure(big_url, output=big_out, connections=1, timeout=timeout, progress=False))
+
+def child():  # a DataLoader worker's first file: its own small download, then it keeps working
+    try:
+        prefetch.ensure(small_url, output=small_out, progress=False)
+    except BaseException as exc:
+        print("child failed", repr(exc), file=sys.stderr, flush=True)
+    time.sleep(3 * timeout)
+
+thread = threading.Thread(target=download)
+thread.start()
+time.sleep(0.3)  # the parent's request now awaits its head (a Delay at the origin): a deadline is booked
+worker = multiprocessing.get_context("fork").Process(target=child, daemon=True)
+worker.start()
+thread.join()
+print("parent", results[0][0].status, flush=True)
+worker.terminate()
+worker.join()
+"""
+
+
+def test_a_forked_child_downloading_does_not_cut_the_parents_connection(origin, home, tmp_path):
+    big = os.urandom(8 * MiB)
+    origin.put("big.bin", big)
+    origin.put("small.bin", os.urandom(1000))
+    origin.add_fault(Delay(path="/big.bin", seconds=1.0))
+    origin.rate = 1 * MiB  # ~8 s of body (each answer: the child's is not held up): the parent's head deadline (3 s) passes mid-body
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    big_out, small_out = tmp_path / "big.bin", tmp_path / "small.bin"
+    done = subprocess.run([sys.executable, str(script), origin.url_for("big.bin"), str(big_out),
+                           origin.url_for("small.bin"), str(small_out), "3"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "parent downloaded" in done.stdout
+    assert big_out.read_bytes() == big
+    assert small_out.stat().st_size == 1000
+    requests = origin.data_requests("big.bin")
+    assert len(requests) == 1, (
+        f"the parent's download was cut and asked again: {[(r.status, r.body_bytes_sent) for r in requests]}")
