@@ -34,6 +34,16 @@ _WANTED = {
 }
 
 
+def switch(value, what: str, *, none_ok: bool = False) -> None:
+    """Check a True/False argument (``progress="no"`` would be true: a bar shown).
+
+    Raises:
+        UsageError: anything but True or False (or None, with ``none_ok``).
+    """
+    if not (isinstance(value, bool) or (none_ok and value is None)):
+        raise UsageError(f"{what}= must be True{', False or None' if none_ok else ' or False'}, got {value!r:.60}")
+
+
 def _names(names: str | Iterable[str], what: str = "names") -> list[str]:
     """One name or several, as strings (paths: ``os.fspath``).
 
@@ -90,6 +100,9 @@ def make_request(names: str | Iterable[str], **options):
     for key in options:
         if key != "urls" and not field_value_ok(key, options[key]):
             raise UsageError(f"{key}= {_WANTED.get(key, 'has the wrong type')}, got {options[key]!r:.60}")
+    for key in ("connections", "host_connections"):  # (the command line's click range: 1 or more)
+        if options.get(key) is not None and options[key] < 1:
+            raise UsageError(f"{key}= must be 1 or more, got {options[key]}")
     return GetRequest(names=_names(names), **options)
 
 
@@ -109,7 +122,7 @@ def ensure(names: str | Iterable[str] | None = None, background: bool = False, *
         names: a dataset name or URL, or several; may be left out when ``urls=`` gives them.
         background: start a detached job and return its ``JobRecord`` at once
             (``.id``, ``.pid``, ``.log_path``); follow it with ``watch``/``wait``/``status``.
-        on_event: foreground only: called with each progress ``Event``.
+        on_event: foreground only (with ``background=True``: UsageError): called with each progress ``Event``.
         progress: foreground only: a tqdm.auto bar; default on in a notebook or on a terminal.
         **options: as the ``get`` flags: ``cache_dir``, ``mirrors`` (or ``mirror``),
             ``also_origin``, ``connections``, ``sha256``, ``md5``, ``output``,
@@ -131,6 +144,11 @@ def ensure(names: str | Iterable[str] | None = None, background: bool = False, *
     """
     if on_event is not None and not callable(on_event):  # (it would fail at the first event, mid-download)
         raise UsageError(f"on_event must be a function called with each Event, got {on_event!r:.60}")
+    switch(background, "background")
+    switch(progress, "progress", none_ok=True)
+    if background and on_event is not None:  # (a job's events are in another process: never called)
+        raise UsageError("on_event= is for a foreground ensure; follow a background job with "
+                         "prefetch.watch(), prefetch.status() or prefetch.wait()")
     if names is None and not options.get("urls"):
         raise UsageError("ensure needs names (dataset names or URLs) or urls=[...]")
     request = make_request([] if names is None else names, **options)
@@ -207,6 +225,7 @@ def wait(names_or_jobs: str | Sequence[str] | None = None, timeout: float | None
     from prefetch.jobs import wait_for
     from prefetch.ui.progress import JobsBar, progress_wanted
 
+    switch(progress, "progress", none_ok=True)
     targets = None if names_or_jobs is None else _names(names_or_jobs)
     bar = JobsBar() if (progress if progress is not None else progress_wanted()) else None
     try:
