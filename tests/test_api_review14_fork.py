@@ -69,3 +69,57 @@ def test_a_forked_child_downloading_does_not_cut_the_parents_connection(origin, 
     requests = origin.data_requests("big.bin")
     assert len(requests) == 1, (
         f"the parent's download was cut and asked again: {[(r.status, r.body_bytes_sent) for r in requests]}")
+
+
+HOLDER = r"""
+import multiprocessing, sys, threading, time
+import prefetch
+
+big_url, big_out = sys.argv[1:3]
+results = []
+
+def download():
+    results.append(prefetch.ensure(big_url, output=big_out, connections=2, progress=False))
+
+def child():  # a DataLoader worker: lives for the whole epoch
+    time.sleep(600)
+
+thread = threading.Thread(target=download)
+thread.start()
+time.sleep(1.0)  # mid-download: the run holds both of the host's slots
+worker = multiprocessing.get_context("fork").Process(target=child, daemon=True)
+worker.start()
+thread.join()
+print("parent", results[0][0].status, flush=True)
+sys.stdin.readline()  # the test's next download runs while the worker lives
+worker.terminate()
+worker.join()
+"""
+
+
+def test_a_forked_child_does_not_keep_the_parents_connection_slots(origin, home, tmp_path, monkeypatch):
+    """The slots a run holds (engine/shared_budget.py) are locks of an open file description,
+    dropped when the run closes its file; a forked child shares that description, so they
+    stayed taken for as long as the child lived: the user's next download from the host
+    waited for a connection that never came."""
+    monkeypatch.setenv("PREFETCH_HOST_CONNECTIONS", "2")
+    big = os.urandom(6 * MiB)
+    origin.put("big.bin", big)
+    origin.put("next.bin", os.urandom(100_000))
+    origin.rate = 2 * MiB  # ~1.5 s with two connections: the fork comes mid-download
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    holder = subprocess.Popen([sys.executable, str(script), origin.url_for("big.bin"), str(tmp_path / "big.bin")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path)
+    try:
+        assert holder.stdout.readline().strip() == "parent downloaded", holder.stderr.read()[-3000:]
+        nxt = subprocess.run([sys.executable, "-c", "import sys, prefetch; "
+                              "prefetch.ensure(sys.argv[1], output=sys.argv[2], progress=False); print('ok')",
+                              origin.url_for("next.bin"), str(tmp_path / "next.bin")],
+                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert nxt.returncode == 0 and nxt.stdout.strip() == "ok", nxt.stderr[-2000:]
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert (tmp_path / "big.bin").read_bytes() == big
