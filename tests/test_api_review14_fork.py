@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from tests.origin_faults import Delay
+from tests.test_hf import hf_env, hub  # noqa: F401 (fixtures)
 
 MiB = 1 << 20
 
@@ -123,3 +124,57 @@ def test_a_forked_child_does_not_keep_the_parents_connection_slots(origin, home,
         holder.stdin.close()
         holder.wait(timeout=30)
     assert (tmp_path / "big.bin").read_bytes() == big
+
+
+HF_HOLDER = r"""
+import multiprocessing, sys, threading, time
+import prefetch
+
+results = []
+
+def download():
+    results.append(prefetch.ensure("hf://acme/tiny", connections=1, progress=False))
+
+def child():  # a DataLoader worker: lives for the whole epoch
+    time.sleep(600)
+
+thread = threading.Thread(target=download)
+thread.start()
+time.sleep(1.5)  # mid-download of the weights' blob: its lock (.locks/.../SHA.lock) is held
+worker = multiprocessing.get_context("fork").Process(target=child, daemon=True)
+worker.start()
+thread.join()
+print("parent", sorted({r.status for r in results[0]}), flush=True)
+sys.stdin.readline()
+worker.terminate()
+worker.join()
+"""
+
+
+def test_a_forked_child_does_not_keep_the_parents_hub_blob_lock(hub, hf_env, home, tmp_path):
+    """A Hub blob's lock is an ``flock`` (huggingface_hub's own), released by closing its
+    descriptor; a child forked while it was held shares the descriptor's open file, so the
+    lock stayed held for as long as the child lived: the next download of the blob (prefetch's
+    or huggingface_hub's) waited for it."""
+    from tests.test_hf import WEIGHTS
+
+    hub.cdn.total_rate = 1 * MiB  # the 3 MiB weights take ~3 s: the fork comes mid-blob
+    script = tmp_path / "holder.py"
+    script.write_text(HF_HOLDER)
+    holder = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert holder.stdout.readline().strip() == "parent ['downloaded']", holder.stderr.read()[-3000:]
+        hub.cdn.total_rate = None
+        blobs = home / "hf" / "hub" / "models--acme--tiny" / "blobs"
+        weights = [b for b in blobs.iterdir() if b.stat().st_size == len(WEIGHTS)]
+        assert len(weights) == 1
+        weights[0].unlink()  # (gone: the next ensure fetches it again, under the blob's lock)
+        again = subprocess.run([sys.executable, "-c", "import prefetch; prefetch.ensure('hf://acme/tiny', "
+                                "progress=False); print('ok')"], capture_output=True, text=True, timeout=60,
+                               cwd=tmp_path)
+        assert again.returncode == 0 and again.stdout.strip() == "ok", again.stderr[-2000:]
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert weights[0].read_bytes() == WEIGHTS
