@@ -188,13 +188,13 @@ def ensure(names: str | Iterable[str] | None = None, background: bool = False, *
     return results
 
 
-def failure_line(failed, shown: int = 3) -> str:
+def failure_line(failed, shown: int = 3, more: str = "the error's .results: every file") -> str:
     """The first ``shown`` failures' messages and how many more: one line of a few hundred
     characters (an interrupt of 300 files' list said each: 8.6 kB in the notebook's traceback)."""
     texts = list(dict.fromkeys(r.error or r.name for r in failed))
     if len(texts) <= shown:
         return "; ".join(texts)
-    return "; ".join(texts[:shown]) + f"; and {len(texts) - shown} more (the error's .results: every file)"
+    return "; ".join(texts[:shown]) + f"; and {len(texts) - shown} more ({more})"
 
 
 def _both(first, second):

@@ -244,9 +244,10 @@ class PathStream:
         failures = self._feed.failures
         if not failures:
             return None
+        from prefetch.api import failure_line
         from prefetch.model.plans import overall_exit_code
 
-        message = "; ".join(dict.fromkeys(r.error or r.name for r in failures))
+        message = failure_line(failures, more="the stream's .failed: every one")  # (a few hundred characters)
         return error_for_exit_code(overall_exit_code(failures), f"{len(failures)} file(s) failed: {message}")
 
     def close(self) -> None:

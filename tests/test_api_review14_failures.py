@@ -38,3 +38,22 @@ def test_a_few_failures_are_each_said(origin, home, tmp_path):
     assert all(f"missing-{i}.bin" in str(caught.value) for i in range(3))
     assert "more" not in str(caught.value)
     assert len(caught.value.results) == 3
+
+
+def test_as_completed_keep_going_ends_with_one_short_line(origin, home, tmp_path):
+    urls = []
+    for i in range(3):
+        origin.put(f"ok{i}.bin", bytes([i]) * 5000)
+        urls.append(origin.url_for(f"ok{i}.bin"))
+    urls += [origin.url_for(f"missing-{i:02}.bin") for i in range(40)]
+    stream = prefetch.as_completed([], urls=urls, output_dir=str(tmp_path), keep_going=True, retries=0,
+                                   progress=False)
+    got = []
+    with pytest.raises(prefetch.PrefetchError) as caught:
+        for path in stream:
+            got.append(path.name)
+    assert sorted(got) == [f"ok{i}.bin" for i in range(3)]
+    message = str(caught.value)
+    assert message.startswith("40 file(s) failed: ") and "37 more" in message
+    assert len(message) < 1000, f"{len(message)} characters: {message[:300]}..."
+    assert len(stream.failed) == 40
