@@ -309,6 +309,8 @@ def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run
     Raises:
         UnknownDatasetError: a name no registry knows (nothing is removed).
     """
+    switch(dry_run, "dry_run")
+    switch(torch_hub, "torch_hub")
     tv_root = _path_or_none(root, "root")
     registry_, keras, state = _housekeeping_context(cache_dir, registry)
     import os
@@ -331,6 +333,7 @@ def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = Fal
     from prefetch.cache.layout import keras_root
     from prefetch.fs.paths import state_dir
 
+    switch(dry_run, "dry_run")
     age = parse_age(older_than)
     return clean_cache(root=keras_root(cache_dir=_path_or_none(cache_dir, "cache_dir")), state=state_dir(),
                        older_than=age, dry_run=dry_run, **torch_ms_places(_path_or_none(root, "root")))

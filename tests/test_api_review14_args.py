@@ -30,6 +30,11 @@ BAD = [
     ("progress", lambda u: next(iter(prefetch.as_completed(u, progress="no")))),
     ("keep_going", lambda u: next(iter(prefetch.as_completed(u, keep_going="no", progress=False)))),
     ("host_connections", lambda u: next(iter(prefetch.as_completed(u, host_connections=0, progress=False)))),
+    ("progress", lambda u: prefetch.get_file(origin=u, progress="no")),
+    ("progress", lambda u: prefetch.fetch(u, progress="no")),
+    ("dry_run", lambda u: prefetch.remove("a.bin", dry_run="no")),
+    ("torch_hub", lambda u: prefetch.remove("a.bin", torch_hub="no")),
+    ("dry_run", lambda u: prefetch.clean(dry_run="no")),
 ]
 
 
