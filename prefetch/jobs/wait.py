@@ -169,7 +169,7 @@ def _job_mentions(record: JobRecord, name: str) -> bool:
     from prefetch.cache.registry import normalize_name
 
     names = record.request.get("names", [])
-    if name in names:
+    if name in names or _url_entry(record.request, name) is not None:
         return True
     if is_url(name):
         return False
@@ -190,10 +190,15 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
     from prefetch.flow.planning import plan_request
 
     base = jobs[-1].request if jobs else {}
-    request = GetRequest.from_dict(  # type-checked: a damaged record is a one-line error
-        {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or [],
-         "root": base.get("root")}  # torchvision: datasets' --root, as the job had it
-    )
+    fields = {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or [],
+              "root": base.get("root"),  # torchvision: datasets' --root, as the job had it
+              "output_dir": base.get("output_dir")}  # a URL's file: where the job put it, not the cwd
+    entry = _url_entry(base, name)
+    if entry is not None:  # a job's urls=[{"url": ...}] entry (its out/dir too)
+        fields.update(names=[], urls=[entry])
+    elif base.get("output") and base.get("names") == [name]:
+        fields["output"] = base["output"]
+    request = GetRequest.from_dict(fields)  # type-checked: a damaged record is a one-line error
     plans, _ = plan_request(request, env=env)
     for plan in plans:
         # Regular files and directories only: a FIFO at a final path is not a dataset in place.
@@ -220,3 +225,11 @@ def _failure_line(record: JobRecord) -> str:
     return f"job {record.id} {record.state} (exit {job_exit_code(record)}): {detail}".rstrip(": ")
 
 
+
+
+def _url_entry(request: Mapping, name: str) -> dict | None:
+    """The job request's ``urls`` entry (``-i``, ``urls=[...]``) for the URL ``name``, if any."""
+    for entry in request.get("urls") or ():
+        if isinstance(entry, Mapping) and entry.get("url") == name:
+            return dict(entry)
+    return None
