@@ -180,14 +180,16 @@ def _job_mentions(record: JobRecord, name: str) -> bool:
 def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[str, str] | None = None) -> str | None:
     """None when every file of dataset ``name`` is in place, else what is missing.
 
-    Uses the request of the latest job that includes ``name`` (its registry files
-    and Keras root), else the default registry and root.
+    Uses the request of the latest job that includes ``name`` (its registry files,
+    Keras root, and for a URL its ``output_dir``, ``-o`` or ``urls`` entry), else the
+    default registry and root.
 
     Raises:
         UnknownDatasetError: no registry knows ``name``.
     """
     from prefetch.flow.request import GetRequest
     from prefetch.flow.planning import plan_request
+    from prefetch.net.urls import is_url
 
     base = jobs[-1].request if jobs else {}
     fields = {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or [],
@@ -196,7 +198,7 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
     entry = _url_entry(base, name)
     if entry is not None:  # a job's urls=[{"url": ...}] entry (its out/dir too)
         fields.update(names=[], urls=[entry])
-    elif base.get("output") and base.get("names") == [name]:
+    elif base.get("output") and base.get("names") == [name] and is_url(name):  # (-o: one URL only)
         fields["output"] = base["output"]
     request = GetRequest.from_dict(fields)  # type-checked: a damaged record is a one-line error
     plans, _ = plan_request(request, env=env)
