@@ -56,3 +56,11 @@ def test_the_switches_as_documented_still_work(url, tmp_path):
     assert prefetch.ensure(url, output_dir=str(tmp_path), progress=None, background=False, host_connections=1)
     assert [str(p).endswith("a.bin") for p in prefetch.as_completed(url, output_dir=str(tmp_path), keep_going=True,
                                                                 progress=False)] == [True]
+
+
+@pytest.mark.parametrize("guess, real", [("get", "ensure"), ("download", "ensure"), ("rm", "remove")])
+def test_a_commands_name_tried_in_python_names_the_api_function(guess, real):
+    """``prefetch.get("mnist")``, the command's name, was a bare AttributeError."""
+    with pytest.raises(AttributeError, match=rf"prefetch\.{real}\(\)"):
+        getattr(prefetch, guess)
+    assert not hasattr(prefetch, guess)  # (still an AttributeError: hasattr, tab completion)
