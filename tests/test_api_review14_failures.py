@@ -57,3 +57,14 @@ def test_as_completed_keep_going_ends_with_one_short_line(origin, home, tmp_path
     assert message.startswith("40 file(s) failed: ") and "37 more" in message
     assert len(message) < 1000, f"{len(message)} characters: {message[:300]}..."
     assert len(stream.failed) == 40
+
+
+def test_wait_for_a_job_of_many_failed_files_is_one_short_line(origin, home, tmp_path):
+    urls = [origin.url_for(f"missing-{i:02}.bin") for i in range(40)]
+    job = prefetch.ensure([], urls=urls, output_dir=str(tmp_path), retries=0, background=True)
+    with pytest.raises(prefetch.PrefetchError) as caught:
+        prefetch.wait(job.id, timeout=120, progress=False)
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1
+    assert len(message) < 1000, f"{len(message)} characters: {message[:300]}..."
+    assert f"job {job.id}" in message and "37 more" in message

@@ -218,8 +218,10 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
 def _failure_line(record: JobRecord) -> str:
     detail = record.error or ""
     failed = [f for f in record.files if f.error]
-    if failed:
-        detail = "; ".join(f.error for f in failed if f.error)
+    if failed:  # (the first three: a job of hundreds of files made a line of kilobytes)
+        texts = list(dict.fromkeys(f.error for f in failed if f.error))
+        detail = "; ".join(texts[:3]) + (f"; and {len(texts) - 3} more (`prefetch status {record.id}`)"
+                                         if len(texts) > 3 else "")
     # A file's own hint is for a foreground run; a job continues with `prefetch resume` (said once).
     detail = detail.replace("; run the same command again to resume", "")
     if record.state in (JobState.INTERRUPTED.value, JobState.CANCELLED.value) and "prefetch resume" not in detail:
