@@ -36,7 +36,7 @@ import time
 from urllib.parse import urlsplit
 
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
-from prefetch.engine.idle_slots import end_watch, watch_due, watch_idle
+from prefetch.engine.idle_slots import watch_due, watch_idle
 from prefetch.engine.pooled import PooledClient
 from prefetch.engine.recovery import CapRecovery
 from prefetch.engine.schedule import RouteJudge
@@ -332,7 +332,6 @@ class Host:
         if self.shared is not None:
             with self._lock:
                 self.shared.close()  # (its slots go with the file; a late worker's release finds it closed)
-        end_watch(self)
         if note is not None:  # (after the clients: a sink that raises leaves none open)
             self._emit(note)
 

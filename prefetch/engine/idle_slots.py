@@ -30,30 +30,14 @@ def watch_due(host) -> bool:
 
 def watch_idle(host) -> None:
     """Start the thread that watches ``host``'s idle slots (``host.watching`` is set already)."""
-    host.woken = threading.Event()  # (end_watch: the run closes the host)
-    host.watcher = threading.Thread(target=_watch, args=(host,), name="prefetch-idle-slots", daemon=True)
-    host.watcher.start()
-
-
-def end_watch(host) -> None:
-    """The run closes ``host``: its watching thread ends now, not at its next look. It holds the
-    host, hence the run's event sinks: the caller's ``on_event`` (a notebook's bound method of a
-    trainer, its model) outlived ``ensure()`` and a thread of the run was left running
-    (tests/test_stream_hostile.py's test_nothing_keeps_the_callers_callback_once_the_run_ended)."""
-    watcher = getattr(host, "watcher", None)
-    if watcher is None:
-        return
-    host.woken.set()
-    if watcher is not threading.current_thread():
-        watcher.join(1.0)  # (it wakes at once; it takes the host's lock, which the caller does not hold)
+    threading.Thread(target=_watch, args=(host,), name="prefetch-idle-slots", daemon=True).start()
 
 
 def _watch(host) -> None:
     from prefetch.engine.shared_budget import LOOK
 
-    woken = host.woken
     while True:
-        stopped = woken.wait(LOOK) or host._stop.is_set()
+        stopped = host._stop.wait(LOOK)
         with host._lock:
             if stopped or host.transfers or host.warm < 2 or host.shared is None or host.shared.closed:
                 host.watching = False

@@ -9,7 +9,6 @@ or the socket a head is awaited on.
 
 from __future__ import annotations
 
-import os
 import threading
 
 INLINE_BODY = 256 << 10  # an answer this short is read on the file's own thread (Fetcher.run(inline=True))
@@ -19,19 +18,6 @@ _buffers = threading.local()  # a read buffer per thread that runs files inline 
 _inline_lock = threading.Lock()
 _inline: dict = {}  # thread id -> the transfer whose request runs inline on it
 _inline_watched = [False]  # a look at them is booked on the deadline watchdog
-
-
-def _after_fork() -> None:
-    """In a forked child: none of the parent's requests, and no look booked (the child's
-    watchdog starts with no bookings, ``net/deadlines.py``), else its own were never watched."""
-    global _inline_lock
-    _inline_lock = threading.Lock()
-    _inline.clear()
-    _inline_watched[0] = False
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
 
 
 def thread_buffer(size: int) -> memoryview:

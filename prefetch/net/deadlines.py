@@ -5,17 +5,11 @@ hundreds of small files, and a busy 2-core notebook, that costs more than the re
 :func:`call_at` books ``callback`` to run on the shared watchdog thread after ``delay``
 seconds unless the returned handle is cancelled first. Callbacks must be quick (they
 shut a socket down).
-
-A child of ``fork`` (a DataLoader worker, a "fork" pool) starts with none booked: the
-parent's bookings are the parent's to run or cancel. A copy run by the child's watchdog shut
-down the parent's socket (the same connection in both) once it expired, though the parent
-had cancelled it: the parent's download was cut mid-body (tests/test_api_review14_fork.py).
 """
 
 from __future__ import annotations
 
 import heapq
-import os
 import itertools
 import threading
 import time
@@ -71,14 +65,3 @@ def _watch() -> None:
             handle.callback()
         except Exception:  # noqa: BLE001 - a deadline's callback must not end the watchdog
             pass
-
-
-def _after_fork() -> None:
-    """In a forked child: no bookings, no watchdog yet, a fresh lock (the parent's may have
-    been held by one of its threads at the fork)."""
-    global _lock, _heap, _thread
-    _lock, _heap, _thread = threading.Condition(), [], None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
