@@ -74,7 +74,10 @@ _LAZY = {
 _SUBMODULES = ("adapters", "api", "dropins", "streaming")
 
 
-__getattr__, __dir__ = lazy_names("prefetch", globals(), _LAZY, _SUBMODULES)
+# The commands' names a notebook user tries first (``prefetch.get``: AttributeError naming ``ensure``).
+_HINTS = {"get": "ensure", "download": "ensure", "rm": "remove", "resume": "ensure"}
+
+__getattr__, __dir__ = lazy_names("prefetch", globals(), _LAZY, _SUBMODULES, _HINTS)
 
 
 __all__ = [

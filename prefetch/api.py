@@ -35,6 +35,16 @@ _WANTED = {
 }
 
 
+def switch(value, what: str, *, none_ok: bool = False) -> None:
+    """Check a True/False argument (``progress="no"`` would be true: a bar shown).
+
+    Raises:
+        UsageError: anything but True or False (or None, with ``none_ok``).
+    """
+    if not (isinstance(value, bool) or (none_ok and value is None)):
+        raise UsageError(f"{what}= must be True{', False or None' if none_ok else ' or False'}, got {value!r:.60}")
+
+
 def _names(names: str | Iterable[str], what: str = "names") -> list[str]:
     """One name or several, as strings (paths: ``os.fspath``).
 
@@ -91,6 +101,9 @@ def make_request(names: str | Iterable[str], **options):
     for key in options:
         if key != "urls" and not field_value_ok(key, options[key]):
             raise UsageError(f"{key}= {_WANTED.get(key, 'has the wrong type')}, got {options[key]!r:.60}")
+    for key in ("connections", "host_connections"):  # (the command line's click range: 1 or more)
+        if options.get(key) is not None and options[key] < 1:
+            raise UsageError(f"{key}= must be 1 or more, got {options[key]}")
     return GetRequest(names=_names(names), **options)
 
 
@@ -110,7 +123,7 @@ def ensure(names: str | Iterable[str] | None = None, background: bool = False, *
         names: a dataset name or URL, or several; may be left out when ``urls=`` gives them.
         background: start a detached job and return its ``JobRecord`` at once
             (``.id``, ``.pid``, ``.log_path``); follow it with ``watch``/``wait``/``status``.
-        on_event: foreground only: called with each progress ``Event``.
+        on_event: foreground only (with ``background=True``: UsageError): called with each progress ``Event``.
         progress: foreground only: a tqdm.auto bar; default on in a notebook or on a terminal.
         **options: as the ``get`` flags: ``cache_dir``, ``mirrors`` (or ``mirror``),
             ``also_origin``, ``connections``, ``sha256``, ``md5``, ``output``,
@@ -128,10 +141,16 @@ def ensure(names: str | Iterable[str] | None = None, background: bool = False, *
         UsageError (unknown dataset, bad flags), NetworkError, IntegrityError,
         LocalFileError, UnsafeArchiveError, InterruptedTransferError (Ctrl-C or a
         kernel interrupt: the bytes on disk stay, the next call resumes): the
-        first file's failure (the others were still attempted).
+        first failure's class (the others were still attempted); its message
+        names the first three failures, its ``.results`` is every file's ``FileResult``.
     """
     if on_event is not None and not callable(on_event):  # (it would fail at the first event, mid-download)
         raise UsageError(f"on_event must be a function called with each Event, got {on_event!r:.60}")
+    switch(background, "background")
+    switch(progress, "progress", none_ok=True)
+    if background and on_event is not None:  # (a job's events are in another process: never called)
+        raise UsageError("on_event= is for a foreground ensure; follow a background job with "
+                         "prefetch.watch(), prefetch.status() or prefetch.wait()")
     if names is None and not options.get("urls"):
         raise UsageError("ensure needs names (dataset names or URLs) or urls=[...]")
     request = make_request([] if names is None else names, **options)
@@ -164,9 +183,19 @@ def ensure(names: str | Iterable[str] | None = None, background: bool = False, *
     if failed:
         from prefetch.model.plans import overall_exit_code
 
-        code = overall_exit_code(results)
-        raise error_for_exit_code(code, "; ".join(dict.fromkeys(r.error or r.name for r in failed)))
+        error = error_for_exit_code(overall_exit_code(results), failure_line(failed))
+        error.results = results  # where each file went, the placed ones too
+        raise error
     return results
+
+
+def failure_line(failed, shown: int = 3, more: str = "the error's .results: every file") -> str:
+    """The first ``shown`` failures' messages and how many more: one line of a few hundred
+    characters (an interrupt of 300 files' list said each: 8.6 kB in the notebook's traceback)."""
+    texts = list(dict.fromkeys(r.error or r.name for r in failed))
+    if len(texts) <= shown:
+        return "; ".join(texts)
+    return "; ".join(texts[:shown]) + f"; and {len(texts) - shown} more ({more})"
 
 
 def _both(first, second):
@@ -208,6 +237,7 @@ def wait(names_or_jobs: str | Sequence[str] | None = None, timeout: float | None
     from prefetch.jobs import wait_for
     from prefetch.ui.progress import JobsBar, progress_wanted
 
+    switch(progress, "progress", none_ok=True)
     targets = None if names_or_jobs is None else _names(names_or_jobs)
     bar = JobsBar() if (progress if progress is not None else progress_wanted()) else None
     try:
@@ -281,6 +311,8 @@ def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run
     Raises:
         UnknownDatasetError: a name no registry knows (nothing is removed).
     """
+    switch(dry_run, "dry_run")
+    switch(torch_hub, "torch_hub")
     tv_root = _path_or_none(root, "root")
     hub_dir = _path_or_none(output_dir, "output_dir")
     if hub_dir is not None and not torch_hub:
@@ -306,6 +338,7 @@ def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = Fal
     from prefetch.cache.layout import keras_root
     from prefetch.fs.paths import state_dir
 
+    switch(dry_run, "dry_run")
     age = parse_age(older_than)
     return clean_cache(root=keras_root(cache_dir=_path_or_none(cache_dir, "cache_dir")), state=state_dir(),
                        older_than=age, dry_run=dry_run, **torch_ms_places(_path_or_none(root, "root")))

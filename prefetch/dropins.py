@@ -273,14 +273,14 @@ def _download(entries: list[dict], *, force: bool, mirror, connections, limit_ra
     """Run the entries through the ``get`` flow in this process; raise the first failure."""
     import sys
 
+    from prefetch.api import make_request, switch
     from prefetch.errors import error_for_exit_code
     from prefetch.errors import ExitCode
     from prefetch.model.plans import overall_exit_code
     from prefetch.ui.render import make_renderer
     from prefetch.flow.planning import run_request
 
-    from prefetch.api import make_request
-
+    switch(progress, "progress")  # (progress="no" is a true string: the lines shown)
     # (make_request: one UsageError naming a bad argument, as ensure gives)
     request = make_request([], urls=entries, force=bool(force), mirror=mirror, connections=connections,
                            limit_rate=limit_rate, headers=headers, extract=extract_to is not None,

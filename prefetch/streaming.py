@@ -64,6 +64,10 @@ def as_completed(names=None, *, job: str | None = None, order: str = "given", ma
         raise UsageError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
     if max_ahead is not None and (isinstance(max_ahead, bool) or not isinstance(max_ahead, int) or max_ahead < 1):
         raise UsageError(f"max_ahead must be a whole number of files, 1 or more, got {max_ahead!r}")
+    from prefetch.api import switch
+
+    switch(progress, "progress", none_ok=True)
+    switch(keep_going, "keep_going")
     if job is not None:
         if names is not None or options:
             raise UsageError("as_completed(job=...) follows a job as it was started: give no names or get options")
@@ -240,9 +244,10 @@ class PathStream:
         failures = self._feed.failures
         if not failures:
             return None
+        from prefetch.api import failure_line
         from prefetch.model.plans import overall_exit_code
 
-        message = "; ".join(dict.fromkeys(r.error or r.name for r in failures))
+        message = failure_line(failures, more="the stream's .failed: every one")  # (a few hundred characters)
         return error_for_exit_code(overall_exit_code(failures), f"{len(failures)} file(s) failed: {message}")
 
     def close(self) -> None:

@@ -126,6 +126,7 @@ class _FileLock:
                     os.ftruncate(fd, 0)  # no owner once released (while still held)
                 except OSError:
                     pass
+            _unlock(fd)
             os.close(fd)
 
 
@@ -166,4 +167,16 @@ def exclusive_file_lock(path: Path, *, timeout: float, what: str) -> Iterator[No
                 time.sleep(0.02)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        _unlock(fd)
+        os.close(fd)
+
+
+def _unlock(fd: int) -> None:
+    """Unlock before closing: a child forked while the lock was held shares the open file, and
+    closing only this descriptor left the lock held until the child closed its copy too."""
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except (ImportError, OSError):  # pragma: no cover - not POSIX, or a descriptor without flock
+        pass

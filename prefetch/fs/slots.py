@@ -21,6 +21,7 @@ import os
 import re
 import struct
 import sys
+import weakref
 
 try:
     import fcntl
@@ -50,6 +51,7 @@ class SlotFile:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        _open_files.add(self)
 
     def take(self, *, cap: int, skip) -> int | None:
         """Lock a free slot in ``[0, cap)`` not in ``skip`` (this process's own); None: all taken.
@@ -91,6 +93,27 @@ class SlotFile:
         if self.fd >= 0:
             fd, self.fd = self.fd, -1
             os.close(fd)
+
+
+_open_files: weakref.WeakSet = weakref.WeakSet()  # (closed in a forked child: _after_fork)
+
+
+def _after_fork() -> None:
+    """In a forked child: close its copies of the parent's slot files. They share the parent's
+    open file descriptions, so the parent's slots (and marks) stayed locked until the child
+    too closed them: a DataLoader worker living for an epoch kept them, and the user's next
+    download from the host waited for a connection (tests/test_api_review14_fork.py)."""
+    for slots in list(_open_files):
+        fd, slots.fd = slots.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def open_slots(directory: str, host: str) -> SlotFile | None:

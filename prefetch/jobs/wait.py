@@ -169,7 +169,7 @@ def _job_mentions(record: JobRecord, name: str) -> bool:
     from prefetch.cache.registry import normalize_name
 
     names = record.request.get("names", [])
-    if name in names:
+    if name in names or _url_entry(record.request, name) is not None:
         return True
     if is_url(name):
         return False
@@ -180,20 +180,27 @@ def _job_mentions(record: JobRecord, name: str) -> bool:
 def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[str, str] | None = None) -> str | None:
     """None when every file of dataset ``name`` is in place, else what is missing.
 
-    Uses the request of the latest job that includes ``name`` (its registry files
-    and Keras root), else the default registry and root.
+    Uses the request of the latest job that includes ``name`` (its registry files,
+    Keras root, and for a URL its ``output_dir``, ``-o`` or ``urls`` entry), else the
+    default registry and root.
 
     Raises:
         UnknownDatasetError: no registry knows ``name``.
     """
     from prefetch.flow.request import GetRequest
     from prefetch.flow.planning import plan_request
+    from prefetch.net.urls import is_url
 
     base = jobs[-1].request if jobs else {}
-    request = GetRequest.from_dict(  # type-checked: a damaged record is a one-line error
-        {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or [],
-         "root": base.get("root")}  # torchvision: datasets' --root, as the job had it
-    )
+    fields = {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or [],
+              "root": base.get("root"),  # torchvision: datasets' --root, as the job had it
+              "output_dir": base.get("output_dir")}  # a URL's file: where the job put it, not the cwd
+    entry = _url_entry(base, name)
+    if entry is not None:  # a job's urls=[{"url": ...}] entry (its out/dir too)
+        fields.update(names=[], urls=[entry])
+    elif base.get("output") and base.get("names") == [name] and is_url(name):  # (-o: one URL only)
+        fields["output"] = base["output"]
+    request = GetRequest.from_dict(fields)  # type-checked: a damaged record is a one-line error
     plans, _ = plan_request(request, env=env)
     for plan in plans:
         # Regular files and directories only: a FIFO at a final path is not a dataset in place.
@@ -211,8 +218,10 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
 def _failure_line(record: JobRecord) -> str:
     detail = record.error or ""
     failed = [f for f in record.files if f.error]
-    if failed:
-        detail = "; ".join(f.error for f in failed if f.error)
+    if failed:  # (the first three: a job of hundreds of files made a line of kilobytes)
+        texts = list(dict.fromkeys(f.error for f in failed if f.error))
+        detail = "; ".join(texts[:3]) + (f"; and {len(texts) - 3} more (`prefetch status {record.id}`)"
+                                         if len(texts) > 3 else "")
     # A file's own hint is for a foreground run; a job continues with `prefetch resume` (said once).
     detail = detail.replace("; run the same command again to resume", "")
     if record.state in (JobState.INTERRUPTED.value, JobState.CANCELLED.value) and "prefetch resume" not in detail:
@@ -220,3 +229,11 @@ def _failure_line(record: JobRecord) -> str:
     return f"job {record.id} {record.state} (exit {job_exit_code(record)}): {detail}".rstrip(": ")
 
 
+
+
+def _url_entry(request: Mapping, name: str) -> dict | None:
+    """The job request's ``urls`` entry (``-i``, ``urls=[...]``) for the URL ``name``, if any."""
+    for entry in request.get("urls") or ():
+        if isinstance(entry, Mapping) and entry.get("url") == name:
+            return dict(entry)
+    return None

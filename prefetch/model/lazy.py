@@ -11,10 +11,11 @@ from collections.abc import Callable, Mapping
 
 
 def lazy_names(package: str, namespace: dict, names: Mapping[str, str],
-               submodules: tuple[str, ...] = ()) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+               submodules: tuple[str, ...] = (), hints: Mapping[str, str] | None = None,
+               ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package`` (whose globals are ``namespace``):
     ``names`` maps each lazy name to its module; a name in ``submodules`` is the package's
-    submodule of that name."""
+    submodule of that name; ``hints`` maps a name people guess (a command's) to the one it has."""
 
     def __getattr__(name: str):
         import importlib
@@ -23,7 +24,9 @@ def lazy_names(package: str, namespace: dict, names: Mapping[str, str],
             return importlib.import_module(f"{package}.{name}")  # (the import sets the attribute)
         module = names.get(name)
         if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            hint = (hints or {}).get(name)
+            raise AttributeError(f"module {package!r} has no attribute {name!r}"
+                                 + (f"; the Python API's is {package}.{hint}()" if hint else ""))
         value = getattr(importlib.import_module(module), name)
         namespace[name] = value  # found directly from now on
         return value
