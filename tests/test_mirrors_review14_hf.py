@@ -43,6 +43,8 @@ def test_new_kernels_get_the_mirror_even_when_the_platform_exports_hf_endpoint(h
     # one warning line: this process keeps the inherited value, new kernels and shells do not
     lines = [line for line in done.stderr.splitlines() if "warning" in line]
     assert len(lines) == 1 and INHERITED in lines[0] and "%env HF_ENDPOINT=" + MIRROR in lines[0], done.stderr
+    said = done.stdout + done.stderr  # ... and that advice once, not again as a note
+    assert said.count("%env HF_ENDPOINT=" + MIRROR) == 1, said
 
     assert _new_shell_endpoint(home, env) == MIRROR
     assert _new_kernel_endpoint(home, env) == MIRROR  # what `mirror use` promised
@@ -70,3 +72,12 @@ def test_show_reads_a_startup_file_an_older_prefetch_wrote(home, monkeypatch):
     assert _new_kernel_endpoint(home, env) == INHERITED
     assert MIRROR not in hf_row["detail"], hf_row  # never "new kernels get the mirror": they do not
     assert os.path.exists(startup)
+
+
+def test_with_no_inherited_endpoint_the_note_says_what_a_running_kernel_needs(home, monkeypatch):
+    env = isolate_tool_env(monkeypatch, home)
+    env.pop("HF_ENDPOINT", None)
+    done = run_cli("mirror", "use", "hf-mirror", "--tool", "hf", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr, done.stderr
+    assert (done.stdout + done.stderr).count("%env HF_ENDPOINT=" + MIRROR) == 1, done.stdout + done.stderr

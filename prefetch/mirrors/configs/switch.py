@@ -213,6 +213,7 @@ def plan_tool(
         shell_rc = hfconf.shell_rc_path(env=env)
         old_startup = read_text_file(startup)
         old_rc = read_text_file(shell_rc)
+        warned = hfconf.hf_override_warnings(mirror.hf, env=env)
         return ToolPlan(
             tool="hf",
             value=mirror.hf,
@@ -220,8 +221,8 @@ def plan_tool(
                 PlannedWrite(startup, old_startup, hfconf.render_startup(mirror.hf)),
                 PlannedWrite(shell_rc, old_rc, hfconf.edit_shell_rc(old_rc, endpoint=mirror.hf)),
             ),
-            warnings=tuple(hfconf.hf_override_warnings(mirror.hf, env=env)),
-            notes=tuple(hfconf.hf_notes(mirror.hf)),
+            warnings=tuple(warned),
+            notes=() if warned else tuple(hfconf.hf_notes(mirror.hf)),  # (the warning gives the same advice)
         )
     raise UsageError(f"unknown tool {tool!r}; expected one of {', '.join(TOOLS)}")
 
