@@ -180,6 +180,12 @@ def fetch_files(
     if len(plans) > 1:  # renderers summarize a run of many files (Event.files)
         on_event(Event(EventKind.NOTE, "prefetch", files=len(plans),
                        message=f"{len(plans)} files, up to {workers} at once"))
+    if workers > 1:
+        # Imported here, before the files' threads: the state and lock records import it lazily,
+        # and where one thread's import fails (EMFILE under a tiny `ulimit -n`) CPython hands a
+        # second thread, waiting on that import, the half-made module ("module 'json' has no
+        # attribute 'dumps'", an internal error instead of the too-many-open-files line).
+        import json  # noqa: F401
     try:
         hosts = options.transfer.hosts
         run_in_order(len(plans), run_lane if lane is not None else run, workers=workers, stop=stop,
