@@ -13,6 +13,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 PKG = "prefetch-probe-pkg"
 PKG_VERSION = "1.0"
 BENCH_FILE = "pip-24.0-py3-none-any.whl"  # the catalog's default [bench] file name
@@ -179,3 +181,13 @@ def write_user_mirrors(home: Path, text: str) -> Path:
 
 def pip_user_conf(home: Path) -> Path:
     return home / ".config" / "pip" / "pip.conf"
+
+
+@pytest.fixture
+def index(tmp_path):
+    """A simple index on 127.0.0.1 serving one real wheel of ``PKG`` (pip installs from it)."""
+    root = tmp_path / "index"
+    build_simple_index(root, {PKG: build_wheel(tmp_path / "wheels")})
+    server = Server(root).start()
+    yield server
+    server.stop()

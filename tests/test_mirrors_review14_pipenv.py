@@ -6,18 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 from conftest import run_cli
-from mirror_helpers import PKG, Server, build_simple_index, build_wheel, isolate_tool_env, pip_user_conf, write_user_mirrors
-
-
-@pytest.fixture
-def index(tmp_path):
-    root = tmp_path / "index"
-    build_simple_index(root, {PKG: build_wheel(tmp_path / "wheels")})
-    server = Server(root).start()
-    yield server
-    server.stop()
+from mirror_helpers import PKG, isolate_tool_env, pip_user_conf, write_user_mirrors
+from mirror_helpers import index  # noqa: F401 - fixture
 
 
 def _pip(env, *args):

@@ -16,21 +16,14 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from mirror_helpers import PKG, Server, build_simple_index, build_wheel, isolate_tool_env, pip_user_conf
+from mirror_helpers import PKG, isolate_tool_env, pip_user_conf
+from mirror_helpers import index  # noqa: F401 - fixture
 
 
 @pytest.fixture
 def env(home, monkeypatch):
     return isolate_tool_env(monkeypatch, home)
 
-
-@pytest.fixture
-def index(tmp_path):
-    root = tmp_path / "index"
-    build_simple_index(root, {PKG: build_wheel(tmp_path / "wheels")})
-    server = Server(root).start()
-    yield server
-    server.stop()
 
 
 def _pip(env: dict, *args: str) -> subprocess.CompletedProcess:
