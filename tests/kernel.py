@@ -136,4 +136,7 @@ def kernel_env(home: Path) -> dict[str, str]:
     for var in ("NO_COLOR", "PREFETCH_PLAIN", "PREFETCH_NOTEBOOK", "FORCE_COLOR", "JPY_PARENT_PID"):
         env.pop(var, None)
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    # IPython runs a ! line in $SHELL, else sh: pin it, so a cell runs in the same shell here and in CI
+    # (whose root shell sets no SHELL), and in the harder one (dash: no `source`, no bash-isms)
+    env["SHELL"] = "/bin/sh"
     return env

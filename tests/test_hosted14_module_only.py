@@ -134,7 +134,7 @@ def test_a_job_from_a_turbo_cell_survives_a_kernel_restart_through_its_proxy_and
         final = tmp_path / "data" / "big.bin"
         kernel = Kernel(env, cwd=work)
         try:
-            cell = kernel.run(f"!source {turbo} && python -m prefetch get {origin.url_for('big.bin')} "
+            cell = kernel.run(f"!. {turbo} && python -m prefetch get {origin.url_for('big.bin')} "
                               f"--sha256 {SHA} -P {final.parent} -b")
             job = job_id_from(cell.rendered)
             assert f"python -m prefetch wait {job}" in cell.rendered
