@@ -9,17 +9,23 @@ The plan's final path becomes that name in the same folder, so everything after 
 ``.part`` and its state, resume, the hash check, extraction, a job's restart, which asks again
 and finds its ``.part``) works as for any URL.
 
-The name is hostile input: only its last ``/`` component is kept, and a name that is empty,
-``.``/``..``, starts with a dot, holds a control character or a backslash, is not valid UTF-8,
-or is too long for the folder's filesystem with prefetch's suffixes keeps the URL's name, with
-one note; so does an answer without the header, one the probe cannot get, and a name another
-file of the same command already takes. A download never fails over the header. The final path
+The name is hostile input: only its last ``/`` component is kept, and a name that is empty or
+blank, ``.``/``..``, starts with a dot, holds a control character, an invisible or
+direction-changing format character (U+202E shows ``invoice\u202etxt.exe`` as
+``invoiceexe.txt``), a line or paragraph separator or a backslash, is not valid UTF-8, or is
+too long for the folder's filesystem with prefetch's suffixes keeps the URL's name, with one
+note; so does an answer without the header, one the probe cannot get, a name another file of
+the same command already takes (or whose ``.part``/``.part.json`` it is, or that is its own),
+and a name under which the folder already holds something prefetch did not download (the
+server does not choose which of the user's files is replaced; one prefetch completed there is
+found complete, as for any URL). A download never fails over the header. The final path
 is a single name inside the folder chosen, and is placed by the same rules as any other (never
 through a link prefetch did not create).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -31,16 +37,20 @@ from prefetch.model.plans import FilePlan
 # One parameter: ; name = "quoted \" string" | token (RFC 6266's grammar, read leniently).
 _PARAM = re.compile(r';\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)\s*=\s*("(?:[^"\\]|\\.)*"?|[^;]*)')
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})  # control, format (bidi, zero-width), ...
+_PARTIAL_SUFFIXES = (".part", ".part.json")  # (cache/layout.py's part_path and state_path)
 
 
 PROBES_AT_ONCE = 8  # names asked for together (a -i list of many links pays a round trip per 8, not per link)
 
 
-def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_name) -> list[FilePlan]:
+def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_name,
+               records_dir: Path | None = None) -> list[FilePlan]:
     """``plans`` with each ``served_name`` one's final path named by its server (see the module).
 
     ``check_name(path)``: raises ``UsageError`` for a name the folder's filesystem cannot hold
-    (``planning.check_name_length``)."""
+    (``planning.check_name_length``). ``records_dir``: prefetch's completion records (a file
+    already at the served name is used only when one says prefetch placed it; None: never)."""
     asked = [i for i, p in enumerate(plans) if p.served_name]
     if not asked:
         return plans
@@ -48,7 +58,7 @@ def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_nam
     taken = {p.final for p in plans}
     out = list(plans)
     for i in asked:  # (in plan order: the first of two URLs given one name keeps it)
-        out[i] = _named(plans[i], answers[plans[i].spec.url], taken, on_event, check_name)
+        out[i] = _named(plans[i], answers[plans[i].spec.url], taken, on_event, check_name, records_dir)
     return out
 
 
@@ -84,12 +94,12 @@ def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str]]:
 
 
 def _named(plan: FilePlan, answer: tuple[str | None, str], taken: set[Path], on_event: EventSink,
-           check_name) -> FilePlan:
+           check_name, records_dir: Path | None) -> FilePlan:
     value, problem = answer
     name, why = served_file_name(value) if value is not None else (None, problem)
     if name is not None and name != plan.final.name:
         final = plan.final.parent / name
-        why = _unusable(final, taken, check_name)
+        why = _unusable(final, plan.final, taken, check_name, records_dir)
         if why is None:
             taken.discard(plan.final)
             taken.add(final)
@@ -147,13 +157,18 @@ def served_file_name(value: str) -> tuple[str | None, str]:
     if name is None:
         return None, "the server's Content-Disposition names no file"
     name = name.rpartition("/")[2]  # (its last path component only)
-    shown = repr(name[:60])
-    if name in ("", ".", ".."):
+    shown = ascii(name[:60])  # (the reason is shown: never the character it is refused for)
+    if name in ("", ".", "..") or not name.strip():
         return None, f"the server's file name {shown} is not a file name"
     if name.startswith("."):
         return None, f"the server's file name {shown} starts with a dot (a hidden file)"
     if _CONTROL.search(name) or "\\" in name:
         return None, f"the server's file name {shown} holds a control character or a backslash"
+    import unicodedata  # (a get without the option never loads it)
+
+    if any(unicodedata.category(c) in _HIDDEN_CATEGORIES for c in name if c > "\x7f"):
+        return None, (f"the server's file name {shown} holds an invisible or direction-changing character (shown as"
+                      " another name) or a line separator")
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -161,14 +176,43 @@ def served_file_name(value: str) -> tuple[str | None, str]:
     return name, ""
 
 
-def _unusable(final: Path, taken: set[Path], check_name) -> str | None:
-    """Why ``final`` (the server's name in the plan's folder) cannot be used, or None."""
+def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir: Path | None) -> str | None:
+    """Why ``final`` (the server's name in the plan's folder, instead of ``own``) cannot be used, or None."""
     from prefetch.errors import UsageError
 
+    shown = ascii(final.name[:60])
     if final in taken:
-        return f"the server's file name {final.name[:60]!r} is another file's of this command"
+        return f"the server's file name {shown} is another file's of this command"
+    path = str(final)
+    for suffix in _PARTIAL_SUFFIXES:
+        name = path[:-len(suffix)] if path.endswith(suffix) else None
+        if name and Path(name) in taken and Path(name) != own:
+            return f"the server's file name {shown} is where {os.path.basename(name)!r} of this command is downloaded to"
+    if any(Path(path + suffix) in taken and Path(path + suffix) != own for suffix in _PARTIAL_SUFFIXES):
+        return f"the server's file name {shown} would be downloaded to another file's of this command"
     try:
         check_name(final)
     except UsageError:
         return f"the server's file name {final.name[:40]!r}... is too long for this folder"
+    why = _already_there(final, records_dir)
+    if why:
+        return f"{os.path.dirname(path) or '.'} already has {why} named {shown}, which prefetch did not download"
     return None
+
+
+def _already_there(final: Path, records_dir: Path | None) -> str | None:
+    """What sits at ``final`` that is not a file prefetch completed there (None: nothing, or one it did)."""
+    import stat
+
+    from prefetch.cache.completion import completion_matches
+    from prefetch.fs import safefs
+
+    try:
+        st = safefs.lstat_or_none(final)
+    except OSError:
+        return "something"
+    if st is None:
+        return None
+    if stat.S_ISREG(st.st_mode) and records_dir is not None and completion_matches(records_dir, final, st):
+        return None
+    return "a link" if stat.S_ISLNK(st.st_mode) else "a file" if stat.S_ISREG(st.st_mode) else "something"
