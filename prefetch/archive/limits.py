@@ -63,13 +63,17 @@ class _Budget:
         self.holes += max(size, 0)
         self._check(self.written, name, how="would bring")
 
-    def stream_limit(self) -> int:
+    def data_limit(self) -> int:
+        """The least of the byte limits (free space, ``max_bytes``, the ratio's)."""
         limits = [self.free_bytes]
         if self.max_bytes is not None:
             limits.append(self.max_bytes)
         if self.ratio_bytes is not None:
             limits.append(self.ratio_bytes)
-        return min(limits) + (self.members + 1) * _TAR_OVERHEAD_PER_MEMBER + _TAR_OVERHEAD_FIXED
+        return min(limits)
+
+    def stream_limit(self) -> int:
+        return self.data_limit() + (self.members + 1) * _TAR_OVERHEAD_PER_MEMBER + _TAR_OVERHEAD_FIXED
 
     def _check(self, stored: int, name: str, *, how: str) -> None:
         total = stored + self.holes

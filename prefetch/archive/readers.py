@@ -50,7 +50,9 @@ def _count_ahead(ctx: _Extraction, raw, compression: str) -> bool:
     if not worth_counting(budget.members, raw.tell(), budget.archive_size, budget.max_members):
         return False
     stop = ctx.stop.is_set if ctx.stop is not None else None
-    total = count_members(raw.fileno(), compression, limit=budget.max_members, stop=stop)
+    # (no further than the extraction's own guard reads: past it, the extraction refuses anyway)
+    total = count_members(raw.fileno(), compression, limit=budget.max_members, stop=stop,
+                          max_bytes=budget.data_limit())
     if total is not None and total > budget.max_members:
         budget.check_members(total, f"a member after {budget.last_member!r}, counted ahead")
     return True

@@ -1,0 +1,67 @@
+"""A tar that lies to the member counter ahead (archive/tar_count.py, fourteenth sitting).
+
+The count ahead runs once an extraction projects more than half the member limit, and walks the
+rest of the decompressed stream. It had no byte bound of its own: a .tar.bz2 whose first thousand
+tiny members set it off, followed by one member of terabytes of zeros (113 bytes of bz2 per
+100 MiB), had it decompress all of them (~190 MB/s: hours) before the extraction, which refuses
+that member at once by its size (the ratio limit), went on. The walk now stops where the
+extraction's own limits would: a declared size past them ends it at once."""
+
+from __future__ import annotations
+
+import bz2
+import io
+import resource
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from prefetch.archive.tar_count import count_members
+from tests.nginx import NginxServer
+
+ZEROS = 100 << 20  # bytes of zeros in one bz2 stream
+
+
+def _bomb(members: int, streams: int) -> bytes:
+    """A .tar.bz2: ``members`` one-byte files, then big.bin of ``streams`` x 100 MiB of zeros (bz2
+    streams back to back, as bzip2 and Python read them)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(members):
+            info = tarfile.TarInfo(f"small/{i}")
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"x"))
+        big = tarfile.TarInfo("big.bin")
+        big.size = streams * ZEROS
+        head = buf.getvalue()[: buf.tell()] + big.tobuf(format=tarfile.GNU_FORMAT)
+    zeros = bz2.compress(b"\0" * ZEROS, 9)
+    return bz2.compress(head, 9) + zeros * streams + bz2.compress(b"\0" * 1024, 9)  # (+ the end blocks)
+
+
+def _cpu_limit():
+    resource.setrlimit(resource.RLIMIT_CPU, (60, 60))  # (a guard against a walk of hours, not a speed check)
+
+
+def test_a_bz2_bomb_after_many_tiny_members_is_refused_by_its_size_not_walked(home, tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "bomb.tar.bz2").write_bytes(_bomb(1100, 90_000))  # ~10 MB: 8.8 TiB of zeros
+    out = tmp_path / "out"
+    with NginxServer(root) as nginx:
+        got = subprocess.run([sys.executable, "-m", "prefetch", "get", nginx.url_for("bomb.tar.bz2"), "--extract",
+                              "-P", str(out)], capture_output=True, text=True, timeout=300,
+                             stdin=subprocess.DEVNULL, preexec_fn=_cpu_limit, cwd=tmp_path)
+    assert got.returncode > 0, (got.returncode, got.stderr[-2000:])  # (-24: SIGXCPU, the walk still going)
+    assert "unsafe archive" in got.stderr and "big.bin" in got.stderr, got.stderr[-2000:]
+    assert "Traceback" not in got.stderr
+    assert not (out / "small").exists() and not (out / "big.bin").exists()
+
+
+def test_the_count_ahead_stops_at_its_byte_bound(tmp_path):
+    archive = tmp_path / "bomb.tar.bz2"
+    archive.write_bytes(_bomb(10, 3))
+    with archive.open("rb") as f:
+        assert count_members(f.fileno(), "bz2", limit=100) == 11  # (unbounded: the whole walk)
+        assert count_members(f.fileno(), "bz2", limit=100, max_bytes=1 << 20) is None  # (big.bin is past it)
