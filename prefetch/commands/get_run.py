@@ -4,6 +4,7 @@ calls :func:`run_get` straight from the parameters ``commands/get_args.py`` read
 
 from __future__ import annotations
 
+import os
 import sys
 
 from prefetch.commands.get_args import echo
@@ -218,8 +219,8 @@ def _same_way(failed) -> list[str]:
         key = error
         if r is not None:
             for own in (r.path, r.name):
-                if own:
-                    key = key.replace(own, "\0")
+                if own:  # (a path, with its folders, is blanked wherever it is: it names nothing else)
+                    key = key.replace(own, "\0") if os.sep in own else _blanked(key, own)
         groups.setdefault(key, []).append((error, r))
     lines = []
     for members in groups.values():
@@ -232,6 +233,28 @@ def _same_way(failed) -> list[str]:
         lines.append(f"... and {len(rest)} more files failed the same way ({named}); the same command "
                      f"resumes them once that is fixed")
     return lines
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _blanked(text: str, own: str) -> str:
+    """``text`` with ``own`` (a file's name) blanked where it stands as that: at the start,
+    or after a ``/`` or a quote, and not followed by more of a name. Elsewhere its text is the
+    error's own: file ``0``'s ``127.0.0.1`` and ``403``, file ``404``'s ``HTTP 404``."""
+    out, at = [], 0
+    while True:
+        found = text.find(own, at)
+        if found < 0:
+            break
+        end = found + len(own)
+        if (found == 0 or text[found - 1] in "/'\"") and (end == len(text) or text[end] not in _NAME_CHARS):
+            out += [text[at:found], "\0"]
+        else:
+            out.append(text[at:end])
+        at = end
+    out.append(text[at:])
+    return "".join(out)
 
 
 QUOTERS = 256  # the longest errors looked in for quotes: each error against every other was quadratic
