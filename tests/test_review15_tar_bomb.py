@@ -65,3 +65,68 @@ def test_the_count_ahead_stops_at_its_byte_bound(tmp_path):
     with archive.open("rb") as f:
         assert count_members(f.fileno(), "bz2", limit=100) == 11  # (unbounded: the whole walk)
         assert count_members(f.fileno(), "bz2", limit=100, max_bytes=1 << 20) is None  # (big.bin is past it)
+
+
+def _tar_of_tars(outer_members: int, inner_members: int) -> bytes:
+    """A plain tar: ``outer_members`` tiny files, then inner.tar (a tar of ``inner_members`` folders,
+    as a webdataset shard holds tars) whose pax header has a real ``size`` record and then a
+    ``comment`` whose value holds a newline and ``1 size=0`` (a record's text, not a record)."""
+    inner_buf = io.BytesIO()
+    with tarfile.open(fileobj=inner_buf, mode="w", format=tarfile.USTAR_FORMAT) as inner:
+        for i in range(inner_members):
+            info = tarfile.TarInfo(f"d{i}")
+            info.type = tarfile.DIRTYPE
+            inner.addfile(info)
+    data = inner_buf.getvalue()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for i in range(outer_members):
+            info = tarfile.TarInfo(f"small/{i}")
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"x"))
+        info = tarfile.TarInfo("inner.tar")
+        info.size = len(data)
+        info.pax_headers = {"size": str(len(data)), "comment": "made by hand\n1 size=0"}
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_a_pax_value_that_reads_like_a_size_record_is_not_one(tmp_path):
+    """tarfile reads pax records by their length: a value's text is never a record. The count
+    ahead read ``size=`` anywhere after a newline, so it took inner.tar's size as 0, walked into
+    its data and counted the inner tar's folders: 4,101 members where tarfile yields 1,101, and
+    an archive within the limit was refused."""
+    from prefetch.archive.extract import extract_archive
+
+    archive = tmp_path / "shards.tar"
+    archive.write_bytes(_tar_of_tars(1100, 3000))
+    with tarfile.open(archive) as tar:
+        assert len(tar.getmembers()) == 1101
+    with archive.open("rb") as f:
+        assert count_members(f.fileno(), "", limit=10_000) == 1101
+    extracted = extract_archive(archive, tmp_path / "out", max_members=2000)
+    assert extracted.members == 1101
+    assert (tmp_path / "out" / "inner.tar").read_bytes()[:2] == b"d0"
+
+
+def test_a_global_pax_size_counts_for_later_pax_headed_members_as_in_tarfile(tmp_path):
+    """tarfile takes a global header's ``size`` for every later member with a pax header of its
+    own (that member's data then ends where the global size says). The count ahead ignored
+    global headers: where tarfile found a member inside the data, the count did not."""
+    ghost = tarfile.TarInfo("ghost")
+    ghost.size = 0
+    data = ghost.tobuf(format=tarfile.USTAR_FORMAT) * 3
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"size": "0"}) as tar:
+        info = tarfile.TarInfo("a/" + "long-name-" * 12)  # (past 100 bytes: a pax header of its own)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        tail = tarfile.TarInfo("tail")
+        tar.addfile(tail, io.BytesIO(b""))
+    archive = tmp_path / "global.tar"
+    archive.write_bytes(buf.getvalue())
+    with tarfile.open(archive) as tar:
+        names = [m.name for m in tar.getmembers()]
+    assert names.count("ghost") == 3 and names[-1] == "tail", names  # (tarfile's reading, which the count follows)
+    with archive.open("rb") as f:
+        assert count_members(f.fileno(), "", limit=100) == len(names), names

@@ -10,7 +10,8 @@ limit (``worth_counting``), so an archive of ordinary members never pays for a s
 decompression.
 
 The walk follows ``tarfile``'s reading: pax (``x``, ``g``, Solaris ``X``) and GNU long-name (``L``, ``K``)
-headers belong to the member after them, a pax ``size=`` overrides the next header's size, data
+headers belong to the member after them, a pax ``size=`` (its records read by their lengths; a
+global header's for each later pax-headed member) overrides the next header's size, data
 follows regular files (and unknown types) only, and old-GNU sparse headers may have extension
 blocks. Anything it does not understand (a bad checksum, a number it cannot read) makes it
 return None: the extraction then goes on and counts as before. It is meant to count exactly
@@ -34,7 +35,7 @@ import re
 
 _BLOCK = 512
 _DATA_TYPES_WITHOUT_DATA = frozenset(b"123456")  # hard link, symlink, char/block device, directory, FIFO
-_SIZE = re.compile(rb"(?:^|\n)\d+ size=(\d+)\n")
+_RECORD = re.compile(rb"(\d+) ([^=]+)=")  # a pax record's start, as tarfile matches it
 
 
 class _PositionalReader(io.RawIOBase):
@@ -121,7 +122,7 @@ class _Blocks:
 
 def _walk(stream, limit: int, stop, max_bytes: int | None = None) -> int | None:
     blocks = _Blocks(stream, max_bytes)
-    count, size_override, last_good = 0, None, b""
+    count, size_override, global_size, last_good = 0, None, None, b""
     while True:
         header = blocks.read(_BLOCK)
         if len(header) < _BLOCK or not header.strip(b"\0"):
@@ -139,9 +140,11 @@ def _walk(stream, limit: int, stop, max_bytes: int | None = None) -> int | None:
             data = _read_exactly(blocks, size)
             if data is None or not blocks.skip(-size % _BLOCK):
                 return None
-            found = _SIZE.findall(data)
-            if kind != ord("g") and found and size_override is None:  # (an outer one wins, as in tarfile)
-                size_override = int(found[-1])
+            found = _pax_size(data)
+            if kind == ord("g"):  # (tarfile keeps it for every later pax-headed member)
+                global_size = found if found is not None else global_size
+            elif size_override is None:  # (an outer one wins, as in tarfile)
+                size_override = found if found is not None else global_size
             continue
         if kind in b"LK":  # a GNU long name or link name: the next header's
             blocks.charge(size)
@@ -162,11 +165,32 @@ def _walk(stream, limit: int, stop, max_bytes: int | None = None) -> int | None:
                     break
         if size_override is not None:
             size, size_override = size_override, None
+            if size < 0:
+                return None
         if kind in _DATA_TYPES_WITHOUT_DATA:
             continue  # (tarfile skips no data after these, whatever their size field says)
         blocks.charge(size)
         if not blocks.skip(size + -size % _BLOCK):
             return count
+
+
+def _pax_size(data: bytes) -> int | None:
+    """The ``size`` a pax header's records give (the last one), or None: read record by record,
+    by each record's length, as tarfile reads them (a value's text is never a record: a comment
+    holding a newline and ``1 size=0`` is a comment). A value tarfile cannot read as a number
+    is 0, as in tarfile; a record of length 0 is ValueError (tarfile: an invalid header)."""
+    size, pos = None, 0
+    while (match := _RECORD.match(data, pos)) is not None:
+        length = int(match.group(1))
+        if length == 0:
+            raise ValueError("a pax record of length 0")
+        if match.group(2) == b"size":
+            try:
+                size = int(data[match.end(2) + 1:match.start(1) + length - 1].decode("utf-8", "surrogateescape"))
+            except ValueError:
+                size = 0
+        pos += length
+    return size
 
 
 def _checksum_ok(header: bytes) -> bool:
