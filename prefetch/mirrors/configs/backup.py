@@ -191,7 +191,7 @@ def create_backup(
             new = (written or {}).get(path)
             mark = {}
             if new is not None:
-                write_new(directory / f"{index}-{path.name}.written", new, mode=0o666, durable=True)
+                write_new(directory / f"{index}-{path.name}.written", new, mode=0o600, durable=True)
                 mark = {"written_sha256": hashlib.sha256(new).hexdigest(), "written_blob": f"{index}-{path.name}.written"}
             try:
                 data = path.read_bytes()
@@ -200,8 +200,10 @@ def create_backup(
                 continue
             blob = f"{index}-{path.name}"
             # On disk before meta.json and the new config are (both fsynced): after a crash (a VM
-            # preempted) the copy is there, not an empty file that restore must refuse.
-            write_new(directory / blob, data, mode=0o666, durable=True)
+            # preempted) the copy is there, not an empty file that restore must refuse. The owner's
+            # alone (0600): a config can hold a credential (a private index's token) its owner
+            # keeps from other accounts, and this folder is 0755.
+            write_new(directory / blob, data, mode=0o600, durable=True)
             files.append(FileBackup(path=path, existed=True, blob=blob, sha256=hashlib.sha256(data).hexdigest(), **mark))
     except OSError as exc:
         raise LocalFileError(f"cannot back up to {directory}: {exc.strerror or exc}") from None
