@@ -51,3 +51,25 @@ def test_files_named_like_status_codes_failing_differently_are_not_one_group(ngi
     assert not any("the same way" in line for line in errors), errors
     for code in CODES:
         assert any(f"answered HTTP {code}" in line for line in errors), (code, errors)
+
+
+def test_a_files_error_that_ends_another_files_is_still_said(home, tmp_path):
+    """An error is left out when a longer one quotes it (an hf:// repo's summary quotes its first
+    file's). Files train.csv and pretrain.csv (or 1 and 11) from a host that refuses connections
+    fail with 'NAME: 127.0.0.1:PORT: Connection refused; ...': pretrain.csv's error holds
+    train.csv's whole, so train.csv's failure was in no line and counted in none (four files
+    failed, three lines). A quote now starts where a name cannot go on (a space, a quote, the
+    start), not inside another name."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # (nothing listens: refused)
+    names = ["d/1", "d/11", "e/train.csv", "e/pretrain.csv"]
+    got = run_cli("get", *(f"http://127.0.0.1:{port}/{n}" for n in names), "-P", str(tmp_path / "out"),
+                  "--retries", "0", "--timeout", "3", cwd=tmp_path)
+    assert got.returncode == 3, got.stderr
+    errors = _errors(got.stderr)
+    for name in ("1", "11", "train.csv", "pretrain.csv"):
+        assert any(line.startswith(f"prefetch: error: {name}: ") for line in errors), (name, errors)
+    assert len(errors) == 4, errors
