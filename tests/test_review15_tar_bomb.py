@@ -130,3 +130,44 @@ def test_a_global_pax_size_counts_for_later_pax_headed_members_as_in_tarfile(tmp
     assert names.count("ghost") == 3 and names[-1] == "tail", names  # (tarfile's reading, which the count follows)
     with archive.open("rb") as f:
         assert count_members(f.fileno(), "", limit=100) == len(names), names
+
+
+def _sparse_bomb(members: int, streams: int) -> bytes:
+    """A .tar.bz2: ``members`` one-byte files, then an old-GNU sparse header ('S') whose extension
+    blocks go on (each says another follows) for ``streams`` x 100 MiB: 153 bytes of bz2 each."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(members):
+            info = tarfile.TarInfo(f"small/{i}")
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"x"))
+        head = buf.getvalue()[: buf.tell()]
+    sparse = bytearray(tarfile.TarInfo("holes.bin").tobuf(format=tarfile.GNU_FORMAT))
+    sparse[156] = ord("S")
+    sparse[482] = 1  # (extension blocks follow)
+    sparse[148:156] = b" " * 8
+    sparse[148:156] = b"%06o\0 " % sum(sparse)
+    extension = b"\0" * 504 + b"\x01" + b"\0" * 7  # (no extents; another block follows)
+    more = bz2.compress(extension * (ZEROS // 512), 9)
+    return bz2.compress(head + bytes(sparse), 9) + more * streams
+
+
+def test_endless_sparse_extension_blocks_end_the_count_at_the_byte_bound(tmp_path):
+    """The count read an old-GNU sparse member's extension blocks one by one for as long as each
+    said another follows, outside any bound: 2 TiB of them (3 MB of bz2) after a thousand tiny
+    members kept it reading for hours before the extraction, which refuses at its byte limit,
+    went on. Each extension block now counts against the bound."""
+    archive = tmp_path / "holes.tar.bz2"
+    archive.write_bytes(_sparse_bomb(1100, 20_000))
+    code = ("import sys\n"
+            "from prefetch.archive.extract import extract_archive\n"
+            "from prefetch.errors import PrefetchError\n"
+            "try:\n"
+            "    extract_archive(sys.argv[1], sys.argv[2], max_bytes=10 << 20, max_members=2000)\n"
+            "except PrefetchError as exc:\n"
+            "    print(type(exc).__name__, exc)\n")
+    got = subprocess.run([sys.executable, "-c", code, str(archive), str(tmp_path / "out")], capture_output=True,
+                         text=True, timeout=300, stdin=subprocess.DEVNULL, preexec_fn=_cpu_limit)
+    assert got.returncode == 0, (got.returncode, got.stderr[-2000:])  # (-9/-24: the CPU guard, the count still reading)
+    assert got.stdout.startswith("UnsafeArchiveError") or got.stdout.startswith("IntegrityError"), got.stdout
+    assert not (tmp_path / "out").exists()

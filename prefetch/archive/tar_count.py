@@ -18,8 +18,10 @@ return None: the extraction then goes on and counts as before. It is meant to co
 what tarfile yields (tests/test_mend14_tar_count.py compares the two), and a count past the limit
 is the only thing acted on.
 
-The walk passes no more members' data (and long-name records) than the extraction may write
-(``max_bytes``: ``_Budget.data_limit``, the least of the byte limits): a member whose declared
+The walk passes no more members' data (and long-name, pax and sparse extension records) than
+the extraction may write (``max_bytes``: ``_Budget.data_limit``, the least of the byte limits;
+an old-GNU sparse member's extension blocks, each saying whether another follows, count
+512 bytes each: a stream of them is a bomb too): a member whose declared
 size takes the total past that ends it at once (None), unread (headers and padding between are
 under 1 KiB a member counted). Without the bound, a .tar.bz2 of a thousand tiny members
 (setting the count off) and then one member of terabytes of zeros (113 bytes of
@@ -158,6 +160,7 @@ def _walk(stream, limit: int, stop, max_bytes: int | None = None) -> int | None:
             return None
         if kind == ord("S") and header[482]:  # old GNU sparse: extension blocks follow
             while True:
+                blocks.charge(_BLOCK)  # (each says whether another follows: a stream of them is a bomb too)
                 extension = blocks.read(_BLOCK)
                 if len(extension) < _BLOCK:
                     return count
