@@ -23,6 +23,8 @@ FILES = {  # path under the server root -> its Content-Disposition ("" : none)
     "f/zwsp": "attachment; filename*=UTF-8''re%E2%80%8Bport.pdf",  # an invisible character
     "f/lsep": "attachment; filename*=UTF-8''a%E2%80%A8b.txt",  # U+2028: a line break in every output line
     "f/blank": 'attachment; filename="   "',
+    "f/lead": 'attachment; filename=" .bashrc"',  # lists as .bashrc
+    "f/trail": 'attachment; filename="train.csv "',
     "f/cjk": "attachment; filename*=UTF-8''%E8%AE%AD%E7%BB%83%E3%80%80%E6%95%B0%E6%8D%AE.csv",  # (U+3000: kept)
 }
 
@@ -102,7 +104,7 @@ def test_a_served_name_that_is_another_files_partial_keeps_the_urls(served, home
 def test_names_that_show_as_something_else_keep_the_urls(served, home, tmp_path):
     nginx, data = served
     out = tmp_path / "out"
-    names = ["rtl", "zwsp", "lsep", "blank"]
+    names = ["rtl", "zwsp", "lsep", "blank", "lead", "trail"]
     got = run_cli("get", *(nginx.url_for(f"f/{n}") for n in names), nginx.url_for("f/cjk"), "--content-disposition",
                   "-P", str(out), cwd=tmp_path)
     assert got.returncode == 0, got.stderr

@@ -10,7 +10,7 @@ The plan's final path becomes that name in the same folder, so everything after 
 and finds its ``.part``) works as for any URL.
 
 The name is hostile input: only its last ``/`` component is kept, and a name that is empty or
-blank, ``.``/``..``, starts with a dot, holds a control character, an invisible or
+blank, ``.``/``..``, starts with a dot, starts or ends with a space, holds a control character, an invisible or
 direction-changing format character (U+202E shows ``invoice\u202etxt.exe`` as
 ``invoiceexe.txt``), a line or paragraph separator or a backslash, is not valid UTF-8, or is
 too long for the folder's filesystem with prefetch's suffixes keeps the URL's name, with one
@@ -162,6 +162,8 @@ def served_file_name(value: str) -> tuple[str | None, str]:
         return None, f"the server's file name {shown} is not a file name"
     if name.startswith("."):
         return None, f"the server's file name {shown} starts with a dot (a hidden file)"
+    if name != name.strip():  # (" .bashrc" lists as a dotfile; "train.csv " as train.csv)
+        return None, f"the server's file name {shown} starts or ends with a space"
     if _CONTROL.search(name) or "\\" in name:
         return None, f"the server's file name {shown} holds a control character or a backslash"
     import unicodedata  # (a get without the option never loads it)
