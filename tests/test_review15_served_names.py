@@ -115,3 +115,29 @@ def test_names_that_show_as_something_else_keep_the_urls(served, home, tmp_path)
     assert len(_notes(got.stderr)) == len(names), got.stderr
     shown = got.stdout + got.stderr
     assert "\u202e" not in shown and "\u200b" not in shown and "\u2028" not in shown, ascii(shown)
+
+
+def test_a_file_already_there_that_matches_the_hash_given_is_found_in_place(served, home, tmp_path):
+    """The user's own copy under the served name (wget --content-disposition got it earlier) that
+    matches the --sha256 given is the file asked for: found in place, nothing under the URL's name.
+    One that does not match is left alone, and the download goes under the URL's name."""
+    import hashlib
+
+    nginx, data = served
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.csv").write_bytes(data["f/train"])
+    inode = (out / "train.csv").stat().st_ino
+    good = hashlib.sha256(data["f/train"]).hexdigest()
+    got = run_cli("get", nginx.url_for("f/train"), "--sha256", good, "--content-disposition", "-P", str(out),
+                  cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["train.csv"], sorted(p.name for p in out.iterdir())
+    assert (out / "train.csv").stat().st_ino == inode and not _notes(got.stderr), got.stderr
+
+    (out / "notes.txt").write_bytes(b"mine\n")
+    good = hashlib.sha256(data["f/notes"]).hexdigest()
+    got = run_cli("get", nginx.url_for("f/notes"), "--sha256", good, "--content-disposition", "-P", str(out),
+                  cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert (out / "notes.txt").read_bytes() == b"mine\n" and (out / "notes").read_bytes() == data["f/notes"]

@@ -17,8 +17,8 @@ too long for the folder's filesystem with prefetch's suffixes keeps the URL's na
 note; so does an answer without the header, one the probe cannot get, a name another file of
 the same command already takes (or whose ``.part``/``.part.json`` it is, or that is its own),
 and a name under which the folder already holds something prefetch did not download (the
-server does not choose which of the user's files is replaced; one prefetch completed there is
-found complete, as for any URL). A download never fails over the header. The final path
+server does not choose which of the user's files is replaced; one prefetch completed there, or
+one matching the ``--sha256``/``--md5`` given, is found complete, as for any URL). A download never fails over the header. The final path
 is a single name inside the folder chosen, and is placed by the same rules as any other (never
 through a link prefetch did not create).
 """
@@ -99,7 +99,7 @@ def _named(plan: FilePlan, answer: tuple[str | None, str], taken: set[Path], on_
     name, why = served_file_name(value) if value is not None else (None, problem)
     if name is not None and name != plan.final.name:
         final = plan.final.parent / name
-        why = _unusable(final, plan.final, taken, check_name, records_dir)
+        why = _unusable(final, plan.final, taken, check_name, records_dir, plan.spec.expected)
         if why is None:
             taken.discard(plan.final)
             taken.add(final)
@@ -178,7 +178,8 @@ def served_file_name(value: str) -> tuple[str | None, str]:
     return name, ""
 
 
-def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir: Path | None) -> str | None:
+def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir: Path | None,
+              expected=None) -> str | None:
     """Why ``final`` (the server's name in the plan's folder, instead of ``own``) cannot be used, or None."""
     from prefetch.errors import UsageError
 
@@ -196,14 +197,15 @@ def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir:
         check_name(final)
     except UsageError:
         return f"the server's file name {final.name[:40]!r}... is too long for this folder"
-    why = _already_there(final, records_dir)
+    why = _already_there(final, records_dir, expected)
     if why:
         return f"{os.path.dirname(path) or '.'} already has {why} named {shown}, which prefetch did not download"
     return None
 
 
-def _already_there(final: Path, records_dir: Path | None) -> str | None:
-    """What sits at ``final`` that is not a file prefetch completed there (None: nothing, or one it did)."""
+def _already_there(final: Path, records_dir: Path | None, expected=None) -> str | None:
+    """What sits at ``final`` that is not a file prefetch completed there, nor (given ``expected``,
+    the request's hash) one of the user's that matches it (None: nothing, or one of those)."""
     import stat
 
     from prefetch.cache.completion import completion_matches
@@ -217,4 +219,12 @@ def _already_there(final: Path, records_dir: Path | None) -> str | None:
         return None
     if stat.S_ISREG(st.st_mode) and records_dir is not None and completion_matches(records_dir, final, st):
         return None
+    if expected is not None and stat.S_ISREG(st.st_mode) and not safefs.is_foreign(st):
+        from prefetch.fs.hashing import hash_file
+
+        try:  # (the file the user asked for, by its hash: found in place, as at any final path)
+            if expected.matches(hash_file(final, expected.algorithm)):
+                return None
+        except OSError:
+            pass
     return "a link" if stat.S_ISLNK(st.st_mode) else "a file" if stat.S_ISREG(st.st_mode) else "something"
