@@ -194,7 +194,8 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
     base = jobs[-1].request if jobs else {}
     fields = {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or [],
               "root": base.get("root"),  # torchvision: datasets' --root, as the job had it
-              "output_dir": base.get("output_dir")}  # a URL's file: where the job put it, not the cwd
+              "output_dir": base.get("output_dir"),  # a URL's file: where the job put it, not the cwd
+              "content_disposition": bool(base.get("content_disposition"))}
     entry = _url_entry(base, name)
     if entry is not None:  # a job's urls=[{"url": ...}] entry (its out/dir too)
         fields.update(names=[], urls=[entry])
@@ -202,10 +203,14 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
         fields["output"] = base["output"]
     request = GetRequest.from_dict(fields)  # type-checked: a damaged record is a one-line error
     plans, _ = plan_request(request, env=env)
+    served = _served_paths(jobs)
     for plan in plans:
+        paths = plan.paths
+        if getattr(plan, "served_name", False):  # (--content-disposition: the name its server gave, if a job got one)
+            paths = [served.get((os.path.dirname(plan.final), plan.label), plan.final), *plan.also]
         # Regular files and directories only: a FIFO at a final path is not a dataset in place.
-        if not all(os.path.isfile(p) for p in plan.paths):
-            return str(next(p for p in plan.paths if not os.path.isfile(p)))
+        if not all(os.path.isfile(p) for p in paths):
+            return str(next(p for p in paths if not os.path.isfile(p)))
         for path in plan.extract_into:
             if not os.path.isdir(path):
                 return str(path)
@@ -213,6 +218,19 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
             if not os.path.isfile(path):
                 return str(path)
     return None
+
+
+def _served_paths(jobs: Sequence[JobRecord]) -> dict[tuple[str, str], str]:
+    """(folder, URL's name) -> where a ``--content-disposition`` job put that URL's file under its
+    server's name (the job's own record of it; a later job's wins). A folder holds one URL of a
+    name: two would be one final path, refused at planning."""
+    found: dict[tuple[str, str], str] = {}
+    for record in jobs:
+        if record.request.get("content_disposition"):
+            for f in record.files:
+                if f.path:
+                    found[(os.path.dirname(f.path), f.name)] = f.path
+    return found
 
 
 def _failure_line(record: JobRecord) -> str:
