@@ -95,7 +95,7 @@ def test_a_hostile_name_keeps_the_urls_with_one_note_and_never_a_link(served, ho
     assert outside.read_bytes() == b"not yours\n"  # never written through
     # (the user's link is theirs: the served name is not used over it, the URL's is; before the
     # fifteenth sitting's review this was exit 5, as for any final path, a refusal the server chose)
-    assert linked.returncode == 0 and "already has a link named 'victim.txt'" in linked.stderr, linked.stderr
+    assert linked.returncode == 0 and "already has 'victim.txt': a link" in linked.stderr, linked.stderr
     assert (out / "link").read_bytes() == data["h/link"]
     assert (out / "victim.txt").is_symlink()
     assert "Traceback" not in linked.stderr

@@ -13,6 +13,8 @@ from tests.nginx import NginxServer
 
 FILES = {  # path under the server root -> its Content-Disposition ("" : none)
     "f/notes": 'attachment; filename="notes.txt"',
+    "files/111": 'attachment; filename="data.csv"',  # (two links whose servers name their files alike)
+    "files/222": 'attachment; filename="data.csv"',
     "f/train": 'attachment; filename="train.csv"',
     "big.bin": "",
     "f/partof": 'attachment; filename="big.bin.part"',
@@ -44,7 +46,7 @@ def served(tmp_path):
     data = {}
     for i, path in enumerate(FILES):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
-        data[path] = f"{path} {i}\n".encode() * 3000
+        data[path] = f"{path} {i}\n".encode() * (3000 + i)  # (each its own size)
         (root / path).write_bytes(data[path])
     with NginxServer(root, location=_location()) as nginx:
         yield nginx, data
@@ -141,3 +143,23 @@ def test_a_file_already_there_that_matches_the_hash_given_is_found_in_place(serv
                   cwd=tmp_path)
     assert got.returncode == 0, got.stderr
     assert (out / "notes.txt").read_bytes() == b"mine\n" and (out / "notes").read_bytes() == data["f/notes"]
+
+
+def test_another_links_file_its_server_named_alike_is_not_taken_for_this_one(served, home, tmp_path):
+    """Two links whose servers both name their file data.csv (Figshare's files/111 and files/222),
+    fetched by two commands: the second found the first's data.csv with prefetch's completion
+    record and reported it "cached": the first link's bytes for the second link. A file there of
+    another size than this link's server gives is another link's: the URL's name, with the note;
+    the same link again still finds its own file complete."""
+    nginx, data = served
+    out = tmp_path / "out"
+    first = run_cli("get", nginx.url_for("files/111"), "--content-disposition", "-P", str(out), "-q", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    second = run_cli("get", nginx.url_for("files/222"), "--content-disposition", "-P", str(out), cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert (out / "data.csv").read_bytes() == data["files/111"]
+    assert (out / "222").read_bytes() == data["files/222"]
+    assert "another link" in "".join(_notes(second.stderr)), second.stderr
+    again = run_cli("get", nginx.url_for("files/111"), "--content-disposition", "-P", str(out), cwd=tmp_path)
+    assert again.returncode == 0 and not _notes(again.stderr), again.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["222", "data.csv"]

@@ -18,7 +18,9 @@ note; so does an answer without the header, one the probe cannot get, a name ano
 the same command already takes (or whose ``.part``/``.part.json`` it is, or that is its own),
 and a name under which the folder already holds something prefetch did not download (the
 server does not choose which of the user's files is replaced; one prefetch completed there, or
-one matching the ``--sha256``/``--md5`` given, is found complete, as for any URL). A download never fails over the header. The final path
+one matching the ``--sha256``/``--md5`` given, is found complete, as for any URL), or a file
+prefetch downloaded there whose size is not the one this link's server gives (another link's
+file its server named alike: taken for this one, it was "cached" with the other's bytes). A download never fails over the header. The final path
 is a single name inside the folder chosen, and is placed by the same rules as any other (never
 through a link prefetch did not create).
 """
@@ -62,8 +64,8 @@ def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_nam
     return out
 
 
-def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str]]:
-    """Each URL's (Content-Disposition or None, why none), asked ``PROBES_AT_ONCE`` at a time, a
+def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str, int | None]]:
+    """Each URL's (Content-Disposition or None, why none, the file's size or None), asked ``PROBES_AT_ONCE`` at a time, a
     client per thread (its connections kept for the thread's next URL)."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -75,7 +77,7 @@ def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str]]:
     headers = dict(transfer.headers)
     local, clients, lock = threading.local(), [], threading.Lock()
 
-    def one(url: str) -> tuple[str | None, str]:
+    def one(url: str) -> tuple[str | None, str, int | None]:
         client = getattr(local, "client", None)
         if client is None:
             client = local.client = factory(timeouts=transfer.timeouts, resolve=transfer.resolve)
@@ -93,13 +95,13 @@ def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str]]:
             client.close()
 
 
-def _named(plan: FilePlan, answer: tuple[str | None, str], taken: set[Path], on_event: EventSink,
+def _named(plan: FilePlan, answer: tuple[str | None, str, int | None], taken: set[Path], on_event: EventSink,
            check_name, records_dir: Path | None) -> FilePlan:
-    value, problem = answer
+    value, problem, size = answer
     name, why = served_file_name(value) if value is not None else (None, problem)
     if name is not None and name != plan.final.name:
         final = plan.final.parent / name
-        why = _unusable(final, plan.final, taken, check_name, records_dir, plan.spec.expected)
+        why = _unusable(final, plan.final, taken, check_name, records_dir, plan.spec.expected, size)
         if why is None:
             taken.discard(plan.final)
             taken.add(final)
@@ -110,8 +112,8 @@ def _named(plan: FilePlan, answer: tuple[str | None, str], taken: set[Path], on_
     return plan
 
 
-def _served_header(url: str, client, headers: dict[str, str]) -> tuple[str | None, str]:
-    """(the answer's Content-Disposition or None, why there is none)."""
+def _served_header(url: str, client, headers: dict[str, str]) -> tuple[str | None, str, int | None]:
+    """(the answer's Content-Disposition or None, why there is none, the file's size if it says)."""
     import http.client
 
     from prefetch.errors import PrefetchError
@@ -122,12 +124,25 @@ def _served_header(url: str, client, headers: dict[str, str]) -> tuple[str | Non
         resp, _ = open_url(client, url, headers={**headers, "Range": "bytes=0-0"})
     except (PrefetchError, TransientHTTPError, OSError, http.client.HTTPException) as exc:
         # (the download asks again with its retries, and says in its own line what is wrong)
-        return None, f"the server could not be asked for the file's name ({exc})"
+        return None, f"the server could not be asked for the file's name ({exc})", None
     try:
         value = resp.headers.get("Content-Disposition")
+        size = _size_of(resp)
     finally:
         _discard(resp)
-    return value, "the server's answer names no file (no Content-Disposition)"
+    return value, "the server's answer names no file (no Content-Disposition)", size
+
+
+def _size_of(resp) -> int | None:
+    """The whole file's size an answer to ``Range: bytes=0-0`` gives (a 206's Content-Range
+    total, a 200's Content-Length), or None."""
+    if resp.status == 206:
+        total = (resp.headers.get("Content-Range") or "").rpartition("/")[2].strip()
+    elif resp.status == 200:
+        total = (resp.headers.get("Content-Length") or "").strip()
+    else:
+        return None
+    return int(total) if total.isdigit() else None
 
 
 def served_file_name(value: str) -> tuple[str | None, str]:
@@ -179,7 +194,7 @@ def served_file_name(value: str) -> tuple[str | None, str]:
 
 
 def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir: Path | None,
-              expected=None) -> str | None:
+              expected=None, size: int | None = None) -> str | None:
     """Why ``final`` (the server's name in the plan's folder, instead of ``own``) cannot be used, or None."""
     from prefetch.errors import UsageError
 
@@ -197,15 +212,17 @@ def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir:
         check_name(final)
     except UsageError:
         return f"the server's file name {final.name[:40]!r}... is too long for this folder"
-    why = _already_there(final, records_dir, expected)
+    why = _already_there(final, records_dir, expected, size)
     if why:
-        return f"{os.path.dirname(path) or '.'} already has {why} named {shown}, which prefetch did not download"
+        return f"{os.path.dirname(path) or '.'} already has {shown}: {why}"
     return None
 
 
-def _already_there(final: Path, records_dir: Path | None, expected=None) -> str | None:
-    """What sits at ``final`` that is not a file prefetch completed there, nor (given ``expected``,
-    the request's hash) one of the user's that matches it (None: nothing, or one of those)."""
+def _already_there(final: Path, records_dir: Path | None, expected=None, size: int | None = None) -> str | None:
+    """What sits at ``final`` that is not a file prefetch completed there (of this link's
+    ``size``, when the server said it: another link's file its server named alike is not this
+    one), nor (given ``expected``, the request's hash) one of the user's that matches it (None:
+    nothing, or one of those)."""
     import stat
 
     from prefetch.cache.completion import completion_matches
@@ -214,11 +231,13 @@ def _already_there(final: Path, records_dir: Path | None, expected=None) -> str 
     try:
         st = safefs.lstat_or_none(final)
     except OSError:
-        return "something"
+        return "something prefetch did not download"
     if st is None:
         return None
     if stat.S_ISREG(st.st_mode) and records_dir is not None and completion_matches(records_dir, final, st):
-        return None
+        if size is None or st.st_size == size:
+            return None
+        return (f"a file prefetch downloaded from another link ({st.st_size} bytes; this link's file has {size})")
     if expected is not None and stat.S_ISREG(st.st_mode) and not safefs.is_foreign(st):
         from prefetch.fs.hashing import hash_file
 
@@ -227,4 +246,5 @@ def _already_there(final: Path, records_dir: Path | None, expected=None) -> str 
                 return None
         except OSError:
             pass
-    return "a link" if stat.S_ISLNK(st.st_mode) else "a file" if stat.S_ISREG(st.st_mode) else "something"
+    kind = "a link" if stat.S_ISLNK(st.st_mode) else "a file" if stat.S_ISREG(st.st_mode) else "something"
+    return f"{kind} prefetch did not download"
