@@ -15,7 +15,7 @@ from __future__ import annotations
 from prefetch.adapters.samples import iter_tar_samples
 
 
-def torch_dataset(names, *, samples: bool = False, transform=None, **options):
+def torch_dataset(names, *, samples: bool = False, transform=None, by_rank: bool = True, **options):
     """A ``torch.utils.data.IterableDataset`` over ``as_completed(names, **options)``.
 
     Each item is a path (``str``), or with ``samples=True`` each sample of each tar
@@ -33,7 +33,10 @@ def torch_dataset(names, *, samples: bool = False, transform=None, **options):
     from prefetch.adapters.torch_data import StreamDataset
     from prefetch.api import _names
 
-    return StreamDataset(_names(names), samples=samples, transform=transform, options=options)
+    from prefetch.api import switch
+
+    switch(by_rank, "by_rank")
+    return StreamDataset(_names(names), samples=samples, transform=transform, by_rank=by_rank, options=options)
 
 
 def tf_generator(names, *, samples: bool = False, keys=None, **options):

@@ -17,8 +17,13 @@ from prefetch.adapters.samples import iter_tar_samples
 class StreamDataset(torch.utils.data.IterableDataset):
     """Paths (or tar-shard samples) as their files are placed; see ``prefetch.adapters.torch_dataset``."""
 
-    def __init__(self, names, *, samples: bool = False, transform=None, options: dict | None = None) -> None:
+    def __init__(self, names, *, samples: bool = False, transform=None, by_rank: bool = True,
+                 options: dict | None = None) -> None:
         super().__init__()
+        self.by_rank = by_rank
+        self._pinned: tuple[int, int] | None = None  # (rank, world size) as the process that pickled this saw it
+        if by_rank:
+            rank_and_world()  # (a bad RANK / WORLD_SIZE: UsageError now, not in the first epoch's workers)
         # A name (or entry) given twice is one file, handed over once, as ``as_completed`` does: dealt
         # as two, its copies went to two workers and the epoch held it twice.
         self.names = _once([names] if isinstance(names, (str, bytes)) else [str(n) for n in names])
@@ -29,22 +34,38 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self.urls = _once([urls] if isinstance(urls, (str, Mapping)) else list(urls))  # the -i entries, dealt as names are
 
     def shard(self) -> tuple[list[str], list]:
-        """This worker's names and URL entries: all of them in the main process, every W-th in worker k of W."""
-        info = torch.utils.data.get_worker_info()
-        if info is None:
-            return list(self.names), list(self.urls)
+        """This process's names and URL entries: every N-th of them in rank r of N (``by_rank``, under
+        DistributedDataParallel), and of those every W-th in DataLoader worker k of W."""
         items = [*((True, n) for n in self.names), *((False, u) for u in self.urls)]
-        mine = items[info.id::info.num_workers]
-        return [n for is_name, n in mine if is_name], [u for is_name, u in mine if not is_name]
+        if self.by_rank:
+            rank, world = self.rank_and_world()
+            items = items[rank::world]
+        info = torch.utils.data.get_worker_info()
+        if info is not None:
+            items = items[info.id::info.num_workers]
+        return [n for is_name, n in items if is_name], [u for is_name, u in items if not is_name]
+
+    def rank_and_world(self) -> tuple[int, int]:
+        """(rank, world size): as the main process saw it when it pickled this for a spawned worker,
+        else from ``torch.distributed`` (a forked worker has its parent's), else ``RANK`` / ``WORLD_SIZE``."""
+        return self._pinned if self._pinned is not None else rank_and_world()
+
+    def __getstate__(self) -> dict:
+        # A DataLoader's spawned worker starts without the process group: it gets the rank as the
+        # process that started it saw it (a launcher such as mp.spawn may set no RANK variable).
+        state = dict(self.__dict__)
+        if self.by_rank and state.get("_pinned") is None and _distributed() is not None:
+            state["_pinned"] = rank_and_world()
+        return state
 
     def __iter__(self):
         from prefetch.streaming import as_completed
 
         names, urls = self.shard()
         options = dict(self.options)
+        if not names and not urls:
+            return  # fewer names than ranks or workers: nothing for this one
         if torch.utils.data.get_worker_info() is not None:
-            if not names and not urls:
-                return  # fewer names than workers: nothing for this one
             options.setdefault("progress", False)  # one bar per worker process would garble the output
         if urls:
             options["urls"] = urls
@@ -60,7 +81,46 @@ class StreamDataset(torch.utils.data.IterableDataset):
 
     def __repr__(self) -> str:
         kind = "samples of" if self.samples else "paths of"
-        return f"<prefetch StreamDataset: {kind} {len(self.names)} name(s)>"
+        split = ""
+        if self.by_rank:
+            rank, world = self.rank_and_world()
+            split = f", rank {rank}'s share of {world}" if world > 1 else ""
+        return f"<prefetch StreamDataset: {kind} {len(self.names)} name(s){split}>"
+
+
+def _distributed():
+    """``torch.distributed`` when it is initialized in this process, else None."""
+    dist = getattr(torch, "distributed", None)
+    try:
+        return dist if dist is not None and dist.is_available() and dist.is_initialized() else None
+    except Exception:  # noqa: BLE001 - a torch built without it, or half torn down
+        return None
+
+
+def rank_and_world(env=None) -> tuple[int, int]:
+    """(rank, world size): from ``torch.distributed`` when a process group is initialized, else
+    from ``RANK`` and ``WORLD_SIZE`` (as torchrun sets them), else (0, 1).
+
+    Raises:
+        UsageError: ``RANK`` / ``WORLD_SIZE`` that are not whole numbers with 0 <= rank < world size.
+    """
+    from prefetch.errors import UsageError
+
+    dist = _distributed()
+    if dist is not None:
+        return int(dist.get_rank()), int(dist.get_world_size())
+    env = os.environ if env is None else env
+    rank, world = env.get("RANK", "").strip(), env.get("WORLD_SIZE", "").strip()
+    if not rank and not world:
+        return 0, 1
+    try:
+        r, w = int(rank or 0), int(world or 1)
+    except ValueError:
+        r, w = -1, 0
+    if not 0 <= r < w:
+        raise UsageError(f"RANK={rank!r} WORLD_SIZE={world!r}: not a rank of a world (whole numbers, "
+                         "0 <= RANK < WORLD_SIZE); torch_dataset(..., by_rank=False) ignores them")
+    return r, w
 
 
 def _once(items: list) -> list:
