@@ -1,0 +1,136 @@
+"""A ModelScope model's folder walk (``repo/files``, listed again folder by folder where the server
+cuts a listing at 3000 entries) was under no file limit: ``FOLDER_DEPTH`` and ``MAX_CUT_LISTINGS``
+bound the cut listings, but a cut listing naming thousands of folders, each listing 2999 new files,
+was walked to the end (9 million entries held in memory). Every path the walk's answers name now
+counts against ``PREFETCH_HUB_MAX_FILES``, as a Hugging Face listing and a ModelScope dataset's
+pages do; and a ModelScope listing answer over 16 MiB is refused unparsed. Real CLI, a local
+hostile hub on 127.0.0.1, no client library."""
+
+from __future__ import annotations
+
+import subprocess
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from tests.ms_origin import use_endpoint
+from tests.test_many_hostile_hub import JsonApi
+
+NOT_FOUND = ("404 Not Found", {"Code": 404, "Data": None, "Message": "nf", "Success": False}, "")
+
+
+def _blob(path: str) -> dict:
+    return {"Name": path.rpartition("/")[2], "Path": path, "Type": "blob", "Size": 1, "Sha256": ""}
+
+
+def _tree(path: str) -> dict:
+    return {"Name": path.rpartition("/")[2], "Path": path, "Type": "tree", "Size": 0, "Sha256": ""}
+
+
+def _ok(files: list) -> tuple[str, object, str]:
+    return "200 OK", {"Code": 200, "Data": {"Files": files}, "Message": "", "Success": True}, ""
+
+
+class ManyFoldersMs(JsonApi):
+    """A model whose listing is cut at the limit. ``deeper=False``: its top folder holds 3000
+    folders, each listing 2999 files (never cut): 9 million files. ``deeper=True``: every folder's
+    listing is cut too, and each holds two folders, one level deeper, without end."""
+
+    def __init__(self, deeper: bool) -> None:
+        from prefetch.ms.api import TRUNCATION_LIMIT
+
+        self.limit, self.deeper, self.requests = TRUNCATION_LIMIT, deeper, 0
+        super().__init__()
+
+    def answer(self, target: str) -> tuple[str, object, str]:
+        self.requests += 1
+        if "/repo/files" not in target:
+            return NOT_FOUND
+        query = parse_qs(urlsplit(target).query)
+        root = query.get("Root", [""])[0]
+        prefix = f"{root}/" if root else ""
+        if query.get("Recursive") == ["True"]:
+            if root and not self.deeper:
+                return _ok([_blob(f"{prefix}f{i}.bin") for i in range(self.limit - 1)])  # under the limit
+            return _ok([_blob(f"{prefix}x/f{i}.bin") for i in range(self.limit)])  # cut: listed again by folder
+        if root and self.deeper:
+            return _ok([_tree(f"{prefix}a"), _tree(f"{prefix}b")])
+        return _ok([_tree(f"{prefix}d{i}") for i in range(self.limit)])
+
+
+@pytest.mark.parametrize("deeper", [False, True])
+def test_a_folder_walk_naming_ever_more_files_stops_at_the_limit_in_one_line(home, cli, monkeypatch, deeper):
+    monkeypatch.setenv("PREFETCH_HUB_MAX_FILES", "20000")
+    ms = ManyFoldersMs(deeper)
+    use_endpoint(monkeypatch, ms.base, home / "ms")
+    try:
+        proc = cli("get", "ms://acme/many", timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still listing after 60 s ({ms.requests} requests)")
+    finally:
+        ms.close()
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.count("prefetch: error:") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "more than 20,000 files" in proc.stderr and "PREFETCH_HUB_MAX_FILES" in proc.stderr, proc.stderr
+    assert ms.requests <= 12, ms.requests  # the answer that passes 20,000 paths is the last asked for
+    assert not (home / "ms" / "models" / "acme--many" / "snapshots").exists()
+
+
+def test_a_walk_under_the_limit_is_listed_whole(home, cli, monkeypatch):
+    """The limit counts paths, not answers: 3 folders of 2999 files and the 3000 the cut listing
+    named again (12,000 paths and 3 folders) pass a limit of 13,000; the file asked for is fetched."""
+    monkeypatch.setenv("PREFETCH_HUB_MAX_FILES", "13000")
+
+    class Three(ManyFoldersMs):
+        def answer(self, target):
+            if "/repo?" in target:
+                return "200 OK", 7, ""  # the file's one byte: "7"
+            status, body, extra = super().answer(target)
+            query = parse_qs(urlsplit(target).query)
+            if "/repo/files" in target and query.get("Recursive") == ["False"]:
+                body["Data"]["Files"] = body["Data"]["Files"][:3]
+            return status, body, extra
+
+    ms = Three(False)
+    use_endpoint(monkeypatch, ms.base, home / "ms")
+    try:
+        proc = cli("get", "ms://acme/three", "--include", "d0/f0.bin", timeout=60)
+    finally:
+        ms.close()
+    assert proc.returncode == 0, proc.stderr
+    assert (home / "ms" / "models" / "acme--three" / "snapshots" / "master" / "d0" / "f0.bin").read_bytes() == b"7"
+
+
+class HugeAnswerMs(JsonApi):
+    """One listing answer of ~21 MiB (600,000 entries, fewer than the default file limit)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        super().__init__()
+
+    def answer(self, target: str) -> tuple[str, object, str]:
+        self.requests += 1
+        if "/repo/files" not in target:
+            return NOT_FOUND
+        if parse_qs(urlsplit(target).query).get("Recursive") == ["True"]:
+            return _ok([{"Path": f"f{i}.bin", "Size": 1} for i in range(600_000)])
+        return _ok([])
+
+    def _serve(self, conn, number: int) -> None:
+        try:
+            super()._serve(conn, number)
+        except OSError:  # (the client read its 16 MiB and hung up: the rest was never read)
+            pass
+
+
+def test_a_listing_answer_of_more_than_16_mib_is_refused_unparsed(home, cli, monkeypatch):
+    monkeypatch.delenv("PREFETCH_HUB_MAX_FILES", raising=False)
+    ms = HugeAnswerMs()
+    use_endpoint(monkeypatch, ms.base, home / "ms")
+    try:
+        proc = cli("get", "ms://acme/huge", timeout=60)
+    finally:
+        ms.close()
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.count("prefetch: error:") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "more than 16 MiB" in proc.stderr, proc.stderr
