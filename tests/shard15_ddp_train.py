@@ -2,7 +2,7 @@
 gloo process group on 127.0.0.1, iterates ``prefetch.torch_dataset`` through a DataLoader for a
 few epochs, and rank 0 writes what every rank was handed (gathered over the process group) to
 the JSON file named by ``argv[2]``. ``argv[1]``: the JSON config (urls, out, by_rank, workers,
-start, epochs, forget_env)."""
+start, epochs, forget_env, take: leave each epoch after that many items)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,13 @@ def main() -> None:
     for _ in range(config.get("epochs", 1)):
         loader = DataLoader(dataset, batch_size=None, num_workers=config["workers"],
                             multiprocessing_context=config.get("start") if config["workers"] else None)
-        epochs.append([os.path.basename(p) for p in loader])
+        taken = []
+        for path in loader:
+            taken.append(os.path.basename(path))
+            if len(taken) == config.get("take"):  # a loop left early (the loader's workers shut down)
+                break
+        epochs.append(taken)
+        del loader
     gathered = [None] * world
     dist.all_gather_object(gathered, {"rank": rank, "world": world, "epochs": epochs, "repr": repr(dataset)})
     if rank == 0:

@@ -87,6 +87,19 @@ def test_each_rank_reads_and_downloads_only_its_share_and_the_union_is_every_sha
     assert all((out / n).read_bytes() == shards.blobs[n] for n in NAMES)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_rank_that_leaves_early_downloaded_only_its_own_shards_and_its_look_ahead(shards, home, tmp_path, workers):
+    ranks = torchrun(tmp_path, urls=shards.urls, out=str(tmp_path / "out"), by_rank=True, workers=workers,
+                     start="fork", epochs=1, max_ahead=1, take=1)
+    got = fetched(shards)
+    for r in ranks:
+        assert len(r["epochs"][0]) == 1 and r["epochs"][0][0] in NAMES[r["rank"]::2], r
+        mine = got.get(f"rank{r['rank']}", Counter())
+        assert set(mine) <= set(NAMES[r["rank"]::2]), (r["rank"], mine)  # never another rank's shard
+        # the one taken, and max_ahead=1 beyond it, per process reading (the rank, or each worker)
+        assert len(mine) <= 2 * max(1, workers), (r["rank"], mine)
+
+
 def test_by_rank_false_every_rank_reads_everything_and_one_cache_downloads_each_shard_once(
         shards, home, tmp_path):
     out = tmp_path / "out"
