@@ -1,9 +1,10 @@
 """A ModelScope model's folder walk (``repo/files``, listed again folder by folder where the server
 cuts a listing at 3000 entries) was under no file limit: ``FOLDER_DEPTH`` and ``MAX_CUT_LISTINGS``
 bound the cut listings, but a cut listing naming thousands of folders, each listing 2999 new files,
-was walked to the end (9 million entries held in memory). Every path the walk's answers name now
-counts against ``PREFETCH_HUB_MAX_FILES``, as a Hugging Face listing and a ModelScope dataset's
-pages do; and a ModelScope listing answer over 16 MiB is refused unparsed. Real CLI, a local
+was walked to the end (9 million entries held in memory). The entries the walk keeps (files and
+folders: every answer but the cut ones) now count against ``PREFETCH_HUB_MAX_FILES``, as a Hugging
+Face listing's and a ModelScope dataset's pages do; and a ModelScope listing answer over 16 MiB is
+refused unparsed. Real CLI, a local
 hostile hub on 127.0.0.1, no client library."""
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def _ok(files: list) -> tuple[str, object, str]:
 class ManyFoldersMs(JsonApi):
     """A model whose listing is cut at the limit. ``deeper=False``: its top folder holds 3000
     folders, each listing 2999 files (never cut): 9 million files. ``deeper=True``: every folder's
-    listing is cut too, and each holds two folders, one level deeper, without end."""
+    listing is cut too, and each holds two folders, one level deeper, without end (the walk's
+    depth or cut-listing bound stops that one, as before)."""
 
     def __init__(self, deeper: bool) -> None:
         from prefetch.ms.api import TRUNCATION_LIMIT
@@ -71,15 +73,19 @@ def test_a_folder_walk_naming_ever_more_files_stops_at_the_limit_in_one_line(hom
         ms.close()
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("prefetch: error:") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    if deeper:
+        assert "a ModelScope endpoint?" in proc.stderr and ms.requests <= 2 * 257, (ms.requests, proc.stderr)
+        return
     assert "more than 20,000 files" in proc.stderr and "PREFETCH_HUB_MAX_FILES" in proc.stderr, proc.stderr
-    assert ms.requests <= 12, ms.requests  # the answer that passes 20,000 paths is the last asked for
+    assert ms.requests == 2 + 6, ms.requests  # 3000 folders + 6 x 2999 files: the 6th folder passes 20,000
     assert not (home / "ms" / "models" / "acme--many" / "snapshots").exists()
 
 
-def test_a_walk_under_the_limit_is_listed_whole(home, cli, monkeypatch):
-    """The limit counts paths, not answers: 3 folders of 2999 files and the 3000 the cut listing
-    named again (12,000 paths and 3 folders) pass a limit of 13,000; the file asked for is fetched."""
-    monkeypatch.setenv("PREFETCH_HUB_MAX_FILES", "13000")
+@pytest.mark.parametrize("limit", [9000, 8999])
+def test_the_limit_counts_the_repos_files_and_folders(home, cli, monkeypatch, limit):
+    """3 folders of 2999 files: 9,000 entries (the 3,000 of the cut listing, named again, count
+    once); a limit of 9,000 lists it whole and the file asked for is fetched, one less is exit 3."""
+    monkeypatch.setenv("PREFETCH_HUB_MAX_FILES", str(limit))
 
     class Three(ManyFoldersMs):
         def answer(self, target):
@@ -97,6 +103,9 @@ def test_a_walk_under_the_limit_is_listed_whole(home, cli, monkeypatch):
         proc = cli("get", "ms://acme/three", "--include", "d0/f0.bin", timeout=60)
     finally:
         ms.close()
+    if limit < 9000:
+        assert proc.returncode == 3 and "more than 8,999 files" in proc.stderr, proc.stderr
+        return
     assert proc.returncode == 0, proc.stderr
     assert (home / "ms" / "models" / "acme--three" / "snapshots" / "master" / "d0" / "f0.bin").read_bytes() == b"7"
 

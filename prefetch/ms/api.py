@@ -86,7 +86,7 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
                 break
             page += 1
     else:
-        entries = _walk(client, base, repo, token, backoff, root=None, listed=set(), max_files=max_files)
+        entries = _walk(client, base, repo, token, backoff, root=None, kept=[0], max_files=max_files)
     files: dict[str, MsFile] = {}
     for entry in entries:
         try:
@@ -110,22 +110,24 @@ FOLDER_DEPTH = 64  # folders inside folders a listing may go down (a path of mor
 MAX_CUT_LISTINGS = 256
 
 
-def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | None, listed: set[str],
+def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | None, kept: list[int],
           max_files: int, depth: int = 0, cut: list[int] | None = None) -> list:
     """``repo/files``; a listing cut at the server's limit is listed again folder by folder (only
     folders inside the one listed, at most ``FOLDER_DEPTH`` deep and ``MAX_CUT_LISTINGS`` cut
     listings in all: a server that ignores ``Root`` or invents folders without end is a network
     error, not an endless walk). ``cut``: the cut listings met so far (one count for the walk);
-    ``listed``: every path any answer of the walk named (folders too), at most ``max_files``
-    (a walk of folders that each list a few new files would otherwise go on for millions)."""
+    ``kept``: the entries (folders too) of the answers the walk keeps, all but the cut ones:
+    at most ``max_files`` (a cut listing naming thousands of folders that each list thousands
+    of files would otherwise be walked to the end). A real repo's path is in one kept answer
+    only, so this counts its files and folders, as ``hf://`` listings are counted."""
     if depth > FOLDER_DEPTH:
         raise NetworkError(f"{repo.label}: the file list goes more than {FOLDER_DEPTH} folders deep ({root!r:.200}); "
                            f"is {urlsplit(base).netloc} a ModelScope endpoint?")
     cut = [0] if cut is None else cut
     query = {"Revision": repo.revision, "Recursive": "True", **({"Root": root} if root else {})}
     entries = _files(client, f"{base}/repo/files?{urlencode(query)}", repo, token, backoff)
-    _count(listed, _paths(entries), max_files, repo, base)
     if len(entries) < TRUNCATION_LIMIT:
+        _tally(kept, len(entries), max_files, repo, base)
         return entries
     cut[0] += 1
     if cut[0] > MAX_CUT_LISTINGS:
@@ -134,7 +136,7 @@ def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | 
                            f"is {urlsplit(base).netloc} a ModelScope endpoint?")
     query["Recursive"] = "False"
     top = _files(client, f"{base}/repo/files?{urlencode(query)}", repo, token, backoff)
-    _count(listed, _paths(top), max_files, repo, base)
+    _tally(kept, len(top), max_files, repo, base)
     out = [e for e in top if isinstance(e, dict) and e.get("Type") != "tree"]
     for entry in top:
         if isinstance(entry, dict) and entry.get("Type") == "tree" and entry.get("Path"):
@@ -142,7 +144,7 @@ def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | 
             if root is not None and not path.strip("/").startswith(root.strip("/") + "/"):
                 raise NetworkError(f"{repo.label}: listing folder {root!r:.100} answered folder {path!r:.100}, "
                                    f"which is not inside it; is {urlsplit(base).netloc} a ModelScope endpoint?")
-            out += _walk(client, base, repo, token, backoff, root=path, listed=listed, max_files=max_files,
+            out += _walk(client, base, repo, token, backoff, root=path, kept=kept, max_files=max_files,
                          depth=depth + 1, cut=cut)
     return out
 
@@ -158,7 +160,21 @@ def _count(listed: set[str], paths: set[str], max_files: int, repo: MsRepo, endp
         NetworkError: more than ``max_files`` paths listed in all.
     """
     listed |= paths
-    if len(listed) > max_files:
+    _over(len(listed), max_files, repo, endpoint)
+
+
+def _tally(kept: list[int], more: int, max_files: int, repo: MsRepo, endpoint: str) -> None:
+    """Add ``more`` entries to the count ``kept[0]``.
+
+    Raises:
+        NetworkError: more than ``max_files`` in all.
+    """
+    kept[0] += more
+    _over(kept[0], max_files, repo, endpoint)
+
+
+def _over(count: int, max_files: int, repo: MsRepo, endpoint: str) -> None:
+    if count > max_files:
         host = urlsplit(endpoint).netloc or endpoint
         raise NetworkError(f"{repo.label}: {host} lists more than {max_files:,} files for one repo (a "
                            f"listing that may never end); PREFETCH_HUB_MAX_FILES=N allows more")
