@@ -2,7 +2,8 @@
 gloo process group on 127.0.0.1, iterates ``prefetch.torch_dataset`` through a DataLoader for a
 few epochs, and rank 0 writes what every rank was handed (gathered over the process group) to
 the JSON file named by ``argv[2]``. ``argv[1]``: the JSON config (urls, out, by_rank, workers,
-start, epochs, forget_env, take: leave each epoch after that many items)."""
+start, epochs, forget_env, take: leave each epoch after that many items,
+bars: progress bars left to their default)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ def main() -> None:
     if config.get("forget_env"):  # as a launcher that sets no RANK / WORLD_SIZE (the process group only)
         for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
             os.environ.pop(var, None)
-    dataset = prefetch.torch_dataset(config["urls"], output_dir=config["out"], progress=False,
-                                     by_rank=config["by_rank"], max_ahead=config.get("max_ahead"),
-                                     headers={"X-Client": f"rank{rank}"})
+    options = {} if config.get("bars") else {"progress": False}  # bars: as the default has them
+    dataset = prefetch.torch_dataset(config["urls"], output_dir=config["out"], by_rank=config["by_rank"],
+                                     max_ahead=config.get("max_ahead"), headers={"X-Client": f"rank{rank}"},
+                                     **options)
     epochs = []
     for _ in range(config.get("epochs", 1)):
         loader = DataLoader(dataset, batch_size=None, num_workers=config["workers"],

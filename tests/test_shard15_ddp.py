@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -44,16 +46,23 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def torchrun(tmp_path: Path, **config) -> list[dict]:
-    """Run the training script on 2 ranks; what each rank was handed, per epoch."""
+def torchrun(tmp_path: Path, *, terminal: bool = False, **config) -> list[dict]:
+    """Run the training script on 2 ranks; what each rank was handed, per epoch. ``terminal``: on
+    a pseudo-terminal (``script``), whose output is then the ``output`` of the first rank's entry."""
     cfg, result = tmp_path / "ddp.json", tmp_path / "ddp-result.json"
     cfg.write_text(json.dumps(config))
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
-                           "--master_addr=127.0.0.1", f"--master_port={_free_port()}", str(SCRIPT), str(cfg),
-                           str(result)], env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    env.pop("PREFETCH_PLAIN", None)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
+               "--master_addr=127.0.0.1", f"--master_port={_free_port()}", str(SCRIPT), str(cfg), str(result)]
+    if terminal:
+        # (the pseudo-terminal has 0 columns unless told: tqdm would draw empty bars)
+        command = ["script", "-qec", "stty cols 200 rows 40; " + shlex.join(command), "/dev/null"]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return sorted(json.loads(result.read_text()), key=lambda r: r["rank"])
+    ranks = sorted(json.loads(result.read_text()), key=lambda r: r["rank"])
+    ranks[0]["output"] = proc.stdout + proc.stderr
+    return ranks
 
 
 def fetched(server) -> dict[str, Counter]:
@@ -138,3 +147,14 @@ def test_the_rank_comes_from_rank_and_world_size_without_a_process_group(monkeyp
     assert prefetch.torch_dataset(names, output_dir=str(tmp_path)).shard() == (names, [])
     with pytest.raises(UsageError, match="by_rank"):
         prefetch.torch_dataset(names, by_rank="no")
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1) for a pseudo-terminal")
+def test_on_a_terminal_only_rank_0_draws_a_progress_bar(shards, home, tmp_path):
+    """Every rank writes to the one terminal (or notebook cell): a bar per rank garbled it."""
+    ranks = torchrun(tmp_path, terminal=True, urls=shards.urls, out=str(tmp_path / "out"), by_rank=True, workers=0,
+                     epochs=1, max_ahead=1, bars=True)
+    output = ranks[0]["output"]
+    assert "it/s" in output or "B/s" in output, output[-2000:]  # a bar was drawn: the terminal is one
+    assert NAMES[0] in output, output[-2000:]  # rank 0's bar names its first shard
+    assert not any(name in output for name in NAMES[1::2]), output[-2000:]  # rank 1 drew none

@@ -50,6 +50,15 @@ class StreamDataset(torch.utils.data.IterableDataset):
         else from ``torch.distributed`` (a forked worker has its parent's), else ``RANK`` / ``WORLD_SIZE``."""
         return self._pinned if self._pinned is not None else rank_and_world()
 
+    def _rank_quietly(self) -> int:
+        """This process's rank, 0 when there is none or ``RANK`` is not one (``by_rank=False`` reads it too)."""
+        from prefetch.errors import UsageError
+
+        try:
+            return self.rank_and_world()[0]
+        except UsageError:
+            return 0
+
     def __getstate__(self) -> dict:
         # A DataLoader's spawned worker starts without the process group: it gets the rank as the
         # process that started it saw it (a launcher such as mp.spawn may set no RANK variable).
@@ -65,8 +74,10 @@ class StreamDataset(torch.utils.data.IterableDataset):
         options = dict(self.options)
         if not names and not urls:
             return  # fewer names than ranks or workers: nothing for this one
-        if torch.utils.data.get_worker_info() is not None:
-            options.setdefault("progress", False)  # one bar per worker process would garble the output
+        if torch.utils.data.get_worker_info() is not None or self._rank_quietly() > 0:
+            # one bar per worker process, or per rank (all writing to one terminal or cell), would
+            # garble the output: rank 0's main process alone shows one by default
+            options.setdefault("progress", False)
         if urls:
             options["urls"] = urls
         with as_completed(names, **options) as paths:
