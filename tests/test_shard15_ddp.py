@@ -158,3 +158,30 @@ def test_on_a_terminal_only_rank_0_draws_a_progress_bar(shards, home, tmp_path):
     assert "it/s" in output or "B/s" in output, output[-2000:]  # a bar was drawn: the terminal is one
     assert NAMES[0] in output, output[-2000:]  # rank 0's bar names its first shard
     assert not any(name in output for name in NAMES[1::2]), output[-2000:]  # rank 1 drew none
+
+
+def test_a_copy_unpickled_in_another_process_looks_its_rank_up_afresh(tmp_path):
+    """A spawned worker uses the rank its parent pickled; another process loading the same pickle
+    (rank 1 loading what rank 0 saved) is not rank 0 for it."""
+    saved = tmp_path / "dataset.pickle"
+    save = f"""
+import os, pickle, torch.distributed as dist, prefetch
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+names = [f"http://127.0.0.1:9/s{{i}}.tar" for i in range(4)]
+ds = prefetch.torch_dataset(names, output_dir={str(tmp_path)!r})
+open({str(saved)!r}, "wb").write(pickle.dumps(ds))
+dist.destroy_process_group()
+"""
+    load = f"""
+import pickle
+ds = pickle.loads(open({str(saved)!r}, "rb").read())
+print(ds.shard()[0])
+"""
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
+    for var in ("RANK", "WORLD_SIZE"):
+        env.pop(var, None)
+    subprocess.run([sys.executable, "-c", save], env=env, check=True, timeout=120, cwd=tmp_path)
+    env.update(RANK="1", WORLD_SIZE="2")
+    out = subprocess.run([sys.executable, "-c", load], env=env, check=True, timeout=120, cwd=tmp_path,
+                         capture_output=True, text=True).stdout
+    assert out.strip() == str([f"http://127.0.0.1:9/s{i}.tar" for i in (1, 3)]), out

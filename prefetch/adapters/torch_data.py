@@ -21,7 +21,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
                  options: dict | None = None) -> None:
         super().__init__()
         self.by_rank = by_rank
-        self._pinned: tuple[int, int] | None = None  # (rank, world size) as the process that pickled this saw it
+        # (rank, world size, pid) as the process that pickled this saw them (pid: that process's)
+        self._pinned: tuple[int, int, int] | None = None
         if by_rank:
             rank_and_world()  # (a bad RANK / WORLD_SIZE: UsageError now, not in the first epoch's workers)
         # A name (or entry) given twice is one file, handed over once, as ``as_completed`` does: dealt
@@ -46,9 +47,13 @@ class StreamDataset(torch.utils.data.IterableDataset):
         return [n for is_name, n in items if is_name], [u for is_name, u in items if not is_name]
 
     def rank_and_world(self) -> tuple[int, int]:
-        """(rank, world size): as the main process saw it when it pickled this for a spawned worker,
-        else from ``torch.distributed`` (a forked worker has its parent's), else ``RANK`` / ``WORLD_SIZE``."""
-        return self._pinned if self._pinned is not None else rank_and_world()
+        """(rank, world size): in a spawned DataLoader worker, as its rank's process saw them when
+        it pickled this; else from ``torch.distributed`` (a forked worker has its parent's), else
+        ``RANK`` / ``WORLD_SIZE``. A copy unpickled anywhere else (another rank loading what rank
+        0 saved) looks them up afresh."""
+        if self._pinned is not None and self._pinned[2] in (os.getpid(), os.getppid()):
+            return self._pinned[0], self._pinned[1]
+        return rank_and_world()
 
     def _rank_quietly(self) -> int:
         """This process's rank, 0 when there is none or ``RANK`` is not one (``by_rank=False`` reads it too)."""
@@ -63,8 +68,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
         # A DataLoader's spawned worker starts without the process group: it gets the rank as the
         # process that started it saw it (a launcher such as mp.spawn may set no RANK variable).
         state = dict(self.__dict__)
-        if self.by_rank and state.get("_pinned") is None and _distributed() is not None:
-            state["_pinned"] = rank_and_world()
+        if self.by_rank and _distributed() is not None:
+            state["_pinned"] = (*rank_and_world(), os.getpid())
         return state
 
     def __iter__(self):
