@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.ms_origin import use_endpoint
+from tests.test_hf_lfs_from import hubs  # noqa: F401 - a fixture
 from tests.test_many_hostile_hub import JsonApi
 
 NOT_FOUND = ("404 Not Found", {"Code": 404, "Data": None, "Message": "nf", "Success": False}, "")
@@ -143,3 +144,17 @@ def test_a_listing_answer_of_more_than_16_mib_is_refused_unparsed(home, cli, mon
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("prefetch: error:") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "more than 16 MiB" in proc.stderr, proc.stderr
+
+
+def test_lfs_from_lists_modelscope_under_the_same_limit_and_a_listing_past_it_costs_a_note(
+        hubs, cli, monkeypatch):  # noqa: F811 - the fixture
+    """``get hf://... --lfs-from ms://...`` lists the ModelScope repo too: under the same
+    ``PREFETCH_HUB_MAX_FILES``, and past it that source is not used, the download goes on."""
+    from tests.test_hf_lfs_from import FILES, _env
+    from tests.test_hf import assert_offline_loads
+
+    monkeypatch.setenv("PREFETCH_HUB_MAX_FILES", "2")  # the Hub repo's 2 files pass, ModelScope's 3 do not
+    done = cli("get", "hf://acme/tiny", "--lfs-from", "ms://acme/tiny-ms")
+    assert done.returncode == 0, done.stderr
+    assert "--lfs-from ms://acme/tiny-ms not used" in done.stderr and "more than 2 files" in done.stderr, done.stderr
+    assert_offline_loads(_env(), "acme/tiny", FILES)
