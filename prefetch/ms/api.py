@@ -115,7 +115,9 @@ def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | 
     """``repo/files``; a listing cut at the server's limit is listed again folder by folder (only
     folders inside the one listed, at most ``FOLDER_DEPTH`` deep and ``MAX_CUT_LISTINGS`` cut
     listings in all: a server that ignores ``Root`` or invents folders without end is a network
-    error, not an endless walk). ``cut``: the cut listings met so far (one count for the walk);
+    error, not an endless walk). ``cut``: the cut listings met so far and the entries they held
+    (one count for the walk; the entries at most ``MAX_CUT_LISTINGS * TRUNCATION_LIMIT``, what
+    real cut listings hold: answers far over the cut, again and again, took a minute to read);
     ``kept``: the entries (folders too) of the answers the walk keeps, all but the cut ones:
     at most ``max_files`` (a cut listing naming thousands of folders that each list thousands
     of files would otherwise be walked to the end). A real repo's path is in one kept answer
@@ -123,13 +125,19 @@ def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | 
     if depth > FOLDER_DEPTH:
         raise NetworkError(f"{repo.label}: the file list goes more than {FOLDER_DEPTH} folders deep ({root!r:.200}); "
                            f"is {urlsplit(base).netloc} a ModelScope endpoint?")
-    cut = [0] if cut is None else cut
+    cut = [0, 0] if cut is None else cut
     query = {"Revision": repo.revision, "Recursive": "True", **({"Root": root} if root else {})}
     entries = _files(client, f"{base}/repo/files?{urlencode(query)}", repo, token, backoff)
     if len(entries) < TRUNCATION_LIMIT:
         _tally(kept, len(entries), max_files, repo, base)
         return entries
     cut[0] += 1
+    cut[1] += len(entries)
+    del entries  # (not held while the folders below are walked: 64 levels of big cut answers took 8.5 GB)
+    if cut[1] > MAX_CUT_LISTINGS * TRUNCATION_LIMIT:  # (real ones are cut at 3000 each)
+        raise NetworkError(f"{repo.label}: {urlsplit(base).netloc} answered more than "
+                           f"{MAX_CUT_LISTINGS * TRUNCATION_LIMIT:,} entries in listings that are cut at "
+                           f"{TRUNCATION_LIMIT}; is it a ModelScope endpoint?")
     if cut[0] > MAX_CUT_LISTINGS:
         raise NetworkError(f"{repo.label}: the file list was cut at {TRUNCATION_LIMIT} entries in more than "
                            f"{MAX_CUT_LISTINGS} folders (more than {MAX_CUT_LISTINGS * TRUNCATION_LIMIT:,} files); "
