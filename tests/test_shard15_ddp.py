@@ -136,12 +136,16 @@ def test_the_rank_comes_from_rank_and_world_size_without_a_process_group(monkeyp
     assert dataset.shard() == (names[1::3], [])
     assert "rank 1's share of 3" in repr(dataset)
     assert prefetch.torch_dataset(names, output_dir=str(tmp_path), by_rank=False).shard() == (names, [])
+    made = prefetch.torch_dataset(names, output_dir=str(tmp_path))
     for rank, world in (("3", "3"), ("-1", "2"), ("one", "2"), ("0", "0")):
         monkeypatch.setenv("RANK", rank)
         monkeypatch.setenv("WORLD_SIZE", world)
         with pytest.raises(UsageError, match="RANK="):
             prefetch.torch_dataset(names, output_dir=str(tmp_path))
         prefetch.torch_dataset(names, output_dir=str(tmp_path), by_rank=False)  # (not read at all)
+        assert "share" not in repr(made)  # (RANK changed after it was made: its repr does not raise)
+        with pytest.raises(UsageError, match="RANK="):
+            made.shard()  # (iterating does)
     monkeypatch.delenv("RANK")
     monkeypatch.delenv("WORLD_SIZE")
     assert prefetch.torch_dataset(names, output_dir=str(tmp_path)).shard() == (names, [])

@@ -97,9 +97,14 @@ class StreamDataset(torch.utils.data.IterableDataset):
 
     def __repr__(self) -> str:
         kind = "samples of" if self.samples else "paths of"
+        from prefetch.errors import UsageError
+
         split = ""
         if self.by_rank:
-            rank, world = self.rank_and_world()
+            try:
+                rank, world = self.rank_and_world()
+            except UsageError:  # (RANK / WORLD_SIZE changed since: iterating says so, a repr does not raise)
+                rank, world = 0, 1
             split = f", rank {rank}'s share of {world}" if world > 1 else ""
         return f"<prefetch StreamDataset: {kind} {len(self.names)} name(s){split}>"
 

@@ -65,8 +65,9 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
     Raises:
         HubAccessError: 401/403/404 (the message says what to do).
         NetworkError: unreachable, or an answer that is not a ModelScope listing; a listing (a
-        dataset's pages, a model's folders) naming more than ``max_files`` paths, folders
-        included (``PREFETCH_HUB_MAX_FILES``); an answer over ``MAX_ANSWER`` bytes.
+        dataset's pages, a model's folder walk) of more than ``max_files`` entries, folders
+        included (``PREFETCH_HUB_MAX_FILES``); an answer over ``MAX_ANSWER`` bytes; a walk's
+        cut answers holding more than real ones can (see ``_walk``).
     """
     base = f"{endpoint}/api/v1/{repo.segment}/{repo.repo_id}"
     entries: list = []
