@@ -37,7 +37,7 @@ def torch_dataset(names, *, samples: bool = False, transform=None, by_rank: bool
     come from ``torch.distributed`` once its process group is initialized, else from ``RANK``
     and ``WORLD_SIZE``; with neither, there is one rank. ``by_rank=False``: every rank reads
     every name (ranks sharing one ``output_dir`` still download each file once: the others
-    wait for it and find it in place). Only rank 0 draws a progress bar unless
+    wait for it and find it in place); give it where each rank already passes its own names. Only rank 0 draws a progress bar unless
     ``progress=True`` is given.
 
     Raises:
