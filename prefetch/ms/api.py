@@ -135,14 +135,14 @@ def _walk(client, base: str, repo: MsRepo, token: bool, backoff, *, root: str | 
     cut[0] += 1
     cut[1] += len(entries)
     del entries  # (not held while the folders below are walked: 64 levels of big cut answers took 8.5 GB)
-    if cut[1] > MAX_CUT_LISTINGS * TRUNCATION_LIMIT:  # (real ones are cut at 3000 each)
-        raise NetworkError(f"{repo.label}: {urlsplit(base).netloc} answered more than "
-                           f"{MAX_CUT_LISTINGS * TRUNCATION_LIMIT:,} entries in listings that are cut at "
-                           f"{TRUNCATION_LIMIT}; is it a ModelScope endpoint?")
     if cut[0] > MAX_CUT_LISTINGS:
         raise NetworkError(f"{repo.label}: the file list was cut at {TRUNCATION_LIMIT} entries in more than "
                            f"{MAX_CUT_LISTINGS} folders (more than {MAX_CUT_LISTINGS * TRUNCATION_LIMIT:,} files); "
                            f"is {urlsplit(base).netloc} a ModelScope endpoint?")
+    if cut[1] > MAX_CUT_LISTINGS * TRUNCATION_LIMIT:  # (real ones are cut at 3000 each)
+        raise NetworkError(f"{repo.label}: {urlsplit(base).netloc} answered more than "
+                           f"{MAX_CUT_LISTINGS * TRUNCATION_LIMIT:,} entries in listings that are cut at "
+                           f"{TRUNCATION_LIMIT}; is it a ModelScope endpoint?")
     query["Recursive"] = "False"
     top = _files(client, f"{base}/repo/files?{urlencode(query)}", repo, token, backoff)
     _tally(kept, len(top), max_files, repo, base)
