@@ -135,6 +135,9 @@ def test_the_rank_comes_from_rank_and_world_size_without_a_process_group(monkeyp
     dataset = prefetch.torch_dataset(names, output_dir=str(tmp_path))
     assert dataset.shard() == (names[1::3], [])
     assert "rank 1's share of 3" in repr(dataset)
+    entries = [{"url": f"http://127.0.0.1:9/u{i}.tar"} for i in range(3)]  # urls= entries: dealt after the names
+    mixed = prefetch.torch_dataset(names[:2], urls=entries, output_dir=str(tmp_path))
+    assert mixed.shard() == ([names[1]], [entries[2]])  # items n0 n1 u0 u1 u2: rank 1 of 3 gets n1, u2
     assert prefetch.torch_dataset(names, output_dir=str(tmp_path), by_rank=False).shard() == (names, [])
     made = prefetch.torch_dataset(names, output_dir=str(tmp_path))
     for rank, world in (("3", "3"), ("-1", "2"), ("one", "2"), ("0", "0")):
