@@ -89,6 +89,10 @@ http {{
     # on the server's side.
     log_format conns '$connection $connection_requests $msec $request_time $status $body_bytes_sent "$request"';
     access_log {_nginx_string(str(p / 'connections.log'))} conns;
+    # Who asked ($http_x_client: a test's processes each send their own X-Client header), and
+    # what went out: which process fetched which file.
+    log_format clients '"$http_x_client" $status $body_bytes_sent "$request"';
+    access_log {_nginx_string(str(p / 'clients.log'))} clients;
     client_body_temp_path {_nginx_string(str(p / 'tmp' / 'client_body'))};
     proxy_temp_path {_nginx_string(str(p / 'tmp' / 'proxy'))};
     fastcgi_temp_path {_nginx_string(str(p / 'tmp' / 'fastcgi'))};
@@ -182,6 +186,15 @@ class NginxServer:
             end = float(msec)
             out.append((int(conn), int(number), end - float(duration), end, int(status), int(body),
                         request.strip('"')))
+        return out
+
+    def clients(self) -> list[tuple[str, int, int, str]]:
+        """Per response: (the request's ``X-Client`` header or "", status, body bytes, request line)."""
+        out = []
+        for line in (self.prefix / "clients.log").read_text().splitlines():
+            quoted = line.split('"')  # ['', client, ' status bytes ', request, '']
+            status, body = quoted[2].split()
+            out.append(("" if quoted[1] == "-" else quoted[1], int(status), int(body), quoted[3]))
         return out
 
     def url_for(self, name: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from prefetch.adapters.samples import iter_tar_samples
 
 
-def torch_dataset(names, *, samples: bool = False, transform=None, **options):
+def torch_dataset(names, *, samples: bool = False, transform=None, by_rank: bool = True, **options):
     """A ``torch.utils.data.IterableDataset`` over ``as_completed(names, **options)``.
 
     Each item is a path (``str``), or with ``samples=True`` each sample of each tar
@@ -29,11 +29,25 @@ def torch_dataset(names, *, samples: bool = False, transform=None, **options):
     worker that yields it, and each worker downloads while it trains. With fewer
     names than workers some workers have nothing to do. A name given twice is one file,
     yielded once per epoch, as ``as_completed`` does.
+
+    Under DistributedDataParallel (``torchrun``), with ``by_rank=True`` (the default), the
+    names are first dealt to the ranks the same way (rank ``r`` of ``N`` gets names ``r, r+N,
+    ...``, then its workers share those): every name is read once per epoch, by one rank, and
+    each rank downloads only its own share (plus its ``max_ahead``). The rank and world size
+    come from ``torch.distributed`` once its process group is initialized, else from ``RANK``
+    and ``WORLD_SIZE``; with neither, there is one rank. ``by_rank=False``: every rank reads
+    every name (ranks sharing one ``output_dir`` still download each file once: the others
+    wait for it and find it in place); give it where each rank already passes its own names. Only rank 0 draws a progress bar unless
+    ``progress=True`` is given.
+
+    Raises:
+        UsageError: with ``by_rank``, ``RANK`` / ``WORLD_SIZE`` that are not a rank of a world.
     """
     from prefetch.adapters.torch_data import StreamDataset
-    from prefetch.api import _names
+    from prefetch.api import _names, switch
 
-    return StreamDataset(_names(names), samples=samples, transform=transform, options=options)
+    switch(by_rank, "by_rank")
+    return StreamDataset(_names(names), samples=samples, transform=transform, by_rank=by_rank, options=options)
 
 
 def tf_generator(names, *, samples: bool = False, keys=None, **options):

@@ -17,8 +17,14 @@ from prefetch.adapters.samples import iter_tar_samples
 class StreamDataset(torch.utils.data.IterableDataset):
     """Paths (or tar-shard samples) as their files are placed; see ``prefetch.adapters.torch_dataset``."""
 
-    def __init__(self, names, *, samples: bool = False, transform=None, options: dict | None = None) -> None:
+    def __init__(self, names, *, samples: bool = False, transform=None, by_rank: bool = True,
+                 options: dict | None = None) -> None:
         super().__init__()
+        self.by_rank = by_rank
+        # (rank, world size, pid) as the process that pickled this saw them (pid: that process's)
+        self._pinned: tuple[int, int, int] | None = None
+        if by_rank:
+            rank_and_world()  # (a bad RANK / WORLD_SIZE: UsageError now, not in the first epoch's workers)
         # A name (or entry) given twice is one file, handed over once, as ``as_completed`` does: dealt
         # as two, its copies went to two workers and the epoch held it twice.
         self.names = _once([names] if isinstance(names, (str, bytes)) else [str(n) for n in names])
@@ -29,23 +35,54 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self.urls = _once([urls] if isinstance(urls, (str, Mapping)) else list(urls))  # the -i entries, dealt as names are
 
     def shard(self) -> tuple[list[str], list]:
-        """This worker's names and URL entries: all of them in the main process, every W-th in worker k of W."""
-        info = torch.utils.data.get_worker_info()
-        if info is None:
-            return list(self.names), list(self.urls)
+        """This process's names and URL entries: every N-th of them in rank r of N (``by_rank``, under
+        DistributedDataParallel), and of those every W-th in DataLoader worker k of W."""
         items = [*((True, n) for n in self.names), *((False, u) for u in self.urls)]
-        mine = items[info.id::info.num_workers]
-        return [n for is_name, n in mine if is_name], [u for is_name, u in mine if not is_name]
+        if self.by_rank:
+            rank, world = self.rank_and_world()
+            items = items[rank::world]
+        info = torch.utils.data.get_worker_info()
+        if info is not None:
+            items = items[info.id::info.num_workers]
+        return [n for is_name, n in items if is_name], [u for is_name, u in items if not is_name]
+
+    def rank_and_world(self) -> tuple[int, int]:
+        """(rank, world size): in a spawned DataLoader worker, as its rank's process saw them when
+        it pickled this; else from ``torch.distributed`` (a forked worker has its parent's), else
+        ``RANK`` / ``WORLD_SIZE``. A copy unpickled anywhere else (another rank loading what rank
+        0 saved) looks them up afresh."""
+        if self._pinned is not None and self._pinned[2] in (os.getpid(), os.getppid()):
+            return self._pinned[0], self._pinned[1]
+        return rank_and_world()
+
+    def _rank_quietly(self) -> int:
+        """This process's rank, 0 when there is none or ``RANK`` is not one (``by_rank=False`` reads it too)."""
+        from prefetch.errors import UsageError
+
+        try:
+            return self.rank_and_world()[0]
+        except UsageError:
+            return 0
+
+    def __getstate__(self) -> dict:
+        # A DataLoader's spawned worker starts without the process group: it gets the rank as the
+        # process that started it saw it (a launcher such as mp.spawn may set no RANK variable).
+        state = dict(self.__dict__)
+        if self.by_rank and _distributed() is not None:
+            state["_pinned"] = (*rank_and_world(), os.getpid())
+        return state
 
     def __iter__(self):
         from prefetch.streaming import as_completed
 
         names, urls = self.shard()
         options = dict(self.options)
-        if torch.utils.data.get_worker_info() is not None:
-            if not names and not urls:
-                return  # fewer names than workers: nothing for this one
-            options.setdefault("progress", False)  # one bar per worker process would garble the output
+        if not names and not urls:
+            return  # fewer names than ranks or workers: nothing for this one
+        if torch.utils.data.get_worker_info() is not None or self._rank_quietly() > 0:
+            # one bar per worker process, or per rank (all writing to one terminal or cell), would
+            # garble the output: rank 0's main process alone shows one by default
+            options.setdefault("progress", False)
         if urls:
             options["urls"] = urls
         with as_completed(names, **options) as paths:
@@ -60,7 +97,51 @@ class StreamDataset(torch.utils.data.IterableDataset):
 
     def __repr__(self) -> str:
         kind = "samples of" if self.samples else "paths of"
-        return f"<prefetch StreamDataset: {kind} {len(self.names)} name(s)>"
+        from prefetch.errors import UsageError
+
+        split = ""
+        if self.by_rank:
+            try:
+                rank, world = self.rank_and_world()
+            except UsageError:  # (RANK / WORLD_SIZE changed since: iterating says so, a repr does not raise)
+                rank, world = 0, 1
+            split = f", rank {rank}'s share of {world}" if world > 1 else ""
+        return f"<prefetch StreamDataset: {kind} {len(self.names)} name(s){split}>"
+
+
+def _distributed():
+    """``torch.distributed`` when it is initialized in this process, else None."""
+    dist = getattr(torch, "distributed", None)
+    try:
+        return dist if dist is not None and dist.is_available() and dist.is_initialized() else None
+    except Exception:  # noqa: BLE001 - a torch built without it, or half torn down
+        return None
+
+
+def rank_and_world(env=None) -> tuple[int, int]:
+    """(rank, world size): from ``torch.distributed`` when a process group is initialized, else
+    from ``RANK`` and ``WORLD_SIZE`` (as torchrun sets them), else (0, 1).
+
+    Raises:
+        UsageError: ``RANK`` / ``WORLD_SIZE`` that are not whole numbers with 0 <= rank < world size.
+    """
+    from prefetch.errors import UsageError
+
+    dist = _distributed()
+    if dist is not None:
+        return int(dist.get_rank()), int(dist.get_world_size())
+    env = os.environ if env is None else env
+    rank, world = env.get("RANK", "").strip(), env.get("WORLD_SIZE", "").strip()
+    if not rank and not world:
+        return 0, 1
+    try:
+        r, w = int(rank or 0), int(world or 1)
+    except ValueError:
+        r, w = -1, 0
+    if not 0 <= r < w:
+        raise UsageError(f"RANK={rank!r} WORLD_SIZE={world!r}: not a rank of a world (whole numbers, "
+                         "0 <= RANK < WORLD_SIZE); torch_dataset(..., by_rank=False) ignores them")
+    return r, w
 
 
 def _once(items: list) -> list:

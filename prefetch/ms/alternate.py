@@ -36,6 +36,9 @@ class LfsCopies:
         self.endpoint = ms_endpoint(None, env=env, config=config)
         self.token = ms_token(env)
         self.label = self.repo.label
+        from prefetch.hf.api import max_listed_files
+
+        self.max_files = max_listed_files(env)  # PREFETCH_HUB_MAX_FILES, as the repo's own listing
 
     def __call__(self, files: Sequence, on_event: EventSink, *, label: str, timeouts=None) -> dict[str, tuple[str, ...]]:
         """``files``: the Hub's selection (``HubFile``); ``label`` names the repo in the notes."""
@@ -44,7 +47,8 @@ class LfsCopies:
             return {}
         client = api.client_factory(self.endpoint, self.token)(timeouts=timeouts)
         try:
-            listed = api.list_files(client, self.endpoint, self.repo, token=bool(self.token))
+            listed = api.list_files(client, self.endpoint, self.repo, token=bool(self.token),
+                                    max_files=self.max_files)
         except NetworkError as exc:
             on_event(Event(EventKind.NOTE, label, message=f"--lfs-from {self.label} not used: {exc}"))
             return {}

@@ -27,10 +27,12 @@ Refusal = Callable[[int, str, Mapping[str, str]], "PrefetchError | None"]
 
 
 def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
-             backoff: tuple[float, float] = (0.5, 8.0), attempts: int = ATTEMPTS) -> tuple[object, str | None]:
+             backoff: tuple[float, float] = (0.5, 8.0), attempts: int = ATTEMPTS,
+             max_body: int = MAX_BODY) -> tuple[object, str | None]:
     """(parsed JSON, ``Link`` header) of ``GET url``.
 
-    ``label`` names what is being fetched and ``api`` the service, in messages.
+    ``label`` names what is being fetched and ``api`` the service, in messages; an answer of
+    more than ``max_body`` bytes (inflated) is refused unread past that.
 
     Raises:
         whatever ``refuse`` returns for a status; NetworkError: any other non-200 answer,
@@ -55,12 +57,12 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
                 continue
             if status != 200:
                 raise NetworkError(f"{label}: {redact_url(final)} answered HTTP {status}")
-            body = _read_at_most(resp, MAX_BODY + 1)
+            body = _read_at_most(resp, max_body + 1)
             encoding = (resp.headers.get("Content-Encoding") or "").strip().lower()
-            if encoding in ("gzip", "x-gzip", "deflate") and len(body) <= MAX_BODY:
-                body = _inflate(body, encoding, f"{label}: {redact_url(final)}")
-            if len(body) > MAX_BODY:
-                raise NetworkError(f"{label}: {redact_url(final)} answered more than {MAX_BODY >> 20} MiB, "
+            if encoding in ("gzip", "x-gzip", "deflate") and len(body) <= max_body:
+                body = _inflate(body, encoding, f"{label}: {redact_url(final)}", max_body)
+            if len(body) > max_body:
+                raise NetworkError(f"{label}: {redact_url(final)} answered more than {max_body >> 20} MiB, "
                                    f"which no {api} API answer is (not a {api} endpoint?)")
             link = resp.headers.get("Link")
         except (TransientHTTPError, OSError, http.client.HTTPException) as exc:
@@ -88,9 +90,9 @@ def _read_at_most(resp, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _inflate(body: bytes, encoding: str, what: str) -> bytes:
+def _inflate(body: bytes, encoding: str, what: str, max_body: int = MAX_BODY) -> bytes:
     """A compressed answer (a proxy or CDN that compresses although we asked for ``identity``, as
-    requests would read it), expanded to at most ``MAX_BODY + 1`` bytes (a small bomb stays small).
+    requests would read it), expanded to at most ``max_body + 1`` bytes (a small bomb stays small).
 
     Raises:
         NetworkError: not the format the header names.
@@ -100,7 +102,7 @@ def _inflate(body: bytes, encoding: str, what: str) -> bytes:
     # gzip: its header; deflate: zlib's (as HTTP means it), else raw deflate as some servers send
     for wbits in ((31,) if encoding != "deflate" else (15, -15)):
         try:
-            return zlib.decompressobj(wbits).decompress(body, MAX_BODY + 1)
+            return zlib.decompressobj(wbits).decompress(body, max_body + 1)
         except zlib.error:
             continue
     raise NetworkError(f"{what} answered a body that is not the {encoding} it says it is")
