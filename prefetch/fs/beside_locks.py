@@ -260,3 +260,77 @@ def _release(fd: int) -> None:
     except OSError:
         pass
     os.close(fd)
+
+
+# The bulk lane (flow/file_batch.py) takes no lock file per file (a new file in the folder cost
+# 0.25 ms a file there, as much as the .part itself): it creates each .part with O_EXCL and
+# holds an flock on it until the file is placed. A run's usual path, holding the lock beside
+# the file, waits for a .part so locked (wait_for_part_writer); the lane, once its .part is
+# locked, gives the file up to a run holding that lock (lock_new_part). Each takes its own
+# lock before it looks at the other's, so at least one of the two sees the other.
+
+
+try:  # the .parts the lane keeps open (locked) at most: a quarter of the descriptors a process may have
+    PARTS_HELD = max(0, os.sysconf("SC_OPEN_MAX") // 4)
+except (ValueError, OSError, AttributeError):  # pragma: no cover
+    PARTS_HELD = 64
+
+
+def lock_new_part(fd: int, final, part: str) -> bool:
+    """Lock the ``.part`` the bulk lane just made (``fd``, ``O_EXCL``) and make sure no run holds
+    ``final``'s beside lock; False (the ``.part`` removed, or left to the run that opened it
+    first, ``fd`` closed): the file goes the usual path, which waits for that run."""
+    from prefetch.fs.safefs import remove_own
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # another run's usual path opened it first: it is theirs now
+        os.close(fd)
+        return False
+    except OSError:  # no flock on this filesystem: the .part checks before the rename still hold
+        pass
+    if beside_is_held(final):  # (taken before our .part existed: that run goes on, this file goes back)
+        try:
+            if _same(os.fstat(fd), part):
+                remove_own(part)
+        finally:
+            os.close(fd)
+        return False
+    return True
+
+
+def wait_for_part_writer(part: str, *, timeout: float, stop: threading.Event | None = None,
+                         on_wait: Callable[[], None] | None = None) -> bool:
+    """Wait while another run's bulk lane holds ``part`` (its ``flock``); True when it waited.
+    Called with the lock beside the file held, before the file is looked at.
+
+    Raises:
+        LockTimeoutError: still held after ``timeout`` seconds. InterruptedTransferError: ``stop``.
+    """
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return False
+    try:
+        fd = os.open(part, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # none (the usual case), or a link or FIFO: the usual checks refuse it
+    try:
+        if _flock(fd) is not False:
+            return False
+        if on_wait is not None:
+            on_wait()
+        deadline = time.monotonic() + timeout
+        while True:
+            if stop is not None and stop.is_set():
+                raise InterruptedTransferError(f"{os.path.basename(part)}: stopped while waiting for another "
+                                               "download of it")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LockTimeoutError(f"{part} is being written by another process; waited {timeout:.0f}s")
+            if stop is not None:
+                stop.wait(min(left, _POLL))
+            else:
+                time.sleep(min(left, _POLL))
+            if _flock(fd) is not False:
+                return True
+    finally:
+        _release(fd)
