@@ -9,6 +9,8 @@ wait (and a timeout or a stop names them).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -136,3 +138,48 @@ def test_a_directory_at_the_locks_name_is_one_line(cli, origin, tmp_path):
     line = one_error_line(get_url(cli, origin, out, "--sha256", SHA), ExitCode.FILESYSTEM)
     assert "d.bin.part.lock" in line and "directory" in line
     assert not out.exists()
+
+
+def test_a_get_waits_for_a_part_another_runs_bulk_lane_holds(cli, origin, tmp_path):
+    """The bulk lane holds an flock on each .part it makes until the file is placed (no lock file):
+    a get of that file from another home waits for it, then finds the file in place."""
+    origin.put("d.bin", DATA)
+    out = tmp_path / "d.bin"
+    go = tmp_path / "go"
+    (tmp_path / "data").write_bytes(DATA)
+    lane = subprocess.Popen([sys.executable, "-c", LANE, str(out), str(go), str(tmp_path / "data")],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert lane.stdout.readline().strip() == "held"
+        getter = subprocess.Popen([sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin"), "-o", str(out),
+                                   "--sha256", SHA], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(f"{out}.part.lock"):  # the getter holds the lock beside the file, and waits
+            assert time.monotonic() < deadline and getter.poll() is None
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert getter.poll() is None, getter.communicate()  # (still waiting: it did not take the .part)
+    finally:
+        go.touch()
+    stdout, stderr = getter.communicate(timeout=60)
+    lane.wait(timeout=30)
+    assert getter.returncode == 0, stderr
+    assert "waiting for another run, which is writing this file's .part" in stderr
+    assert "cached" in stdout
+    assert out.read_bytes() == DATA and not origin.data_requests("d.bin")
+
+
+# A stand-in for another run's bulk lane: a new .part (O_EXCL), flock'ed, renamed when told.
+LANE = """
+import fcntl, os, sys, time
+out, go, data = sys.argv[1], sys.argv[2], open(sys.argv[3], "rb").read()
+fd = os.open(out + ".part", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+os.write(fd, data)
+print("held", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.02)
+os.rename(out + ".part", out)
+os.close(fd)
+"""
