@@ -31,7 +31,7 @@ from prefetch.cache.layout import part_path
 from prefetch.engine import bulk
 from prefetch.flow.file_looks import Looks
 from prefetch.flow.partials import part_changed
-from prefetch.fs.beside_locks import PARTS_HELD, lock_new_part
+from prefetch.fs.beside_locks import PARTS_HELD, lock_new_part, release_part
 from prefetch.fs.files import syncfs_call as _syncfs_call
 from prefetch.fs.safefs import lstat_or_none
 from prefetch.model.events import Event, EventKind, EventSink
@@ -274,7 +274,7 @@ class _Writer:
         """Close the ``.part``s' descriptors: their locks go (the chunk is placed, or given up)."""
         parts, self.parts = self.parts, []
         for fd in parts:
-            os.close(fd)
+            release_part(fd)
 
 
 def _release(lock) -> None:

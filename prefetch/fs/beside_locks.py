@@ -299,6 +299,12 @@ def lock_new_part(fd: int, final, part: str) -> bool:
     return True
 
 
+def release_part(fd: int) -> None:
+    """Unlock and close a ``.part`` ``lock_new_part`` locked (unlocked first: a child forked
+    meanwhile shares the open file, and its copy would keep the lock until it exits)."""
+    _release(fd)
+
+
 def wait_for_part_writer(part: str, *, timeout: float, stop: threading.Event | None = None,
                          on_wait: Callable[[], None] | None = None) -> bool:
     """Wait while another run's bulk lane holds ``part`` (its ``flock``); True when it waited.
