@@ -31,6 +31,7 @@ from prefetch.cache.layout import part_path
 from prefetch.engine import bulk
 from prefetch.flow.file_looks import Looks
 from prefetch.flow.partials import part_changed
+from prefetch.fs.beside_locks import PARTS_HELD, lock_new_part, release_part
 from prefetch.fs.files import syncfs_call as _syncfs_call
 from prefetch.fs.safefs import lstat_or_none
 from prefetch.model.events import Event, EventKind, EventSink
@@ -76,6 +77,7 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
     from prefetch.fs.locks import hold_lock
 
     held: dict[int, object] = {}
+    writers: list[_Writer] = []
     back: list[int] = []
     jobs = []
     plans: dict[int, FilePlan] = {}
@@ -109,6 +111,7 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
         sync = options.transfer.sync_data
         one_fs = sync and _one_filesystem(plans.values())
         writer = _Writer(sync=sync and not one_fs)
+        writers.append(writer)
 
         def take(job, head, answer) -> bool:
             writer.put(job[0], plans[job[0]], head, answer)
@@ -170,6 +173,8 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
             host.given_up = False  # the host delivers files: its files get their retries again
         return results, sorted(set(back)), sorted(unsent)  # (a file once, whatever handed it back)
     finally:
+        for writer in writers:
+            writer.let_go()
         for lock in held.values():
             _release(lock)
 
@@ -228,6 +233,7 @@ class _Writer:
         self.sync = sync
         self.queue: SimpleQueue = SimpleQueue()
         self.done: dict[int, tuple | None] = {}
+        self.parts: list[int] = []  # the .parts' descriptors, each flock'ed until the chunk is placed
         self.pending: list = []
         self.thread = threading.Thread(target=self._run, name="prefetch-bulk-writer", daemon=True)
         self.thread.start()
@@ -248,7 +254,12 @@ class _Writer:
                 except Exception:  # noqa: BLE001 - the usual path meets it again and reports it its way
                     got = None
                 head.body = b""  # (written: the chunk does not keep its bodies in memory)
-                self.done[index] = None if got is None else (head, answer, *got)
+                if got is not None:
+                    if len(self.parts) < PARTS_HELD:
+                        self.parts.append(got[2])
+                    else:  # (a small ulimit -n: the rest unlocked; the .part checks before the renames hold)
+                        os.close(got[2])
+                self.done[index] = None if got is None else (head, answer, got[0], got[1])
 
     def finish(self) -> dict[int, tuple | None]:
         """Every body written (or refused: None): index -> (head, answer, digest, the .part's stat)."""
@@ -258,6 +269,12 @@ class _Writer:
         self.queue.put(None)
         self.thread.join()
         return self.done
+
+    def let_go(self) -> None:
+        """Close the ``.part``s' descriptors: their locks go (the chunk is placed, or given up)."""
+        parts, self.parts = self.parts, []
+        for fd in parts:
+            release_part(fd)
 
 
 def _release(lock) -> None:
@@ -295,6 +312,8 @@ def _write_part(plan: FilePlan, body: bytes, *, sync: bool):
         fd = os.open(part, _NEW, 0o644)
     except OSError:  # a name planted since the look, or the folder refuses: the usual path
         return None
+    if not lock_new_part(fd, plan.final, part):  # (another run's: fs/beside_locks.py)
+        return None
     try:
         view = memoryview(body)
         while view:
@@ -306,8 +325,7 @@ def _write_part(plan: FilePlan, body: bytes, *, sync: bool):
         os.close(fd)
         placement.discard(part)
         return None
-    os.close(fd)
-    return digest, st
+    return digest, st, fd  # (kept open, its flock held, until the chunk is placed: Writer.let_go)
 
 
 def _one_filesystem(plans) -> bool:

@@ -6,6 +6,7 @@ and the background worker are two drivers of ``fetch_files``.
 
 from __future__ import annotations
 
+import os
 import stat
 import threading
 import time
@@ -18,6 +19,7 @@ from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.net.urls import redact_url
 from prefetch.cache.layout import part_path, state_path
 from prefetch.cache import placement
+from prefetch.fs.beside_locks import beside_lock, wait_for_part_writer
 from prefetch.fs.locks import hold_lock
 from prefetch.fs.safefs import check_owned, lstat_or_none
 from prefetch.model.specs import FileSpec
@@ -93,7 +95,17 @@ def fetch_file(
         who = owner.describe() if owner else "another process"
         on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {who}, which is downloading this file"))
 
-    with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop):
+    def waiting_beside(holder) -> None:
+        on_event(Event(EventKind.NOTE, plan.label, message=f"waiting for {holder.describe()}, which is downloading "
+                                                           "this file"))
+
+    # The state dir's lock (this home's processes), then the one beside the file (every home's
+    # and user's: fs/beside_locks.py), always in that order.
+    with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop), \
+            beside_lock(plan.final, timeout=options.lock_timeout, stop=stop, on_wait=waiting_beside, job=options.job):
+        wait_for_part_writer(os.fspath(plan.final) + ".part", timeout=options.lock_timeout, stop=stop,
+                             on_wait=lambda: on_event(Event(EventKind.NOTE, plan.label, message="waiting for another "
+                                                            "run, which is writing this file's .part")))
         there = lstat_or_none(plan.final)  # (one look at the final path, under the lock, for both checks)
         if there is not None and stat.S_ISDIR(there.st_mode):
             # e.g. a URL ending in "/..": the "file" would be a directory, never a download.

@@ -5,6 +5,7 @@ Owns:
     files.py      atomic ``replace_file``, free space, ``OSError`` -> ``LocalFileError``
     paths.py      prefetch's own state and config dirs (``PREFETCH_HOME``, platformdirs)
     locks.py      per-file locks that name their owner (pid, host, start), stale-lock breaking
+    beside_locks.py the lock beside a target (``<final>.part.lock``): every home's and user's runs
     lock_files.py a lock file's own ``flock`` (never through a planted link), one named file's lock
     processes.py  is a pid alive, and still the same process
     slots.py      a host's connection slots, one byte lock each, shared by the user's processes

@@ -248,9 +248,12 @@ def _locks_dir_error(exc: OSError, locks_dir: Path):
 
 
 def lock_is_held(locks_dir: Path, target: Path) -> bool:
-    """True while some process holds ``target``'s lock; creates nothing (safe for dry runs)."""
+    """True while some process holds ``target``'s lock, here or beside it (a run of another home
+    or user: ``beside_locks``); creates nothing (safe for dry runs)."""
     import fcntl
 
+    if beside_is_held(target):
+        return True
     key = lock_key(target)
     if rangelocks.AVAILABLE and rangelocks.is_held(locks_dir, key):
         return True
@@ -269,3 +272,30 @@ def lock_is_held(locks_dir: Path, target: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+BESIDE = ".part.lock"  # the lock beside a target (beside_locks.py): ``<final>.part.lock``
+
+
+def beside_lock_path(final: Path | str) -> str:
+    """The lock file beside ``final``, in its folder (``beside_locks.beside_lock``)."""
+    return os.fspath(final) + BESIDE
+
+
+def beside_is_held(final: Path | str) -> bool:
+    """True while some process (of any home or user) holds ``final``'s beside lock; creates nothing."""
+    import fcntl
+
+    try:
+        fd = os.open(beside_lock_path(final), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # none (or a link, FIFO: not a lock anybody holds)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # (a holder's LOCK_EX refuses it; other lookers do not)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False

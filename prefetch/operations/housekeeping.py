@@ -22,6 +22,7 @@ from prefetch.errors import LockTimeoutError, UsageError
 from prefetch.model.plans import FilePlan
 from prefetch.cache.plans import plan_files
 from prefetch.cache.layout import datasets_dir, part_path, state_path
+from prefetch.fs.beside_locks import beside_lock
 from prefetch.fs.locks import hold_lock, lock_is_held
 from prefetch.cache.registry import Registry
 from prefetch.operations.removal import RemoveResult, disk_bytes, remove_paths
@@ -213,7 +214,7 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
                 remove_paths(paths, result, dry_run=True)
                 continue
             try:
-                with hold_lock(locks, plan.final, timeout=0):
+                with hold_lock(locks, plan.final, timeout=0), beside_lock(plan.final, timeout=0, record=False):
                     remove_paths(paths, result, dry_run=False)
             except LockTimeoutError:
                 result.skipped.append(_busy(plan, locks))
@@ -314,7 +315,7 @@ def _clean_partial(path: Path, locks: Path, result: RemoveResult, *, older_than:
         remove_paths([(p, "partial") for p in group], result, dry_run=True)
         return
     try:
-        with hold_lock(locks, final, timeout=0):
+        with hold_lock(locks, final, timeout=0), beside_lock(final, timeout=0, record=False):
             remove_paths([(p, "partial") for p in group], result, dry_run=False)
     except LockTimeoutError:
         result.skipped.append(f"{path}: its download started; left alone")

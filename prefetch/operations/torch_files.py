@@ -27,6 +27,7 @@ from prefetch.errors import LockTimeoutError, PrefetchError, UnsafePathError
 from prefetch.flow.planning import plan_request
 from prefetch.flow.request import GetRequest
 from prefetch.fs import safefs
+from prefetch.fs.beside_locks import beside_lock
 from prefetch.fs.locks import hold_lock, lock_is_held
 from prefetch.model.plans import FilePlan
 from prefetch.operations.removal import RemoveResult, remove_paths
@@ -67,7 +68,7 @@ def remove_torchvision(plans: list[FilePlan], result: RemoveResult, *, state: Pa
             if dry_run:
                 _remove_placed(plan, result, state=state, dry_run=True)
                 continue
-            with hold_lock(locks, plan.final, timeout=0):
+            with hold_lock(locks, plan.final, timeout=0), beside_lock(plan.final, timeout=0, record=False):
                 _remove_placed(plan, result, state=state, dry_run=False)
         except LockTimeoutError:
             result.skipped.append(_busy(plan))
