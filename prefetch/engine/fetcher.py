@@ -247,14 +247,8 @@ class Fetcher:
         Workers that never had an answer go first; one that delivers goes only when
         those are not enough (it would otherwise leave the refused ones running).
         """
-        t = self.t
-        with t.lock:
-            if t.worker_limit is None or t.active_workers <= t.worker_limit:
-                return False
-            if worker_id not in t.answered:
-                return True
-            unanswered = t.active_workers - len(t.answered)
-            return t.active_workers - t.worker_limit > unanswered
+        with self.t.lock:
+            return self.t.steps_back_locked(worker_id)
 
     # -- one request -------------------------------------------------------
     def fetch(self, worker: int, seg: Segment, src: Source, client, buffer: memoryview) -> bool:
