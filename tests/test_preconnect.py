@@ -97,20 +97,6 @@ def test_an_answer_slower_than_a_long_route_opens_the_ramps_first_count_ahead(fa
     assert proxy.silent == 0  # each carried requests
 
 
-def test_an_answer_slower_than_half_a_long_route_has_the_ramps_first_count_opened_ahead(far, tmp_path):
-    """The probe's answer comes after 0.6 s (two round trips of 0.3 s): quicker than ``long_route``
-    (0.8 s), slower than half of it. The ramp's first count (3 here) is opened at 0.4 s, its
-    handshakes done by the time the answer comes (a round trip later), so their range requests go
-    out at once: on the bench's capped row (30 ms, answered in ~62 ms) the served connections
-    opened at ~43 ms ended their handshakes ~10 ms after the probe's answer."""
-    _, proxy = far
-    result, data = get(tmp_path, proxy, "big.bin", options(long_route=0.8, initial_connections=3))
-    assert data == BIG and result.digest == hashlib.sha256(BIG).hexdigest()
-    assert before_first_answer(proxy) == 3  # the probe's and the ramp's two more, opened while it waited
-    assert settled(lambda: proxy.open == 0)
-    assert proxy.silent == 0  # each carried requests
-
-
 def test_connections_opened_ahead_count_in_the_hosts_budget(far, tmp_path):
     _, proxy = far
     hosts = Hosts(budget=4, long_route=0.025)

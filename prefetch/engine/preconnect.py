@@ -5,19 +5,17 @@ ask for ranges, and on a long route each new connection first costs a round trip
 handshake (one or two more with TLS). When the probe's answer is slow in coming,
 :class:`Preconnects` opens the connections the answer will call for now: TCP and TLS only,
 no request (``Client.connect``), each on the thread that will run it as a worker. In two
-steps: after half ``long_route`` without it, the ramp's first count (after any answer the ramp
-opens ``initial_connections``, a file longer than the answer calls for them; a polite
-background job, whose ramp may watch one connection alone after a quick answer, waits the
-whole ``long_route``, after which the answer will be judged at least "long?"); after
+steps: after ``long_route`` seconds without it (the answer will be judged at least "long?",
+and after any such answer the ramp opens ``initial_connections``), that many; after
 ``2 x long_route`` (the route judge will call the route long, and the ramp will open the
-long-route count at once) the rest of the long-route count. The answer takes two round trips
-and a handshake one: a connection opened at half ``long_route`` is ready by the answer on any
-route of a round trip that long. A mirror 30 ms away answers the probe in ~62 ms: its other
-connections, opened at ~43 ms, carried their first bytes ~45 ms after the probe's (their
-handshakes ended ~10 ms after its answer), against ~66 ms when they were opened after its
-answer; opened at ~22 ms, ~41 ms after it (their range requests' round trip, sent ~6 ms
-after the answer's head). (The probe's worker wakes the main loop as it asks: its wait,
-begun before, ran out at 50 ms, and the first step came no sooner.)
+long-route count at once) the rest of the long-route count. The probe's worker wakes the main
+loop as it asks (its wait, begun before, ran out at 50 ms, and the first step came no sooner).
+A mirror 30 ms away answers the probe in ~62 ms: its other connections, opened at ~43 ms,
+carried their first bytes ~45 ms after the probe's (their handshakes ended ~10 ms after its
+answer), against ~66 ms when they were opened after its answer. Opened at half
+``long_route`` they carried them ~41 ms after it, 5 ms less of the capped bench row in 14
+pairs, but a file that fits the probe's answer (no size hint) from a host 10-20 ms away then
+had seven connections opened for nothing: the step stays at ``long_route``.
 Once the size is known the transfer's main loop hands each a worker id
 (:meth:`Preconnects.start`) instead of starting a new thread, and its range request goes
 out at once on the open connection: the handshake overlapped the probe's wait.
@@ -46,10 +44,6 @@ import threading
 
 from prefetch.engine.fetcher import Fetcher
 from prefetch.engine.hosts import host_key
-
-# The first step, in ``long_route``s: a connection opened then has its handshake done by the
-# answer's arrival on any route of a round trip at least that long (the answer takes two).
-_FIRST_STEP = 0.5
 
 
 class _Parked:
@@ -88,26 +82,18 @@ class Preconnects:
         self.t = t
         self._parked: list[_Parked] = []
         self._opened = 0  # connections opened ahead so far (both steps)
-        self._steps = 0  # steps taken: 1 after half long_route (_step_at), 2 (the last) after 2 x long_route
+        self._steps = 0  # steps taken: 1 after long_route, 2 (the last) after 2 x long_route
         self._refusals = 0  # the host's refusals when they opened
-
-    def _step_at(self) -> float:
-        """Seconds after the probe's request when the next step is due."""
-        opt = self.t.opt
-        if self._steps:
-            return 2 * opt.long_route
-        # (a polite background job's ramp may watch one connection alone after a quick answer)
-        return opt.long_route if opt.one_connection_rate else _FIRST_STEP * opt.long_route
 
     def due(self, now: float, asked_at: float | None) -> float | None:
         """Seconds until the next step is due (None: none is coming): the main loop's wait."""
         if self._steps >= 2 or asked_at is None or self.t.size is not None:
             return None
-        return max(0.0, asked_at + self._step_at() - now)
+        return max(0.0, asked_at + self.t.opt.long_route * (self._steps + 1) - now)
 
     def maybe_open(self, now: float, asked_at: float | None) -> None:
-        """Open them when the probe has waited half ``long_route`` for its answer (the ramp's
-        first count), then ``2 x long_route`` (the long-route count): each step once a transfer."""
+        """Open them when the probe has waited ``long_route`` for its answer (the ramp's first
+        count), then ``2 x long_route`` (the long-route count): each step once a transfer."""
         t = self.t
         if self._parked and t.host is not None and t.host.refusals > self._refusals:
             # The host refused a request (429/503) since they opened: the cap it lowers counts them,
@@ -116,7 +102,7 @@ class Preconnects:
             self._steps = 2
             self.close()
             return
-        if self._steps >= 2 or asked_at is None or now - asked_at < self._step_at():
+        if self._steps >= 2 or asked_at is None or now - asked_at < t.opt.long_route * (self._steps + 1):
             return
         long = now - asked_at >= 2 * t.opt.long_route
         self._steps = 2 if long else 1
