@@ -23,7 +23,10 @@ bench (bench/run.py) and the tests use it alike. ``connections`` counts accepted
 connections and ``peak`` the most open at once; ``accepted`` holds when each was accepted,
 ``first_answer`` when the first byte from the server reached a client (both
 ``time.monotonic()``), and ``silent`` counts connections that closed without the client
-ever sending a byte (opened ahead and never used).
+ever sending a byte (opened ahead and never used). ``requests`` holds (connection number,
+request number on it, early) for each request head a served connection relayed: ``early``
+when bytes from the server were still on their way to the client on that connection as it
+arrived, i.e. the client sent it before it had read the answer before it (pipelining).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class LatencyProxy:
         self.accepted: list[float] = []
         self.first_answer: float | None = None
         self.silent = 0
+        self.requests: list[tuple[int, int, bool]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server = None
         self._thread: threading.Thread | None = None
@@ -128,6 +132,13 @@ class LatencyProxy:
             self.open -= 1
             return
         spoke = []  # the client sent something
+        number, asked, owed = self.connections, [0], [0]  # (owed: bytes from the server not yet delivered)
+
+        def heard(data: bytes) -> None:  # (as it arrives, before its delay)
+            for _ in range(data.count(b" HTTP/1.")):  # (a request line: GETs have no body)
+                asked[0] += 1
+                self.requests.append((number, asked[0], owed[0] > 0))
+
         established = accepted + self.rtt  # the handshake a real route would take
         half = self.rtt / 2
 
@@ -140,9 +151,9 @@ class LatencyProxy:
                 # the client's end of input ends the connection (an HTTP client does not
                 # half-close), so upstream stops sending what nobody will read
                 self._pipe(reader, up_writer, half, not_before=established, broken=close_both,
-                           on_data=lambda: spoke.append(True), last=close_both),
+                           on_data=lambda _: spoke.append(True), on_read=heard, last=close_both),
                 self._pipe(up_reader, writer, half, not_before=0.0, broken=close_both, pace=self.pace,
-                           on_data=self._answered),
+                           on_data=self._answered, owed=owed),
                 return_exceptions=True,
             )
         finally:
@@ -152,7 +163,7 @@ class LatencyProxy:
             for w in (writer, up_writer):
                 w.close()
 
-    def _answered(self) -> None:
+    def _answered(self, data: bytes) -> None:
         if self.first_answer is None:
             self.first_answer = time.monotonic()
 
@@ -172,11 +183,14 @@ class LatencyProxy:
             writer.close()
 
     async def _pipe(self, reader, writer, delay: float, *, not_before: float, broken,
-                    pace: float | None = None, on_data=None, last=None) -> None:
+                    pace: float | None = None, on_data=None, on_read=None, last=None,
+                    owed: list[int] | None = None) -> None:
         """Copy ``reader`` to ``writer``, each piece ``delay`` after it arrived (in order), and
         with ``pace``, no faster than ``pace`` bytes per second: each piece of at most
-        ``_PACED_PIECE`` bytes is due once the one before it has had its time; ``last`` is
-        called once the end of input has been passed on."""
+        ``_PACED_PIECE`` bytes is due once the one before it has had its time; ``on_data(piece)``
+        is called as each is delivered, ``on_read(data)`` as it arrives, ``last`` once the end of
+        input has been passed on; ``owed[0]`` counts the bytes read and not yet delivered."""
+        owed = owed if owed is not None else [0]
         # Paced: a short queue, so upstream is read only about as fast as the pace delivers.
         queue: asyncio.Queue = asyncio.Queue(maxsize=_PACED_QUEUE if pace else 0)
         free_at = 0.0  # paced: when the next piece may leave
@@ -186,6 +200,7 @@ class LatencyProxy:
             while True:
                 due, data = await queue.get()
                 if dead and data is not None:
+                    owed[0] -= len(data)
                     continue
                 wait = due - time.monotonic()
                 if wait > 0 and not dead:
@@ -198,8 +213,9 @@ class LatencyProxy:
                     if last is not None:
                         last()
                     return
+                owed[0] -= len(data)  # (before the write: the client cannot answer it sooner)
                 if on_data is not None:
-                    on_data()
+                    on_data(data)
                 try:
                     writer.write(data)
                     await writer.drain()
@@ -215,6 +231,9 @@ class LatencyProxy:
                 except (OSError, RuntimeError):
                     data = b""
                 due = max(time.monotonic(), not_before) + delay
+                owed[0] += len(data)
+                if data and on_read is not None:
+                    on_read(data)
                 if not pace or not data:
                     await queue.put((max(due, free_at), data or None))
                     if not data:

@@ -226,7 +226,8 @@ def test_a_connection_refused_and_waiting_to_retry_does_not_hold_the_others_requ
     opens, two are refused; the first refusal is retried after the backoff (5 s here, longer than
     the whole download), the second taken as the cap. The one waiting out its backoff has no
     request out: the two that deliver still send their next requests ahead (waiting for its
-    first answer, as before, they sent none until it woke: a round trip idle per connection)."""
+    first answer, as before, they sent none until it woke: a round trip idle per connection),
+    every one of them (it is the one to step back, not they)."""
     data = DATA[: 3 * MiB]
     (tmp_path / "www").mkdir()
     (tmp_path / "www" / "file.bin").write_bytes(data)
@@ -241,6 +242,12 @@ def test_a_connection_refused_and_waiting_to_retry_does_not_hold_the_others_requ
         requests = [r for r in nginx.requests() if r[4] in (200, 206)]
     assert proxy.rejected >= 1  # (a fifth connection's refusal: the case at hand)
     assert pipeline.answered(key) >= 2 and not pipeline.refused(key)  # requests were sent ahead meanwhile
+    # The proxy's view: every request after a connection's first arrived while the answer before
+    # it was still on its way, all through the download. (The worker waiting out its backoff
+    # counted as one to step back, and a delivering connection's request ahead, decided while
+    # it waited, was given up for that answer: with the second refusal, for every answer after.)
+    later = [early for _, number, early in proxy.requests if number > 1]
+    assert len(later) >= 4 and all(later), proxy.requests
     assert sum(r[5] for r in requests) == len(data)  # every byte served once
 
 

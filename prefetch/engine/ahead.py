@@ -129,8 +129,8 @@ def send_next(f, worker: int, seg, src, client, resp, until: int, generation: in
         if (t.max_workers_seen < (t.opt.connections or t.planned_workers or t.opt.max_connections)
                 or len(t.answered) + t.pausing < t.active_workers):
             return False  # (connections still to come, or one still waiting for its first answer)
-        if t.worker_limit is not None and t.active_workers > t.worker_limit:
-            return True  # (workers are to step back: a refusal, or another process waits for a slot)
+        if t.steps_back_locked(worker):
+            return True  # (this one is to step back: a refusal, or another process waits for a slot)
         if seg.end > until:
             nxt, start = seg, until  # the next window of this segment
         else:

@@ -247,14 +247,8 @@ class Fetcher:
         Workers that never had an answer go first; one that delivers goes only when
         those are not enough (it would otherwise leave the refused ones running).
         """
-        t = self.t
-        with t.lock:
-            if t.worker_limit is None or t.active_workers <= t.worker_limit:
-                return False
-            if worker_id not in t.answered:
-                return True
-            unanswered = t.active_workers - len(t.answered)
-            return t.active_workers - t.worker_limit > unanswered
+        with self.t.lock:
+            return self.t.steps_back_locked(worker_id)
 
     # -- one request -------------------------------------------------------
     def fetch(self, worker: int, seg: Segment, src: Source, client, buffer: memoryview) -> bool:
@@ -330,6 +324,9 @@ class Fetcher:
             asked = time.monotonic()
             if known_size is None and self.t.probe_asked is None:
                 self.t.probe_asked = asked  # (the main loop opens connections ahead while it waits: preconnect.py)
+                if self.t.opt.preconnect and not self.inline:
+                    with self.t.lock:  # (its wait began before this: it times the first step from now)
+                        self.t.wake.notify_all()
             try:
                 resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
             finally:

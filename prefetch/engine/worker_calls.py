@@ -22,6 +22,19 @@ class WorkerCalls:
     inline_tick: Callable[[], None] | None = None  # progress while the first request runs inline
     first_answer = None  # engine.single.Handover: the first request's answer (or failure), already in
 
+    def steps_back_locked(self, worker: int) -> bool:
+        """More workers run than the server accepts (``worker_limit``): is ``worker`` one to go?
+
+        Workers that never had an answer go first (refused ones, waiting out a backoff); one
+        that delivers goes only when those are not enough. Callers hold the lock.
+        """
+        if self.worker_limit is None or self.active_workers <= self.worker_limit:
+            return False
+        if worker not in self.answered:
+            return True
+        unanswered = self.active_workers - len(self.answered)
+        return self.active_workers - self.worker_limit > unanswered
+
     def quitting(self, src: Source, generation: int) -> bool:
         """A worker's read loop should end now (asked before each read)."""
         if self.inline_tick is not None:
