@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from prefetch.errors import NetworkError, PrefetchError
 from prefetch.net.failures import TransientHTTPError
 from prefetch.net.http import Client, follow_redirects
+from prefetch.net.unresolved import verdict
 from prefetch.net.urls import redact_url
 
 ATTEMPTS = 4
@@ -37,6 +38,7 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
         a body that is not JSON, or still failing after ``attempts``.
     """
     last = ""
+    unresolved: list = []
     for attempt in range(attempts):
         if attempt:
             time.sleep(min(backoff[1], backoff[0] * 2 ** attempt))
@@ -44,6 +46,11 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
             resp, final = follow_redirects(client, url, headers={"Accept": "application/json"})
         except TransientHTTPError as exc:
             last = str(exc)
+            if exc.unresolved is not None:  # (nothing reached: a machine without internet, said at once)
+                unresolved.append(exc.unresolved)
+                line = verdict(unresolved, len(unresolved), proxy=exc.proxy)
+                if line is not None:
+                    raise NetworkError(f"{label}: the {api} API: {line}") from None
             continue
         try:
             status = resp.status
