@@ -36,11 +36,15 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 PROBES_AT_ONCE = 8  # names asked for together (a -i list of many links pays a round trip per 8, not per link)
 
 
-def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_name) -> list[FilePlan]:
+def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_name,
+               locks_dir: Path | None = None) -> list[FilePlan]:
     """``plans`` with each ``served_name`` one's final path named by its server (see the module).
 
     ``check_name(path)``: raises ``UsageError`` for a name the folder's filesystem cannot hold
-    (``planning.check_name_length``)."""
+    (``planning.check_name_length``). A renamed file says so in a note (``saved as NAME``: a
+    job's record shows that path from then on). With ``locks_dir``, a ``.part`` an earlier run
+    left under the URL's name (its probe failed, the download began, then stopped) moves to
+    the served name, with its state, and the download resumes from it (:func:`_adopt_part`)."""
     asked = [i for i, p in enumerate(plans) if p.served_name]
     if not asked:
         return plans
@@ -49,7 +53,51 @@ def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_nam
     out = list(plans)
     for i in asked:  # (in plan order: the first of two URLs given one name keeps it)
         out[i] = _named(plans[i], answers[plans[i].spec.url], taken, on_event, check_name)
+        if out[i] is not plans[i]:
+            on_event(Event(EventKind.NOTE, plans[i].label, message=f"{SAVED_AS}{out[i].final.name}"))
+            if locks_dir is not None:
+                _adopt_part(plans[i], out[i], locks_dir, on_event)
     return out
+
+
+SAVED_AS = "--content-disposition: saved as "  # (the note a job's record takes the new path from)
+
+
+def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSink) -> None:
+    """The ``.part`` (and state) an earlier run left under ``was``'s name for this very URL
+    (its state lists it) becomes ``now``'s, under ``was``'s lock, when ``now`` has none: it
+    would otherwise stay there for ever, and its bytes be fetched again."""
+    import json
+    import os
+
+    from prefetch.cache.layout import part_path, state_path
+    from prefetch.errors import PrefetchError
+    from prefetch.fs.locks import hold_lock
+    from prefetch.fs.safefs import lstat_or_none, open_file
+
+    old_part, old_state = part_path(was.final), state_path(was.final)
+    new_part, new_state = part_path(now.final), state_path(now.final)
+    if lstat_or_none(old_part) is None or lstat_or_none(new_part) is not None or lstat_or_none(new_state):
+        return
+    try:
+        with hold_lock(locks_dir, was.final, timeout=0):
+            try:
+                fd = open_file(old_state)  # (regular, ours, never through a link)
+                with os.fdopen(fd, "rb") as f:
+                    urls = json.loads(f.read(1 << 20)).get("urls") or []
+            except (OSError, ValueError, AttributeError):
+                return
+            if was.spec.url not in urls:
+                return
+            st = lstat_or_none(old_part)
+            if st is None or not os.path.isfile(old_part) or os.path.islink(old_part):
+                return
+            os.rename(old_state, new_state)
+            os.rename(old_part, new_part)
+    except (PrefetchError, OSError):
+        return  # (another process holds it, or the rename failed: the download starts afresh)
+    on_event(Event(EventKind.NOTE, now.label, message=f"--content-disposition: resuming from {old_part.name}, "
+                                                        f"left under the URL's name by an earlier run"))
 
 
 def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str]]:

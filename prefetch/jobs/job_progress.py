@@ -21,6 +21,7 @@ from typing import TextIO
 from prefetch.errors import ExitCode, LocalFileError
 
 HEARTBEAT_SECONDS = 20.0  # the record is rewritten at least this often while running
+_SAVED_AS = "--content-disposition: saved as "  # flow/served_names.py's note (jobs may not import flow)
 
 
 class JobProgress:
@@ -189,6 +190,9 @@ class JobProgress:
                 elif kind is EventKind.NOTE and event.message.startswith("waiting for"):
                     f.state = "waiting"
                     f.bytes = max(f.bytes or 0, event.done)
+                elif kind is EventKind.NOTE and event.message.startswith(_SAVED_AS):
+                    # --content-disposition named it (flow/served_names.py): that path from now on
+                    f.path = os.path.join(os.path.dirname(f.path), event.message[len(_SAVED_AS):])
                 elif kind is EventKind.VERIFY:
                     f.state = "verified"
                     f.bytes, f.total, f.rate, f.eta = event.done, event.total, 0.0, None
