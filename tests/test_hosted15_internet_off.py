@@ -111,3 +111,11 @@ def test_a_kernel_cell_with_the_internet_off_shows_one_line(kernel, tmp_path):
     errors = [line for line in cell.lines if line.startswith("prefetch: error: ")]
     assert len(errors) == 1 and NO_INTERNET in errors[0], cell.rendered
     assert len(_retry_notes(cell.rendered)) == 2, cell.rendered
+
+
+def test_fewer_retries_than_three_lookups_still_say_why(home, tmp_path):
+    got = run_cli("get", URL, "-P", str(tmp_path), "--retries", "1", env=_env("*=again"))
+    assert got.returncode == ExitCode.NETWORK, got.stderr
+    assert len(_retry_notes(got.stderr)) == 1, got.stderr
+    errors = [line for line in got.stderr.splitlines() if line.startswith("prefetch: error: ")]
+    assert len(errors) == 1 and "2 tries" in errors[0] and NO_INTERNET in errors[0], got.stderr

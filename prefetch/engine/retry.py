@@ -81,8 +81,10 @@ class RetryPolicy:
             message = message.removesuffix(")") + ", then run the same command again)"
         host = self.host
         if error is not None and error.unresolved is not None:
-            line = verdict(self.unresolved, attempts, proxy=error.proxy,
-                           now=host is not None and host.given_up and fresh)
+            budget = self.budget(kind)
+            over = attempts > opt.max_attempts or (budget is not None and time.monotonic() - self.progress_at >= budget)
+            line = verdict(self.unresolved, attempts, proxy=error.proxy,  # (giving up anyway: said the same way)
+                           now=over or (host is not None and host.given_up and fresh))
             if line is not None:
                 self._host_gave_up()
                 raise NetworkError(f"{name}: {line}. Run the same command again to resume")
