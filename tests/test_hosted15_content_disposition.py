@@ -2,8 +2,9 @@
 
 * ``-o DIR/`` (or ``-o`` an existing folder) names a folder, not the file: the server's name is
   used there too (before: the URL's, ``12345``);
-* a ``-b`` job's record shows the server's name as its path once the name is known (before: the
-  URL's until the file landed);
+* a ``-b`` job's record shows the server's name as its path, and ``status`` as its name, once the
+  name is known (before: the URL's, ``12345``, in the table for ever and as the path until the
+  file landed);
 * a ``.part`` an earlier run left under the URL's name (its name probe failed, the download
   began under the URL's name, then stopped) is resumed under the server's name once the probe
   answers, not left there for ever beside a second download from byte 0.
@@ -68,6 +69,8 @@ def test_a_jobs_record_shows_the_servers_name_while_it_downloads(nginx, home, tm
 
     entry = poll(downloading, timeout=60, what="the job downloading")
     assert entry["path"] == str(out / SERVED), entry
+    table = run_cli("status", job).stdout  # (the FILE column: the server's name, not 12345)
+    assert SERVED in table and "12345" not in table, table
     assert run_cli("wait", job, "--timeout", "60").returncode == 0
     assert (out / SERVED).read_bytes() == DATA
 
