@@ -97,3 +97,22 @@ def test_a_part_left_under_the_urls_name_is_resumed_under_the_servers(nginx, hom
     assert "resuming from 12345.part" in got.stderr, got.stderr
     sent_after = sum(row[0] for row in nginx.served()) - sent_before
     assert sent_after < len(DATA), (sent_after, len(DATA))  # (the bytes on disk were not fetched again)
+
+
+def test_a_long_list_says_the_first_names_only(home, tmp_path):
+    """Each renamed file's ``saved as`` note (what a job's record reads) is shown for the first
+    files only: a list of hundreds of links is not hundreds of lines before its summary."""
+    root = tmp_path / "www"
+    (root / "f").mkdir(parents=True)
+    locations = []
+    for i in range(30):
+        (root / "f" / str(i)).write_bytes(b"x" * 1000)
+        locations.append(f"location = /f/{i} {{ add_header Content-Disposition 'attachment; filename=\"n{i}.csv\"'; }}")
+    listing = tmp_path / "list.txt"
+    with NginxServer(root, location="\n".join(locations)) as server:
+        listing.write_text("".join(server.url_for(f"f/{i}") + "\n" for i in range(30)))
+        got = run_cli("get", "-i", str(listing), "--content-disposition", "-P", str(tmp_path / "out"), cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(f"n{i}.csv" for i in range(30))
+    said = [line for line in got.stderr.splitlines() if "--content-disposition: saved as" in line]
+    assert 1 <= len(said) <= 8, got.stderr

@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import unquote
 
-from prefetch.model.events import Event, EventKind, EventSink
+from prefetch.model.events import SAVED_AS, Event, EventKind, EventSink
 from prefetch.model.plans import FilePlan
 
 # One parameter: ; name = "quoted \" string" | token (RFC 6266's grammar, read leniently).
@@ -60,7 +60,6 @@ def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_nam
     return out
 
 
-SAVED_AS = "--content-disposition: saved as "  # (the note a job's record takes the new path from)
 
 
 def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSink) -> None:

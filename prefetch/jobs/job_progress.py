@@ -21,7 +21,6 @@ from typing import TextIO
 from prefetch.errors import ExitCode, LocalFileError
 
 HEARTBEAT_SECONDS = 20.0  # the record is rewritten at least this often while running
-_SAVED_AS = "--content-disposition: saved as "  # flow/served_names.py's note (jobs may not import flow)
 
 
 class JobProgress:
@@ -176,7 +175,7 @@ class JobProgress:
 
     # -- events ------------------------------------------------------------------
     def __call__(self, event) -> None:
-        from prefetch.model.events import EventKind
+        from prefetch.model.events import SAVED_AS, EventKind
 
         with self.lock:
             f = self._file(event.file)
@@ -190,9 +189,9 @@ class JobProgress:
                 elif kind is EventKind.NOTE and event.message.startswith("waiting for"):
                     f.state = "waiting"
                     f.bytes = max(f.bytes or 0, event.done)
-                elif kind is EventKind.NOTE and event.message.startswith(_SAVED_AS):
+                elif kind is EventKind.NOTE and event.message.startswith(SAVED_AS):
                     # --content-disposition named it (flow/served_names.py): that path from now on
-                    f.path = os.path.join(os.path.dirname(f.path), event.message[len(_SAVED_AS):])
+                    f.path = os.path.join(os.path.dirname(f.path), event.message[len(SAVED_AS):])
                 elif kind is EventKind.VERIFY:
                     f.state = "verified"
                     f.bytes, f.total, f.rate, f.eta = event.done, event.total, 0.0, None
