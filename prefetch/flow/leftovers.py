@@ -16,6 +16,9 @@ from prefetch.fs.safefs import lstat_or_none, remove_own
 from prefetch.model.plans import FilePlan
 
 
+HOLD_MOST = 16  # folders a run holds open (fs/made_dirs.py): its first ones; a descriptor each
+
+
 class LeftoverScan:
     """The temp-looking names of each directory, listed the first time a file asks (thread-safe).
 
@@ -43,6 +46,8 @@ class LeftoverScan:
         try:
             for _ in range(3):  # (another run removed it before this one held it: made again)
                 make_dirs(where, private=private, made=made)
+                if len(self._held) >= HOLD_MOST:
+                    break  # (a list into thousands of folders: not a descriptor each for the run)
                 held = hold_dir(where)  # (so that another run's end never removes it: fs/made_dirs.py)
                 if held is not None or os.path.isdir(where):
                     break

@@ -6,8 +6,9 @@ levels it created (``safefs.make_dirs(made=...)``) and at its end :func:`remove_
 away those still empty, the deepest first.
 
 Another run may have found such a folder there and be about to write into it (two ``-b`` jobs
-into one new ``-P``, one failing at once): each run holds a shared ``flock`` on every folder its
-files go into (:func:`hold_dir`, from before it looks whether the folder exists until its end),
+into one new ``-P``, one failing at once): each run holds a shared ``flock`` on the folders its
+files go into (:func:`hold_dir`, from before it looks whether the folder exists until its end;
+its first 16, ``flow/leftovers.py``: a descriptor each),
 and a folder is removed only under an exclusive one taken without waiting. A run that finds the
 folder gone once it holds the lock makes it again.
 """
