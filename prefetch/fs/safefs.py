@@ -146,6 +146,8 @@ def make_dirs(path: Path | str, *, mode: int = 0o777, made: list | None = None) 
         missing.append(here)
         here = here.parent
     if not os.path.isdir(here):  # (a file, or a link to nothing: what mkdir -p fails on, EEXIST)
+        if here != path and mode == 0o777:  # (under a file: ENOTDIR, as Path.mkdir(parents=True) says it)
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(missing[-1]))
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(here))
     for level in reversed(missing):
         try:
