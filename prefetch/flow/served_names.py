@@ -60,26 +60,28 @@ def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_nam
     return out
 
 
-
-
 def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSink) -> None:
     """The ``.part`` (and state) an earlier run left under ``was``'s name for this very URL
-    (its state lists it) becomes ``now``'s, under ``was``'s lock, when ``now`` has none: it
-    would otherwise stay there for ever, and its bytes be fetched again."""
+    (its state lists it) becomes ``now``'s, under both names' locks, when ``now`` has none: it
+    would otherwise stay there for ever, and its bytes be fetched again. Only a regular file of
+    this user's with one name moves; anything else stays as it is."""
     import json
     import os
+    import stat
 
     from prefetch.cache.layout import part_path, state_path
     from prefetch.errors import PrefetchError
     from prefetch.fs.locks import hold_lock
-    from prefetch.fs.safefs import lstat_or_none, open_file
+    from prefetch.fs.safefs import is_foreign, lstat_or_none, open_file
 
     old_part, old_state = part_path(was.final), state_path(was.final)
     new_part, new_state = part_path(now.final), state_path(now.final)
     if lstat_or_none(old_part) is None or lstat_or_none(new_part) is not None or lstat_or_none(new_state):
         return
-    try:
-        with hold_lock(locks_dir, was.final, timeout=0):
+    try:  # (both names' locks: no other run downloads either now; a download holds its name's throughout)
+        with hold_lock(locks_dir, was.final, timeout=0), hold_lock(locks_dir, now.final, timeout=0):
+            if lstat_or_none(new_part) is not None or lstat_or_none(new_state) is not None:
+                return
             try:
                 fd = open_file(old_state)  # (regular, ours, never through a link)
                 with os.fdopen(fd, "rb") as f:
@@ -89,8 +91,8 @@ def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSi
             if was.spec.url not in urls:
                 return
             st = lstat_or_none(old_part)
-            if st is None or not os.path.isfile(old_part) or os.path.islink(old_part):
-                return
+            if st is None or not stat.S_ISREG(st.st_mode) or is_foreign(st) or st.st_nlink > 1:
+                return  # (a link, another user's file, a second name: never moved)
             os.rename(old_state, new_state)
             os.rename(old_part, new_part)
     except (PrefetchError, OSError):
