@@ -119,3 +119,10 @@ def test_fewer_retries_than_three_lookups_still_say_why(home, tmp_path):
     assert len(_retry_notes(got.stderr)) == 1, got.stderr
     errors = [line for line in got.stderr.splitlines() if line.startswith("prefetch: error: ")]
     assert len(errors) == 1 and "2 tries" in errors[0] and NO_INTERNET in errors[0], got.stderr
+
+
+def test_doctor_says_no_name_resolves(home):
+    """``prefetch doctor`` with the internet off: its sources line says why none works."""
+    got = run_cli("doctor", env=_env("*=fail"))
+    line = next((x for x in got.stdout.splitlines() if x.startswith("[fail] sources")), "")
+    assert "no name resolves: this machine may have no internet access" in line, got.stdout
