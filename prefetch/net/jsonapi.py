@@ -39,13 +39,15 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
     """
     last = ""
     unresolved: list = []
+    looked_up = False  # the last attempt's name did not resolve (nothing reached): 0.5 s, then 1 s, as get's
     for attempt in range(attempts):
         if attempt:
-            time.sleep(min(backoff[1], backoff[0] * 2 ** attempt))
+            time.sleep(min(backoff[1], backoff[0] * 2 ** (attempt - looked_up)))
         try:
             resp, final = follow_redirects(client, url, headers={"Accept": "application/json"})
         except TransientHTTPError as exc:
             last = str(exc)
+            looked_up = exc.unresolved is not None
             if exc.unresolved is not None:  # (nothing reached: a machine without internet, said at once)
                 unresolved.append(exc.unresolved)
                 line = verdict(unresolved, len(unresolved), proxy=exc.proxy)
