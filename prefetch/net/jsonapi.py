@@ -43,12 +43,15 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
     for attempt in range(attempts):
         if attempt:
             time.sleep(min(backoff[1], backoff[0] * 2 ** (attempt - looked_up)))
+        looked_up = False
         try:
             resp, final = follow_redirects(client, url, headers={"Accept": "application/json"})
         except TransientHTTPError as exc:
             last = str(exc)
-            looked_up = exc.unresolved is not None
-            if exc.unresolved is not None:  # (nothing reached: a machine without internet, said at once)
+            if exc.unresolved is not None:
+                from prefetch.net.open_socket import connected_once
+
+                looked_up = not connected_once()  # (nothing reached: a machine without internet, said at once)
                 unresolved.append(exc.unresolved)
                 line = verdict(unresolved, len(unresolved), proxy=exc.proxy)
                 if line is not None:
