@@ -177,7 +177,12 @@ def test_a_server_that_accepts_and_never_answers_is_given_up_by_time_not_count(h
 
 
 def test_an_unresolvable_host_is_given_up_quickly(home, out):
+    """(After a connection worked: before any, a name that does not resolve is said at once,
+    tests/test_hosted15_internet_off.py.)"""
     env = quick_env(PREFETCH_TIMEOUT="3", PREFETCH_RETRIES="1000", PREFETCH_RESOLVE="origin.invalid=fail")
+    with OriginServer() as server:
+        server.put("warm.bin", b"w")
+        assert get_file(server.url + "warm.bin", out.with_name("warm.bin"), env=env).exit_code == 0
     events: list = []
     result = get_file("http://origin.invalid:8/" + NAME, out, env=env, events=events, deadline=40)
     assert result.exit_code == ExitCode.NETWORK

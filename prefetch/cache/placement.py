@@ -285,12 +285,12 @@ def discard(*paths: Path) -> None:
             pass
 
 
-def make_dirs(path: Path, *, private: bool = False) -> None:
+def make_dirs(path: Path, *, private: bool = False, made: list | None = None) -> None:
     """``mkdir -p path``; ``private``: the levels created get no group or world write bit whatever
-    the umask (``FilePlan.private``)."""
+    the umask (``FilePlan.private``); ``made``: the levels created are appended to it."""
     try:
         # a directory link another user planted anywhere above is never followed
-        safefs.make_dirs(path, mode=0o755 if private else 0o777)
+        safefs.make_dirs(path, mode=0o755 if private else 0o777, made=made)
     except OSError as exc:
         import errno
 

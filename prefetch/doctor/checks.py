@@ -102,7 +102,10 @@ def _check_dataset_sources(env, config_dir: Path, catalog, checks: list[Check], 
         checks.append(Check("source", Level.OK if v.verdict == "ok" else Level.WARN, line, v.hint))
     working = [v for v in verdicts if v.works]
     if verdicts and not working:
-        checks.append(Check("sources", Level.FAIL, f"none of the {len(verdicts)} dataset sources works from here",
+        no_names = all(v.verdict == "blocked" and v.step == "dns" for v in verdicts)
+        checks.append(Check("sources", Level.FAIL, f"none of the {len(verdicts)} dataset sources works from here"
+                            + ("; no name resolves: this machine may have no internet access (a notebook's Internet "
+                               "setting off: on Kaggle, the notebook's Internet switch)" if no_names else ""),
                             "name a reachable mirror or team store: `prefetch get NAME --mirror URL|s3://...` "
                             "(PREFETCH_DATASET_MIRROR for every call)"))
     elif verdicts:

@@ -2,7 +2,7 @@
 hook first), and the TLS context ``get``'s own connections verify with.
 
 Test hook: ``PREFETCH_RESOLVE="host=IP,other.example=fail,*=fail"`` answers DNS for
-those names without asking the resolver (``fail``: the name does not resolve; ``*``:
+those names without asking the resolver (``fail``, ``again``: the name does not resolve; ``*``:
 every other name), like ``curl --resolve``. It exists so tests never leave loopback.
 """
 
@@ -27,7 +27,7 @@ def resolve(host: str, port: int, *, env: Mapping[str, str], timeout: float) -> 
             rules[name.strip().lower()] = value.strip()
     value = rules.get(host.lower(), rules.get("*"))
     if value is not None:
-        if value.lower() == "fail":
+        if value.lower() in ("fail", "again"):
             raise OSError(f"{host} does not resolve (PREFETCH_RESOLVE)")
         return value
     try:

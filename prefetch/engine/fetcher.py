@@ -181,11 +181,13 @@ class Fetcher:
                     continue  # fewer connections from now on; others still deliver, so no backoff here
                 if exc.kind == Failure.WEB_PAGE:
                     src.effective_url = None  # a redirect to a portal's login page must not stick
+                if exc.unresolved is not None:
+                    self.t.retries.unresolved.append(exc.unresolved)  # (a source dropped: named in the last one's line)
                 if self._dead(src, exc) and self.t.drop_source(src, exc.cause, distrust=False):
                     if exc.kind == Failure.UNREACHABLE:  # DNS, refused: worth another try later in a long run
                         src.revive_at = time.monotonic() + self.t.opt.revive_after
                     continue  # another source remains: no time lost on this one
-                self._retry_later(src, str(exc), exc.retry_after, exc.kind)
+                self._retry_later(src, str(exc), exc.retry_after, exc.kind, exc)
             except NetworkError as exc:
                 self.t.release(seg)
                 status = getattr(exc, "status", None)
@@ -376,7 +378,7 @@ class Fetcher:
                        f"staying at {delivering} connection{'s' if delivering != 1 else ''}")
         return True
 
-    def _retry_later(self, src: Source, message: str, retry_after: float | None, kind: str) -> None:
+    def _retry_later(self, src: Source, message: str, retry_after: float | None, kind: str, error=None) -> None:
         if self.t.stop.is_set() or self.t.interrupt.is_set():
             return  # we are shutting down: the broken read is ours, not the network's
         with self.t.lock:
@@ -386,6 +388,6 @@ class Fetcher:
             self.t.drop_source(src, f"{message} ({src.failures} failures in a row)", distrust=False)
             return
         delay = self.t.retries.delay(attempts, retry_after, name=self.t.name, message=message, kind=kind,
-                                     fresh=not self.t.downloaded)
+                                     fresh=not self.t.downloaded, error=error)
         self.t.note(f"{shown_text(message)}; retry {attempts}/{self.t.opt.max_attempts} in {delay:.1f}s")
         self._pause(delay)

@@ -284,7 +284,7 @@ def _release(lock) -> None:
 def _fresh_dir(plan: FilePlan, leftovers) -> bool:
     """The file's folder exists (made once per run); False when it cannot be made (the usual path says why)."""
     try:
-        leftovers.make_dirs(plan.final.parent, lambda where: placement.make_dirs(where, private=plan.private))
+        leftovers.make_dirs(plan.final.parent, private=plan.private)
         return True
     except Exception:  # noqa: BLE001
         return False

@@ -196,6 +196,7 @@ def fetch_files(
         if own_hosts is not None:
             own_hosts.close()
         forget_transfer(options.transfer)
+        leftovers.remove_empty_created()  # (-P newdir of files that all failed before a byte: no empty newdir)
     return [r for r in results if r is not None]
 
 

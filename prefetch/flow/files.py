@@ -87,7 +87,7 @@ def fetch_file(
     started = time.monotonic()
     records_dir = records_dir if records_dir is not None else markers_dir.parent / "placed"
     if leftovers is not None:
-        leftovers.make_dirs(plan.final.parent, lambda where: placement.make_dirs(where, private=plan.private))
+        leftovers.make_dirs(plan.final.parent, private=plan.private)
     else:
         placement.make_dirs(plan.final.parent, private=plan.private)
 

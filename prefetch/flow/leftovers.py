@@ -16,6 +16,9 @@ from prefetch.fs.safefs import lstat_or_none, remove_own
 from prefetch.model.plans import FilePlan
 
 
+HOLD_MOST = 16  # folders a run holds open (fs/made_dirs.py): its first ones; a descriptor each
+
+
 class LeftoverScan:
     """The temp-looking names of each directory, listed the first time a file asks (thread-safe).
 
@@ -27,14 +30,47 @@ class LeftoverScan:
         self._lock = threading.Lock()
         self._dirs: dict[Path, list[str]] = {}
         self._made: set[Path] = set()
+        self.created: list[Path] = []  # folders this run created (each mkdir that succeeded), top ones first
+        self._held: list[int] = []  # the folders its files go into, held (fs/made_dirs.py: hold_dir)
 
-    def make_dirs(self, where: Path, make) -> None:
-        """``make(where)`` (check the chain, create it) once per directory per run, not once per file."""
+    def make_dirs(self, where: Path, *, private: bool = False) -> None:
+        """A file's folder (check the chain, create it) once per directory per run, not once per file."""
         if where in self._made:
             return
-        make(where)
+        from prefetch.cache.placement import make_dirs
+
+        from prefetch.fs.made_dirs import hold_dir
+
+        made: list = []
+        held = None
+        try:
+            for _ in range(3):  # (another run removed it before this one held it: made again)
+                make_dirs(where, private=private, made=made)
+                if len(self._held) >= HOLD_MOST:
+                    break  # (a list into thousands of folders: not a descriptor each for the run)
+                held = hold_dir(where)  # (so that another run's end never removes it: fs/made_dirs.py)
+                if held is not None or os.path.isdir(where):
+                    break
+        finally:
+            with self._lock:
+                self.created += made
+                if held is not None:
+                    self._held.append(held)
         with self._lock:
             self._made.add(where)
+
+    def remove_empty_created(self) -> None:
+        """The run is over: a folder it created and left empty goes (``-P newdir`` of a download that
+        failed before its first byte: a 404, a name that does not resolve); never one that was
+        there before, never one with anything in it, never through a link (``safefs.remove_made_dirs``)."""
+        from prefetch.fs.made_dirs import remove_made_dirs
+
+        with self._lock:
+            created, self.created = self.created, []
+            held, self._held = self._held, []
+        for fd in held:
+            os.close(fd)
+        remove_made_dirs(created)
 
     def names(self, where: Path) -> list[str]:
         with self._lock:

@@ -321,7 +321,7 @@ def run_request(
     from prefetch.flow.served_names import name_plans
 
     files = name_plans(files, options=options, on_event=on_event,  # --content-disposition: one GET each
-                       check_name=check_name_length, records_dir=state / "placed")
+                       check_name=check_name_length, records_dir=state / "placed", locks_dir=state / "locks")
 
     try:
         results = fetch_files(files, options=options, state=ctx.state, on_event=on_event, stop=stop,

@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import unquote
 
-from prefetch.model.events import Event, EventKind, EventSink
+from prefetch.model.events import SAVED_AS, Event, EventKind, EventSink
 from prefetch.model.plans import FilePlan
 
 # One parameter: ; name = "quoted \" string" | token (RFC 6266's grammar, read leniently).
@@ -47,12 +47,16 @@ PROBES_AT_ONCE = 8  # names asked for together (a -i list of many links pays a r
 
 
 def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_name,
-               records_dir: Path | None = None) -> list[FilePlan]:
+               records_dir: Path | None = None, locks_dir: Path | None = None) -> list[FilePlan]:
     """``plans`` with each ``served_name`` one's final path named by its server (see the module).
 
     ``check_name(path)``: raises ``UsageError`` for a name the folder's filesystem cannot hold
     (``planning.check_name_length``). ``records_dir``: prefetch's completion records (a file
-    already at the served name is used only when one says prefetch placed it; None: never)."""
+    already at the served name is used only when one says prefetch placed it; None: never). A
+    renamed file says so in a note (``saved as NAME``: a job's record shows that path from then
+    on). With ``locks_dir``, a ``.part`` an earlier run left under the URL's name (its probe
+    failed, the download began, then stopped) moves to the served name, with its state, and the
+    download resumes from it (:func:`_adopt_part`)."""
     asked = [i for i, p in enumerate(plans) if p.served_name]
     if not asked:
         return plans
@@ -61,7 +65,52 @@ def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_nam
     out = list(plans)
     for i in asked:  # (in plan order: the first of two URLs given one name keeps it)
         out[i] = _named(plans[i], answers[plans[i].spec.url], taken, on_event, check_name, records_dir)
+        if out[i] is not plans[i]:
+            on_event(Event(EventKind.NOTE, plans[i].label, message=f"{SAVED_AS}{out[i].final.name}"))
+            if locks_dir is not None:
+                _adopt_part(plans[i], out[i], locks_dir, on_event)
     return out
+
+
+def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSink) -> None:
+    """The ``.part`` (and state) an earlier run left under ``was``'s name for this very URL
+    (its state lists it) becomes ``now``'s, under both names' locks, when ``now`` has none: it
+    would otherwise stay there for ever, and its bytes be fetched again. Only a regular file of
+    this user's with one name moves; anything else stays as it is."""
+    import json
+    import os
+    import stat
+
+    from prefetch.cache.layout import part_path, state_path
+    from prefetch.errors import PrefetchError
+    from prefetch.fs.locks import hold_lock
+    from prefetch.fs.safefs import is_foreign, lstat_or_none, open_file
+
+    old_part, old_state = part_path(was.final), state_path(was.final)
+    new_part, new_state = part_path(now.final), state_path(now.final)
+    if lstat_or_none(old_part) is None or lstat_or_none(new_part) is not None or lstat_or_none(new_state):
+        return
+    try:  # (both names' locks: no other run downloads either now; a download holds its name's throughout)
+        with hold_lock(locks_dir, was.final, timeout=0), hold_lock(locks_dir, now.final, timeout=0):
+            if lstat_or_none(new_part) is not None or lstat_or_none(new_state) is not None:
+                return
+            try:
+                fd = open_file(old_state)  # (regular, ours, never through a link)
+                with os.fdopen(fd, "rb") as f:
+                    urls = json.loads(f.read(1 << 20)).get("urls") or []
+            except (OSError, ValueError, AttributeError):
+                return
+            if was.spec.url not in urls:
+                return
+            st = lstat_or_none(old_part)
+            if st is None or not stat.S_ISREG(st.st_mode) or is_foreign(st) or st.st_nlink > 1:
+                return  # (a link, another user's file, a second name: never moved)
+            os.rename(old_state, new_state)
+            os.rename(old_part, new_part)
+    except (PrefetchError, OSError):
+        return  # (another process holds it, or the rename failed: the download starts afresh)
+    on_event(Event(EventKind.NOTE, now.label, message=f"--content-disposition: resuming from {old_part.name}, "
+                                                        f"left under the URL's name by an earlier run"))
 
 
 def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str, int | None]]:

@@ -2,6 +2,7 @@
 
 Owns:
     safefs.py     ``O_NOFOLLOW`` opens, ownership checks, atomic rename, tree removal
+    made_dirs.py  folders a run created and left empty, removed at its end (never one another run holds)
     files.py      atomic ``replace_file``, free space, ``OSError`` -> ``LocalFileError``
     paths.py      prefetch's own state and config dirs (``PREFETCH_HOME``, platformdirs)
     locks.py      per-file locks that name their owner (pid, host, start), stale-lock breaking

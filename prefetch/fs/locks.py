@@ -236,11 +236,13 @@ def _locks_dir_error(exc: OSError, locks_dir: Path):
     """The user-facing error when prefetch's own lock directory is unusable."""
     import errno
 
-    from prefetch.errors import LocalFileError
+    from prefetch.errors import OPEN_FILES_ERRNOS, LocalFileError, too_many_open_files
     from prefetch.fs.files import local_error
 
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return local_error(exc, locks_dir)
+    if exc.errno in OPEN_FILES_ERRNOS:  # (the process's limit, not the folder: the line that says so)
+        return too_many_open_files()
     return LocalFileError(
         f"cannot use the lock directory {locks_dir}: {exc.strerror or exc}; prefetch keeps "
         f"its state there: make it writable or set PREFETCH_HOME to a writable directory"

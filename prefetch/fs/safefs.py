@@ -123,11 +123,13 @@ def check_dir_chain(path: Path | str, *, top: Path | str | None = None) -> None:
         check_link_ok(p)
 
 
-def make_dirs(path: Path | str, *, mode: int = 0o777) -> Path:
+def make_dirs(path: Path | str, *, mode: int = 0o777, made: list | None = None) -> Path:
     """``mkdir -p path``, never through a directory link another user planted anywhere above it.
 
     ``mode``: of each level created (the umask still applies), not only of the last one as
     ``mkdir -p`` does: ``0o755`` makes a folder nltk 3.10 reads whatever a group umask says.
+    ``made``: the levels this call created (each ``mkdir`` that succeeded) are appended to it,
+    the top one first (``fs/made_dirs.py`` takes away those a run left empty).
 
     Raises:
         UnsafePathError: a component of ``path`` is another user's symbolic link.
@@ -135,7 +137,7 @@ def make_dirs(path: Path | str, *, mode: int = 0o777) -> Path:
     """
     path = Path(os.path.abspath(path))
     check_dir_chain(path, top=path.anchor)
-    if mode == 0o777:
+    if mode == 0o777 and made is None:
         path.mkdir(parents=True, exist_ok=True)
         return path
     missing = []
@@ -144,6 +146,8 @@ def make_dirs(path: Path | str, *, mode: int = 0o777) -> Path:
         missing.append(here)
         here = here.parent
     if not os.path.isdir(here):  # (a file, or a link to nothing: what mkdir -p fails on, EEXIST)
+        if here != path and mode == 0o777:  # (under a file: ENOTDIR, as Path.mkdir(parents=True) says it)
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(missing[-1]))
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(here))
     for level in reversed(missing):
         try:
@@ -151,7 +155,11 @@ def make_dirs(path: Path | str, *, mode: int = 0o777) -> Path:
         except FileExistsError:
             if not os.path.isdir(level):
                 raise
+        else:
+            if made is not None:
+                made.append(level)
     return path
+
 
 
 def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, own: bool = True) -> int:

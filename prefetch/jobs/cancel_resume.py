@@ -81,9 +81,10 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
         )
     request = GetRequest.from_dict(record.request)
     request.job = job_id
-    from prefetch.jobs.job_proxies import resume_environment
+    from prefetch.jobs.job_proxies import pin_proxies, resume_environment
 
-    env = resume_environment(job_id, request.proxies, env)  # the proxy of the cell that started it
+    own = pin_proxies(env)  # this shell's proxy: the job's from now on (jobs/job_proxies.py)
+    env = resume_environment(job_id, request.proxies, env)  # else the job's own (the cell that started it)
     plans, _ = plan_request(request, env=env)  # the registry may have changed since: fail now, not in the worker
     from prefetch.jobs.targets import check_targets_writable
 
@@ -104,6 +105,8 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
         rec.finished = None
         rec.cancel_requested = False
         rec.attempts += 1
+        if own and own != rec.request.get("proxies"):
+            rec.request = {**rec.request, "proxies": own}
         for f in rec.files:
             if f.state not in ("done", "cached"):
                 f.state = "pending"

@@ -175,7 +175,7 @@ class JobProgress:
 
     # -- events ------------------------------------------------------------------
     def __call__(self, event) -> None:
-        from prefetch.model.events import EventKind
+        from prefetch.model.events import SAVED_AS, EventKind
 
         with self.lock:
             f = self._file(event.file)
@@ -189,6 +189,9 @@ class JobProgress:
                 elif kind is EventKind.NOTE and event.message.startswith("waiting for"):
                     f.state = "waiting"
                     f.bytes = max(f.bytes or 0, event.done)
+                elif kind is EventKind.NOTE and event.message.startswith(SAVED_AS):
+                    # --content-disposition named it (flow/served_names.py): that path from now on
+                    f.path = os.path.join(os.path.dirname(f.path), event.message[len(SAVED_AS):])
                 elif kind is EventKind.VERIFY:
                     f.state = "verified"
                     f.bytes, f.total, f.rate, f.eta = event.done, event.total, 0.0, None

@@ -5,8 +5,10 @@
 ``user:password@`` shown as ``***@``: no credential in the record). ``resume`` from a shell
 that sets no proxy variable (a new kernel, another cell) uses them again; one that had a
 password cannot be (it is not stored), so that resume is refused with one line saying to set
-the variable again. A shell that sets any proxy variable resumes with its own, and one with
-``no_proxy='*'`` with none.
+the variable again. A shell that sets any proxy variable resumes with its own, which becomes
+the job's from then on (stored in its place: a later resume from a shell that sets none uses
+the latest proxy the user gave, not the first cell's, which may be gone), and one with
+``no_proxy='*'`` with none (for that run: the stored proxy stays).
 """
 
 from __future__ import annotations

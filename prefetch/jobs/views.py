@@ -24,6 +24,16 @@ def shown_state(record) -> str:
     return record.state
 
 
+def shown_name(record, f) -> str:
+    """A file's name as shown: its record's (the URL's), or, for ``--content-disposition``, the
+    name its server gave once known (its path's, ``flow/served_names.py``)."""
+    if (record.request or {}).get("content_disposition") and f.path:
+        import os
+
+        return os.path.basename(f.path) or f.name
+    return f.name
+
+
 def table_rows(records, *, files: bool = False) -> list[tuple[str, ...]]:
     """One row per file: JOB FILE STATE BYTES % SPEED ETA (full names, never cut).
 
@@ -51,7 +61,7 @@ def table_rows(records, *, files: bool = False) -> list[tuple[str, ...]]:
             rows.append(
                 (
                     r.id,
-                    f.name if f.count is None else f"{f.name} ({f.count} file{'s' if f.count != 1 else ''})",
+                    shown_name(r, f) if f.count is None else f"{f.name} ({f.count} file{'s' if f.count != 1 else ''})",
                     state,
                     f"{_size(done)}/{_size(total)}",
                     "" if pct is None else f"{pct:.1f}%",
@@ -77,7 +87,7 @@ def summary_row(record) -> tuple[str, ...]:
     rate = sum(f.rate for f in moving)
     text = f"{finished}/{len(fs)} files" + (f", {failed} failed" if failed else "")
     if moving:
-        text += "; now " + ", ".join(f.name for f in moving[:2]) + (f" +{len(moving) - 2}" if len(moving) > 2 else "")
+        text += "; now " + ", ".join(shown_name(record, f) for f in moving[:2]) + (f" +{len(moving) - 2}" if len(moving) > 2 else "")
     pct = 100.0 * done / total if total else None
     eta = (total - done) / rate if total and rate > 0 else None
     return (record.id, text, shown_state(record), f"{_size(done)}/{_size(total)}",

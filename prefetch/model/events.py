@@ -55,6 +55,11 @@ class Event:
 EventSink = Callable[[Event], None]
 
 
+# The note of a file --content-disposition renamed (flow/served_names.py): a job's record takes
+# the new path from it (jobs/job_progress.py); a run of many files does not show it (ui/many.py).
+SAVED_AS = "--content-disposition: saved as "
+
+
 def ignore_event(event: Event) -> None:
     """An event sink that drops everything."""
 

@@ -26,8 +26,13 @@ class TransientHTTPError(Exception):
     """A failure worth retrying (connection reset, timeout, 5xx, 429).
 
     ``str()`` names the host; ``cause`` is the failure alone ("Connection refused",
-    "timed out", "HTTP 503"), for a table that already names the host.
+    "timed out", "HTTP 503"), for a table that already names the host. ``unresolved``: (host,
+    errno, text) when it is a name lookup that failed (the proxy's, with ``proxy`` named);
+    ``net/unresolved.py`` reads them.
     """
+
+    unresolved: tuple[str, int, str] | None = None
+    proxy: str | None = None
 
     def __init__(self, message: str, *, cause: str | None = None, retry_after: float | None = None,
                  status: int | None = None, timed_out: bool = False, kind: str | None = None) -> None:

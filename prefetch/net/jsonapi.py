@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from prefetch.errors import NetworkError, PrefetchError
 from prefetch.net.failures import TransientHTTPError
 from prefetch.net.http import Client, follow_redirects
+from prefetch.net.unresolved import verdict
 from prefetch.net.urls import redact_url
 
 ATTEMPTS = 4
@@ -39,13 +40,24 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
         a body that is not JSON, or still failing after ``attempts``.
     """
     last = ""
+    unresolved: list = []
+    looked_up = False  # the last attempt's name did not resolve (nothing reached): 0.5 s, then 1 s, as get's
     for attempt in range(attempts):
         if attempt:
-            time.sleep(min(backoff[1], backoff[0] * 2 ** attempt))
+            time.sleep(min(backoff[1], backoff[0] * 2 ** (attempt - looked_up)))
+        looked_up = False
         try:
             resp, final = follow_redirects(client, url, headers={"Accept": "application/json"})
         except TransientHTTPError as exc:
             last = str(exc)
+            if exc.unresolved is not None:
+                from prefetch.net.open_socket import connected_once
+
+                looked_up = not connected_once()  # (nothing reached: a machine without internet, said at once)
+                unresolved.append(exc.unresolved)
+                line = verdict(unresolved, len(unresolved), proxy=exc.proxy)
+                if line is not None:
+                    raise NetworkError(f"{label}: the {api} API: {line}") from None
             continue
         try:
             status = resp.status

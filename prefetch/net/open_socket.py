@@ -5,11 +5,14 @@ ones (``net/direct_conn.py``, http.client's response on a socket of our own):
 
 * :func:`resolve_overrides` reads ``PREFETCH_RESOLVE`` (``host=address`` pairs, like curl's
   ``--resolve``; ``host=fail`` makes the name fail to resolve, which is how the tests
-  simulate a DNS failure; ``*`` is every other name: the same hook as ``prefetch doctor``'s);
+  simulate a DNS failure (``EAI_NONAME``; ``host=again``: ``EAI_AGAIN``, a resolver that
+  cannot be asked); ``*`` is every other name: the same hook as ``prefetch doctor``'s);
   :func:`address_for` applies it: only where to connect, never the name sent or checked;
 * :func:`connect_watched` connects to a name's one address as urllib3's ``create_connection``
   does, or races its several addresses (Happy Eyeballs, RFC 8305), with the sockets known to
   :func:`abort_head` while they connect;
+* :func:`connected_once`: whether any connection of this process was ever made (a lookup
+  that fails before one is a machine without internet: ``net/unresolved.py``);
 * :func:`abort_head` shuts down the socket a thread is connecting or waits on for an answer's
   head (``net/read_head.py`` registers that one), so a stop on a thread that runs its request
   itself ends a connect to a host that has stopped answering handshakes too, not after the
@@ -25,11 +28,19 @@ import socket
 import threading
 
 watched: dict = {}  # thread id -> the socket its request waits on: connecting, or for an answer's head
+_connected: list = []  # [True] once a connect of this process succeeded (connected_once)
+AGAIN = "again"  # PREFETCH_RESOLVE's address for a name whose lookup fails with EAI_AGAIN
+
+
+def connected_once() -> bool:
+    """Whether a TCP connect of this process ever succeeded (to any host, a proxy included)."""
+    return bool(_connected)
 
 
 def resolve_overrides(env=None) -> dict[str, str | None]:
     """``PREFETCH_RESOLVE``: ``host=address`` pairs (comma- or space-separated); ``fail`` (or
-    nothing) as the address means the name does not resolve, ``*`` stands for every other
+    nothing) as the address means the name does not resolve (``again``: its lookup fails with
+    ``EAI_AGAIN``), ``*`` stands for every other
     name (the same hook ``prefetch doctor`` reads). Malformed pairs are ignored."""
     text = (os.environ if env is None else env).get("PREFETCH_RESOLVE", "")
     table: dict[str, str | None] = {}
@@ -68,6 +79,8 @@ def address_for(table: dict[str, str | None], host: str) -> str:
         return host
     if address is None:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    if address == AGAIN:
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
     return address
 
 
@@ -161,6 +174,7 @@ def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int
                 sock.bind(source_address)
             watched[me] = sock
             sock.connect(address)
+            _connected[:] = [True]
             return sock
         except OSError as exc:
             error = exc
@@ -258,6 +272,7 @@ def _race(where: str, found: list, timeout, options, source_address) -> socket.s
                     address = pending.pop(sock)[0]
                     sock.settimeout(timeout)
                     _answered[where] = address[0]
+                    _connected[:] = [True]
                     return sock
                 selector.unregister(sock)
                 pending.pop(sock)

@@ -23,6 +23,7 @@ from prefetch.net.failures import (
     spoke_plain_http,
 )
 from prefetch.net.proxies import proxy_for
+from prefetch.net.unresolved import lookup_error
 from prefetch.net.urls import redact_url
 
 
@@ -55,6 +56,16 @@ def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseExce
 
 
 def transient_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseException:
+    error = _transient(exc, url, key)
+    lookup = lookup_error(exc)
+    if lookup is not None and isinstance(error, TransientHTTPError):  # (net/unresolved.py: no internet?)
+        proxy = proxy_for(url)
+        name = key[1].rpartition("@")[2] if not proxy else proxy.partition("://")[2].rstrip("/")
+        error.unresolved, error.proxy = (name, lookup.errno, lookup.strerror or str(lookup)), proxy
+    return error
+
+
+def _transient(exc: BaseException, url: str, key: tuple[str, str]) -> BaseException:
     cause = describe_error(exc)
     kind = failure_kind(exc)
     if type(exc).__name__ == "ProxyError" and (proxy := proxy_for(url)):

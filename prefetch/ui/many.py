@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from prefetch.model.events import Event, EventKind
+from prefetch.model.events import SAVED_AS, Event, EventKind
 from prefetch.ui.units import human_bytes, human_seconds
 
 MANY = 8  # more files than this in one run: summaries instead of per-file progress
@@ -36,12 +36,17 @@ class ManyFiles:
     def many(self) -> bool:
         return max(len(self.seen), self.expected or 0) > MANY
 
+    def quiet(self, event: Event) -> bool:
+        """A note not shown in a run of many files: each file's ``saved as`` (its line says where)."""
+        return self.many and event.kind is EventKind.NOTE and event.message.startswith(SAVED_AS)
+
     def take(self, event: Event) -> None:
         """Count ``event`` in."""
         if event.files:
             self.expected = event.files
             return
-        if event.kind is EventKind.NOTE and event.file not in self.seen and event.file not in self.active:
+        if (event.kind is EventKind.NOTE and event.file not in self.seen and event.file not in self.active
+                and not event.message.startswith(SAVED_AS)):  # (a file's name, said before the run starts it)
             return  # a note about a host or the run, not a file
         self.seen.add(event.file)
         now = time.monotonic()

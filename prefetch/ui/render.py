@@ -133,6 +133,8 @@ class LineRenderer:
         now = time.time()
         with self.lock:
             self.many.take(event)
+            if self.many.quiet(event):
+                return
             for e in self.hold.feed(event):
                 self._write(e, now)
 
@@ -184,6 +186,8 @@ class LiveLineRenderer:
     def __call__(self, event: Event) -> None:
         with self.lock:
             self.many.take(event)
+            if self.many.quiet(event):
+                return
             for e in self.hold.feed(event):
                 self._take(e)
 
@@ -293,6 +297,8 @@ class BarRenderer:
 
         with self.lock:
             self.many.take(event)
+            if self.many.quiet(event):
+                return
             if self.many.many:
                 self._summary_bar(event)
                 return

@@ -139,6 +139,11 @@ def _check_local_origin(url: str) -> None:
         raise UsageError(f"{path} is not a regular file; give the path of a file")
 
 
+def _dir_output(output: str | None) -> bool:
+    """``-o`` names a folder (ends in ``/`` or is one): the file inside it takes a name of its own."""
+    return bool(output) and (output.endswith(("/", os.sep)) or os.path.isdir(expand_path(output, "-o")))
+
+
 def output_file(output: str | None, url: str) -> Path | None:
     """The file ``-o`` names: inside it when it is a directory or ends in ``/`` (as with cp)."""
     if not output:
@@ -268,7 +273,8 @@ class UrlPlanner(Planner):
         if request.content_disposition:  # (the URLs given no out=/-o: named by their server when they run)
             import dataclasses
 
-            unnamed = {local_to_url(split_fragment(e.url)[0]) for e in entries if not e.out}
+            into_dir = _dir_output(request.output)  # (-o DIR/: a folder, the file's name still to choose)
+            unnamed = {local_to_url(split_fragment(e.url)[0]) for e in entries if not e.out or into_dir}
             plans = [dataclasses.replace(p, served_name=True) if p.spec.url in unnamed
                      and p.spec.url[:5].lower() in ("http:", "https") else p for p in plans]
         return plans
