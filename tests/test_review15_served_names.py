@@ -53,7 +53,8 @@ def served(tmp_path):
 
 
 def _notes(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if "--content-disposition:" in line]
+    """The --content-disposition notes that say why the URL's name was kept (not the 'saved as NAME' one)."""
+    return [line for line in stderr.splitlines() if "--content-disposition:" in line and "saved as" not in line]
 
 
 def test_a_served_name_never_replaces_a_file_the_user_already_has(served, home, tmp_path):
