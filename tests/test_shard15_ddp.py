@@ -139,6 +139,12 @@ def test_the_rank_comes_from_rank_and_world_size_without_a_process_group(monkeyp
     mixed = prefetch.torch_dataset(names[:2], urls=entries, output_dir=str(tmp_path))
     assert mixed.shard() == ([names[1]], [entries[2]])  # items n0 n1 u0 u1 u2: rank 1 of 3 gets n1, u2
     assert prefetch.torch_dataset(names, output_dir=str(tmp_path), by_rank=False).shard() == (names, [])
+    two = prefetch.torch_dataset(names[:2], output_dir=str(tmp_path))
+    with pytest.raises(UsageError, match="2 name"):  # fewer names than ranks: rank 2 would have none
+        two.shard()
+    with pytest.raises(UsageError, match="2 name"):
+        list(two)  # (iterating: every rank, not only the empty one, so none trains on alone)
+    assert prefetch.torch_dataset(names[:2], output_dir=str(tmp_path), by_rank=False).shard() == (names[:2], [])
     made = prefetch.torch_dataset(names, output_dir=str(tmp_path))
     for rank, world in (("3", "3"), ("-1", "2"), ("one", "2"), ("0", "0")):
         monkeypatch.setenv("RANK", rank)
