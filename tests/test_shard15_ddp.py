@@ -74,7 +74,8 @@ def fetched(server) -> dict[str, Counter]:
     return out
 
 
-@pytest.mark.parametrize("workers,start,forget_env", [(2, "fork", False), (0, None, False), (2, "spawn", True)])
+@pytest.mark.parametrize("workers,start,forget_env", [(2, "fork", False), (0, None, False), (2, "spawn", True),
+                                                    (2, "fork", True)])
 def test_each_rank_reads_and_downloads_only_its_share_and_the_union_is_every_shard_once(
         shards, home, tmp_path, workers, start, forget_env):
     out = tmp_path / "out"
