@@ -74,13 +74,14 @@ def fetched(server) -> dict[str, Counter]:
     return out
 
 
-@pytest.mark.parametrize("workers,start,forget_env", [(2, "fork", False), (0, None, False), (2, "spawn", True),
-                                                    (2, "fork", True)])
+@pytest.mark.parametrize("workers,start,forget_env,persistent", [
+    (2, "fork", False, False), (0, None, False, False), (2, "spawn", True, False), (2, "fork", True, False),
+    (2, "spawn", True, True)])
 def test_each_rank_reads_and_downloads_only_its_share_and_the_union_is_every_shard_once(
-        shards, home, tmp_path, workers, start, forget_env):
+        shards, home, tmp_path, workers, start, forget_env, persistent):
     out = tmp_path / "out"
     ranks = torchrun(tmp_path, urls=shards.urls, out=str(out), by_rank=True, workers=workers, start=start,
-                     epochs=2, max_ahead=1, forget_env=forget_env)
+                     epochs=2, max_ahead=1, forget_env=forget_env, persistent=persistent)
     assert [r["world"] for r in ranks] == [2, 2]
     share = {r: set(NAMES[r::2]) for r in (0, 1)}  # names r, r+2, ...: the rank's share
     for r in ranks:
