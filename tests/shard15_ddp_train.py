@@ -3,7 +3,7 @@ gloo process group on 127.0.0.1, iterates ``prefetch.torch_dataset`` through a D
 few epochs, and rank 0 writes what every rank was handed (gathered over the process group) to
 the JSON file named by ``argv[2]``. ``argv[1]``: the JSON config (urls, out, by_rank, workers,
 start, epochs, forget_env, take: leave each epoch after that many items,
-bars: progress bars left to their default)."""
+bars: progress bars left to their default, persistent: one loader with persistent_workers)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,15 @@ def main() -> None:
                                      max_ahead=config.get("max_ahead"), headers={"X-Client": f"rank{rank}"},
                                      **options)
     epochs = []
+    kept = None  # persistent: one loader, its workers kept from epoch to epoch
+    if config.get("persistent"):
+        kept = DataLoader(dataset, batch_size=None, num_workers=config["workers"], persistent_workers=True,
+                          multiprocessing_context=config.get("start"))
     for _ in range(config.get("epochs", 1)):
-        loader = DataLoader(dataset, batch_size=None, num_workers=config["workers"],
-                            multiprocessing_context=config.get("start") if config["workers"] else None)
+        loader = kept
+        if loader is None:  # (not `kept or ...`: a DataLoader of an IterableDataset has no len)
+            loader = DataLoader(dataset, batch_size=None, num_workers=config["workers"],
+                                multiprocessing_context=config.get("start") if config["workers"] else None)
         taken = []
         for path in loader:
             taken.append(os.path.basename(path))
@@ -39,6 +45,7 @@ def main() -> None:
                 break
         epochs.append(taken)
         del loader
+    del kept
     gathered = [None] * world
     dist.all_gather_object(gathered, {"rank": rank, "world": world, "epochs": epochs, "repr": repr(dataset)})
     if rank == 0:

@@ -74,12 +74,14 @@ def fetched(server) -> dict[str, Counter]:
     return out
 
 
-@pytest.mark.parametrize("workers,start,forget_env", [(2, "fork", False), (0, None, False), (2, "spawn", True)])
+@pytest.mark.parametrize("workers,start,forget_env,persistent", [
+    (2, "fork", False, False), (0, None, False, False), (2, "spawn", True, False), (2, "fork", True, False),
+    (2, "spawn", True, True)])
 def test_each_rank_reads_and_downloads_only_its_share_and_the_union_is_every_shard_once(
-        shards, home, tmp_path, workers, start, forget_env):
+        shards, home, tmp_path, workers, start, forget_env, persistent):
     out = tmp_path / "out"
     ranks = torchrun(tmp_path, urls=shards.urls, out=str(out), by_rank=True, workers=workers, start=start,
-                     epochs=2, max_ahead=1, forget_env=forget_env)
+                     epochs=2, max_ahead=1, forget_env=forget_env, persistent=persistent)
     assert [r["world"] for r in ranks] == [2, 2]
     share = {r: set(NAMES[r::2]) for r in (0, 1)}  # names r, r+2, ...: the rank's share
     for r in ranks:
@@ -139,6 +141,12 @@ def test_the_rank_comes_from_rank_and_world_size_without_a_process_group(monkeyp
     mixed = prefetch.torch_dataset(names[:2], urls=entries, output_dir=str(tmp_path))
     assert mixed.shard() == ([names[1]], [entries[2]])  # items n0 n1 u0 u1 u2: rank 1 of 3 gets n1, u2
     assert prefetch.torch_dataset(names, output_dir=str(tmp_path), by_rank=False).shard() == (names, [])
+    two = prefetch.torch_dataset(names[:2], output_dir=str(tmp_path))
+    with pytest.raises(UsageError, match="2 name"):  # fewer names than ranks: rank 2 would have none
+        two.shard()
+    with pytest.raises(UsageError, match="2 name"):
+        list(two)  # (iterating: every rank, not only the empty one, so none trains on alone)
+    assert prefetch.torch_dataset(names[:2], output_dir=str(tmp_path), by_rank=False).shard() == (names[:2], [])
     made = prefetch.torch_dataset(names, output_dir=str(tmp_path))
     for rank, world in (("3", "3"), ("-1", "2"), ("one", "2"), ("0", "0")):
         monkeypatch.setenv("RANK", rank)

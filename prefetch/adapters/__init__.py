@@ -41,7 +41,8 @@ def torch_dataset(names, *, samples: bool = False, transform=None, by_rank: bool
     ``progress=True`` is given.
 
     Raises:
-        UsageError: with ``by_rank``, ``RANK`` / ``WORLD_SIZE`` that are not a rank of a world.
+        UsageError: with ``by_rank``, ``RANK`` / ``WORLD_SIZE`` that are not a rank of a world;
+        when an epoch starts, fewer names than ranks.
     """
     from prefetch.adapters.torch_data import StreamDataset
     from prefetch.api import _names, switch

@@ -40,6 +40,12 @@ class StreamDataset(torch.utils.data.IterableDataset):
         items = [*((True, n) for n in self.names), *((False, u) for u in self.urls)]
         if self.by_rank:
             rank, world = self.rank_and_world()
+            if len(items) < world:  # (a rank with nothing would end its epoch at once: DDP waits for it for ever)
+                from prefetch.errors import UsageError
+
+                raise UsageError(f"torch_dataset: {len(items)} name(s) for {world} ranks: names are dealt to "
+                                 "the ranks whole (an hf:// repo or a dataset is one name); give at least one "
+                                 "per rank (the shards' URLs), or by_rank=False for every rank to read them all")
             items = items[rank::world]
         info = torch.utils.data.get_worker_info()
         if info is not None:
