@@ -186,6 +186,8 @@ def fetch_files(
         # second thread, waiting on that import, the half-made module ("module 'json' has no
         # attribute 'dumps'", an internal error instead of the too-many-open-files line).
         import json  # noqa: F401
+
+        import prefetch.net.direct  # noqa: F401  (the same for the requests' route: "cannot import name 'plain_url'")
     try:
         hosts = options.transfer.hosts
         run_in_order(len(plans), run_lane if lane is not None else run, workers=workers, stop=stop,

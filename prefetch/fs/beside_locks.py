@@ -277,11 +277,9 @@ except (ValueError, OSError, AttributeError):  # pragma: no cover
 
 
 def lock_new_part(fd: int, final, part: str) -> bool:
-    """Lock the ``.part`` the bulk lane just made (``fd``, ``O_EXCL``) and make sure no run holds
-    ``final``'s beside lock; False (the ``.part`` removed, or left to the run that opened it
-    first, ``fd`` closed): the file goes the usual path, which waits for that run."""
-    from prefetch.fs.safefs import remove_own
-
+    """Lock the ``.part`` the bulk lane just made (``fd``, ``O_EXCL``, nothing written yet) and make
+    sure no run holds ``final``'s beside lock; False (``fd`` closed, the empty ``.part`` left to
+    that run): the file goes the usual path, which waits for that run."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:  # another run's usual path opened it first: it is theirs now
@@ -290,11 +288,10 @@ def lock_new_part(fd: int, final, part: str) -> bool:
     except OSError:  # no flock on this filesystem: the .part checks before the rename still hold
         pass
     if beside_is_held(final):  # (taken before our .part existed: that run goes on, this file goes back)
-        try:
-            if _same(os.fstat(fd), part):
-                remove_own(part)
-        finally:
-            os.close(fd)
+        # The empty .part stays: that run's engine may have opened it already (it opens the
+        # .part without O_EXCL) and would find the name gone when it renames; it takes it as
+        # its own, or, if that run goes no further, this run's usual path does.
+        _release(fd)
         return False
     return True
 
