@@ -16,6 +16,8 @@ the examples leave to the reader is filled in, and only that:
 * the names a block uses without defining (``shard_urls``, ``hashes``, ``url``,
   ``train_on``, ``decode``) are defined before the first block; the shell gets get.md's own
   ``urls.txt``, a ``shards.txt``, adding.md's ``mirrors.toml`` and a ``preprocess.py``;
+* what torchrun sets (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``) is set for one
+  rank of one on 127.0.0.1, so streaming.md's DDP blocks run in the page's one process;
 * Keras's own check of the real datasets' hashes accepts the synthetic files, and a
   download Keras tries itself fails the example (as in test_keras.py).
 
@@ -32,6 +34,7 @@ import os
 import re
 import subprocess
 import sys
+import socket
 import tarfile
 from pathlib import Path
 
@@ -105,6 +108,12 @@ def fill_in(code: str, base: str, files: dict[str, bytes]) -> str:
     return code
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 PRELUDE = '''
 import hashlib, os, sys
 from pathlib import Path
@@ -148,6 +157,9 @@ def run_page(page: str, home: Path, work: Path, base: str, files: dict[str, byte
     env = dict(os.environ)
     env["KERAS_BACKEND"] = "numpy"
     env["PYTHONPATH"] = str(ROOT)
+    # What torchrun sets for the DDP example (streaming.md), one rank of one on loopback
+    env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(free_port()))
     return subprocess.run([sys.executable, "-c", "\n".join(script)], cwd=work, env=env,
                           capture_output=True, text=True, timeout=300)
 
