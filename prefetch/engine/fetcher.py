@@ -325,9 +325,6 @@ class Fetcher:
             asked = time.monotonic()
             if known_size is None and self.t.probe_asked is None:
                 self.t.probe_asked = asked  # (the main loop opens connections ahead while it waits: preconnect.py)
-                if self.t.opt.preconnect and not self.inline:
-                    with self.t.lock:  # (its wait began before this: it times the first step from now)
-                        self.t.wake.notify_all()
             try:
                 resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
             finally:
