@@ -30,6 +30,7 @@ from prefetch.engine.stream import stream_body
 
 _OVERLAP = 64 << 10  # bytes asked again when a stream nothing can check resumes
 _SPLICE_FROM = 1 << 20  # bodies this long open the worker's pipe (a small file never needs one)
+_LATE = 1.0  # seconds a refused worker waits, at most, for the answers of requests still out
 class _HandedOver(BaseException):
     """The inline first request's answer is long: a worker thread reads it on (Fetcher._hand_over)."""
 
@@ -326,9 +327,6 @@ class Fetcher:
             asked = time.monotonic()
             if known_size is None and self.t.probe_asked is None:
                 self.t.probe_asked = asked  # (the main loop opens connections ahead while it waits: preconnect.py)
-                if self.t.opt.preconnect and not self.inline:
-                    with self.t.lock:  # (its wait began before this: it times the first step from now)
-                        self.t.wake.notify_all()
             try:
                 resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
             finally:
@@ -360,8 +358,12 @@ class Fetcher:
         Returns False when it is not (yet) taken as a connection cap: the usual path follows.
         """
         # Requests sent together (a long route opens its connections at once) answer
-        # together: let the others' answers arrive before counting who delivers.
+        # together: let the others' answers arrive before counting who delivers (and those
+        # still on their way: a served answer can come after the refusals, ``_LATE``).
         self._pause(min(self.t.latency or 0.0, 1.0))
+        until = time.monotonic() + _LATE
+        while self.t.asking(worker_id) and time.monotonic() < until:
+            self._pause(0.01)
         with self.t.lock:
             delivering = len([w for w in self.t.answered - {worker_id} if self.t.worker_source.get(w) is src])
             limit, first = self.t.retries.refused(delivering=delivering, live_sources=len(self.t.sources.live()),

@@ -8,14 +8,9 @@ no request (``Client.connect``), each on the thread that will run it as a worker
 steps: after ``long_route`` seconds without it (the answer will be judged at least "long?",
 and after any such answer the ramp opens ``initial_connections``), that many; after
 ``2 x long_route`` (the route judge will call the route long, and the ramp will open the
-long-route count at once) the rest of the long-route count. The probe's worker wakes the main
-loop as it asks (its wait, begun before, ran out at 50 ms, and the first step came no sooner).
-A mirror 30 ms away answers the probe in ~62 ms: its other connections, opened at ~43 ms,
-carried their first bytes ~45 ms after the probe's (their handshakes ended ~10 ms after its
-answer), against ~66 ms when they were opened after its answer. Opened at half
-``long_route`` they carried them ~41 ms after it, 5 ms less of the capped bench row in 14
-pairs, but a file that fits the probe's answer (no size hint) from a host 10-20 ms away then
-had seven connections opened for nothing: the step stays at ``long_route``.
+long-route count at once) the rest of the long-route count. A mirror 30 ms away answers the
+probe in ~62 ms: its other connections, opened at ~43 ms, carried their first bytes ~37 ms
+after the probe's, against ~66 ms when they were opened after its answer.
 Once the size is known the transfer's main loop hands each a worker id
 (:meth:`Preconnects.start`) instead of starting a new thread, and its range request goes
 out at once on the open connection: the handshake overlapped the probe's wait.

@@ -35,6 +35,13 @@ class WorkerCalls:
         unanswered = self.active_workers - len(self.answered)
         return self.active_workers - self.worker_limit > unanswered
 
+    def asking(self, worker: int) -> bool:
+        """Workers other than ``worker`` wait for their first answer (a request out, neither
+        answered nor refused: those wait out a pause)."""
+        with self.lock:
+            mine = 0 if worker in self.answered else 1
+            return self.active_workers - len(self.answered) - self.pausing - mine > 0
+
     def quitting(self, src: Source, generation: int) -> bool:
         """A worker's read loop should end now (asked before each read)."""
         if self.inline_tick is not None:
