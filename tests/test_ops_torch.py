@@ -237,14 +237,15 @@ def test_clean_removes_what_a_killed_run_left_in_the_checkpoints_and_the_root(ho
     young = run_cli("clean", "--root", str(root), "--older-than", "1h", "--json", env=env)
     left = {Path(r["path"]).name for r in json.loads(young.stdout)["removed"]}
     assert left == {".cifar-10-batches-py.extract-0badf00d", ".data.extract-deadbeef"}  # temps go whatever their age
-    in_hub = {p.name for p in hub.iterdir()}  # the .part, and its .part.json once the run had saved one
-    assert name + ".part" in in_hub and in_hub <= {name + ".part", name + ".part.json"}, in_hub
+    # the .part, its .part.json once the run had saved one, and the lock beside it that kill -9 left
+    in_hub = {p.name for p in hub.iterdir()}
+    assert name + ".part" in in_hub and in_hub <= {name + ".part", name + ".part.json", name + ".part.lock"}, in_hub
     cleaned = run_cli("clean", "--root", str(root), "--older-than", "0", "--json", env=env)
     assert cleaned.returncode == 0, cleaned.stderr
     removed = {Path(r["path"]).name for r in json.loads(cleaned.stdout)["removed"]}
-    assert in_hub | {"train-images-idx3-ubyte.gz.part", "train-images-idx3-ubyte.gz.part.json",
-                     "cifar-10-python.tar.gz.part"} <= removed
-    assert not [p for p in hub.iterdir()]
+    assert (in_hub - {name + ".part.lock"}) | {"train-images-idx3-ubyte.gz.part", "train-images-idx3-ubyte.gz.part.json",
+                                               "cifar-10-python.tar.gz.part"} <= removed
+    assert not [p for p in hub.iterdir()]  # the lock file too (gone with the lock, as a finished run's)
     assert sorted(p.name for p in (root / "MNIST" / "raw").iterdir()) == ["mine.txt"]
 
     import prefetch  # the Python API: the same, with root=
