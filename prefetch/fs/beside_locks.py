@@ -218,15 +218,24 @@ def _wait(fd: int, path: str, final, timeout: float, stop, on_wait) -> bool | No
         raise LockTimeoutError(f"{final} is being downloaded by {_waiting(fd, path).describe()}")
     if on_wait is not None:
         on_wait(_waiting(fd, path))
+    return _poll(fd, os.path.basename(os.fspath(final)), timeout, stop,
+                 lambda: f"{final} is being downloaded by {_waiting(fd, path).describe()}; "
+                         f"waited {timeout:.0f}s. Wait for it or stop that download")
+
+
+def _poll(fd: int, name: str, timeout: float, stop, timed_out: Callable[[], str]) -> bool | None:
+    """``_flock(fd)`` every ``_POLL`` s until it is not False (its answer), within ``timeout``.
+
+    Raises:
+        LockTimeoutError: ``timed_out()``'s words. InterruptedTransferError: ``stop`` was set.
+    """
     deadline = time.monotonic() + timeout
     while True:
         if stop is not None and stop.is_set():
-            raise InterruptedTransferError(f"{os.path.basename(os.fspath(final))}: stopped while waiting for "
-                                           "another download of it")
+            raise InterruptedTransferError(f"{name}: stopped while waiting for another download of it")
         left = deadline - time.monotonic()
         if left <= 0:
-            raise LockTimeoutError(f"{final} is being downloaded by {_waiting(fd, path).describe()}; "
-                                   f"waited {timeout:.0f}s. Wait for it or stop that download")
+            raise LockTimeoutError(timed_out())
         if stop is not None:
             stop.wait(min(left, _POLL))
         else:
@@ -321,19 +330,8 @@ def wait_for_part_writer(part: str, *, timeout: float, stop: threading.Event | N
             return False
         if on_wait is not None:
             on_wait()
-        deadline = time.monotonic() + timeout
-        while True:
-            if stop is not None and stop.is_set():
-                raise InterruptedTransferError(f"{os.path.basename(part)}: stopped while waiting for another "
-                                               "download of it")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise LockTimeoutError(f"{part} is being written by another process; waited {timeout:.0f}s")
-            if stop is not None:
-                stop.wait(min(left, _POLL))
-            else:
-                time.sleep(min(left, _POLL))
-            if _flock(fd) is not False:
-                return True
+        _poll(fd, os.path.basename(part), timeout, stop,
+              lambda: f"{part} is being written by another process; waited {timeout:.0f}s")
+        return True
     finally:
         _release(fd)
