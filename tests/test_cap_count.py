@@ -17,6 +17,7 @@ import re
 import time
 
 from prefetch.engine.options import TransferOptions
+from prefetch.model.events import EventKind
 from prefetch.engine.transfer import download_to_part
 from prefetch.net.http import Timeouts
 from tests.keepalive import Listener
@@ -63,14 +64,19 @@ def test_a_cap_is_counted_with_the_connection_whose_answer_comes_late(tmp_path):
     opts = TransferOptions(initial_connections=4, max_connections=4, first_request=256 * KiB, request_min=128 * KiB,
                            request_max=128 * KiB, min_split=64 * KiB, backoff_base=0.05, backoff_cap=0.1,
                            timeouts=Timeouts(connect=5, read=5))
+    events = []
     try:
         part = tmp_path / "file.bin.part"
         result = download_to_part(urls=[server.url], part=part, state_file=tmp_path / "file.bin.part.json",
-                                  algorithm="sha256", options=opts)
+                                  algorithm="sha256", options=opts, on_event=events.append)
     finally:
         server.close()
     assert part.read_bytes() == DATA and result.digest == hashlib.sha256(DATA).hexdigest()
     assert server.refused >= 2  # (two refusals: the second sets the cap)
-    # The late connection went on serving ranges beside the probe's: the cap was counted as two.
-    # (Counted before its answer, it was one: the late connection stepped back after its first.)
-    assert server.served.get(2, 0) >= 3, server.served
+    # The cap was counted as two, the late connection with the probe's ...
+    notes = [e.message for e in events if e.kind is EventKind.NOTE]
+    assert any("staying at 2 connections" in n for n in notes), notes
+    # ... and the late connection went on serving ranges beside the probe's. (Counted before its
+    # answer, the cap was one: the late connection stepped back after its first.) How many more
+    # it serves is the machine's timing (a loaded CI runner once gave it 2 of 12): not asserted.
+    assert server.served.get(2, 0) >= 2, server.served
