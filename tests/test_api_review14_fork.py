@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.origin_faults import Delay
@@ -41,7 +42,7 @@ def child():  # a DataLoader worker's first file: its own small download, then i
 
 thread = threading.Thread(target=download)
 thread.start()
-time.sleep(0.3)  # the parent's request now awaits its head (a Delay at the origin): a deadline is booked
+sys.stdin.readline()  # the test's word: the origin holds the request (a Delay): its head's deadline is booked
 worker = multiprocessing.get_context("fork").Process(target=child, daemon=True)
 worker.start()
 thread.join()
@@ -55,16 +56,31 @@ def test_a_forked_child_downloading_does_not_cut_the_parents_connection(origin, 
     big = os.urandom(8 * MiB)
     origin.put("big.bin", big)
     origin.put("small.bin", os.urandom(1000))
-    origin.add_fault(Delay(path="/big.bin", seconds=1.0))
+    origin.add_fault(Delay(path="/big.bin", seconds=1.5))
     origin.rate = 1 * MiB  # ~8 s of body (each answer: the child's is not held up): the parent's head deadline (3 s) passes mid-body
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
     big_out, small_out = tmp_path / "big.bin", tmp_path / "small.bin"
-    done = subprocess.run([sys.executable, str(script), origin.url_for("big.bin"), str(big_out),
-                           origin.url_for("small.bin"), str(small_out), "3"],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "parent downloaded" in done.stdout
+    parent = subprocess.Popen([sys.executable, str(script), origin.url_for("big.bin"), str(big_out),
+                               origin.url_for("small.bin"), str(small_out), "3"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        # The fork comes once the origin holds the parent's request, not after a fixed sleep: on a
+        # loaded machine the parent's thread was still importing prefetch's modules 0.3 s in, and a
+        # child forked then waits forever for the import lock that thread held (CPython's per-module
+        # import locks are not reset in a forked child): its own download never ran.
+        deadline = time.monotonic() + 60
+        while origin.pending_faults and parent.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        parent.stdin.write("fork\n")
+        parent.stdin.flush()
+        out, err = parent.communicate(timeout=120)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.communicate()
+    assert parent.returncode == 0, err[-3000:]
+    assert "parent downloaded" in out
     assert big_out.read_bytes() == big
     assert small_out.stat().st_size == 1000
     requests = origin.data_requests("big.bin")
