@@ -224,6 +224,29 @@ def test_a_watched_slow_probe_climbs_from_initial_connections_as_before():
     assert ramp.done and counts[-1] == 32
 
 
+def watched_on_a_long_route(wait_per_second: float) -> list[int]:
+    """A polite ramp whose first answer came late (a "long" route) and whose two threads, over
+    the watch, each waited ``wait_per_second`` for a CPU and ran 0.02 s a second (schedstat's
+    numbers, as ``fs.processes.cpu_and_wait`` reads them); the link brings 20 MB/s."""
+    ramp = Ramp(TransferOptions(initial_connections=8, max_connections=32, long_route_connections=12,
+                                one_connection_rate=200e6))
+    counts = []
+    for step in range(20):
+        now = step * 0.05
+        sched = {tid: (0.02 * now, wait_per_second * now) for tid in (101, 102)}
+        counts.append(ramp.update(now, int(20e6 * now), alive=counts[-1] if counts else 1, answered=1,
+                                  latency=0.2, route="long", cpu=0.04 * now, sched=sched))
+    return counts
+
+
+def test_a_watched_probe_that_waited_for_the_cpu_stays_at_one_connection_on_any_route():
+    """A polite job beside a training loop: its threads spent the watch waiting for the CPU,
+    not for the network (its answers late for it, the route looked long): one connection, no
+    long-route jump; the same numbers with the threads asleep (a real long route) jump."""
+    assert set(watched_on_a_long_route(0.6)) == {1}
+    assert watched_on_a_long_route(0.01)[-1] == 12
+
+
 def test_without_one_connection_rate_the_ramp_opens_its_initial_count_at_once():
     ramp = Ramp(TransferOptions(initial_connections=8, max_connections=32))
     assert drive(ramp, lambda n: 500e6, cpu_load=1.0, steps=1) == [8]

@@ -28,9 +28,10 @@ class Ramp:
     costs less than ``ramp_gain`` of the rate, down to ``_FEWEST``: on loopback or a LAN,
     where a connection is limited by the machine's CPU, not by the network, two
     connections move the bytes as fast as sixteen for a fraction of the CPU. With
-    ``one_connection_rate`` (a polite background job's), the probe's connection on a
-    short route is first watched alone (``_watch_one``): one that fast starts the climb
-    from one connection instead of ``initial_connections``, and a descent may end at one.
+    ``one_connection_rate`` (a polite background job's), the probe's connection is first
+    watched alone (``_watch_one``): one that fast on a short route starts the climb from
+    one connection instead of ``initial_connections``, and a descent may end at one; one
+    held back by a CPU other work keeps busy stays the only one.
 
     A window shows a gain soon, but a verdict that lowers the count or stops the climb
     needs more: the process busy on the CPU through the window (``cpu``: its CPU seconds,
@@ -47,6 +48,7 @@ class Ramp:
     _ONE_BYTES = 8 << 20  # ... or until it has brought this much
     _SURE_WINDOW = 1.0  # seconds of a step before "more connections do not pay" is believed
     _CPU_BOUND = 0.85  # CPU seconds per second of the window: the machine is the limit
+    _BUSY_WAIT = 0.5  # seconds waiting for a CPU per second of the watch: other work holds the machine
 
     def __init__(self, opt) -> None:
         self.opt = opt
@@ -60,16 +62,28 @@ class Ramp:
         self.descending = False  # halving: more connections did not pay
         # The probe's connection alone on a short route: None before it is watched, then
         # (start, bytes then), then False once judged (see _watch_one).
-        self.one: tuple[float, int] | bool | None = None if opt.one_connection_rate else False
+        self.one: tuple[float, int, dict | None] | bool | None = None if opt.one_connection_rate else False
         self.fewest = self._FEWEST  # the fewest connections a descent goes to (1 once started from one)
 
+    @property
+    def watching(self) -> bool:
+        """The probe's connection is (or is about to be) watched alone: ``update`` wants ``sched``."""
+        return self.one is not False
+
     def update(self, now: float, downloaded: int, *, alive: int, answered: int, latency: float,
-               route: str | None = None, cpu: float | None = None) -> int:
+               route: str | None = None, cpu: float | None = None,
+               sched: dict[int, tuple[float, float]] | None = None) -> int:
         """The connection count to run now.
 
         ``route``: from :class:`RouteJudge` (None before the first answer); ``cpu``: the
-        process's CPU seconds so far (``time.process_time()``; None: unknown, never busy).
+        process's CPU seconds so far (``time.process_time()``; None: unknown, never busy);
+        ``sched``: while ``watching``, its threads' seconds on a CPU and waiting for one
+        (``fs.processes.cpu_and_wait``; None: unknown).
         """
+        if self.one is not False:
+            watched = self._watch_one(now, downloaded, route, sched)
+            if watched is not None:
+                return watched
         if not self.judged_route and route == "long":
             # Round trips this long make every connection window- or throttle-bound, and
             # each step would cost seconds to judge: open the long-route count together.
@@ -84,10 +98,6 @@ class Ramp:
             self.target = min(self.opt.initial_connections, self.opt.max_connections)
             self.done = self.target >= self.opt.max_connections
             self.step_started = self.window = self.last_rate = None
-        if self.one is not False and not self.jumped:
-            watched = self._watch_one(now, downloaded, route)
-            if watched is not None:
-                return watched
         if self.done:
             return self.target
         if self.step_started is None:
@@ -138,8 +148,9 @@ class Ramp:
         self._next_step(now)
         return self.target
 
-    def _watch_one(self, now: float, downloaded: int, route: str | None) -> int | None:
-        """One connection while the probe's is watched alone on a short route (None: go on).
+    def _watch_one(self, now: float, downloaded: int, route: str | None,
+                   sched: dict[int, tuple[float, float]] | None) -> int | None:
+        """One connection while the probe's is watched alone (None: go on).
 
         On loopback or a LAN one connection moves several hundred MB/s and every added one
         costs threads and wake-ups for nothing: on this 2-core VM a training loop beside a
@@ -149,20 +160,38 @@ class Ramp:
         throttled one (a CDN's 10 MB/s) starts from ``initial_connections`` as before, a
         tenth of a second later (which is why only background jobs watch: a foreground
         download on a throttled link would pay that wait).
+
+        On a machine busy with other work (the training a polite job runs beside) the job,
+        at nice 19, gets the CPU a fraction of the time and no connection brings 200 MB/s:
+        the rate alone sent it up the ramp to 8 connections, 8 threads asking for the CPU
+        the training holds (or, its answers read late, took the route for a long one and
+        opened 12). So the watch, on any route, also reads its threads' seconds on a CPU and
+        waiting, runnable, for one (``sched``): waiting for it at least half the window
+        (``_BUSY_WAIT``, summed over threads) and longer than they ran, the job waits for the
+        CPU other work holds, not for the network: it stays at one connection. Otherwise a
+        long or uncertain route goes the ramp's own way, its jump a tenth of a second later.
         """
         if route is None:
             return 1  # no answer judged yet
-        if route != "short":
-            self.one = False  # a long or uncertain route: the ramp's own way
-            return None
         if self.one is None:
-            self.one = (now, downloaded)
+            self.one = (now, downloaded, sched)
             return 1
-        start, base = self.one
+        start, base, sched_base = self.one
         if now - start < self._ONE_WATCH and downloaded - base < self._ONE_BYTES:
             return 1
         self.one = False
-        if (downloaded - base) / max(now - start, 1e-6) >= self.opt.one_connection_rate:
+        took = max(now - start, 1e-6)
+        if sched is not None and sched_base is not None:
+            both = sched.keys() & sched_base.keys()  # (a thread that ended took its seconds with it)
+            ran = sum(sched[k][0] - sched_base[k][0] for k in both)
+            waited = sum(sched[k][1] - sched_base[k][1] for k in both)
+            if waited / took >= self._BUSY_WAIT and waited > ran:
+                # More threads would only ask for the CPU the other work holds: one, for good
+                # (no climb, no long-route jump: its answers were late for want of the CPU).
+                self.target = self.fewest = 1
+                self.done = self.judged_route = True
+                return 1
+        if route == "short" and (downloaded - base) / took >= self.opt.one_connection_rate:
             self.target = self.fewest = 1
             self.done = self.target >= self.opt.max_connections
         return None

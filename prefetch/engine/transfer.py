@@ -25,6 +25,7 @@ from prefetch.errors import InterruptedTransferError, RemoteChangedError
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.engine.fetcher import Fetcher
 from prefetch.fs.files import mib
+from prefetch.fs.processes import cpu_and_wait
 from prefetch.fs.safefs import as_path
 from prefetch.engine.ranges import RangeSet
 from prefetch.engine.part_file import PartFile
@@ -287,9 +288,9 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                 elif ramp is None:
                     target = fixed
                 else:
-                    target = ramp.update(now, self.downloaded, alive=alive, answered=answered,
-                                         latency=self.latency or 0.0, route=self.route.route,
-                                         cpu=time.process_time())
+                    target = ramp.update(now, self.downloaded, alive=alive, answered=answered, latency=self.latency or 0.0,
+                                         route=self.route.route, cpu=time.process_time(),
+                                         sched=cpu_and_wait() if ramp.watching else None)
                 if self.host is not None:
                     self.host.relax(now, self.opt.cap_retry)  # a cap the host set is tried higher now and then
                     target = min(target, self.host.share())  # the host's budget, split between its files

@@ -48,3 +48,26 @@ def is_process_alive(pid: int | None, start: int | None = None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+
+def cpu_and_wait() -> dict[int, tuple[float, float]] | None:
+    """For each live thread of this process: seconds it ran on a CPU and seconds it waited,
+    runnable, for one (the run queue), from ``/proc/self/task/*/schedstat``; None where the
+    kernel does not keep them (not Linux, no schedstat). (Per thread: compare two of these
+    over the threads in both, a thread that ended took its seconds with it.)"""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    seconds = {}
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat", "rb") as fh:
+                fields = fh.read().split()
+            seconds[int(task)] = int(fields[0]) / 1e9, int(fields[1]) / 1e9
+        except FileNotFoundError:
+            continue  # (a thread that ended meanwhile)
+        except (OSError, ValueError, IndexError):
+            return None
+    return seconds
