@@ -7,6 +7,13 @@ served ones' answers were in, the cap came out as the probe's one connection and
 ``cap_retry`` (at load ~6 one bench capped run in 14 took 25.8 s, 48 MiB at one connection's
 2 MiB/s, on main as on this branch: the likely cause, not traced). A scripted server on
 127.0.0.1 counts, per connection, the ranges it served.
+
+Under load (pip unpacking and byte-compiling beside it) the note said 1 in 4 of 40 runs: the
+probe's answer came after 40 ms, so the transfer opened connections ahead of it
+(``engine/preconnect.py``), and the pass of the main loop that had counted one connection
+for the probe (size unknown) saw the size the answer had just set and sent them all back
+unused: the server's second connection carried no request, and the workers' new ones were
+refused. A pass now reads the size once (``engine/transfer.py``).
 """
 
 from __future__ import annotations

@@ -271,8 +271,9 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                         ended = True
                         raise self.restart
                     finished = self._finished_locked()
-                    alive = self.active_workers
-                    answered = len(self.answered)
+                    alive, answered = self.active_workers, len(self.answered)
+                    sized = self.size is not None  # (one view a pass: the probe's answer sets it meanwhile)
+                    one_stream = not (sized and self.ranges_ok) or self.sources.pinned is not None
                 if finished:
                     ended = True
                     return
@@ -283,7 +284,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                 now = time.monotonic()
                 self.conn_rate = recent.update(now, self.downloaded) / max(1, alive)
                 self.schedule.pace(self.conn_rate, self.route.fastest, max(_STRAGGLER, 4 * (self.latency or 0.0)))
-                if not (self.size is not None and self.ranges_ok) or self.sources.pinned is not None:
+                if one_stream:
                     target = 1  # a probe first; no Range support, or one stream: one connection
                 elif ramp is None:
                     target = fixed
@@ -336,7 +337,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                         thread.start()
                     next_id += 1
                     threads.append(thread)
-                if self.size is not None and self.ahead.waiting:
+                if sized and self.ahead.waiting:  # (not the size the answer set after target was 1 for the probe)
                     self.ahead.close()  # opened ahead but not called for: back to the host's warm ones
                 if self.algorithm and self._hasher is None and self.done.prefix_end() >= _HASH_THREAD_AFTER:
                     self._start_hasher()  # a small file is hashed at the end instead (no thread)
