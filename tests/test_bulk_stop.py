@@ -10,6 +10,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from tests.bulk_origin import BulkOrigin
@@ -65,6 +66,40 @@ def test_kill_9_mid_batch_then_the_same_command_finishes(home, tmp_path, cli):
     assert sorted(p.name for p in out.iterdir()) == sorted(files)
     assert not before & set(resent), "a placed file is not fetched again"
     assert len(resent) == len(set(resent)) == COUNT - len(before), "each unplaced file is asked once more"
+
+
+HOLDER = r"""
+import sys, time
+from prefetch.fs.beside_locks import beside_lock
+with beside_lock(sys.argv[1], timeout=0):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_lock_file_a_killed_run_left_beside_a_file_goes_when_the_next_run_places_it(home, tmp_path, cli):
+    """A run killed (-9) while its usual path held a file's beside lock leaves the lock file (its
+    flock goes with the process). The next run's lane took that file, placed it and left
+    ``f010.bin.part.lock`` beside it for good (the test above met it under load, the killed run's
+    usual path holding a file then); a lock file there now sends the file the usual way, which
+    takes the lock and removes it."""
+    files = _files()
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out / "f010.bin")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (out / "f010.bin.part.lock").exists()  # (what kill -9 leaves)
+    with BulkOrigin(files) as origin:
+        listing = _listing(tmp_path / "urls.txt", origin, files)
+        again = cli("get", "-i", listing, "-P", str(out), "-q")
+        assert origin.pipelined() > 10, "the lane took the list"
+    assert again.returncode == 0, again.stderr
+    assert _placed(out, files) == COUNT
+    assert sorted(p.name for p in out.iterdir()) == sorted(files)
 
 
 def test_fail_fast_at_a_404_inside_a_batch_stops_the_list(home, tmp_path):
