@@ -337,7 +337,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                         thread.start()
                     next_id += 1
                     threads.append(thread)
-                if sized and self.ahead.waiting:  # (not the size the answer set after target was 1 for the probe)
+                if sized and self.ahead.waiting:  # (not the size the answer set after target was 1: the next pass, at once)
                     self.ahead.close()  # opened ahead but not called for: back to the host's warm ones
                 if self.algorithm and self._hasher is None and self.done.prefix_end() >= _HASH_THREAD_AFTER:
                     self._start_hasher()  # a small file is hashed at the end instead (no thread)
@@ -354,7 +354,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                     last_progress = now
                 due = self.ahead.due(time.monotonic(), self.probe_asked) if self.opt.preconnect else None
                 with self.lock:
-                    if not (self.fatal or self.restart or self._finished_locked()):
+                    if not (self.fatal or self.restart or self._finished_locked() or (not sized and self.size is not None)):
                         self.wake.wait(0.05 if due is None else min(0.05, due + 0.001))  # (a step of preconnect.py on time)
         finally:
             self._end_generation(threads, wait=ended)
