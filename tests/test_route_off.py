@@ -66,15 +66,17 @@ def test_a_refused_mirror_gives_way_to_the_origin_at_once(home, origin, tmp_path
     assert not _retry_notes(got.stderr) and not _errors(got.stderr), got.stderr
 
 
-def test_a_server_restarting_after_it_was_reached_keeps_the_retries(home, tmp_path):
+@pytest.mark.parametrize("host", ["127.0.0.1", "files.example.org"])
+def test_a_server_restarting_after_it_was_reached_keeps_the_retries(home, tmp_path, host):
     """A file came from the host in this process (a kernel's earlier ensure()); it then refuses
-    connects for a while (restarting): the next file waits it out instead of giving up after four."""
+    connects for a while (restarting): the next file waits it out instead of giving up after four.
+    (A name ``PREFETCH_RESOLVE`` sends to an address is remembered by its name.)"""
     server, again, done = OriginServer().start(), OriginServer(), threading.Event()
     port = server.port
     try:
         server.put("a.bin", b"a" * 20_000)
-        env = _env(PREFETCH_RETRIES="50", PREFETCH_TIMEOUT="300")
-        assert get_file(server.url_for("a.bin"), tmp_path / "a.bin", env=env).exit_code == 0
+        env = _env(PREFETCH_RETRIES="50", PREFETCH_TIMEOUT="300", PREFETCH_RESOLVE=f"{host}=127.0.0.1")
+        assert get_file(f"http://{host}:{port}/a.bin", tmp_path / "a.bin", env=env).exit_code == 0
         server.stop()
         again.put("b.bin", b"b" * 20_000)
         events: list = []
@@ -86,7 +88,7 @@ def test_a_server_restarting_after_it_was_reached_keeps_the_retries(home, tmp_pa
             again.start(port)
 
         threading.Thread(target=restart, daemon=True).start()
-        result = get_file(f"http://127.0.0.1:{port}/b.bin", tmp_path / "b.bin", env=env, events=events, deadline=240)
+        result = get_file(f"http://{host}:{port}/b.bin", tmp_path / "b.bin", env=env, events=events, deadline=240)
         assert result.exit_code == 0, result.error
         assert (tmp_path / "b.bin").read_bytes() == b"b" * 20_000
     finally:

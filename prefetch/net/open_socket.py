@@ -166,9 +166,9 @@ def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int
     """
     found = []
     failed: Exception | None = None
-    for name in where.split("|"):
+    for each in where.split("|"):
         try:
-            found += socket.getaddrinfo(idna_free(name.strip("[]")), port, gai_family() if family is None else family,
+            found += socket.getaddrinfo(idna_free(each.strip("[]")), port, gai_family() if family is None else family,
                                         socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as exc:  # (one name of several: the others still race)
             failed = exc
