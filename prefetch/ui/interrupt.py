@@ -214,7 +214,10 @@ def arm_kernel_cells() -> bool:
 
 
 def _arm_cell(*_info) -> None:
-    """The chained handler in front of the cell's (IPython's ``pre_run_cell``, on the main thread)."""
+    """The chained handler in front of the cell's (IPython's ``pre_run_cell``, on the main thread;
+    a cell of an ipykernel subshell runs on its own thread, where no handler can be installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
     with _chain_lock:
         current = signal.getsignal(signal.SIGINT)
         if current is not _on_chained_interrupt:
