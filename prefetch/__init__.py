@@ -80,6 +80,21 @@ _HINTS = {"get": "ensure", "download": "ensure", "rm": "remove", "resume": "ensu
 __getattr__, __dir__ = lazy_names("prefetch", globals(), _LAZY, _SUBMODULES, _HINTS)
 
 
+def _arm_kernel_cells() -> None:
+    """In a notebook kernel, the stop button reaches an ``ensure`` on another thread too
+    (``prefetch.ui.interrupt.arm_kernel_cells``); nothing is imported anywhere else."""
+    import sys
+
+    if "IPython" in sys.modules:
+        from prefetch.ui.interrupt import arm_kernel_cells
+
+        arm_kernel_cells()
+
+
+_arm_kernel_cells()
+del _arm_kernel_cells
+
+
 __all__ = [
     "ExitCode",
     "HashMismatchError",

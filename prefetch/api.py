@@ -13,7 +13,8 @@ is printed. Typical use in a notebook or a training script::
 Progress (tqdm.auto: a widget where ipywidgets is installed, text otherwise)
 is shown in a notebook or on a terminal, never in a log file; ``progress=False``
 turns it off. A kernel interrupt (or Ctrl-C) stops a foreground ``ensure``
-within about a second with ``InterruptedTransferError``; the next call resumes.
+within about a second with ``InterruptedTransferError``; the next call resumes. In a notebook
+kernel so does one on another thread (``prefetch.ui.interrupt.arm_kernel_cells``).
 """
 
 from __future__ import annotations

@@ -126,14 +126,14 @@ class OriginServer(demo.OriginServer):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> OriginServer:
+    def start(self, port: int = 0) -> OriginServer:
         if self.tls and self._server is None:
             self._tmpdir = Path(tempfile.mkdtemp(prefix="origin-tls-"))
             self.ca_path, cert_path, key_path = make_certificates(self._tmpdir)
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(cert_path, key_path)
             self._ssl_context = context
-        return super().start()
+        return super().start(port)
 
     def stop(self) -> None:
         super().stop()

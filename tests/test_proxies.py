@@ -136,7 +136,8 @@ def test_a_proxy_error_page_or_a_dead_proxy_is_a_failing_source_named(home, orig
                    env=env_with(http_proxy=proxy.url_with_credentials))
     assert proc.returncode == 3, proc.stderr
     (error,) = errors_of(proc.stderr)
-    assert f"through the proxy {proxy.url}: Connection refused" in error and PASSWORD not in proc.stderr
+    assert f"the proxy {proxy.url}: Connection refused" in error and PASSWORD not in proc.stderr
+    assert "never reached" in error and "*_proxy" in error, error  # (a proxy that refuses: net/unreachable.py)
 
 
 def test_doctor_says_when_the_proxy_is_what_fails(home, origin, proxy, tmp_path, monkeypatch):

@@ -163,11 +163,12 @@ class OriginServer:
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> OriginServer:
+    def start(self, port: int = 0) -> OriginServer:
+        """Listen on 127.0.0.1:``port`` (0: a free one; a test restarts a server where it was)."""
         if self._server is not None:
             return self
         self._stopping.clear()
-        self._server = server = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._server = server = _HTTPServer(("127.0.0.1", port), _Handler)
         server.origin = self
         self.port = server.server_address[1]
         self.url = f"{self.scheme}://127.0.0.1:{self.port}/"

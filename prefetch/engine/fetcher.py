@@ -184,6 +184,8 @@ class Fetcher:
                     src.effective_url = None  # a redirect to a portal's login page must not stick
                 if exc.unresolved is not None:
                     self.t.retries.unresolved.append(exc.unresolved)  # (a source dropped: named in the last one's line)
+                elif exc.unreached is not None:
+                    self.t.retries.unreached.append(exc.unreached)
                 if self._dead(src, exc) and self.t.drop_source(src, exc.cause, distrust=False):
                     if exc.kind == Failure.UNREACHABLE:  # DNS, refused: worth another try later in a long run
                         src.revive_at = time.monotonic() + self.t.opt.revive_after

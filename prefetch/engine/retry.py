@@ -29,7 +29,7 @@ import time
 from prefetch.engine.recovery import CapRecovery
 from prefetch.errors import NetworkError
 from prefetch.net.failures import Failure
-from prefetch.net.unresolved import verdict
+from prefetch.net import unreachable, unresolved
 
 CROWDED = (429, 503)  # refusals that, while other connections deliver, mean "fewer connections"
 
@@ -47,6 +47,7 @@ class RetryPolicy:
         self.progress_at = time.monotonic()  # when the last byte arrived (or the transfer started)
         self.wave_start = 0.0  # when the last failure counted happened (a try begun before it is of its wave)
         self.unresolved: list = []  # (host, errno, text) of each lookup that failed, sources dropped for it too
+        self.unreached: list = []  # (host, port, errno, text) of each connect refused at once, the same way
 
     def progress(self) -> None:
         """Bytes arrived: the count of failures starts again."""
@@ -70,7 +71,8 @@ class RetryPolicy:
         ``fresh``: no byte of the file arrived in this run yet (only such a transfer gives up at
         its first failure on a host another file just gave up on: one that delivers keeps its retries).
         ``error``: the TransientHTTPError (a name that does not resolve while nothing was reached
-        gives up sooner, saying so: ``net/unresolved.py``).
+        gives up sooner, saying so: ``net/unresolved.py``; so does a connect refused or
+        unreachable at once to a host never reached: ``net/unreachable.py``).
 
         Raises:
             NetworkError: ``max_attempts`` failures in a row, or no byte for the time
@@ -80,14 +82,17 @@ class RetryPolicy:
         if kind == Failure.WEB_PAGE:
             message = message.removesuffix(")") + ", then run the same command again)"
         host = self.host
-        if error is not None and error.unresolved is not None:
+        if error is not None and (error.unresolved is not None or error.unreached is not None):
             budget = self.budget(kind)
             over = attempts > opt.max_attempts or (budget is not None and time.monotonic() - self.progress_at >= budget)
-            line = verdict(self.unresolved, attempts, proxy=error.proxy,  # (giving up anyway: said the same way)
-                           now=over or (host is not None and host.given_up and fresh))
-            if line is not None:
+            now = over or (host is not None and host.given_up and fresh)  # (giving up anyway: said the same way)
+            if error.unresolved is not None:
+                line = unresolved.verdict(self.unresolved, attempts, proxy=error.proxy, now=now)
+            else:
+                line = unreachable.verdict(self.unreached, attempts, proxy=error.proxy, now=now)
+            if line is not None:  # (its advice is for a network that is off: running it again would not mend it)
                 self._host_gave_up()
-                raise NetworkError(f"{name}: {line}. Run the same command again to resume")
+                raise NetworkError(f"{name}: {line}")
         if host is not None and host.given_up and fresh and kind != Failure.WEB_PAGE:
             # Another file to this host used its retries (or its --timeout) without a byte, and no
             # file came from the host since: this one does not wait through its own (a list of

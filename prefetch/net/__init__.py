@@ -17,6 +17,8 @@ Owns:
     deadlines.py   one watchdog thread for every response-head deadline (no timer thread per request)
     failures.py    ``Failure`` kinds and ``TransientHTTPError``: what went wrong, retryable or not
     unresolved.py  a name that does not resolve before anything was reached: no internet, said at once
+    unreachable.py a connect refused or unreachable at once to a host never reached: said in seconds;
+                   the next step for a network that is off (``advice``)
     urls.py        which URLs are accepted (``check_url``, ``is_url``), ``redact_url`` for messages
     local.py       ``file://`` origins: a local file answered like a Range server (ETag, If-Range)
     proxies.py     the proxy a URL goes through (no password shown); a failing proxy named

@@ -86,7 +86,8 @@ def _connection_classes():
             try:
                 where = address_for(self.resolve_table, self._dns_host or "")
                 sock = connect_watched(where, self.port, None if self.timeout is _DEFAULT_TIMEOUT else self.timeout,
-                                       self.socket_options, allowed_gai_family(), self.source_address)
+                                       self.socket_options, allowed_gai_family(), self.source_address,
+                                       name=self._dns_host)
             except socket.gaierror as exc:
                 raise NameResolutionError(self.host, self, exc) from exc
             except socket.timeout as exc:

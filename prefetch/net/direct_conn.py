@@ -41,7 +41,7 @@ class Connection:
         ``timeout`` seconds for each; ``timeout`` stays on the socket."""
         _scheme, host, port = self.key
         try:
-            sock = connect_watched(address_for(resolve, host), port, timeout)
+            sock = connect_watched(address_for(resolve, host), port, timeout, name=host)
         except socket.gaierror:
             raise
         except socket.timeout as exc:

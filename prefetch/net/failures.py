@@ -28,10 +28,12 @@ class TransientHTTPError(Exception):
     ``str()`` names the host; ``cause`` is the failure alone ("Connection refused",
     "timed out", "HTTP 503"), for a table that already names the host. ``unresolved``: (host,
     errno, text) when it is a name lookup that failed (the proxy's, with ``proxy`` named);
-    ``net/unresolved.py`` reads them.
+    ``net/unresolved.py`` reads them. ``unreached``: (host, port, errno, text) when the kernel
+    refused the connect itself (refused, no route, a firewall's rule): ``net/unreachable.py``.
     """
 
     unresolved: tuple[str, int, str] | None = None
+    unreached: tuple[str, int, int, str] | None = None
     proxy: str | None = None
 
     def __init__(self, message: str, *, cause: str | None = None, retry_after: float | None = None,

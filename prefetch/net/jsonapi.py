@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 from prefetch.errors import NetworkError, PrefetchError
 from prefetch.net.failures import TransientHTTPError
 from prefetch.net.http import Client, follow_redirects
-from prefetch.net.unresolved import verdict
+from prefetch.net.unreachable import verdict as unreachable_verdict
+from prefetch.net.unresolved import verdict as unresolved_verdict
 from prefetch.net.urls import redact_url
 
 ATTEMPTS = 4
@@ -41,6 +42,7 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
     """
     last = ""
     unresolved: list = []
+    unreached: list = []
     looked_up = False  # the last attempt's name did not resolve (nothing reached): 0.5 s, then 1 s, as get's
     for attempt in range(attempts):
         if attempt:
@@ -50,14 +52,21 @@ def get_json(client: Client, url: str, *, label: str, api: str, refuse: Refusal,
             resp, final = follow_redirects(client, url, headers={"Accept": "application/json"})
         except TransientHTTPError as exc:
             last = str(exc)
+            line = None
             if exc.unresolved is not None:
                 from prefetch.net.open_socket import connected_once
 
                 looked_up = not connected_once()  # (nothing reached: a machine without internet, said at once)
                 unresolved.append(exc.unresolved)
-                line = verdict(unresolved, len(unresolved), proxy=exc.proxy)
-                if line is not None:
-                    raise NetworkError(f"{label}: the {api} API: {line}") from None
+                line = unresolved_verdict(unresolved, len(unresolved), proxy=exc.proxy)
+            elif exc.unreached is not None:
+                from prefetch.net.open_socket import reached
+
+                looked_up = not reached(*exc.unreached[:2])  # (a route that is off: said in seconds, as get's)
+                unreached.append(exc.unreached)
+                line = unreachable_verdict(unreached, len(unreached), proxy=exc.proxy)
+            if line is not None:
+                raise NetworkError(f"{label}: the {api} API: {line}") from None
             continue
         try:
             status = resp.status

@@ -12,7 +12,9 @@ ones (``net/direct_conn.py``, http.client's response on a socket of our own):
   does, or races its several addresses (Happy Eyeballs, RFC 8305), with the sockets known to
   :func:`abort_head` while they connect;
 * :func:`connected_once`: whether any connection of this process was ever made (a lookup
-  that fails before one is a machine without internet: ``net/unresolved.py``);
+  that fails before one is a machine without internet: ``net/unresolved.py``), and
+  :func:`reached`: whether one to a given name and port was (a connect refused or unreachable
+  before one is a route that is off, not a server restarting: ``net/unreachable.py``);
 * :func:`abort_head` shuts down the socket a thread is connecting or waits on for an answer's
   head (``net/read_head.py`` registers that one), so a stop on a thread that runs its request
   itself ends a connect to a host that has stopped answering handshakes too, not after the
@@ -29,12 +31,24 @@ import threading
 
 watched: dict = {}  # thread id -> the socket its request waits on: connecting, or for an answer's head
 _connected: list = []  # [True] once a connect of this process succeeded (connected_once)
+_reached: set = set()  # (name, port) of every connect of this process that succeeded (reached)
 AGAIN = "again"  # PREFETCH_RESOLVE's address for a name whose lookup fails with EAI_AGAIN
 
 
 def connected_once() -> bool:
     """Whether a TCP connect of this process ever succeeded (to any host, a proxy included)."""
     return bool(_connected)
+
+
+def reached(name: str, port: int) -> bool:
+    """Whether a TCP connect of this process to ``name`` (as the URL spells it) and ``port`` ever succeeded."""
+    return (name.lower().strip("[]"), port) in _reached
+
+
+def _mark(name: str, port: int) -> None:
+    _connected[:] = [True]
+    if len(_reached) < 4096:  # (a list of URLs over thousands of hosts: the first ones are remembered)
+        _reached.add((name.lower().strip("[]"), port))
 
 
 def resolve_overrides(env=None) -> dict[str, str | None]:
@@ -134,10 +148,11 @@ NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
 
 def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int | None = None,
-                    source_address=None) -> socket.socket:
+                    source_address=None, *, name: str | None = None) -> socket.socket:
     """A socket connected to ``where`` (a name, an address, or addresses joined by ``|`` from
     ``PREFETCH_RESOLVE``), ``timeout`` on it (None: leave it blocking); while it connects,
-    :func:`abort_head` on this thread shuts it down.
+    :func:`abort_head` on this thread shuts it down. ``name``: the host as the URL spells it
+    (``where`` when None), remembered for :func:`reached` once connected.
 
     A name with one address is connected to as urllib3 does. With several, the connects are
     staggered (Happy Eyeballs, RFC 8305): the families alternate, the next address is tried
@@ -151,16 +166,18 @@ def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int
     """
     found = []
     failed: Exception | None = None
-    for name in where.split("|"):
+    for each in where.split("|"):
         try:
-            found += socket.getaddrinfo(idna_free(name.strip("[]")), port, gai_family() if family is None else family,
+            found += socket.getaddrinfo(idna_free(each.strip("[]")), port, gai_family() if family is None else family,
                                         socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as exc:  # (one name of several: the others still race)
             failed = exc
     if not found and failed is not None:
         raise failed
     if len(found) > 1:
-        return _race(where, _in_turn(where, found), timeout, options, source_address)
+        sock = _race(where, _in_turn(where, found), timeout, options, source_address)
+        _mark(name or where, port)
+        return sock
     me = threading.get_ident()
     error: OSError | None = None
     for family_, kind, proto, _name, address in found:
@@ -174,7 +191,7 @@ def connect_watched(where: str, port: int, timeout, options=NODELAY, family: int
                 sock.bind(source_address)
             watched[me] = sock
             sock.connect(address)
-            _connected[:] = [True]
+            _mark(name or where, port)
             return sock
         except OSError as exc:
             error = exc
@@ -272,7 +289,6 @@ def _race(where: str, found: list, timeout, options, source_address) -> socket.s
                     address = pending.pop(sock)[0]
                     sock.settimeout(timeout)
                     _answered[where] = address[0]
-                    _connected[:] = [True]
                     return sock
                 selector.unregister(sock)
                 pending.pop(sock)

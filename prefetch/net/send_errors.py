@@ -23,6 +23,7 @@ from prefetch.net.failures import (
     spoke_plain_http,
 )
 from prefetch.net.proxies import proxy_for
+from prefetch.net.unreachable import connect_error
 from prefetch.net.unresolved import lookup_error
 from prefetch.net.urls import redact_url
 
@@ -58,11 +59,29 @@ def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseExce
 def transient_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseException:
     error = _transient(exc, url, key)
     lookup = lookup_error(exc)
-    if lookup is not None and isinstance(error, TransientHTTPError):  # (net/unresolved.py: no internet?)
+    if not isinstance(error, TransientHTTPError):
+        return error
+    if lookup is not None:  # (net/unresolved.py: no internet?)
         proxy = proxy_for(url)
         name = key[1].rpartition("@")[2] if not proxy else proxy.partition("://")[2].rstrip("/")
         error.unresolved, error.proxy = (name, lookup.errno, lookup.strerror or str(lookup)), proxy
+    elif (refused := connect_error(exc)) is not None:  # (net/unreachable.py: a route that is off?)
+        proxy = proxy_for(url)
+        host, port = _host_port(proxy or url)
+        error.unreached, error.proxy = (host, port, refused.errno, refused.strerror or str(refused)), proxy
     return error
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    """(host, port) that a connection for ``url`` (or a proxy's URL) goes to, the port spelled out."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return parts.hostname or "", port or (443 if parts.scheme.lower() == "https" else 80)
 
 
 def _transient(exc: BaseException, url: str, key: tuple[str, str]) -> BaseException:

@@ -16,14 +16,15 @@ ever been made (:func:`prefetch.net.open_socket.connected_once`), :func:`verdict
   already asked its servers ``attempts`` times within each of those.
 
 Once anything connected, a lookup that fails is a moment's trouble of a network that works
-and keeps the usual retries (``--retries``, ``--timeout``).
+and keeps the usual retries (``--retries``, ``--timeout``). The line ends with the next step
+for a machine whose network is off (:func:`prefetch.net.unreachable.advice`: the notebook's
+internet switch, a proxy, a mirror, ``prefetch doctor``), not "run the same command again".
 """
 
 from __future__ import annotations
 
 AGAIN_TRIES = 3  # lookups that failed with EAI_AGAIN (nothing reached) before giving up: ~1.5 s of backoff
-HINT = ("this machine may have no internet access (a notebook's Internet setting off: on Kaggle, the "
-        "notebook's Internet switch)")
+HINT = "this machine may have no internet access"
 
 
 def lookup_error(exc: BaseException):
@@ -51,6 +52,7 @@ def verdict(unresolved: list[tuple[str, int, str]], tries: int, *, proxy: str | 
     import socket
 
     from prefetch.net.open_socket import connected_once
+    from prefetch.net.unreachable import advice
 
     if connected_once():
         return None
@@ -60,8 +62,8 @@ def verdict(unresolved: list[tuple[str, int, str]], tries: int, *, proxy: str | 
     said = f"{text}; {tries} tries" if tries > 1 else text
     if proxy:
         return (f"the proxy {proxy}: name lookup failed ({said}) and nothing was reached: check the "
-                f"*_proxy variables; or {HINT}")
+                f"*_proxy variables, or {HINT}; see `prefetch doctor`")
     names = list(dict.fromkeys(h for h, _c, _t in unresolved))
     what = f"{host}: name lookup failed" if len(names) == 1 else \
         f"name lookup failed for {', '.join(names[:-1])} and {names[-1]}"
-    return f"{what} ({said}) and nothing was reached: {HINT}, or the name is wrong"
+    return f"{what} ({said}) and nothing was reached: {HINT}, or the name is wrong. {advice(names)}"

@@ -6,6 +6,13 @@ still verified and put in place (an archive's extraction ends, its archive kept 
 complete ``.part``), and the caller gets its results (the others
 marked ``interrupted``, exit 7). A second interrupt stops at once: the bytes on
 disk stay resumable (only ranges already synced are recorded as done).
+
+Python runs signal handlers on the main thread only, and only the main thread may install
+one. An ``ensure`` on another thread (a thread pool in a notebook cell, a DataLoader's worker
+thread) registers its ``stop`` with the chained handler (:func:`chain_interrupt`'s) instead, and
+in a notebook kernel :func:`arm_kernel_cells` (run at ``import prefetch`` there) puts that handler
+in front of each cell's own for the cell's run: the stop button sets every such ``stop`` and then
+does what it did before (the cell's ``KeyboardInterrupt``).
 """
 
 from __future__ import annotations
@@ -37,10 +44,18 @@ def stop_on_interrupt(
             right after passes False: the outcome is decided, so later interrupts are
             ignored (Python's exit would otherwise die of one, status -2, not 7).
 
-    Outside the main thread (where signals cannot be handled) it does nothing.
+    Outside the main thread (where no handler can be installed) ``stop`` is set by the chained
+    handler while inside (:func:`arm_kernel_cells`: a notebook kernel's cells have it), and only
+    the first interrupt counts: the second is the main thread's, whatever it is doing.
     """
     if threading.current_thread() is not threading.main_thread():
-        yield stop
+        arm_kernel_cells()  # (``import prefetch`` did, unless IPython came after it: the next cells then)
+        with _chain_lock:
+            _chained.append(stop)
+        try:
+            yield stop
+        finally:
+            _unchain(stop)
         return
     interrupts = [0]
 
@@ -113,6 +128,7 @@ def interrupt_on_hangup() -> Iterator[None]:
 _chained: list[threading.Event] = []
 _chain_previous: list = [None]  # the handler before ours
 _chain_lock = threading.RLock()  # (re-entrant: a finaliser may close a stream while chaining one)
+_armed: list = [False]  # arm_kernel_cells ran: each cell of the kernel gets the chained handler
 
 
 def _on_chained_interrupt(signum, frame) -> None:
@@ -150,11 +166,8 @@ def chain_interrupt(stop: threading.Event) -> Callable[[], None]:
             if restored[0]:
                 return
             restored[0] = True
-            for i, s in enumerate(_chained):
-                if s is stop:
-                    del _chained[i]
-                    break
-            if _chained:
+            _unchain(stop)
+            if _chained or _armed[0]:  # (armed: the handler stays for the cell; it does nothing more then)
                 return
             try:
                 if signal.getsignal(signal.SIGINT) is _on_chained_interrupt:
@@ -165,6 +178,51 @@ def chain_interrupt(stop: threading.Event) -> Callable[[], None]:
                 pass
 
     return restore
+
+
+def _unchain(stop: threading.Event) -> None:
+    with _chain_lock:
+        for i, s in enumerate(_chained):
+            if s is stop:
+                del _chained[i]
+                break
+
+
+def arm_kernel_cells() -> bool:
+    """In an IPython shell (a notebook kernel): each cell from now on runs with the chained
+    SIGINT handler in front of its own, and so does the current one when this runs on the main
+    thread. Without an ``ensure`` running on another thread it only passes the interrupt on (the
+    cell's ``KeyboardInterrupt``); ipykernel puts its own handler back after each cell. Whether
+    it is armed (False: not in IPython)."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+    except Exception:  # noqa: BLE001 - any failure means "not in IPython"
+        shell = None
+    events = getattr(shell, "events", None)
+    if events is None:
+        return False
+    with _chain_lock:
+        if not _armed[0]:
+            _armed[0] = True
+            events.register("pre_run_cell", _arm_cell)
+    if threading.current_thread() is threading.main_thread():
+        _arm_cell()
+    return True
+
+
+def _arm_cell(*_info) -> None:
+    """The chained handler in front of the cell's (IPython's ``pre_run_cell``, on the main thread;
+    a cell of an ipykernel subshell runs on its own thread, where no handler can be installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with _chain_lock:
+        current = signal.getsignal(signal.SIGINT)
+        if current is not _on_chained_interrupt:
+            _chain_previous[0] = current
+            signal.signal(signal.SIGINT, _on_chained_interrupt)
 
 
 def is_interrupt(exc: BaseException) -> bool:
