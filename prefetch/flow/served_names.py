@@ -74,7 +74,8 @@ def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_nam
 
 def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSink) -> None:
     """The ``.part`` (and state) an earlier run left under ``was``'s name for this very URL
-    (its state lists it) becomes ``now``'s, under both names' locks, when ``now`` has none: it
+    (its state lists it) becomes ``now``'s, under both names' locks (this home's and the ones beside
+    the files: a run of another home downloading it holds those), when ``now`` has none: it
     would otherwise stay there for ever, and its bytes be fetched again. Only a regular file of
     this user's with one name moves; anything else stays as it is."""
     import json
@@ -83,6 +84,7 @@ def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSi
 
     from prefetch.cache.layout import part_path, state_path
     from prefetch.errors import PrefetchError
+    from prefetch.fs.beside_locks import beside_lock
     from prefetch.fs.locks import hold_lock
     from prefetch.fs.safefs import is_foreign, lstat_or_none, open_file
 
@@ -90,8 +92,10 @@ def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSi
     new_part, new_state = part_path(now.final), state_path(now.final)
     if lstat_or_none(old_part) is None or lstat_or_none(new_part) is not None or lstat_or_none(new_state):
         return
-    try:  # (both names' locks: no other run downloads either now; a download holds its name's throughout)
-        with hold_lock(locks_dir, was.final, timeout=0), hold_lock(locks_dir, now.final, timeout=0):
+    try:  # (both names' locks, this home's and the ones beside the files, every home's and user's: no
+        # other run downloads either now; a download holds its name's throughout)
+        with hold_lock(locks_dir, was.final, timeout=0), hold_lock(locks_dir, now.final, timeout=0), \
+                beside_lock(was.final, timeout=0, record=False), beside_lock(now.final, timeout=0, record=False):
             if lstat_or_none(new_part) is not None or lstat_or_none(new_state) is not None:
                 return
             try:
