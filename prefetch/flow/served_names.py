@@ -15,7 +15,7 @@ direction-changing format character (U+202E shows ``invoice\u202etxt.exe`` as
 ``invoiceexe.txt``), a line or paragraph separator or a backslash, is not valid UTF-8, or is
 too long for the folder's filesystem with prefetch's suffixes keeps the URL's name, with one
 note; so does an answer without the header, one the probe cannot get, a name another file of
-the same command already takes (or whose ``.part``/``.part.json`` it is, or that is its own),
+the same command already takes (or whose ``.part``/``.part.json``/``.part.lock`` it is, or that is its own),
 and a name under which the folder already holds something prefetch did not download (the
 server does not choose which of the user's files is replaced; one prefetch completed there, or
 one matching the ``--sha256``/``--md5`` given, is found complete, as for any URL), or a file
@@ -40,7 +40,8 @@ from prefetch.model.plans import FilePlan
 _PARAM = re.compile(r';\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)\s*=\s*("(?:[^"\\]|\\.)*"?|[^;]*)')
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})  # control, format (bidi, zero-width), ...
-_PARTIAL_SUFFIXES = (".part", ".part.json")  # (cache/layout.py's part_path and state_path)
+# (cache/layout.py's part_path and state_path, and the lock beside the file: fs/locks.py's BESIDE)
+_PARTIAL_SUFFIXES = (".part", ".part.json", ".part.lock")
 
 
 PROBES_AT_ONCE = 8  # names asked for together (a -i list of many links pays a round trip per 8, not per link)
@@ -258,7 +259,8 @@ def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir:
     for suffix in _PARTIAL_SUFFIXES:
         name = path[:-len(suffix)] if path.endswith(suffix) else None
         if name and Path(name) in taken and Path(name) != own:
-            return f"the server's file name {shown} is where {os.path.basename(name)!r} of this command is downloaded to"
+            return (f"the server's file name {shown} is where {os.path.basename(name)!r} of this command is "
+                    f"{'locked' if suffix == '.part.lock' else 'downloaded to'}")
     if any(Path(path + suffix) in taken and Path(path + suffix) != own for suffix in _PARTIAL_SUFFIXES):
         return f"the server's file name {shown} would be downloaded to another file's of this command"
     try:
