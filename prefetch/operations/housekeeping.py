@@ -214,7 +214,8 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
                 remove_paths(paths, result, dry_run=True)
                 continue
             try:
-                with hold_lock(locks, plan.final, timeout=0), beside_lock(plan.final, timeout=0, record=False):
+                with hold_lock(locks, plan.final, timeout=0), \
+                        beside_lock(plan.final, timeout=0, record=False, planted_ok=True):
                     remove_paths(paths, result, dry_run=False)
             except LockTimeoutError:
                 result.skipped.append(_busy(plan, locks))
@@ -315,7 +316,7 @@ def _clean_partial(path: Path, locks: Path, result: RemoveResult, *, older_than:
         remove_paths([(p, "partial") for p in group], result, dry_run=True)
         return
     try:
-        with hold_lock(locks, final, timeout=0), beside_lock(final, timeout=0, record=False):
+        with hold_lock(locks, final, timeout=0), beside_lock(final, timeout=0, record=False, planted_ok=True):
             remove_paths([(p, "partial") for p in group], result, dry_run=False)
     except LockTimeoutError:
         result.skipped.append(f"{path}: its download started; left alone")
