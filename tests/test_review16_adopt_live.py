@@ -15,30 +15,16 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from tests.conftest import run_cli
 from tests.helpers import stop_process
-from tests.nginx import NginxServer
-
-DATA = bytes(range(256)) * (12 * 1024)  # 3 MiB
-
-
-@pytest.fixture
-def nginx(tmp_path):
-    root = tmp_path / "www"
-    (root / "files").mkdir(parents=True)
-    (root / "files" / "777").write_bytes(DATA)
-    location = "location = /files/777 { add_header Content-Disposition 'attachment; filename=\"big.bin\"'; }"
-    with NginxServer(root, location=location) as server:
-        yield server
+from tests.test_review15_wait_served import DATA, nginx  # noqa: F401 - the fixture: /files/777 served as big.bin
 
 
 def test_a_live_download_of_another_home_keeps_its_part(nginx, home, tmp_path):
     url = nginx.url_for("files/777")
     out = tmp_path / "out"
     other = dict(os.environ, PREFETCH_HOME=str(tmp_path / "other-home"))
-    slow = subprocess.Popen([sys.executable, "-m", "prefetch", "get", url, "-P", str(out), "--limit-rate", "60k"],
+    slow = subprocess.Popen([sys.executable, "-m", "prefetch", "get", url, "-P", str(out), "--limit-rate", "20k"],
                             env=other, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
