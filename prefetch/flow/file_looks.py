@@ -1,5 +1,7 @@
 """The bulk lane's looks before a chunk's requests (``flow/file_batch.py``): nothing at a file's
-final name, ``.part`` or state record, and no temp name a killed run left for it.
+final name, ``.part``, state record or lock beside it (``.part.lock``), and no temp name a killed
+run left for it. (A lock file a run killed with ``kill -9`` left, alone: the lane never opens it,
+so it stayed in the folder for ever; the usual path takes it and removes it.)
 
 Taken under the chunk's locks, from ONE listing of each folder per chunk (a set of its names)
 instead of three ``lstat``s and their path objects a file. A listing says "absent" only where
@@ -17,6 +19,7 @@ import os
 from pathlib import Path
 
 from prefetch.cache.layout import part_path, state_path
+from prefetch.fs.locks import beside_lock_path
 from prefetch.fs.safefs import lstat_or_none
 
 
@@ -31,7 +34,8 @@ class Looks:
         self.listed: dict[str, tuple | None] = {}
 
     def nothing_there(self, plan) -> bool:
-        """No final file, ``.part``, state record or a killed run's temp names for ``plan`` (under its lock)."""
+        """No final file, ``.part``, state record, lock file or a killed run's temp names for
+        ``plan`` (under its lock)."""
         folder, name = os.path.split(os.fspath(plan.final))
         listed = self.listed.get(folder, False)
         if listed is False:
@@ -40,7 +44,7 @@ class Looks:
             return nothing_there(plan, self.leftovers)
         names, temps = listed
         part = name + ".part"
-        if name in names or part in names or part + ".json" in names:
+        if name in names or part in names or part + ".json" in names or part + ".lock" in names:
             return False
         if temps:
             prefix = f".{part}.json."
@@ -76,7 +80,7 @@ def nothing_there(plan, leftovers) -> bool:
     state = state_path(plan.final)
     if lstat_or_none(plan.final) is not None or lstat_or_none(part_path(plan.final)) is not None:
         return False
-    if lstat_or_none(state) is not None:
+    if lstat_or_none(state) is not None or lstat_or_none(beside_lock_path(plan.final)) is not None:
         return False
     prefix = f".{state.name}."
     return not any(name.startswith(prefix) for name in leftovers.names(plan.final.parent))
