@@ -53,11 +53,11 @@ class StreamDataset(torch.utils.data.IterableDataset):
         return [n for is_name, n in items if is_name], [u for is_name, u in items if not is_name]
 
     def rank_and_world(self) -> tuple[int, int]:
-        """(rank, world size): in a spawned DataLoader worker, as its rank's process saw them when
-        it pickled this; else from ``torch.distributed`` (a forked worker has its parent's), else
-        ``RANK`` / ``WORLD_SIZE``. A copy unpickled anywhere else (another rank loading what rank
+        """(rank, world size): in a spawned (or fork server's) DataLoader worker, as its rank's
+        process saw them when it pickled this; else from ``torch.distributed`` (a forked worker
+        has its parent's), else ``RANK`` / ``WORLD_SIZE``. A copy unpickled anywhere else (another rank loading what rank
         0 saved) looks them up afresh."""
-        if self._pinned is not None and self._pinned[2] in (os.getpid(), os.getppid()):
+        if self._pinned is not None and self._pinned[2] in _makers():
             return self._pinned[0], self._pinned[1]
         return rank_and_world()
 
@@ -148,6 +148,17 @@ def rank_and_world(env=None) -> tuple[int, int]:
         raise UsageError(f"RANK={rank!r} WORLD_SIZE={world!r}: not a rank of a world (whole numbers, "
                          "0 <= RANK < WORLD_SIZE); torch_dataset(..., by_rank=False) ignores them")
     return r, w
+
+
+def _makers() -> tuple:
+    """This process, its parent, and the process that started it (``multiprocessing``'s parent): a
+    ``forkserver`` DataLoader worker's parent is the fork server, not the rank that pickled the
+    dataset (with only the parent checked, each rank's workers of a launcher that sets no ``RANK``
+    looked it up afresh, found rank 0 of 1, and every rank read every name)."""
+    import multiprocessing
+
+    started_by = multiprocessing.parent_process()
+    return os.getpid(), os.getppid(), started_by.pid if started_by is not None else None
 
 
 def _once(items: list) -> list:

@@ -129,8 +129,8 @@ def clean(older_than, cache_dir, root, dry_run, as_json):
 
     Partials (.part) older than --older-than whose download is not running (in the Keras
     cache, hf:// repos' blobs/, ModelScope's cache, torch.hub's checkpoints and the folders
-    torchvision datasets use under --root), and temp files and folders of interrupted
-    extractions; prints each with its size.
+    torchvision datasets use under --root), temp files and folders of interrupted
+    extractions, and lock files (.part.lock) killed runs left; prints each with its size.
 
     \b
     Examples (in a notebook cell):

@@ -15,7 +15,7 @@ direction-changing format character (U+202E shows ``invoice\u202etxt.exe`` as
 ``invoiceexe.txt``), a line or paragraph separator or a backslash, is not valid UTF-8, or is
 too long for the folder's filesystem with prefetch's suffixes keeps the URL's name, with one
 note; so does an answer without the header, one the probe cannot get, a name another file of
-the same command already takes (or whose ``.part``/``.part.json`` it is, or that is its own),
+the same command already takes (or whose ``.part``/``.part.json``/``.part.lock`` it is, or that is its own),
 and a name under which the folder already holds something prefetch did not download (the
 server does not choose which of the user's files is replaced; one prefetch completed there, or
 one matching the ``--sha256``/``--md5`` given, is found complete, as for any URL), or a file
@@ -40,7 +40,8 @@ from prefetch.model.plans import FilePlan
 _PARAM = re.compile(r';\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)\s*=\s*("(?:[^"\\]|\\.)*"?|[^;]*)')
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})  # control, format (bidi, zero-width), ...
-_PARTIAL_SUFFIXES = (".part", ".part.json")  # (cache/layout.py's part_path and state_path)
+# (cache/layout.py's part_path and state_path, and the lock beside the file: fs/locks.py's BESIDE)
+_PARTIAL_SUFFIXES = (".part", ".part.json", ".part.lock")
 
 
 PROBES_AT_ONCE = 8  # names asked for together (a -i list of many links pays a round trip per 8, not per link)
@@ -74,7 +75,8 @@ def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_nam
 
 def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSink) -> None:
     """The ``.part`` (and state) an earlier run left under ``was``'s name for this very URL
-    (its state lists it) becomes ``now``'s, under both names' locks, when ``now`` has none: it
+    (its state lists it) becomes ``now``'s, under both names' locks (this home's and the ones beside
+    the files: a run of another home downloading it holds those), when ``now`` has none: it
     would otherwise stay there for ever, and its bytes be fetched again. Only a regular file of
     this user's with one name moves; anything else stays as it is."""
     import json
@@ -83,6 +85,7 @@ def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSi
 
     from prefetch.cache.layout import part_path, state_path
     from prefetch.errors import PrefetchError
+    from prefetch.fs.beside_locks import beside_lock
     from prefetch.fs.locks import hold_lock
     from prefetch.fs.safefs import is_foreign, lstat_or_none, open_file
 
@@ -90,8 +93,10 @@ def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSi
     new_part, new_state = part_path(now.final), state_path(now.final)
     if lstat_or_none(old_part) is None or lstat_or_none(new_part) is not None or lstat_or_none(new_state):
         return
-    try:  # (both names' locks: no other run downloads either now; a download holds its name's throughout)
-        with hold_lock(locks_dir, was.final, timeout=0), hold_lock(locks_dir, now.final, timeout=0):
+    try:  # (both names' locks, this home's and the ones beside the files, every home's and user's: no
+        # other run downloads either now; a download holds its name's throughout)
+        with hold_lock(locks_dir, was.final, timeout=0), hold_lock(locks_dir, now.final, timeout=0), \
+                beside_lock(was.final, timeout=0, record=False), beside_lock(now.final, timeout=0, record=False):
             if lstat_or_none(new_part) is not None or lstat_or_none(new_state) is not None:
                 return
             try:
@@ -254,7 +259,8 @@ def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir:
     for suffix in _PARTIAL_SUFFIXES:
         name = path[:-len(suffix)] if path.endswith(suffix) else None
         if name and Path(name) in taken and Path(name) != own:
-            return f"the server's file name {shown} is where {os.path.basename(name)!r} of this command is downloaded to"
+            return (f"the server's file name {shown} is where {os.path.basename(name)!r} of this command is "
+                    f"{'locked' if suffix == '.part.lock' else 'downloaded to'}")
     if any(Path(path + suffix) in taken and Path(path + suffix) != own for suffix in _PARTIAL_SUFFIXES):
         return f"the server's file name {shown} would be downloaded to another file's of this command"
     try:

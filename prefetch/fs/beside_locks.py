@@ -13,7 +13,8 @@ unlinked file sees, once it has it, that the name is no longer that file, and st
 Hostile folders (``/tmp``-like, group-writable):
 
 * opened ``O_NOFOLLOW | O_NONBLOCK``, a regular file only: a planted link or FIFO at its
-  name is refused in one line (``UnsafePathError``), never followed;
+  name is refused in one line (``UnsafePathError``), never followed (``rm`` and ``clean``:
+  no lock, ``planted_ok``);
 * another user's lock file is opened read-only (an ``flock`` needs no write permission)
   and never written nor unlinked: it stays theirs (an empty file, or a record of theirs);
 * an existing file is opened without ``O_CREAT`` (``fs.protected_regular`` refuses
@@ -33,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from prefetch.errors import InterruptedTransferError, LockTimeoutError
+from prefetch.errors import InterruptedTransferError, LockTimeoutError, UnsafePathError
 from prefetch.fs.locks import _HOST, BESIDE, LockOwner, beside_is_held, beside_lock_path  # noqa: F401
 
 try:
@@ -150,21 +151,25 @@ class beside_lock:  # noqa: N801 - a context manager used as a function: ``with 
 
     ``timeout`` 0: never wait (raises ``LockTimeoutError`` at once when it is held).
     ``record``: write the holder's owner record into the lock file (when it is ours).
+    ``planted_ok``: a link, FIFO or device at the lock's name is no lock (never followed nor
+    removed) instead of an error: ``rm`` and ``clean`` go on (no run holds a lock at such a
+    name: each refuses it, and a held lock file stays at its name until its holder is done).
     (A class, not a generator: the bulk lane takes one a file.)
 
     Raises (on entering):
         LockTimeoutError: still held by another process after ``timeout`` seconds.
         InterruptedTransferError: ``stop`` was set while waiting.
-        UnsafePathError: a link, FIFO or device at the lock's name.
+        UnsafePathError: a link, FIFO or device at the lock's name (unless ``planted_ok``).
     """
 
-    __slots__ = ("final", "timeout", "stop", "on_wait", "job", "record", "path", "fd", "st", "writable")
+    __slots__ = ("final", "timeout", "stop", "on_wait", "job", "record", "planted_ok", "path", "fd", "st",
+                 "writable")
 
     def __init__(self, final: Path | str, *, timeout: float, stop: threading.Event | None = None,
                  on_wait: Callable[[Waiting], None] | None = None, job: str | None = None,
-                 record: bool = True) -> None:
+                 record: bool = True, planted_ok: bool = False) -> None:
         self.final, self.timeout, self.stop, self.on_wait = final, timeout, stop, on_wait
-        self.job, self.record = job, record
+        self.job, self.record, self.planted_ok = job, record, planted_ok
         self.fd: int | None = None
 
     def __enter__(self) -> bool:
@@ -175,7 +180,12 @@ class beside_lock:  # noqa: N801 - a context manager used as a function: ``with 
         fd = None
         try:
             while True:
-                opened = _open(path)
+                try:
+                    opened = _open(path)
+                except UnsafePathError:
+                    if not self.planted_ok:
+                        raise
+                    opened = None
                 if opened is None:
                     break
                 fd, st, writable = opened

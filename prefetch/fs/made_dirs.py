@@ -10,22 +10,29 @@ into one new ``-P``, one failing at once): each run holds a shared ``flock`` on 
 files go into (:func:`hold_dir`, from before it looks whether the folder exists until its end;
 its first 16, ``flow/leftovers.py``: a descriptor each),
 and a folder is removed only under an exclusive one taken without waiting. A run that finds the
-folder gone once it holds the lock makes it again.
+folder gone once it holds the lock makes it again. The shared lock is waited for at most
+``HOLD_WAIT`` seconds (a removal's hold is brief), never blocking: another program's exclusive
+lock on the folder (``flock /data ./download.sh``, the shell's way to keep two runs of a script
+apart) held the run there for ever, deaf to SIGTERM; such a folder is used without the hold (no
+run can remove it while that lock is held).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 
 from prefetch.fs.safefs import lstat_or_none
 
+HOLD_WAIT = 1.0  # seconds hold_dir waits for a folder another process holds exclusively (a removal: brief)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def hold_dir(path) -> int | None:
     """A descriptor of folder ``path`` with a shared ``flock`` on it (close it to let go), or None:
-    not a folder (gone, a link: never followed), not readable, or removed while it was locked."""
+    not a folder (gone, a link: never followed), not readable, removed while it was locked, or
+    held exclusively by another process for more than ``HOLD_WAIT`` seconds."""
     import fcntl
 
     try:
@@ -33,7 +40,15 @@ def hold_dir(path) -> int | None:
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)  # (waits only while another run removes it: an rmdir)
+        deadline = time.monotonic() + HOLD_WAIT
+        while True:  # (never a blocking flock: another program may hold the folder for hours)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:  # (another run removing it: an rmdir; or a program's flock of it)
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
         held, now = os.fstat(fd), os.lstat(path)
         if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
             return fd

@@ -25,7 +25,7 @@ from prefetch.cache.layout import datasets_dir, part_path, state_path
 from prefetch.fs.beside_locks import beside_lock
 from prefetch.fs.locks import hold_lock, lock_is_held
 from prefetch.cache.registry import Registry
-from prefetch.operations.removal import RemoveResult, disk_bytes, remove_paths
+from prefetch.operations.removal import Removal, RemoveResult, disk_bytes, remove_paths
 
 DEFAULT_OLDER_THAN = 7 * 86400.0
 _TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<kind>extract|old)-[0-9a-f]{8}$")
@@ -214,7 +214,8 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
                 remove_paths(paths, result, dry_run=True)
                 continue
             try:
-                with hold_lock(locks, plan.final, timeout=0), beside_lock(plan.final, timeout=0, record=False):
+                with hold_lock(locks, plan.final, timeout=0), \
+                        beside_lock(plan.final, timeout=0, record=False, planted_ok=True):
                     remove_paths(paths, result, dry_run=False)
             except LockTimeoutError:
                 result.skipped.append(_busy(plan, locks))
@@ -297,6 +298,8 @@ def _clean_tree(base: Path, locks: Path, result: RemoveResult, *, older_than: fl
                 _clean_temp(path, locks, result, dry_run=dry_run)
             elif name.endswith(".part") or (name.endswith(".part.json") and not os.path.lexists(path.with_suffix(""))):
                 _clean_partial(path, locks, result, older_than=older_than, now=now, dry_run=dry_run)
+            elif name.endswith(".part.lock") and not os.path.lexists(path.with_suffix("")):
+                _clean_lock(here / name[:-len(".part.lock")], locks, result, dry_run=dry_run)
 
 
 def _clean_partial(path: Path, locks: Path, result: RemoveResult, *, older_than: float, now: float,
@@ -315,10 +318,30 @@ def _clean_partial(path: Path, locks: Path, result: RemoveResult, *, older_than:
         remove_paths([(p, "partial") for p in group], result, dry_run=True)
         return
     try:
-        with hold_lock(locks, final, timeout=0), beside_lock(final, timeout=0, record=False):
+        with hold_lock(locks, final, timeout=0), beside_lock(final, timeout=0, record=False, planted_ok=True):
             remove_paths([(p, "partial") for p in group], result, dry_run=False)
     except LockTimeoutError:
         result.skipped.append(f"{path}: its download started; left alone")
+
+
+def _clean_lock(final: Path, locks: Path, result: RemoveResult, *, dry_run: bool) -> None:
+    """The lock file beside ``final`` that a killed run left without a ``.part`` (``kill -9``
+    before the ``.part`` was made): taken and let go, which removes it when it is ours (another
+    user's, a file of the user's of that name, a link: left as they are); one a run holds stays."""
+    from prefetch.fs.locks import beside_is_held, beside_lock_path
+
+    lock = beside_lock_path(final)
+    if lock_is_held(locks, final) or beside_is_held(final):
+        return  # (its run goes on, and the lock goes with it)
+    if dry_run:
+        return  # (whether it would go is known only by taking it)
+    try:
+        with hold_lock(locks, final, timeout=0), beside_lock(final, timeout=0, record=False, planted_ok=True):
+            pass
+    except LockTimeoutError:
+        return
+    if not os.path.lexists(lock):
+        result.removed.append(Removal(path=lock, bytes=0, reason="temp"))
 
 
 def _clean_temp(path: Path, locks: Path, result: RemoveResult, *, dry_run: bool) -> None:

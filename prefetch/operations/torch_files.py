@@ -68,7 +68,8 @@ def remove_torchvision(plans: list[FilePlan], result: RemoveResult, *, state: Pa
             if dry_run:
                 _remove_placed(plan, result, state=state, dry_run=True)
                 continue
-            with hold_lock(locks, plan.final, timeout=0), beside_lock(plan.final, timeout=0, record=False):
+            with hold_lock(locks, plan.final, timeout=0), \
+                    beside_lock(plan.final, timeout=0, record=False, planted_ok=True):
                 _remove_placed(plan, result, state=state, dry_run=False)
         except LockTimeoutError:
             result.skipped.append(_busy(plan))
