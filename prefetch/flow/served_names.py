@@ -19,8 +19,10 @@ the same command already takes (or whose ``.part``/``.part.json`` it is, or that
 and a name under which the folder already holds something prefetch did not download (the
 server does not choose which of the user's files is replaced; one prefetch completed there, or
 one matching the ``--sha256``/``--md5`` given, is found complete, as for any URL), or a file
-prefetch downloaded there whose size is not the one this link's server gives (another link's
-file its server named alike: taken for this one, it was "cached" with the other's bytes). A download never fails over the header. The final path
+prefetch downloaded there from another link (its record names another link,
+``net.urls.link_key``; a record of an earlier version names none: then a size that is not the
+one this link's server gives): another link's file its server named alike, taken for this one,
+was "cached" with the other's bytes. A download never fails over the header. The final path
 is a single name inside the folder chosen, and is placed by the same rules as any other (never
 through a link prefetch did not create).
 """
@@ -150,7 +152,7 @@ def _named(plan: FilePlan, answer: tuple[str | None, str, int | None], taken: se
     name, why = served_file_name(value) if value is not None else (None, problem)
     if name is not None and name != plan.final.name:
         final = plan.final.parent / name
-        why = _unusable(final, plan.final, taken, check_name, records_dir, plan.spec.expected, size)
+        why = _unusable(final, plan.final, taken, check_name, records_dir, plan.spec.expected, size, plan.spec.url)
         if why is None:
             taken.discard(plan.final)
             taken.add(final)
@@ -243,7 +245,7 @@ def served_file_name(value: str) -> tuple[str | None, str]:
 
 
 def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir: Path | None,
-              expected=None, size: int | None = None) -> str | None:
+              expected=None, size: int | None = None, url: str = "") -> str | None:
     """Why ``final`` (the server's name in the plan's folder, instead of ``own``) cannot be used, or None."""
     from prefetch.errors import UsageError
 
@@ -261,21 +263,23 @@ def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir:
         check_name(final)
     except UsageError:
         return f"the server's file name {final.name[:40]!r}... is too long for this folder"
-    why = _already_there(final, records_dir, expected, size)
+    why = _already_there(final, records_dir, expected, size, url)
     if why:
         return f"{os.path.dirname(path) or '.'} already has {shown}: {why}"
     return None
 
 
-def _already_there(final: Path, records_dir: Path | None, expected=None, size: int | None = None) -> str | None:
-    """What sits at ``final`` that is not a file prefetch completed there (of this link's
-    ``size``, when the server said it: another link's file its server named alike is not this
-    one), nor (given ``expected``, the request's hash) one of the user's that matches it (None:
-    nothing, or one of those)."""
+def _already_there(final: Path, records_dir: Path | None, expected=None, size: int | None = None,
+                   url: str = "") -> str | None:
+    """What sits at ``final`` that is not a file prefetch completed there from this link (its
+    record names ``url``'s link, or none; of this link's ``size``, when the server said it:
+    another link's file its server named alike is not this one), nor (given ``expected``, the
+    request's hash) one of the user's that matches it (None: nothing, or one of those)."""
     import stat
 
-    from prefetch.cache.completion import completion_matches
+    from prefetch.cache.completion import completion_matches, read_completion
     from prefetch.fs import safefs
+    from prefetch.net.urls import link_key
 
     try:
         st = safefs.lstat_or_none(final)
@@ -284,6 +288,9 @@ def _already_there(final: Path, records_dir: Path | None, expected=None, size: i
     if st is None:
         return None
     if stat.S_ISREG(st.st_mode) and records_dir is not None and completion_matches(records_dir, final, st):
+        link = (read_completion(records_dir, final, st) or {}).get("link")
+        if isinstance(link, str) and url and link != link_key(url):
+            return "a file prefetch downloaded from another link"
         if size is None or st.st_size == size:
             return None
         return (f"a file prefetch downloaded from another link ({st.st_size} bytes; this link's file has {size})")
