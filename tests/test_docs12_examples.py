@@ -178,6 +178,9 @@ def docs_origin(home, tmp_path):
     # get.md's --content-disposition example: a link whose path names no file, named by its server.
     (root / "ndownloader" / "files").mkdir(parents=True)
     (root / "ndownloader" / "files" / "12345").write_bytes(b"figshare,rows\n")
+    for version in ("v1", "v2"):  # get.md's "One name, another link": two links to one x.csv
+        (root / version).mkdir()
+        (root / version / "x.csv").write_bytes(f"id,{version}\n".encode())
     named = "location = /ndownloader/files/12345 { add_header Content-Disposition 'attachment; filename=\"rows.csv\"'; }"
     with NginxServer(root, location=named) as server:
         base = server.url_for("")
@@ -288,6 +291,7 @@ def test_get_examples_run_as_typed(docs_origin, home, tmp_path):
     assert (work / "data" / "data.zip").read_bytes() == files["data.zip"]
     assert (work / "data" / "train.npz").read_bytes() == b"test"
     assert (work / "data" / "meta" / "labels.csv").read_bytes() == b"a"
+    assert (work / "data" / "x.csv").read_bytes() == b"id,v2\n"  # (v2's link, asked last, replaced v1's file)
     assert (work / "data" / "x.bin").read_bytes() == b"test"
     assert (work / "data" / "rows.csv").read_bytes() == b"figshare,rows\n"  # (--content-disposition)
     assert (work / "data" / "images" / "images" / "a.png").read_bytes() == b"png a"

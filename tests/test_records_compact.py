@@ -2,7 +2,8 @@
 
 A file placed without a digest (no checksum asked) carries its completion record as a
 53-byte binary attribute (``<BQQQqd12s``: version 1, size, dev, ino, mtime_ns, placed, the
-first 12 bytes of blake2b of the absolute path), which ext4 keeps in a 256-byte inode (up to
+first 12 bytes of blake2b of the absolute path; a plain URL's file, version 2, ``<BQQQqd6s6s``:
+a 6-byte blake2b of the path and the link's key), which ext4 keeps in a 256-byte inode (up to
 56 bytes of value with this name); the JSON record of earlier versions took a 4 KiB block of
 its own. Records with a digest stay JSON. Old JSON attributes stay trusted; any value that
 cannot be read is no record (the file is checked or fetched again), never an error.
@@ -27,11 +28,13 @@ import pytest
 from prefetch.cache import completion, placement
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import FileSpec
+from prefetch.net.urls import link_key
 from tests.test_records import _plan, _Transfer, _xattrs_work
 
 DATA = random.Random(1919).randbytes(20_000)
 XATTR = "user.prefetch.placed"
 LAYOUT = struct.Struct("<BQQQqd12s")  # as documented in prefetch/cache/placement.py
+LINKED = struct.Struct("<BQQQqd6s6s")  # the same, naming the link (version 2)
 
 
 def _value_fits_in_inode(where: Path, size: int) -> bool:
@@ -82,11 +85,13 @@ def test_a_file_placed_without_a_digest_gets_the_compact_record_and_is_trusted(c
         in_inode = _value_fits_in_inode(out, LAYOUT.size)
         for name in names:
             raw = os.getxattr(out / name, XATTR)
-            assert len(raw) <= 56 and raw[0] == 1, raw
-            _version, size, dev, ino, mtime_ns, when, path_hash = LAYOUT.unpack(raw)
+            # (a plain URL's file: version 2, which also names its link: tests/test_links_identity.py)
+            assert len(raw) <= 56 and raw[0] == 2, raw
+            _version, size, dev, ino, mtime_ns, when, path_hash, link = LINKED.unpack(raw)
             st = os.stat(out / name)
             assert (size, dev, ino, mtime_ns) == (len(DATA), st.st_dev, st.st_ino, st.st_mtime_ns)
-            assert path_hash == hashlib.blake2b(os.fsencode(str(out / name)), digest_size=12).digest()
+            assert path_hash == hashlib.blake2b(os.fsencode(str(out / name)), digest_size=6).digest()
+            assert link.hex() == link_key(origin.url_for(name))
             assert abs(when - time.time()) < 3600
             if in_inode:  # (ext4, 256-byte inodes) the record takes no block: the file is its data alone
                 plain = out / ".same-size"

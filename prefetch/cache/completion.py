@@ -9,8 +9,11 @@ algorithm when a hash was checked, and when it was placed). It is kept in one of
   takes 16 KiB, not 20), ``struct`` ``<BQQQqd12s``, 53 bytes: the version byte 1, size,
   dev, ino, mtime_ns, the time it was placed (seconds, a double) and the first 12 bytes of
   the blake2b hash of the absolute path (``os.fsencode(str(final.absolute()))``) in place
-  of the path. A record with a digest is JSON of path, size, dev, ino, mtime_ns, digest,
-  algorithm and placed (no URLs: whoever may read the file reads it);
+  of the path. A file of a plain URL download (``FilePlan.by_link``) also names its link:
+  ``<BQQQqd6s6s>``, 53 bytes, version byte 2, the path's 6-byte blake2b and then the
+  6 bytes of ``net.urls.link_key`` (the URL without its signature or token). A record with a
+  digest is JSON of path, size, dev, ino, mtime_ns, digest, algorithm, placed and link (its
+  key, never the URL: whoever may read the file reads it);
 * else in a file of the state dir's ``placed/`` (``completion_path``): JSON, with the URLs.
 
 A reader decodes both attribute forms (and the JSON attribute of earlier versions) to one
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from prefetch.fs import safefs  # (at the top: a function-level `from` import costs a call per file)
 from prefetch.fs.hashing import blake2b, sha1
-from prefetch.net.urls import redact_url
+from prefetch.net.urls import link_key, redact_url
 
 if TYPE_CHECKING:
     from prefetch.model.plans import FilePlan
@@ -53,6 +56,7 @@ def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat
             "digest": transfer.digest,
             "algorithm": plan.spec.expected.algorithm if plan.spec.expected else None,
             "placed": time.time(),
+            "link": link_key(plan.spec.url) if plan.by_link and plan.spec.url else None,
         }
         # On the file, readable by whoever may read the file: no URLs (in a private records_dir, they are)
         if _record_on_file(plan.final, _compact(record) or _dumps(record)):
@@ -90,6 +94,8 @@ _XATTR = "user.prefetch.placed"  # the record kept on the placed file itself (no
 # 53 bytes: ext4 keeps up to 56 bytes of this attribute's value in a 256-byte inode.
 _COMPACT = struct.Struct("<BQQQqd12s")
 _COMPACT_VERSION = 1  # never b"{"[0], which starts the JSON form
+_LINKED = struct.Struct("<BQQQqd6s6s")  # the same, with the link's key (a plain URL's file): as small
+_LINKED_VERSION = 2
 
 
 def _dumps(record: dict) -> bytes:
@@ -105,8 +111,8 @@ def _loads(raw: bytes | str):
     return json.loads(raw)
 
 
-def _path_hash(path: str) -> bytes:
-    return blake2b(os.fsencode(path), digest_size=12).digest()
+def _path_hash(path: str, size: int = 12) -> bytes:
+    return blake2b(os.fsencode(path), digest_size=size).digest()  # (6 bytes: another hash, not 12's start)
 
 
 def _compact(record: dict) -> bytes | None:
@@ -114,9 +120,12 @@ def _compact(record: dict) -> bytes | None:
     if record["digest"] is not None or record["algorithm"] is not None:
         return None
     try:
+        if record["link"] is not None:
+            return _LINKED.pack(_LINKED_VERSION, record["size"], record["dev"], record["ino"], record["mtime_ns"],
+                                record["placed"], _path_hash(record["path"], 6), bytes.fromhex(record["link"]))
         return _COMPACT.pack(_COMPACT_VERSION, record["size"], record["dev"], record["ino"], record["mtime_ns"],
                              record["placed"], _path_hash(record["path"]))
-    except (struct.error, TypeError, UnicodeError):  # a value out of range on some platform: JSON
+    except (struct.error, TypeError, UnicodeError, ValueError):  # a value out of range on some platform: JSON
         return None
 
 
@@ -127,15 +136,20 @@ def _from_attribute(raw: bytes, path: str) -> dict | None:
         if raw[:1] == b"{":  # JSON: a record with a digest, or one written by an earlier version
             record = _loads(raw)
             return record if isinstance(record, dict) and record.get("path") == path else None
-        if len(raw) != _COMPACT.size or raw[0] != _COMPACT_VERSION:
+        link = None
+        if len(raw) == _LINKED.size and raw[0] == _LINKED_VERSION:
+            _, size, dev, ino, mtime_ns, placed, digest, key = _LINKED.unpack(raw)
+            link = key.hex()
+        elif len(raw) == _COMPACT.size and raw[0] == _COMPACT_VERSION:
+            _, size, dev, ino, mtime_ns, placed, digest = _COMPACT.unpack(raw)
+        else:
             return None
-        _, size, dev, ino, mtime_ns, placed, digest = _COMPACT.unpack(raw)
-        if digest != _path_hash(path):
+        if digest != _path_hash(path, len(digest)):
             return None
     except (ValueError, RecursionError, struct.error):  # (RecursionError: JSON nested too deep)
         return None
     return {"path": path, "size": size, "dev": dev, "ino": ino, "mtime_ns": mtime_ns,
-            "digest": None, "algorithm": None, "placed": placed}
+            "digest": None, "algorithm": None, "placed": placed, "link": link}
 
 
 def _record_on_file(final: Path, data: bytes) -> bool:
@@ -181,6 +195,13 @@ def _records(records_dir: Path, final: Path):
 def _names(record: dict, final: Path, st: os.stat_result) -> bool:
     want = (str(final.absolute()), st.st_size, st.st_dev, st.st_ino, st.st_mtime_ns)
     return tuple(record.get(k) for k in ("path", "size", "dev", "ino", "mtime_ns")) == want
+
+
+def from_other_link(record: dict | None, plan: FilePlan) -> bool:
+    """``record`` (the final path's) says its file came from another link than ``plan``'s URL
+    (``FilePlan.by_link``; a record that names no link, of an earlier version, says nothing)."""
+    link = record.get("link") if record is not None and plan.by_link else None
+    return isinstance(link, str) and link != link_key(plan.spec.url)
 
 
 def completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:

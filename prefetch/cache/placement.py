@@ -29,6 +29,7 @@ from prefetch.cache.completion import _dumps, _loads  # (markers are JSON as rec
 from prefetch.cache.completion import (  # noqa: F401 - re-exported: callers use placement.write_completion ...
     completion_matches,
     completion_path,
+    from_other_link,
     read_completion,
     write_completion,
 )
@@ -80,7 +81,8 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, 
     shards read epoch after epoch is not hashed again each time). Without one, mere
     existence proves nothing (a truncated wget leftover, ``/dev/null``): only
     prefetch's own completion record, written when it placed that very file (same
-    inode, size and mtime), counts. Anything else is downloaded again, and replaced
+    inode, size and mtime), counts, and for a plain URL's file (``by_link``) only when it
+    names this link or none (``from_other_link``). Anything else is downloaded again, and replaced
     only if it is ours to replace.
 
     ``lst``: the final path's ``lstat`` (None: nothing there) when the caller just took it.
@@ -104,12 +106,19 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, 
         if _recorded_with(records_dir, final, lst, expected) or expected.matches(hash_file(final, expected.algorithm)):
             return True
         why = f"does not match its {expected.algorithm}"
-    elif completion_matches(records_dir, final, lst):
-        return True
+    elif (stat.S_ISREG(lst.st_mode) and not safefs.is_foreign(lst)
+          and (record := read_completion(records_dir, final, lst)) is not None):
+        if not from_other_link(record, plan):
+            return True
+        # (a plain URL's file: the same name from another link, v1/x.csv for v2/x.csv, is not this one)
+        why = ("was downloaded from another link (its record says so), not from this one; downloading this link's "
+               "file, which replaces it once complete and checked")
     else:
-        why = "has no record of a completed prefetch download (and no hash to check it)"
+        why = "has no record of a completed prefetch download (and no hash to check it); downloading again"
+    if expected is not None:
+        why += "; downloading again"
     safefs.check_replaceable(final)  # about to be replaced: only a regular file of ours
-    on_event(Event(EventKind.NOTE, plan.label, message=f"{final} {why}; downloading again"))
+    on_event(Event(EventKind.NOTE, plan.label, message=f"{final} {why}"))
     return False
 
 

@@ -30,6 +30,7 @@ def plan_files(spec: DatasetSpec, *, root: Path) -> list[FilePlan]:
                 also=tuple(final.parent / a if not os.path.isabs(a) else Path(a) for a in f.also) if f.also else (),
                 extract_into=tuple((base / d) for d in f.extract) if f.extract else (),
                 explicit_url=spec.source == "url",
+                by_link=spec.source == "url",
             )
         )
     return plans

@@ -62,6 +62,7 @@ def download_to_part(
     name: str | None = None,
     size_hint: int | None = None,
     fresh: bool | None = None,
+    first=None,
 ) -> TransferResult:
     """Download ``urls`` (sources of the same file) into ``part``, resuming from ``state_file``.
 
@@ -75,6 +76,8 @@ def download_to_part(
             bounds how many connections open ahead of the first answer (``preconnect.py``).
         fresh: True when the caller, holding the file's lock, just found neither ``part`` nor
             ``state_file`` (None: not known; the engine looks when it needs to).
+        first: the ``single.Handover`` of this download's first request, asked already on a slot
+            of ``urls[0]``'s host (``flow/served_names.py``): the transfer reads on from it.
     Returns:
         TransferResult with the digest of the complete ``part``.
     Raises:
@@ -90,7 +93,9 @@ def download_to_part(
         host.join()  # the host's share of connections counts this file from now on
     handover = transfer = None
     try:
-        if single.applies(host, urls, part, state_file, options, stop, fresh=fresh):
+        if first is not None:
+            handover = first  # (given back below when no transfer takes it over)
+        elif single.applies(host, urls, part, state_file, options, stop, fresh=fresh):
             # A small file from a near host: one answer, without the transfer (engine/single.py).
             handover = single.try_single(host=host, url=urls[0], part=part, state_file=state_file,
                                          algorithm=algorithm, options=options, on_event=on_event, stop=stop,

@@ -251,6 +251,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
     if expected is None and not fresh:
         drop_unverifiable_partial(part, state, plan.label, on_event)
     alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
+    first = _handed_answer(plan, options, urls, fresh)
     transfer_options = options.transfer
     if not (plan.extract_into or plan.decompress_to or plan.also):
         # Placed right after the transfer: a small file needs no resume record (engine/resume_state.py).
@@ -269,9 +270,10 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 client_factory=options.client_factory,
                 size_hint=plan.spec.size,
                 fresh=fresh,
+                first=first,
             )
         except PrefetchError as exc:
-            fresh = None  # (after an attempt the engine looks for itself)
+            fresh = first = None  # (after an attempt the engine looks for itself)
             drop_empty_partial(part, state)
             fallback = options.sources.fallback(plan) if options.sources is not None else []
             if fallback and exc.exit_code == ExitCode.NETWORK:
@@ -288,7 +290,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
             if options.sources is not None:  # a store object by its s3:// name, not its presigned URL
                 raise options.sources.relabel(exc)
             raise
-        fresh = None
+        fresh = first = None
         result.downloaded += transfer.downloaded
         result.reused = transfer.reused
         result.sources_dropped += transfer.sources_dropped
@@ -344,6 +346,22 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 f"({describe_sources(served)}); no source has the right file"
             )
         check_hash(transfer.digest or "", expected, what=f"{plan.label} ({describe_sources(served)})")
+
+
+def _handed_answer(plan: FilePlan, options: FetchOptions, urls: list[str], fresh: bool):
+    """The answer to this file's first request that its ``--content-disposition`` name probe kept
+    (``FetchOptions.handed``), for a fresh download from that URL alone; else None (and a kept
+    one is given back: its request was for a download that does not happen so)."""
+    got = options.handed.pop(plan.spec.url, None) if options.handed else None
+    if got is None:
+        return None
+    host, handover = got
+    hosts = options.transfer.hosts
+    if fresh and urls == [plan.spec.url] and hosts is not None and hosts.host_for(urls[0]) is host:
+        return handover
+    handover.close()
+    host.release()
+    return None
 
 
 def describe_sources(served: dict[str, int]) -> str:

@@ -24,3 +24,7 @@ class FetchOptions:
     force: bool = False  # download again even when a good file is in place
     # factory(timeouts=...) -> net.http.Client: a hub's client that keeps its token on its own origin
     client_factory: object | None = None
+    # url -> (engine.hosts.Host, engine.single.Handover): a --content-disposition name probe's
+    # answer, which was the download's first request; that file's download reads on from it
+    # (flow/served_names.py, engine/transfer.py). Whatever is left unused is given back (give_back).
+    handed: dict | None = None

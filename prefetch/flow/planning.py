@@ -318,12 +318,15 @@ def run_request(
     ctx = RunContext(options=options, state=state, env=env, on_event=on_event, stop=stop)
     files = [p for _, plans in groups for p in plans if isinstance(p, FilePlan)]
     from prefetch.flow.file_list import fetch_files  # (not at import: a -b launcher plans, its worker fetches)
-    from prefetch.flow.served_names import name_plans
+    from prefetch.flow.served_names import give_back, name_plans
 
-    files = name_plans(files, options=options, on_event=on_event,  # --content-disposition: one GET each
-                       check_name=check_name_length, records_dir=state / "placed", locks_dir=state / "locks")
-
+    handed: dict = {}  # (a name's answer kept for its download: flow/served_names._first_request)
     try:
+        files = name_plans(files, options=options, on_event=on_event,  # --content-disposition: one GET each
+                           check_name=check_name_length, records_dir=state / "placed", locks_dir=state / "locks",
+                           handed=handed)
+        if handed:
+            options = replace(options, handed=handed)
         results = fetch_files(files, options=options, state=ctx.state, on_event=on_event, stop=stop,
                               before_start=before_start, on_file_done=on_file_done) if files else []
         for planner, plans in groups:
@@ -331,6 +334,7 @@ def run_request(
             if own:
                 results += planner.run(own, ctx)
     finally:
+        give_back(handed)
         if hosts is not None:
             hosts.close()
     return results

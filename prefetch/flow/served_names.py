@@ -1,9 +1,13 @@
 """``--content-disposition``: a URL's file named by its server, before its download starts.
 
 A plan marked ``served_name`` (a URL given no ``out=``/``-o``, with the option) is planned under
-its URL's name; here, before the engine sees it, one ``GET`` with ``Range: bytes=0-0`` (redirects
-followed, the request's ``--header`` values, proxies and timeouts, as the download's own first
-request) reads the answer's ``Content-Disposition``: ``filename*=`` (RFC 5987, UTF-8 or
+its URL's name; here, before the engine sees it, one ``GET`` (redirects followed, the request's
+``--header`` values, proxies and timeouts, as the download's own first request) reads the
+answer's ``Content-Disposition``. In a run of at most ``HANDED`` files that request is the
+download's own first one (``Range: bytes=0-`` up to the first window), and its open answer is
+kept for the download, which reads on from it (no request is spent on the name: a single-use
+link still gives its file); in a longer list it is ``Range: bytes=0-0``, one request more per
+link. The header: ``filename*=`` (RFC 5987, UTF-8 or
 ISO-8859-1) first, then ``filename=``, as wget ``--content-disposition`` and curl ``-OJ`` read it.
 The plan's final path becomes that name in the same folder, so everything after (the lock, the
 ``.part`` and its state, resume, the hash check, extraction, a job's restart, which asks again
@@ -19,8 +23,10 @@ the same command already takes (or whose ``.part``/``.part.json``/``.part.lock``
 and a name under which the folder already holds something prefetch did not download (the
 server does not choose which of the user's files is replaced; one prefetch completed there, or
 one matching the ``--sha256``/``--md5`` given, is found complete, as for any URL), or a file
-prefetch downloaded there whose size is not the one this link's server gives (another link's
-file its server named alike: taken for this one, it was "cached" with the other's bytes). A download never fails over the header. The final path
+prefetch downloaded there from another link (its record names another link,
+``net.urls.link_key``; a record of an earlier version names none: then a size that is not the
+one this link's server gives): another link's file its server named alike, taken for this one,
+was "cached" with the other's bytes. A download never fails over the header. The final path
 is a single name inside the folder chosen, and is placed by the same rules as any other (never
 through a link prefetch did not create).
 """
@@ -45,10 +51,12 @@ _PARTIAL_SUFFIXES = (".part", ".part.json", ".part.lock")
 
 
 PROBES_AT_ONCE = 8  # names asked for together (a -i list of many links pays a round trip per 8, not per link)
+HANDED = 4  # a run of at most this many files: each name's request is its download's first, kept for it
 
 
 def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_name,
-               records_dir: Path | None = None, locks_dir: Path | None = None) -> list[FilePlan]:
+               records_dir: Path | None = None, locks_dir: Path | None = None,
+               handed: dict | None = None) -> list[FilePlan]:
     """``plans`` with each ``served_name`` one's final path named by its server (see the module).
 
     ``check_name(path)``: raises ``UsageError`` for a name the folder's filesystem cannot hold
@@ -57,11 +65,19 @@ def name_plans(plans: list[FilePlan], *, options, on_event: EventSink, check_nam
     renamed file says so in a note (``saved as NAME``: a job's record shows that path from then
     on). With ``locks_dir``, a ``.part`` an earlier run left under the URL's name (its probe
     failed, the download began, then stopped) moves to the served name, with its state, and the
-    download resumes from it (:func:`_adopt_part`)."""
+    download resumes from it (:func:`_adopt_part`).
+
+    ``handed``: where a run of at most ``HANDED`` files (``options.transfer.hosts`` set) keeps each
+    name's answer for its download (:func:`_first_request`), unless a folder of theirs holds a
+    ``.part`` (a download to resume, whose first window is on disk); the caller passes it on as
+    ``FetchOptions.handed`` and gives back what is left (:func:`give_back`)."""
     asked = [i for i, p in enumerate(plans) if p.served_name]
     if not asked:
         return plans
-    answers = _ask(sorted({plans[i].spec.url for i in asked}), options)
+    keep = handed if handed is not None and len(plans) <= HANDED else None
+    if keep is not None and any(_has_partials(plans[i].final.parent) for i in asked):
+        keep = None  # (an earlier run's .part to resume: a first window asked from byte 0 would be wasted)
+    answers = _ask(sorted({plans[i].spec.url for i in asked}), options, keep)
     taken = {p.final for p in plans}
     out = list(plans)
     for i in asked:  # (in plan order: the first of two URLs given one name keeps it)
@@ -118,9 +134,10 @@ def _adopt_part(was: FilePlan, now: FilePlan, locks_dir: Path, on_event: EventSi
                                                         f"left under the URL's name by an earlier run"))
 
 
-def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str, int | None]]:
+def _ask(urls: list[str], options, handed: dict | None = None) -> dict[str, tuple[str | None, str, int | None]]:
     """Each URL's (Content-Disposition or None, why none, the file's size or None), asked ``PROBES_AT_ONCE`` at a time, a
-    client per thread (its connections kept for the thread's next URL)."""
+    client per thread (its connections kept for the thread's next URL); with ``handed``, each
+    by its download's first request, kept there (:func:`_first_request`) when a slot is free."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -132,6 +149,10 @@ def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str, int | Non
     local, clients, lock = threading.local(), [], threading.Lock()
 
     def one(url: str) -> tuple[str | None, str, int | None]:
+        if handed is not None and transfer.hosts is not None:
+            got = _first_request(url, options, headers, handed)
+            if got is not None:
+                return got
         client = getattr(local, "client", None)
         if client is None:
             client = local.client = factory(timeouts=transfer.timeouts, resolve=transfer.resolve)
@@ -149,13 +170,63 @@ def _ask(urls: list[str], options) -> dict[str, tuple[str | None, str, int | Non
             client.close()
 
 
+def _first_request(url: str, options, headers: dict[str, str], handed: dict):
+    """Ask ``url`` for its name with the request its download would send first (``Range: bytes=0-``
+    up to ``PREFETCH_FIRST_REQUEST``, on one of its host's connection slots and warm clients, as
+    ``engine/single.py`` does) and keep the open answer in ``handed`` for that download, which
+    reads on from it: a link that takes one request (a single-use token, a presigned GET with
+    one use left) is not spent on its name, and a small file costs one request in all. None
+    when no slot is free now (the name is asked apart, as before)."""
+    import time
+
+    from prefetch.engine.single import Handover
+    from prefetch.net.http import open_url
+
+    transfer = options.transfer
+    host = transfer.hosts.host_for(url)
+    if not host.try_lease():
+        return None
+    client = host.lender(options.client_factory)(timeouts=transfer.timeouts, resolve=transfer.resolve)
+    end = "" if transfer.connections == 1 else str(transfer.first_request - 1)
+    asked = time.monotonic()
+    try:
+        resp, final_url = open_url(client, url, headers={**headers, "Range": f"bytes=0-{end}"},
+                                   timeouts=transfer.timeouts)
+    except Exception as exc:  # noqa: BLE001 - as _served_header: the download asks again and says what is wrong
+        client.close()
+        host.release()
+        return None, f"the server could not be asked for the file's name ({exc})", None
+    handed[url] = (host, Handover(client, resp=resp, final_url=final_url, latency=time.monotonic() - asked))
+    return (resp.headers.get("Content-Disposition"), "the server's answer names no file (no Content-Disposition)",
+            _size_of(resp))
+
+
+def _has_partials(folder: Path) -> bool:
+    """``folder`` holds a ``.part`` (an earlier run's, perhaps this file's under its server's
+    name: its name is not known before the answer); False for a folder not there yet."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(entry.name.endswith(".part") for entry in entries)
+    except OSError:
+        return False
+
+
+def give_back(handed: dict | None) -> None:
+    """The kept answers no download took over (its file was found in place, the run stopped):
+    closed, their connection slots given back."""
+    while handed:
+        _, (host, handover) = handed.popitem()
+        handover.close()
+        host.release()
+
+
 def _named(plan: FilePlan, answer: tuple[str | None, str, int | None], taken: set[Path], on_event: EventSink,
            check_name, records_dir: Path | None) -> FilePlan:
     value, problem, size = answer
     name, why = served_file_name(value) if value is not None else (None, problem)
     if name is not None and name != plan.final.name:
         final = plan.final.parent / name
-        why = _unusable(final, plan.final, taken, check_name, records_dir, plan.spec.expected, size)
+        why = _unusable(final, plan.final, taken, check_name, records_dir, plan.spec.expected, size, plan.spec.url)
         if why is None:
             taken.discard(plan.final)
             taken.add(final)
@@ -248,7 +319,7 @@ def served_file_name(value: str) -> tuple[str | None, str]:
 
 
 def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir: Path | None,
-              expected=None, size: int | None = None) -> str | None:
+              expected=None, size: int | None = None, url: str = "") -> str | None:
     """Why ``final`` (the server's name in the plan's folder, instead of ``own``) cannot be used, or None."""
     from prefetch.errors import UsageError
 
@@ -267,21 +338,23 @@ def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir:
         check_name(final)
     except UsageError:
         return f"the server's file name {final.name[:40]!r}... is too long for this folder"
-    why = _already_there(final, records_dir, expected, size)
+    why = _already_there(final, records_dir, expected, size, url)
     if why:
         return f"{os.path.dirname(path) or '.'} already has {shown}: {why}"
     return None
 
 
-def _already_there(final: Path, records_dir: Path | None, expected=None, size: int | None = None) -> str | None:
-    """What sits at ``final`` that is not a file prefetch completed there (of this link's
-    ``size``, when the server said it: another link's file its server named alike is not this
-    one), nor (given ``expected``, the request's hash) one of the user's that matches it (None:
-    nothing, or one of those)."""
+def _already_there(final: Path, records_dir: Path | None, expected=None, size: int | None = None,
+                   url: str = "") -> str | None:
+    """What sits at ``final`` that is not a file prefetch completed there from this link (its
+    record names ``url``'s link, or none; of this link's ``size``, when the server said it:
+    another link's file its server named alike is not this one), nor (given ``expected``, the
+    request's hash) one of the user's that matches it (None: nothing, or one of those)."""
     import stat
 
-    from prefetch.cache.completion import completion_matches
+    from prefetch.cache.completion import completion_matches, read_completion
     from prefetch.fs import safefs
+    from prefetch.net.urls import link_key
 
     try:
         st = safefs.lstat_or_none(final)
@@ -290,6 +363,9 @@ def _already_there(final: Path, records_dir: Path | None, expected=None, size: i
     if st is None:
         return None
     if stat.S_ISREG(st.st_mode) and records_dir is not None and completion_matches(records_dir, final, st):
+        link = (read_completion(records_dir, final, st) or {}).get("link")
+        if isinstance(link, str) and url and link != link_key(url):
+            return "a file prefetch downloaded from another link"
         if size is None or st.st_size == size:
             return None
         return (f"a file prefetch downloaded from another link ({st.st_size} bytes; this link's file has {size})")

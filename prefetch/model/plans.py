@@ -51,6 +51,9 @@ class FilePlan:
     # a URL the user named no file for, with --content-disposition: the server's name for it
     # replaces the URL's before the download starts (flow/served_names.py)
     served_name: bool = False
+    # a plain URL download (-o, -P, -i): the file at ``final`` is this URL's only when prefetch's
+    # record of it names this link (net/urls.link_key); one placed from another link is replaced
+    by_link: bool = False
 
     @property
     def label(self) -> str:

@@ -85,6 +85,31 @@ _SECRET_PARAMS = ("x-amz-signature", "x-amz-credential", "x-amz-security-token",
                   "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "token", "access_token", "se", "sp")
 
 
+# What signs a link for a while, not which file it names: a presigned URL's signature, key id,
+# date and lifetime (S3, GCS, OSS, Azure SAS), a portal's token. ``link_key`` leaves them out.
+_SIGNING_PARAMS = frozenset(_SECRET_PARAMS + ("expires", "ossaccesskeyid", "security-token", "sv", "st", "spr",
+                                              "srt", "ss", "sr", "skoid", "sktid", "skt", "ske", "sks", "skv"))
+_SIGNING_PREFIXES = ("x-amz-", "x-goog-", "x-oss-")
+
+
+@functools.lru_cache(maxsize=1024)
+def link_key(url: str) -> str:
+    """Which file ``url`` names, as 12 hex digits (the first 6 bytes of its blake2b), for a
+    completion record: the URL without its ``user:password@``, its fragment, and the query
+    parameters that sign it for a while (``_SIGNING_PARAMS``: a presigned GET signed again, or a
+    portal link with a new token, is the same link; ``?v=2`` is another)."""
+    from prefetch.fs.hashing import blake2b  # (CPython's own BLAKE2: a plain get never loads OpenSSL's hashlib)
+
+    parts = urlsplit(url)
+    kept = [p for p in parts.query.split("&") if p and not _signing(p.partition("=")[0].lower())]
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2], query="&".join(kept), fragment="").geturl()
+    return blake2b(bare.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+
+
+def _signing(name: str) -> bool:
+    return name in _SIGNING_PARAMS or name.startswith(_SIGNING_PREFIXES)
+
+
 def hide_signed_query(url: str) -> str:
     """``url`` with a signed query (a presigned URL's key id and signature, a SAS token) shown as
     ``(signed)``; anything else, its user name and password included, unchanged."""
