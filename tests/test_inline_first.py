@@ -199,3 +199,48 @@ def test_a_stop_ends_a_connect_to_a_host_that_answered_and_then_drops_handshakes
     finally:
         filler.close()
         server.close()
+
+
+def test_a_host_whose_answers_come_late_is_near_by_the_kernels_round_trip(origin, tmp_path, monkeypatch):
+    """A loaded machine's scheduling makes every loopback answer late (here each answer is held
+    80 ms, past the 40 ms mark of a long route): the kernel's round trip on the connection that
+    answered (TCP_INFO) is still loopback's, so the host is near and the next small file runs
+    inline on the file's own thread (as the bulk lane takes a list's files) instead of the usual way."""
+    files = {f"late{i}.bin": random.Random(20 + i).randbytes(16 * KiB) for i in range(2)}
+    for name, data in files.items():
+        origin.put(name, data)
+        origin.add_fault(Delay(seconds=0.08, path=name))
+    hosts = Hosts(long_route=0.04)
+    started = _started_threads(monkeypatch)
+    first, second = files
+    _get(origin, first, tmp_path, hosts=hosts)
+    (host,) = hosts.all()
+    assert host.route.fastest >= 0.08, "every answer came late"
+    assert host.route.near, "the kernel's round trip says the route is short"
+    started.clear()
+    result = _get(origin, second, tmp_path, hosts=hosts)
+    hosts.close()
+    assert (tmp_path / f"{second}.part").read_bytes() == files[second]
+    assert result.digest == hashlib.sha256(files[second]).hexdigest()
+    assert started == [], "the second file ran inline: no worker thread"
+    assert origin.pending_faults == []
+
+
+def test_the_kernels_round_trip_is_the_answering_connections_and_none_through_a_proxy(origin, monkeypatch):
+    """``Response.round_trip`` reads the connection that answered (loopback: well under the 40 ms
+    mark); through a proxy the connection's round trip is the proxy's, not the host's: None (the
+    answer's time judges the route there)."""
+    from prefetch.net.http import Client, open_url
+
+    origin.put("rt.bin", b"x" * 1000)
+    with Client() as client:
+        resp, _ = open_url(client, origin.url_for("rt.bin"))
+        try:
+            rtt = resp.round_trip()
+            assert rtt is not None and 0 < rtt < 0.04, rtt
+            monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+            monkeypatch.delenv("no_proxy", raising=False)
+            monkeypatch.delenv("NO_PROXY", raising=False)
+            assert resp.round_trip() is None
+        finally:
+            resp.close()
