@@ -81,10 +81,9 @@ class SharedRouteJudge(RouteJudge):
 
     @property
     def near(self) -> bool:
-        """An answer came back quicker than a long route can answer, or the kernel measured a round trip
-        that short on a connection that answered: the route is short, whatever the first answers said
-        (many files started at once on a busy machine answer slowly on loopback too, and a loaded
-        machine can stretch every answer's time past the threshold; the kernel's round trip it does not)."""
+        """An answer came back quicker than a long route can answer, or the kernel's round trip on a
+        connection that answered is that short (a loaded machine stretches every answer, not that):
+        the route is short, whatever the first answers said."""
         return ((self.fastest is not None and self.fastest < self.threshold)
                 or (self.kernel_rtt is not None and self.kernel_rtt < self.threshold))
 
