@@ -58,15 +58,19 @@ def test_small_files_start_no_thread_and_reuse_one_connection(origin, tmp_path, 
         if i == 0:
             assert started  # the first file to a host not heard from yet takes a worker thread ...
             started.clear()
+            (host,) = hosts.all()
+            # (and may open connections ahead while its first answer is awaited, which a loaded
+            # machine can delay past the long-route mark: engine/preconnect.py)
+            opened = host.opened
     hosts.close()
     assert started == []  # ... then no worker thread, no saver thread: each file ran on this thread
-    (host,) = hosts.all()
-    assert host.opened == 1  # one client (one kept-alive connection) served all five
+    assert host.opened == opened, "the other four opened no client (no connection): they took a kept-alive one"
 
 
 def test_a_big_file_hands_its_probe_answer_to_worker_threads(origin, tmp_path, monkeypatch):
     data = random.Random(7).randbytes(6 * MiB)
     origin.put("big.bin", data)
+    origin.rate = 2 * MiB  # (a response's pace: the probe alone cannot read it all before workers join, on any load)
     started = _started_threads(monkeypatch)
     result = _get(origin, "big.bin", tmp_path, connections=4, min_split=256 * KiB)
     assert (tmp_path / "big.bin.part").read_bytes() == data
@@ -75,8 +79,8 @@ def test_a_big_file_hands_its_probe_answer_to_worker_threads(origin, tmp_path, m
     assert result.connections >= 2
 
 
-@pytest.mark.parametrize("fault", [StallAfter(n=1000, seconds=10.0, path="stall.bin"),
-                                   Delay(seconds=10.0, path="stall.bin")],
+@pytest.mark.parametrize("fault", [StallAfter(n=1000, seconds=300.0, path="stall.bin"),
+                                   Delay(seconds=300.0, path="stall.bin")],
                          ids=["body", "head"])
 def test_a_stop_ends_an_inline_request_waiting_on_the_network(origin, tmp_path, fault):
     data = random.Random(8).randbytes(64 * KiB)
@@ -85,15 +89,15 @@ def test_a_stop_ends_an_inline_request_waiting_on_the_network(origin, tmp_path, 
     hosts = Hosts()
     _get(origin, "warm.bin", tmp_path, hosts=hosts)  # the host has answered: the next file runs inline
     origin.add_fault(fault)
-    error, took = _stopped(lambda stop: _get(origin, "stall.bin", tmp_path, hosts=hosts, stop=stop,
-                                             timeouts=Timeouts(connect=3, read=8)))
-    assert isinstance(error, InterruptedTransferError)
-    assert took < 2.5  # well before the 8 s read timeout
+    error = _stopped(lambda stop: _get(origin, "stall.bin", tmp_path, hosts=hosts, stop=stop,
+                                       timeouts=Timeouts(connect=3, read=600)))
+    assert isinstance(error, InterruptedTransferError)  # (the stall ends 300 s on, the read timeout 600 s on)
 
 
-def _stopped(download) -> tuple[BaseException | None, float]:
-    """Run ``download(stop)`` on a thread, set ``stop`` half a second in: (what it raised, seconds
-    from the stop until it returned)."""
+def _stopped(download) -> BaseException | None:
+    """Run ``download(stop)`` on a thread, set ``stop`` half a second in: what it raised. The
+    download's timeouts (and a blocked connect's 127 s of SYN retries) are past the thread's
+    90 s join (a hang guard), so only the stop ends it in time."""
     stop = threading.Event()
     box = {}
 
@@ -107,10 +111,9 @@ def _stopped(download) -> tuple[BaseException | None, float]:
     thread.start()
     time.sleep(0.5)
     stop.set()
-    began = time.monotonic()
-    thread.join(10)
-    assert not thread.is_alive()
-    return box.get("error"), time.monotonic() - began
+    thread.join(90)
+    assert not thread.is_alive(), "the stop did not end the download"
+    return box.get("error")
 
 
 def test_a_stop_while_the_first_connection_is_still_being_made_returns_at_once(tmp_path):
@@ -124,13 +127,12 @@ def test_a_stop_while_the_first_connection_is_still_being_made_returns_at_once(t
     server.listen(0)
     filler = socket.create_connection(server.getsockname(), timeout=2)  # fills the accept queue
     url = f"http://127.0.0.1:{server.getsockname()[1]}/blocked.bin"
-    options = TransferOptions(hosts=Hosts(), timeouts=Timeouts(connect=8, read=8))
+    options = TransferOptions(hosts=Hosts(), timeouts=Timeouts(connect=600, read=600))
     try:
-        error, took = _stopped(lambda stop: download_to_part(
+        error = _stopped(lambda stop: download_to_part(
             urls=[url], part=tmp_path / "blocked.bin.part", state_file=tmp_path / "b.json", options=options,
             stop=stop))
         assert isinstance(error, InterruptedTransferError)
-        assert took < 2.5  # not the 8 s connect timeout
     finally:
         filler.close()
         server.close()
@@ -185,17 +187,61 @@ def test_a_stop_ends_a_connect_to_a_host_that_answered_and_then_drops_handshakes
 
     threading.Thread(target=answer_once, daemon=True).start()
     hosts = Hosts()
-    options = TransferOptions(hosts=hosts, timeouts=Timeouts(connect=8, read=8))
+    options = TransferOptions(hosts=hosts, timeouts=Timeouts(connect=600, read=600))
     download_to_part(urls=[f"{base}/warm.bin"], part=tmp_path / "warm.part", state_file=tmp_path / "w.json",
                      options=options)
     assert (tmp_path / "warm.part").read_bytes() == data
     filler = socket.create_connection(server.getsockname(), timeout=2)  # the accept queue is full now
     try:
-        error, took = _stopped(lambda stop: download_to_part(
+        error = _stopped(lambda stop: download_to_part(
             urls=[f"{base}/next.bin"], part=tmp_path / "next.part", state_file=tmp_path / "n.json",
             options=options, stop=stop))
         assert isinstance(error, InterruptedTransferError)
-        assert took < 2.5  # not the 8 s connect timeout
     finally:
         filler.close()
         server.close()
+
+
+def test_a_host_whose_answers_come_late_is_near_by_the_kernels_round_trip(origin, tmp_path, monkeypatch):
+    """A loaded machine's scheduling makes every loopback answer late (here each answer is held
+    80 ms, past the 40 ms mark of a long route): the kernel's round trip on the connection that
+    answered (TCP_INFO) is still loopback's, so the host is near and the next small file runs
+    inline on the file's own thread (as the bulk lane takes a list's files) instead of the usual way."""
+    files = {f"late{i}.bin": random.Random(20 + i).randbytes(16 * KiB) for i in range(2)}
+    for name, data in files.items():
+        origin.put(name, data)
+        origin.add_fault(Delay(seconds=0.08, path=name))
+    hosts = Hosts(long_route=0.04)
+    started = _started_threads(monkeypatch)
+    first, second = files
+    _get(origin, first, tmp_path, hosts=hosts)
+    (host,) = hosts.all()
+    assert host.route.fastest >= 0.08, "every answer came late"
+    assert host.route.near, "the kernel's round trip says the route is short"
+    started.clear()
+    result = _get(origin, second, tmp_path, hosts=hosts)
+    hosts.close()
+    assert (tmp_path / f"{second}.part").read_bytes() == files[second]
+    assert result.digest == hashlib.sha256(files[second]).hexdigest()
+    assert started == [], "the second file ran inline: no worker thread"
+    assert origin.pending_faults == []
+
+
+def test_the_kernels_round_trip_is_the_answering_connections_and_none_through_a_proxy(origin, monkeypatch):
+    """``Response.round_trip`` reads the connection that answered (loopback: well under the 40 ms
+    mark); through a proxy the connection's round trip is the proxy's, not the host's: None (the
+    answer's time judges the route there)."""
+    from prefetch.net.http import Client, open_url
+
+    origin.put("rt.bin", b"x" * 1000)
+    with Client() as client:
+        resp, _ = open_url(client, origin.url_for("rt.bin"))
+        try:
+            rtt = resp.round_trip()
+            assert rtt is not None and 0 < rtt < 0.04, rtt
+            monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+            monkeypatch.delenv("no_proxy", raising=False)
+            monkeypatch.delenv("NO_PROXY", raising=False)
+            assert resp.round_trip() is None
+        finally:
+            resp.close()

@@ -334,6 +334,7 @@ class Fetcher:
             finally:
                 _ahead.out_of_step(self, client, ahead)  # (the answer before it ended out of step?)
             latency = time.monotonic() - asked
+        rtt = resp.round_trip() if ahead is None and hasattr(resp, "round_trip") else None
         with self.t.lock:
             self.t.responses[worker] = resp
             self.t.answered.add(worker)
@@ -341,7 +342,7 @@ class Fetcher:
             # What a new request costs (a connection, the round trips to the first byte):
             # the ramp judges over several of these, and a split must save more than one.
             if ahead is None:  # (an answer to a request sent ahead came sooner: not the route's)
-                self.t.note_latency(latency)
+                self.t.note_latency(latency, rtt)
             self._others = bool(self.t.sources.others(src))
             self._have_bytes = bool(self.t.done.total())
         return resp, final_url, start, overlap, known_size, ranged, generation, ask_end

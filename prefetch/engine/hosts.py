@@ -75,15 +75,17 @@ class SharedRouteJudge(RouteJudge):
         super().__init__(threshold)
         self._lock = threading.Lock()
 
-    def add(self, latency: float) -> str | None:
+    def add(self, latency: float, rtt: float | None = None) -> str | None:
         with self._lock:
-            return super().add(latency)  # (and the quickest answer yet: ``fastest``, the route's round trip)
+            return super().add(latency, rtt)  # (and the quickest answer yet: ``fastest``, the route's round trip)
 
     @property
     def near(self) -> bool:
-        """An answer came back quicker than a long route can answer: the route is short, whatever the
-        first answers said (many files started at once on a busy machine answer slowly on loopback too)."""
-        return self.fastest is not None and self.fastest < self.threshold
+        """An answer came back quicker than a long route can answer, or the kernel's round trip on a
+        connection that answered is that short (a loaded machine stretches every answer, not that):
+        the route is short, whatever the first answers said."""
+        return ((self.fastest is not None and self.fastest < self.threshold)
+                or (self.kernel_rtt is not None and self.kernel_rtt < self.threshold))
 
 
 class Host:

@@ -262,8 +262,12 @@ class RouteJudge:
         # The quickest answer yet, of every answer: a request on a kept-alive connection, so
         # the route's round trip (a loaded machine only ever adds to it).
         self.fastest: float | None = None
+        # The least round trip the kernel measured on a connection that answered (TCP_INFO), or None.
+        self.kernel_rtt: float | None = None
 
-    def add(self, latency: float) -> str | None:
+    def add(self, latency: float, rtt: float | None = None) -> str | None:
+        if rtt is not None and (self.kernel_rtt is None or rtt < self.kernel_rtt):
+            self.kernel_rtt = rtt
         if self.fastest is None or latency < self.fastest:
             self.fastest = latency
         if len(self.samples) >= self.SAMPLES:

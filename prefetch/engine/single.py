@@ -134,7 +134,7 @@ def _ask(host, client, url: str, part, state_file, algorithm, options, on_event,
                 handed.close()
                 return _given_up(host, client)
             return Handover(client, resp=handed, final_url=final_url, latency=latency)
-        host.route.add(latency)  # (the transfer's first request does it for an answer it takes over)
+        host.route.add(latency, resp.round_trip() if hasattr(resp, "round_trip") else None)  # (the transfer's first request does it for an answer it takes over)
         on_event(Event(EventKind.START, name, done=0, total=None))  # (the transfer's, when it takes over)
         src.learn(answer.etag, answer.last_modified)
         if answer.note:

@@ -94,10 +94,11 @@ class WorkerCalls:
                 self.dirty = True
             seg.end = pos
 
-    def note_latency(self, latency: float) -> None:
-        """An answer came ``latency`` seconds after its request (callers hold the lock)."""
+    def note_latency(self, latency: float, rtt: float | None = None) -> None:
+        """An answer came ``latency`` seconds after its request, on a connection whose kernel round
+        trip is ``rtt`` (None: not known) (callers hold the lock)."""
         self.latency = latency if self.latency is None else 0.7 * self.latency + 0.3 * latency
-        self.route.add(latency)
+        self.route.add(latency, rtt)
         # A long route asks in pieces, when the connection count is ours to choose
         # (--connections N asks for N requests' worth of segments, as before).
         pieces = self.route.long and self.opt.connections is None

@@ -29,6 +29,16 @@ class Response:
         self.status: int = resp.status
         self.headers = resp.headers  # case-insensitive
 
+    def round_trip(self) -> float | None:
+        """The kernel's round-trip time on the connection that answered (:func:`tcp_round_trip`),
+        which a busy machine's scheduling does not stretch as it does an answer's time; None through
+        a proxy (the connection's round trip is the proxy's, not the host's) or where not known."""
+        from prefetch.net.proxies import proxy_for
+
+        if proxy_for(self.url) is not None:
+            return None
+        return tcp_round_trip(_response_socket(self._raw))
+
     def peek(self, n: int) -> bytes:
         """Up to the first ``n`` bytes of the body (fewer when it is shorter), without consuming them."""
         if len(self._pushback) < n:
@@ -180,6 +190,27 @@ def _buffer_size(fp) -> float:
     if type(fp) is not io.BufferedReader:
         return float("inf")
     return fp.__sizeof__() - type(fp).__basicsize__
+
+
+def tcp_round_trip(sock) -> float | None:
+    """The kernel's round-trip time of ``sock`` in seconds (Linux ``TCP_INFO``: ``tcpi_min_rtt``,
+    else ``tcpi_rtt``), or None (no socket, not TCP, no ``TCP_INFO`` here)."""
+    import socket
+    import struct
+
+    option = getattr(socket, "TCP_INFO", None)
+    if sock is None or option is None:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, option, 256)
+    except (OSError, ValueError):
+        return None
+    # struct tcp_info: tcpi_rtt (us) at byte 68, tcpi_min_rtt (us; Linux 4.6+) at byte 148.
+    offset = 148 if len(info) >= 152 else 68 if len(info) >= 72 else None
+    if offset is None:
+        return None
+    (micro,) = struct.unpack_from("=I", info, offset)
+    return micro / 1e6 if micro else None
 
 
 def _response_socket(raw):
