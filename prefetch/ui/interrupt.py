@@ -182,10 +182,8 @@ def chain_interrupt(stop: threading.Event) -> Callable[[], None]:
 
 def _unchain(stop: threading.Event) -> None:
     with _chain_lock:
-        for i, s in enumerate(_chained):
-            if s is stop:
-                del _chained[i]
-                break
+        if stop in _chained:  # (an Event equals only itself)
+            _chained.remove(stop)
 
 
 def arm_kernel_cells() -> bool:
