@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from prefetch.errors import OPEN_FILES_ERRNOS, ExitCode, PrefetchError
+from prefetch.errors import OPEN_FILES_ERRNOS, ExitCode, PrefetchError, end_process
 
 
 def __getattr__(name: str):
@@ -139,9 +139,9 @@ def _broken_pipe(exc: OSError) -> None:
 def run() -> None:
     """The process's entry point (the ``prefetch`` script, ``python -m prefetch``): ``main()``, then exit.
 
-    After a command that succeeded, the interpreter's own teardown (every module and object
-    freed one by one: 20-30 ms of a ``get``, CPU included) is skipped: the exit handlers run,
-    the streams are flushed and the process ends. Any other outcome exits the usual way.
+    The interpreter's own teardown (every module and object freed one by one: 20-30 ms of a
+    ``get``, CPU included) is skipped: the exit handlers run, the streams are flushed and the
+    process ends with the command's code (``errors.end_process``).
     Callers inside a Python process (a notebook kernel) use ``main()``: its ``SystemExit``
     must reach them.
     """
@@ -160,30 +160,11 @@ def run() -> None:
         main()
     except SystemExit as exc:
         if exc.code not in (0, None):
-            from prefetch.errors import OPEN_FILES_MET
-
-            if OPEN_FILES_MET[0] and isinstance(exc.code, int):
-                _exit_out_of_files(exc.code)
+            if not isinstance(exc.code, int) or isinstance(exc.code, bool):
+                raise  # (a message for Python to print)
+            end_process(exc.code)
             raise
-    _exit_now()
-
-
-def _exit_out_of_files(code: int) -> None:
-    """End a process that ran out of file descriptors without the interpreter's finalisation: a
-    daemon thread stopped there calls ``pthread_exit``, whose unwinder glibc loads then (a file
-    to open: none left), and the process aborts ("libgcc_s.so.1 must be installed", exit 134)
-    after its error line was said."""
-    import atexit
-    import os
-
-    atexit._run_exitfuncs()
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except Exception:  # noqa: BLE001 - a closed or broken stream: the code is all that is left
-        pass
-    os._exit(code)
+    end_process(0)
 
 
 def defer_import(name: str) -> None:
@@ -236,25 +217,6 @@ def defer_import(name: str) -> None:
                 raise AttributeError(f"module {name!r} has no attribute {attr!r}") from None
 
     sys.modules[name] = Deferred(name)
-
-
-def _exit_now() -> None:
-    """End a successful process at once, unless a thread that Python would wait for is alive."""
-    import atexit
-    import os
-    import threading
-
-    main_thread = threading.main_thread()
-    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        sys.exit(0)  # Python joins it, as it always would
-    atexit._run_exitfuncs()  # what they do at a normal exit (and they are not run twice)
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except Exception:  # noqa: BLE001 - a closed or broken stream: the usual exit reports it
-        sys.exit(0)
-    os._exit(0)
 
 
 def write_crash_report(exc: BaseException, argv: list[str] | None) -> str:

@@ -1,8 +1,10 @@
-"""The ``prefetch`` process leaves without the interpreter's teardown after a command that succeeded.
+"""The ``prefetch`` process leaves without the interpreter's teardown, with its command's code.
 
 ``prefetch.cli.run`` (the console script and ``python -m prefetch``) runs the exit
 handlers, flushes the streams and ends the process: the teardown that frees every
-module one by one is skipped (start-up and exit are most of a fast ``get``). An object
+module one by one is skipped (start-up and exit are most of a fast ``get``), and after a
+failure too: daemon threads still inside OpenSSL then died under it (SIGSEGV after the
+error line; tests/test_tls_refused_exit.py). An object
 left in a module's globals shows which exit the process took: its ``__del__`` runs
 only in that teardown.
 """
@@ -48,10 +50,17 @@ def test_a_successful_get_skips_the_teardown_but_not_the_exit_handlers(home, tmp
     assert "TORN-DOWN" not in proc.stderr
 
 
-def test_a_failed_command_exits_the_usual_way(home, tmp_path):
+def test_a_failed_command_skips_the_teardown_and_keeps_its_code(home, tmp_path):
     proc = _run("get", "http://127.0.0.1:1/nothing", "-o", str(tmp_path / "x"), "-q", "--retries", "0",
                 "--timeout", "2")
-    assert proc.returncode not in (0, None)
+    assert proc.returncode == 3, proc.stderr  # (the network's code, as the usual exit gave it)
     assert proc.stderr.count("prefetch: error:") == 1
     assert "EXIT-HANDLER" in proc.stderr
-    assert "TORN-DOWN" in proc.stderr
+    assert "TORN-DOWN" not in proc.stderr
+
+
+def test_a_usage_error_keeps_its_code_and_line(home, tmp_path):
+    proc = _run("get", "--no-such-flag", "http://127.0.0.1:1/x")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("prefetch: error:") == 1
+    assert "EXIT-HANDLER" in proc.stderr

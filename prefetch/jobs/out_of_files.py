@@ -75,14 +75,10 @@ def finish_out_of_files(progress, job_id: str) -> int:
 
 
 def exit_worker(code: int) -> None:
-    """The worker's exit: after EMFILE without finalisation, as ``cli._exit_out_of_files`` (a
-    daemon thread's exit there loads the unwinder, a file it cannot open: the process aborts)."""
-    from prefetch.errors import OPEN_FILES_MET
+    """The worker's exit: without the interpreter's finalisation (``errors.end_process``: a
+    daemon thread still inside OpenSSL, or after EMFILE the unwinder a daemon thread's exit
+    would load, ends the process otherwise with a signal)."""
+    from prefetch.errors import end_process
 
-    if OPEN_FILES_MET[0]:
-        try:
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-        os._exit(code)
+    end_process(code)
     sys.exit(code)

@@ -6,7 +6,10 @@ tickets, strict X.509 checks from Python 3.13 on, post-handshake authentication 
 the host name (never its common name), the trust store given (the bundle the environment names,
 a directory of them as ``capath``, else certifi's: as ``Client`` works it out), ALPN
 ``http/1.1``, and ``SSLKEYLOGFILE`` honoured. One context per bundle per process: urllib3
-loads the bundle again for every connection; the store is the same.
+loads the bundle again for every connection; the store is the same. It is built once even
+when a download's first connections all start together (the probe and its preconnects):
+loading certifi's bundle is ~30 ms of CPU, and four more loads in threads also kept them
+inside OpenSSL while a failed handshake ended the process.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ import os
 import socket
 import ssl
 import sys
+import threading
 
+_BUILDING = threading.Lock()  # (one build at a time: the others wait for it and take the same context)
+if hasattr(os, "register_at_fork"):  # (a child forked during a build would wait on it for ever)
+    os.register_at_fork(after_in_child=lambda: globals().update(_BUILDING=threading.Lock()))
 _CONTEXTS: dict = {}  # (verify, the bundle's mtime and size, SSLKEYLOGFILE) -> SSLContext
 
 
@@ -39,7 +46,10 @@ def context_for(verify: bool | str) -> ssl.SSLContext:
     key = (where, stamp, os.environ.get("SSLKEYLOGFILE"))
     context = _CONTEXTS.get(key)
     if context is None:
-        context = _CONTEXTS[key] = _build(where)
+        with _BUILDING:
+            context = _CONTEXTS.get(key)
+            if context is None:
+                context = _CONTEXTS[key] = _build(where)
     return context
 
 
