@@ -27,6 +27,15 @@ from tests.test_jobs import (
 )
 
 MEMBERS = 1500  # enough that extracting takes a visible while
+WAIT = 180  # (a hang guard: on a CI machine at load 16 a worker's extraction of 1,500 members took 30 s+)
+
+
+@pytest.fixture(autouse=True)
+def _worker_at_normal_priority(monkeypatch):
+    """These tests are about kills and resumes, not politeness (tests/test_jobs_priority.py): a
+    worker at nice 19 and the idle I/O class on a loaded machine reached its pause after the
+    30 s the polls allowed (the CI of 2026-11-28, load 16)."""
+    monkeypatch.setenv("PREFETCH_NICE", "0")
 
 
 def make_archive() -> tuple[bytes, dict[str, bytes]]:
@@ -57,7 +66,7 @@ def start_paused(cli, monkeypatch, registry: Path, dataset: str, at: str) -> str
     job_id = job_id_from(cli("get", dataset, "--registry", str(registry), "-b").stdout)
     log = Path(record(job_id).log)
     kind = at.partition(":")[0]
-    poll(lambda: f"test hook: pausing at {kind}" in log.read_text(), what=f"the pause at {at}")
+    poll(lambda: f"test hook: pausing at {kind}" in log.read_text(), timeout=WAIT, what=f"the pause at {at}")
     return job_id
 
 
@@ -65,7 +74,7 @@ def kill_worker(job_id: str) -> None:
     pid = record(job_id).pid
     assert pid
     os.kill(pid, signal.SIGKILL)
-    poll(lambda: record(job_id).state == "interrupted", what="the job to show as interrupted")
+    poll(lambda: record(job_id).state == "interrupted", timeout=WAIT, what="the job to show as interrupted")
 
 
 def assert_interrupted(cli, job_id: str) -> None:
