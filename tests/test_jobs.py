@@ -66,7 +66,7 @@ def job_id_from(text: str) -> str:
     return match.group(1)
 
 
-def poll(check, *, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):
+def poll(check, *, timeout: float = 120.0, interval: float = 0.05, what: str = "condition"):
     """Call ``check`` until it returns something truthy; fail the test after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
