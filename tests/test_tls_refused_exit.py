@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,37 @@ def test_threads_asking_at_once_share_one_context(monkeypatch):
         thread.join(60)
     assert len(got) == 6 and all(context is got[0] for context in got)
     assert len(built) == 1  # (certifi's bundle loaded once: ~30 ms of CPU, not six times that)
+
+
+def test_a_refused_certificate_returns_with_no_thread_of_its_own_left(home, untrusted, tmp_path, monkeypatch):
+    """A script's ``prefetch.ensure`` of a refused certificate raised while the connections
+    opened ahead of the probe's answer (up to 31) were still handshaking or waiting for the CA
+    bundle: 20-30 threads inside OpenSSL when the call returned, there when the script ended."""
+    import prefetch
+    from prefetch.engine import preconnect
+
+    for key in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PREFETCH_LONG_ROUTE", "0.001")  # (the connections open ahead at once, every run)
+    opened = []
+    real = preconnect._Parked.__init__
+
+    def counted(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        opened.append(self.thread)
+
+    monkeypatch.setattr(preconnect._Parked, "__init__", counted)
+    real_build = tls_context._build
+
+    def slow_build(where):  # (a slow disk: the probe's thread loads the bundle while the others open and wait)
+        time.sleep(0.2)
+        return real_build(where)
+
+    monkeypatch.setattr(tls_context, "_build", slow_build)
+    for run in range(3):
+        monkeypatch.setattr(tls_context, "_CONTEXTS", {})  # (built in each run, as in a new process)
+        with pytest.raises(prefetch.PrefetchError, match="TLS verification failed"):
+            prefetch.ensure(untrusted.url_for("d.bin"), output=tmp_path / f"d{run}.bin", progress=False)
+        left = [t for t in opened if t.is_alive()]
+        assert opened and not left, f"{len(left)} of {len(opened)} threads opened ahead still running"
+        opened.clear()

@@ -49,7 +49,7 @@ class _Parked:
         self.url = url
         self.worker: int | None = None
         self.go = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._run, name="prefetch-preconnect", daemon=True)
 
     def _run(self) -> None:
         t = self.owner.t
@@ -79,6 +79,7 @@ class Preconnects:
         self._opened = 0  # connections opened ahead so far (both steps)
         self._steps = 0  # steps taken: 1 after long_route, 2 (the last) after 2 x long_route
         self._refusals = 0  # the host's refusals when they opened
+        self._closed: list[_Parked] = []  # sent back, their threads maybe still ending (``settle``)
 
     def due(self, now: float, asked_at: float | None) -> float | None:
         """Seconds until the next step is due (None: none is coming): the main loop's wait."""
@@ -165,7 +166,28 @@ class Preconnects:
             return
         from prefetch.net.open_socket import abort_head
 
+        self._closed = [p for p in self._closed if p.thread.is_alive()] + parked
         for p in parked:
             p.go.set()
             if p.thread.ident is not None:
                 abort_head(p.thread.ident)  # (nothing when it is connected and waiting on ``go``)
+
+    def settle(self, deadline: float) -> None:
+        """Wait (until ``deadline``, a ``time.monotonic()``) for the threads of the ones sent back
+        to end, cutting again a connect or handshake one began after ``close``: the transfer's
+        end. A file's call must not return while threads of its own are still inside OpenSSL
+        (a handshake, the CA bundle loading, with the interpreter's lock let go): a script that
+        then ends has the interpreter's finalisation free what they use under them."""
+        import time
+
+        from prefetch.net.open_socket import abort_head
+
+        self.close()
+        for p in self._closed:
+            while p.thread.is_alive():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                abort_head(p.thread.ident)  # (one waiting on the bundle's build connects after it)
+                p.thread.join(min(0.05, left))
+        self._closed = [p for p in self._closed if p.thread.is_alive()]

@@ -391,6 +391,7 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
         for resp in responses:
             resp.abort()
         deadline = time.monotonic() + _STOP_GRACE
+        self.ahead.settle(deadline)  # (none of them left inside OpenSSL when the file's call returns)
         for thread in threads:
             thread.join(None if wait else max(0.0, deadline - time.monotonic()))
         if wait and not idle:
