@@ -3,6 +3,8 @@
 The record holds the file's size, whether the server honours Range, each source's
 validator (ETag / Last-Modified) and the byte ranges that are really on disk; a
 process killed at any point resumes from it with at most the bytes in flight lost.
+It names its sources by ``net/urls.bare_link`` (no ``user:password@``, no signature or token:
+the folder may be shared) and fits a download from a link with the same ``link_key``.
 Anything unexpected in it (another version, wrong types, ranges outside the file)
 makes it unusable: the download starts over rather than trust it.
 """
@@ -40,13 +42,16 @@ class TransferState:
     def to_json(self) -> str:
         import json  # (here: a small file, done before its first save, never writes a record)
 
+        from prefetch.net.urls import bare_link  # (beside the file, readable by whoever reads the
+        # folder: each link without its password or signature; usable_state matches them by link_key)
+
         return json.dumps(
             {
                 "version": STATE_VERSION,
-                "urls": self.urls,
+                "urls": [bare_link(u) for u in self.urls],
                 "size": self.size,
                 "ranges": self.ranges,
-                "validators": self.validators,
+                "validators": {bare_link(u): v for u, v in self.validators.items()},
                 "done": self.done,
                 "algorithm": self.algorithm,
                 "saved": time.time(),

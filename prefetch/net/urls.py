@@ -101,21 +101,27 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 @functools.lru_cache(maxsize=1024)
 def link_key(url: str) -> str:
-    """Which file ``url`` names, as 12 hex digits (the first 6 bytes of its blake2b), for a
-    completion record: the URL without its ``user:password@``, its fragment, and the query
-    parameters that sign it for a while (``_SIGNING_PARAMS``, and ``_SIGNED_WITH`` beside their
-    signature: a presigned GET signed again, or a portal link with a new token, is the same
-    link; ``?v=2`` is another), its scheme and host in lower case and without the scheme's
-    own port (``HTTPS://Host:443/x`` is ``https://host/x``: DNS names know no case)."""
+    """Which file ``url`` names, as 12 hex digits (the first 6 bytes of its blake2b of
+    :func:`bare_link`), for a completion record and a resume record."""
     from prefetch.fs.hashing import blake2b  # (CPython's own BLAKE2: a plain get never loads OpenSSL's hashlib)
 
+    return blake2b(bare_link(url).encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def bare_link(url: str) -> str:
+    """``url`` as the link it is, with no secret in it: without its ``user:password@``, its
+    fragment, and the query parameters that sign it for a while (``_SIGNING_PARAMS``, and
+    ``_SIGNED_WITH`` beside their signature: a presigned GET signed again, or a portal link with
+    a new token, is the same link; ``?v=2`` is another), its scheme and host in lower case and
+    without the scheme's own port (``HTTPS://Host:443/x`` is ``https://host/x``: DNS names know
+    no case). What a resume record beside the file keeps (whoever reads the folder reads it)."""
     parts = urlsplit(url)
     names = [p.partition("=")[0].lower() for p in parts.query.split("&")] if parts.query else []
     dropped = set(_SIGNING_PARAMS).union(*(_SIGNED_WITH[n] for n in _SIGNED_WITH if n in names))
     kept = [p for p, n in zip(parts.query.split("&"), names) if p and n not in dropped
             and not n.startswith(_SIGNING_PREFIXES)]
-    bare = parts._replace(netloc=_bare_netloc(parts), query="&".join(kept), fragment="").geturl()
-    return blake2b(bare.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+    return parts._replace(netloc=_bare_netloc(parts), query="&".join(kept), fragment="").geturl()
 
 
 def _bare_netloc(parts) -> str:
