@@ -18,19 +18,13 @@ import pytest
 from prefetch.net.urls import link_key
 from tests.conftest import run_cli
 from tests.nginx import NginxServer
-
-V1 = b"id,value\n" + b"1,one\n" * 2000
-V2 = b"id,value\n" + b"2,two\n" * 2000  # (the same size: a size check alone cannot tell them apart)
+from tests.test_links_identity import V1, V2, www
 
 
 @pytest.fixture
 def nginx(tmp_path):
-    root = tmp_path / "www"
-    for folder, data in (("v1", V1), ("v2", V2)):
-        (root / folder).mkdir(parents=True)
-        (root / folder / "x.csv").write_bytes(data)
     # ?sp=test chooses the other file, as a query of a dataset's API does
-    with NginxServer(root, location='if ($arg_sp = "test") { rewrite ^/v1/x.csv$ /v2/x.csv break; }') as server:
+    with NginxServer(www(tmp_path), location='if ($arg_sp = "test") { rewrite ^/v1/x.csv$ /v2/x.csv break; }') as server:
         yield server
 
 

@@ -30,12 +30,17 @@ DATA = random.Random(1701).randbytes(3_000_000)
 SIGNED = "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date={date}&X-Amz-Expires=300&X-Amz-Signature={sig}"
 
 
-@pytest.fixture
-def nginx(tmp_path):
+def slow_bucket(tmp_path):
+    """nginx at 400 KB/s serving DATA as ``bucket/big.bin``."""
     root = tmp_path / "www"
     (root / "bucket").mkdir(parents=True)
     (root / "bucket" / "big.bin").write_bytes(DATA)
-    with NginxServer(root, limit_rate="400k") as server:
+    return NginxServer(root, limit_rate="400k")
+
+
+@pytest.fixture
+def nginx(tmp_path):
+    with slow_bucket(tmp_path) as server:
         yield server
 
 

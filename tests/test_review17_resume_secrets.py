@@ -18,13 +18,19 @@ import os
 import pytest
 
 from tests.conftest import run_cli
-from tests.test_review17_resigned_resume import DATA, _interrupted_run, nginx  # noqa: F401 - the fixture
+from tests.test_review17_resigned_resume import DATA, _interrupted_run, slow_bucket
 
 SECRETS = ("s3cret", "SASSECRET")
 
 
+@pytest.fixture
+def nginx(tmp_path):
+    with slow_bucket(tmp_path) as server:
+        yield server
+
+
 @pytest.mark.parametrize("how", ["password", "sas"])
-def test_the_resume_record_keeps_no_secret_and_still_resumes(nginx, home, tmp_path, how):  # noqa: F811
+def test_the_resume_record_keeps_no_secret_and_still_resumes(nginx, home, tmp_path, how):
     out = tmp_path / "data" / "big.bin"
     url = nginx.url_for("bucket/big.bin")
     if how == "password":
