@@ -26,13 +26,18 @@ V1 = b"id,value\n" + b"1,one\n" * 2000
 V2 = b"id,value\n" + b"2,two\n" * 2000  # (the same size: a size check alone cannot tell them apart)
 
 
-@pytest.fixture
-def nginx(tmp_path):
+def www(tmp_path):
+    """``v1/x.csv`` and ``v2/x.csv`` (V1, V2) under ``tmp_path/www``."""
     root = tmp_path / "www"
     for folder, data in (("v1", V1), ("v2", V2)):
         (root / folder).mkdir(parents=True)
         (root / folder / "x.csv").write_bytes(data)
-    with NginxServer(root) as server:
+    return root
+
+
+@pytest.fixture
+def nginx(tmp_path):
+    with NginxServer(www(tmp_path)) as server:
         yield server
 
 

@@ -11,7 +11,7 @@ import os
 
 from prefetch.fs.files import local_error, mib
 from prefetch.engine.ranges import RangeSet
-from prefetch.engine.resume_state import SMALL_FILE, TransferState, check_state, usable_state
+from prefetch.engine.resume_state import SMALL_FILE, TransferState, check_state, same_link_validators, usable_state
 
 
 class PartAndState:
@@ -30,7 +30,7 @@ class PartAndState:
             self.size = state.size
             self.ranges_ok = state.ranges
             self.done = RangeSet(state.done)
-            self.sources.restore(state.validators)
+            self.sources.restore(same_link_validators(state.validators, self.urls))
             self.reused = self.done.total()
             self.saver.synced = self.done.total()
             self._trim()

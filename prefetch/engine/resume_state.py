@@ -3,6 +3,8 @@
 The record holds the file's size, whether the server honours Range, each source's
 validator (ETag / Last-Modified) and the byte ranges that are really on disk; a
 process killed at any point resumes from it with at most the bytes in flight lost.
+It names its sources by ``net/urls.bare_link`` (no ``user:password@``, no signature or token:
+the folder may be shared) and fits a download from a link with the same ``link_key``.
 Anything unexpected in it (another version, wrong types, ranges outside the file)
 makes it unusable: the download starts over rather than trust it.
 """
@@ -40,13 +42,16 @@ class TransferState:
     def to_json(self) -> str:
         import json  # (here: a small file, done before its first save, never writes a record)
 
+        from prefetch.net.urls import bare_link  # (beside the file, readable by whoever reads the
+        # folder: each link without its password or signature; usable_state matches them by link_key)
+
         return json.dumps(
             {
                 "version": STATE_VERSION,
-                "urls": self.urls,
+                "urls": [bare_link(u) for u in self.urls],
                 "size": self.size,
                 "ranges": self.ranges,
-                "validators": self.validators,
+                "validators": {bare_link(u): v for u, v in self.validators.items()},
                 "done": self.done,
                 "algorithm": self.algorithm,
                 "saved": time.time(),
@@ -233,7 +238,9 @@ def read_progress(part: Path, state_file: Path) -> tuple[int, int | None] | None
 
 
 def usable_state(state: TransferState | None, part: Path, urls: list[str]) -> bool:
-    """Whether a saved record fits this download and the ``.part`` on disk."""
+    """Whether a saved record fits this download and the ``.part`` on disk: one of ``urls`` is one
+    of its links (``net/urls.link_key``: a presigned link signed again is the same link; its
+    validators still guard the resumed bytes, ``same_link_validators``)."""
     from prefetch.fs.safefs import check_replaceable
 
     part_st = check_replaceable(part)  # a planted link/FIFO/foreign file: UnsafePathError
@@ -242,7 +249,29 @@ def usable_state(state: TransferState | None, part: Path, urls: list[str]) -> bo
     done = RangeSet(state.done)
     on_disk = part_st.st_size
     return (
-        any(u in state.urls for u in urls)
+        _same_link(state.urls, urls)
         and (state.ranges or done.covers(state.size))
         and all(b <= on_disk for _, b in done.as_list())
     )
+
+
+def _same_link(saved: list[str], urls: list[str]) -> bool:
+    if any(u in saved for u in urls):
+        return True
+    from prefetch.net.urls import link_key
+
+    keys = {link_key(u) for u in saved}
+    return any(link_key(u) in keys for u in urls)
+
+
+def same_link_validators(validators: dict[str, dict[str, str]], urls: list[str]) -> dict[str, dict[str, str]]:
+    """``validators`` (a resume record's, by the URL it saved) for ``urls``: a URL's own, else
+    those saved for its link signed otherwise (``link_key``), so a resumed request still asks
+    ``If-Range`` with the ETag the kept bytes came with."""
+    missing = [u for u in urls if u not in validators]
+    if not missing or not validators:
+        return validators
+    from prefetch.net.urls import link_key
+
+    by_key = {link_key(u): v for u, v in validators.items()}
+    return {**{u: by_key[link_key(u)] for u in missing if link_key(u) in by_key}, **validators}

@@ -76,17 +76,22 @@ def verdict(unreached: list[tuple[str, int, int, str]], tries: int, *, proxy: st
     if proxy:
         return (f"the proxy {proxy}: {said}, and it was never reached: {meaning}; check the *_proxy "
                 f"variables (or unset them), and see `prefetch doctor`")
-    seen = dict.fromkeys(f"{h}:{p}" for h, p, _c, _t in unreached)
-    what = f"{host}:{port}" if len(seen) == 1 else f"no source could be connected to ({', '.join(seen)})"
+    seen = dict.fromkeys(_host_port(h, p) for h, p, _c, _t in unreached)
+    what = _host_port(host, port) if len(seen) == 1 else f"no source could be connected to ({', '.join(seen)})"
     return (f"{what}: {said}, and it was never reached in this run: {meaning}. "
             f"{advice(list(seen), refused=code == errno.ECONNREFUSED)}")
+
+
+def _host_port(host: str, port: int) -> str:
+    """``host:port`` as a URL writes it: an IPv6 address in brackets (``[::1]:9``, not ``::1:9``)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def advice(hosts: list[str], *, refused: bool = False) -> str:
     """The next step for a machine whose network is off, or a route that is: ``hosts`` (names,
     ``name:port``) are the sources that failed; a Hugging Face host's mirror is ``HF_ENDPOINT``.
     ``refused``: the host answered with a refusal (a wrong port is likelier than no internet)."""
-    names = {h.rpartition(":")[0] if h.count(":") == 1 else h for h in hosts}
+    names = {(h.rpartition(":")[0] if h.count(":") == 1 or h.startswith("[") else h).strip("[]") for h in hosts}
     endpoint = os.environ.get("HF_ENDPOINT", "").partition("://")[2].partition("/")[0].rpartition("@")[2].lower()
     hub = any(n == "huggingface.co" or n.endswith((".huggingface.co", ".hf.co")) or n == "hf.co"
               or (endpoint and n == endpoint.partition(":")[0]) for n in names)

@@ -86,28 +86,55 @@ _SECRET_PARAMS = ("x-amz-signature", "x-amz-credential", "x-amz-security-token",
 
 
 # What signs a link for a while, not which file it names: a presigned URL's signature, key id,
-# date and lifetime (S3, GCS, OSS, Azure SAS), a portal's token. ``link_key`` leaves them out.
-_SIGNING_PARAMS = frozenset(_SECRET_PARAMS + ("expires", "ossaccesskeyid", "security-token", "sv", "st", "spr",
-                                              "srt", "ss", "sr", "skoid", "sktid", "skt", "ske", "sks", "skv"))
+# date and lifetime (S3, GCS, OSS), a portal's token. ``link_key`` leaves them out. An Azure SAS's
+# fields (``sv``, ``se``, ``sp``...) and a CloudFront or OSS link's ``Expires``/``Policy`` sign a
+# link only beside its signature (``sig``; ``Signature``): alone, ``?sp=test`` or ``?st=2`` name a file.
+_SIGNING_PARAMS = frozenset(("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig",
+                             "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "token", "access_token",
+                             "ossaccesskeyid", "security-token"))
+_SAS_PARAMS = frozenset(("sv", "st", "se", "sp", "spr", "srt", "ss", "sr", "si", "sdd", "ses", "skoid", "sktid",
+                         "skt", "ske", "sks", "skv", "skdutid", "sduoid"))  # (signing with ``sig``)
+_SIGNED_WITH = {"sig": _SAS_PARAMS, "signature": frozenset(("expires", "policy", "key-pair-id"))}
 _SIGNING_PREFIXES = ("x-amz-", "x-goog-", "x-oss-")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @functools.lru_cache(maxsize=1024)
 def link_key(url: str) -> str:
-    """Which file ``url`` names, as 12 hex digits (the first 6 bytes of its blake2b), for a
-    completion record: the URL without its ``user:password@``, its fragment, and the query
-    parameters that sign it for a while (``_SIGNING_PARAMS``: a presigned GET signed again, or a
-    portal link with a new token, is the same link; ``?v=2`` is another)."""
+    """Which file ``url`` names, as 12 hex digits (the first 6 bytes of its blake2b of
+    :func:`bare_link`), for a completion record and a resume record."""
     from prefetch.fs.hashing import blake2b  # (CPython's own BLAKE2: a plain get never loads OpenSSL's hashlib)
 
+    return blake2b(bare_link(url).encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def bare_link(url: str) -> str:
+    """``url`` as the link it is, with no secret in it: without its ``user:password@``, its
+    fragment, and the query parameters that sign it for a while (``_SIGNING_PARAMS``, and
+    ``_SIGNED_WITH`` beside their signature: a presigned GET signed again, or a portal link with
+    a new token, is the same link; ``?v=2`` is another), its scheme and host in lower case and
+    without the scheme's own port (``HTTPS://Host:443/x`` is ``https://host/x``: DNS names know
+    no case). What a resume record beside the file keeps (whoever reads the folder reads it)."""
     parts = urlsplit(url)
-    kept = [p for p in parts.query.split("&") if p and not _signing(p.partition("=")[0].lower())]
-    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2], query="&".join(kept), fragment="").geturl()
-    return blake2b(bare.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+    names = [p.partition("=")[0].lower() for p in parts.query.split("&")] if parts.query else []
+    dropped = set(_SIGNING_PARAMS).union(*(_SIGNED_WITH[n] for n in _SIGNED_WITH if n in names))
+    kept = [p for p, n in zip(parts.query.split("&"), names) if p and n not in dropped
+            and not n.startswith(_SIGNING_PREFIXES)]
+    return parts._replace(netloc=_bare_netloc(parts), query="&".join(kept), fragment="").geturl()
 
 
-def _signing(name: str) -> bool:
-    return name in _SIGNING_PARAMS or name.startswith(_SIGNING_PREFIXES)
+def _bare_netloc(parts) -> str:
+    """``host[:port]`` of ``parts`` in lower case, without ``user:password@`` or the scheme's own port."""
+    netloc = parts.netloc.rpartition("@")[2]
+    try:
+        port = parts.port
+    except ValueError:  # (a port check_url refuses: the key of the netloc as given)
+        return netloc.lower()
+    host = netloc.rpartition(":")[0] if port is not None or netloc.endswith(":") else netloc
+    if port is not None and port != _DEFAULT_PORTS.get(parts.scheme):
+        return f"{host.lower()}:{port}"
+    return host.lower()
 
 
 def hide_signed_query(url: str) -> str:
