@@ -48,6 +48,7 @@ from urllib.parse import urlsplit
 
 from prefetch.engine.bulk_head import OutOfStep, parse_head
 from prefetch.engine.inline import INLINE_BODY
+from prefetch.fs.processes import thread_times
 
 CONNECTIONS = 2  # connections per chunk (one thread: the second overlaps the server's work)
 DEPTH = 8  # requests written ahead on each connection ...
@@ -57,6 +58,7 @@ CHUNK_SECONDS = 0.5  # no new request after this long: the chunk is placed (a ki
 OWED_SECONDS = 1.0  # ... and answers still owed this long after that go the usual way (a slow drip of one
 # answer held the chunk's files unplaced for as long as it lasted; a stop then discarded them all)
 IDLE = 0.5  # a chunk that waited on the wire more than this share of its time: the lane is off for the host
+# (its time in select less its thread's wait for a CPU: a loaded machine's, not the wire's; see ``idle``)
 PER_CONNECTION = 400  # requests on one connection before a fresh one (nginx closes at keepalive_requests)
 
 
@@ -122,7 +124,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take, first_refusal_ends
 
     A chunk that spent more than ``IDLE`` of its time waiting for answers (a server that sends
     slowly: more files in flight on more connections do better there) turns the lane off for
-    the host."""
+    the host; its thread's wait for a CPU is not counted as such (:func:`idle`)."""
     from prefetch.engine.response_check import check_response
     from prefetch.engine.sources import Source
     from prefetch.net.direct import merged_headers
@@ -142,6 +144,7 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take, first_refusal_ends
     taken = set()
     asked: dict = {}  # job key -> when its request went out
     began = time.monotonic()
+    clock = thread_times()  # (this thread's CPU and run-queue seconds so far: see ``idle``)
     waited = 0.0  # seconds in select without an answer to read
     depth = [FIRST_DEPTH]  # requests ahead on a connection now (up to DEPTH as answers are taken)
     ended = [False]  # an answer handed back with ``first_refusal_ends`` (--fail-fast): no new request
@@ -358,9 +361,24 @@ def fetch_pipelined(host, jobs: list, *, options, stop, take, first_refusal_ends
         for _ in range(max(0, admitted[0])):
             host.dismiss()
     took = time.monotonic() - began
-    if took > 0.1 and waited > IDLE * took:
+    if took > 0.1 and idle(waited, clock, thread_times()) > IDLE * took:
         host.bulk = False  # (the wire, not this thread, sets the pace: the usual path's files overlap it)
     return [job for job in jobs if job[0] not in taken], {job[0] for job in queue}
+
+
+def idle(waited: float, before: tuple[float, float] | None, after: tuple[float, float] | None) -> float:
+    """Of a chunk's ``waited`` seconds in select, those the wire kept it waiting: less the seconds
+    its thread waited, runnable, for a CPU meanwhile (``fs.processes.thread_times`` at the chunk's
+    start and end; all of them: the thread spends most of its time in select). On a machine whose
+    CPUs other work holds (a notebook that also trains: load 12-22 on 2 cores) an answer already
+    in the socket waits for the thread to be scheduled, and that wait counted as the wire's: the
+    lane turned itself off for the host after a chunk or two (2,000 files, 1,024 through it), and
+    the usual path's threads then waited for the same CPU, one request per file. A server whose
+    answers come late keeps the thread asleep in select, off the run queue: that still counts.
+    Where the kernel keeps no schedstat, all of ``waited``."""
+    if before is None or after is None:
+        return waited
+    return max(0.0, waited - (after[1] - before[1]))
 
 
 class _Crowded(Exception):

@@ -1,4 +1,5 @@
-"""Is a process alive, and is it still the same process (its start time from /proc)?
+"""Is a process alive, and is it still the same process (its start time from /proc)? And how
+its threads spend their time (on a CPU, waiting for one: schedstat).
 
 Locks, job records and leftover temp files name the pid that owns them; these
 checks tell a live owner from a dead one (or from a new process with a reused pid).
@@ -63,11 +64,24 @@ def cpu_and_wait() -> dict[int, tuple[float, float]] | None:
     seconds = {}
     for task in tasks:
         try:
-            with open(f"/proc/self/task/{task}/schedstat", "rb") as fh:
-                fields = fh.read().split()
-            seconds[int(task)] = int(fields[0]) / 1e9, int(fields[1]) / 1e9
+            seconds[int(task)] = _schedstat(f"/proc/self/task/{task}/schedstat")
         except FileNotFoundError:
             continue  # (a thread that ended meanwhile)
         except (OSError, ValueError, IndexError):
             return None
     return seconds
+
+
+def thread_times() -> tuple[float, float] | None:
+    """The calling thread's seconds on a CPU and seconds waiting, runnable, for one (its run
+    queue wait), from ``/proc/thread-self/schedstat``; None where the kernel does not keep them."""
+    try:
+        return _schedstat("/proc/thread-self/schedstat")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _schedstat(path: str) -> tuple[float, float]:
+    with open(path, "rb") as fh:
+        fields = fh.read().split()
+    return int(fields[0]) / 1e9, int(fields[1]) / 1e9
