@@ -32,7 +32,7 @@ from prefetch.engine import bulk
 from prefetch.flow.file_looks import Looks
 from prefetch.flow.partials import part_changed
 from prefetch.fs.beside_locks import PARTS_HELD, lock_new_part, release_part
-from prefetch.fs.files import syncfs_call as _syncfs_call
+from prefetch.fs.files import rename_new, syncfs_call as _syncfs_call
 from prefetch.fs.safefs import check_owned, lstat_or_none
 from prefetch.model.events import Event, EventKind, EventSink
 from prefetch.model.plans import FilePlan, FileResult
@@ -183,8 +183,9 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
 
 class _Folders:
     """The chunk's folders, each opened once: a ``.part`` renamed to its final name relative to
-    its folder's fd (``safefs.replace`` opens the folder for each rename), the final name
-    checked first as there (absent, or ours and not a link)."""
+    its folder's fd (``safefs.replace`` opens the folder for each rename), where nothing is at
+    the final name (``fs.files.rename_new``), else once the final name is checked as there
+    (ours and not a link)."""
 
     def __init__(self) -> None:
         self.fds: dict[str, int] = {}
@@ -207,6 +208,8 @@ class _Folders:
         now = os.stat(part, dir_fd=fd, follow_symlinks=False)
         if (now.st_dev, now.st_ino, now.st_size) != (st.st_dev, st.st_ino, st.st_size):
             return part_changed(part_path(final), now, st, label)
+        if rename_new(part, name, fd):
+            return None  # (nothing was at the final name, the usual case: renamed without a look first)
         try:  # (safefs.check_replaceable, relative to the folder's fd: absent, or ours and not a link)
             there = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
