@@ -117,3 +117,36 @@ def test_a_file_gone_the_usual_way_is_never_also_in_a_chunk(monkeypatch):
     got_host, chunk = lane.chunk_from(5, stop)
     assert got_host is host and [i for i, _, _ in chunk] == [5, 6]
     assert lane.taken(7) and lane.chunk_from(7, stop) == ()
+
+
+def test_the_lanes_heads_read_from_remembered_lines_as_from_new_ones():
+    """The lane remembers the header lines it has parsed (a server's answers repeat most of
+    theirs): a head read again, from remembered lines, is what it was the first time and what
+    http.client reads; a line refused is refused again; names are case-blind, a repeated header
+    joined, two different Content-Lengths refused even when each was remembered alone."""
+    import http.client
+    import io
+
+    import pytest
+
+    from prefetch.engine import bulk_head
+    from prefetch.engine.bulk_head import OutOfStep, parse_head
+
+    heads = [b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 5\r\nVary: a\r\nvary: b\r\nETag: \"x\"\r\n\r\n",
+             b"HTTP/1.1 206 Partial Content\r\nCONTENT-LENGTH:  5 \r\nContent-Range: bytes 0-4/5\r\n\r\n",
+             b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"]
+    for rounds in range(2):
+        for head in heads:
+            got, body = parse_head(head + b"hello")
+            assert body == len(head) and got.status in (200, 206)
+            expected = http.client.parse_headers(io.BytesIO(head.split(b"\r\n", 1)[1]))
+            assert dict(got.headers) == {k.lower(): ", ".join(expected.get_all(k)) if k.lower() != "content-length"
+                                         else expected[k].strip() for k in expected}, (rounds, head)
+            assert got.close == (b"close" in head)
+    assert b"Server: nginx" in bulk_head._LINES  # (read from the memory the second time)
+    for bad in (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nBad Name: x\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nno colon\r\n\r\n"):
+        for _ in range(2):
+            with pytest.raises(OutOfStep):
+                parse_head(bad + b"hello")

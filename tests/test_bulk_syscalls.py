@@ -149,3 +149,30 @@ def test_a_link_planted_at_a_final_name_before_the_lanes_rename_is_left_alone(ho
     for other in files:
         if other != name:
             assert (out / other).read_bytes() == files[other], other
+
+
+def test_the_lanes_renames_take_a_free_final_name_without_a_look_first(home, tmp_path):
+    """300 files: the lane renames a ``.part`` with ``renameat2(RENAME_NOREPLACE)``, which fails
+    when something is at the final name, instead of an ``lstat`` of the final name and then a
+    rename (two calls a file, and a moment between them); only where something is there does it
+    look (``test_a_link_planted_at_a_final_name_before_the_lanes_rename_is_left_alone``)."""
+    import re
+
+    files = _files(tmp_path / "www", 300, 16 << 10)
+    out = tmp_path / "out"
+    trace = tmp_path / "trace"  # (-ff: a file a thread, no call cut in two by another thread's)
+    with NginxServer(tmp_path / "www") as server:
+        listing = _list(tmp_path / "urls.txt", server, files)
+        proc = subprocess.run(["strace", "-ff", "-qq", "-o", str(trace), "-e", "trace=newfstatat,renameat,renameat2",
+                               sys.executable, "-m", "prefetch", "get", "-i", str(listing), "-P", str(out), "-q"],
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                              env=os.environ.copy())
+        assert proc.returncode == 0, proc.stderr
+        served = server.served()
+    _check(out, files)
+    lane = len([r for r in served if r[3] == LANE_RANGE])
+    text = "".join(path.read_text() for path in tmp_path.glob("trace.*"))
+    renamed = set(re.findall(r'renameat2\(\d+, "(f\d+\.bin)\.part", \d+, "f\d+\.bin", RENAME_NOREPLACE\) = 0', text))
+    looked = set(re.findall(r'newfstatat\(\d+, "(f\d+\.bin)", ', text))  # (the lane's looks: relative to its folder)
+    assert lane > 0 and len(renamed) >= lane - 8, (lane, len(renamed))  # (a file handed back takes the usual path)
+    assert not renamed & looked, sorted(renamed & looked)[:5]

@@ -140,6 +140,31 @@ def test_the_link_record_reads_back_and_old_records_name_no_link(tmp_path):
                                                            extract_into=()))  # (a library cache's: by name)
 
 
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:8080/f00001.bin", "https://h:443/x%20y", "http://h", "http://h/", "http:///p", "http://h//a/./b",
+    "http://h/x;params", "http://h:/x", "HTTP://h/x", "https://H.Example.COM/X", "https://u:p@h/x", "https://@h/x",
+    "http://h/x?v=2", "http://h/x?X-Amz-Signature=s&v=2", "http://h/x?", "http://h/x#part", "http://h/a b",
+    "http://h/a\tb", "http://h/a\nb", "http://h/\u00fc", "http://[::1]:8080/x", "http://h/x]",
+    "http://h:80/x", "https://h:443/x", "http://h:443/x", "http://h:080/x", "http://h:99999/x", "http://Host:8/x"])
+def test_a_links_key_is_its_url_split_joined_and_hashed(url):
+    """``link_key`` hashes a plain link (no user, query or fragment, nothing urlsplit strips) as
+    it is, without the split and join (~10 us a file in a list of thousands): the key is the
+    one the split and join give, whatever the URL; ``redact_url`` (a file's log line, record
+    and result) gives such a link back as it is, and anything else split and joined."""
+    from urllib.parse import urlsplit
+
+    from prefetch.net.urls import _SECRET_PARAMS, _split_bare_link, bare_link, link_key, redact_url
+
+    parts = urlsplit(url)
+    bare = _split_bare_link(url)  # (the definition: split, stripped, host in lower case, joined)
+    assert bare_link(url) == bare
+    assert link_key(url) == hashlib.blake2b(bare.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+    query = parts.query
+    if query and any(p.partition("=")[0].lower() in _SECRET_PARAMS for p in query.split("&")):
+        query = "(signed)"
+    assert redact_url(url) == parts._replace(netloc=parts.netloc.rpartition("@")[2], query=query).geturl()
+
+
 def test_a_served_name_taken_by_another_links_file_of_the_same_size_is_not_this_one(home, tmp_path):
     """``--content-disposition``: two links whose server names both ``data.csv``, of one size.
     Before, the second found the first's file there "complete" (the size matched) and said

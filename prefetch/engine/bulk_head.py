@@ -50,6 +50,26 @@ class OutOfStep(Exception):
     """The connection's bytes are not answers we can frame: nothing more is read from it."""
 
 
+_LINES: dict[bytes, tuple[str, str]] = {}  # header lines met before: (lower-cased name, value)
+_LINES_KEPT = 512  # (a server's answers repeat most of their lines: Server, Content-Type, Content-Length ...)
+
+
+def _header_line(line: bytes) -> tuple[str, str]:
+    """A ``Name: value`` line as (lower-cased name, value), remembered for the answers after it.
+
+    Raises:
+        OutOfStep: not a ``Name: value`` line.
+    """
+    name, sep, value = line.partition(b":")
+    if not sep or _NAME.fullmatch(name) is None or b"\r" in value or b"\n" in value:
+        raise OutOfStep("a header line that is not Name: value")
+    got = name.decode("ascii").lower(), value.strip(b" \t").decode("latin-1")
+    if len(_LINES) >= _LINES_KEPT:
+        _LINES.clear()  # (each file's own lines, ETag, Last-Modified, fill it: the lines that repeat come back at once)
+    _LINES[line] = got
+    return got
+
+
 def parse_head(data: bytes, start: int = 0) -> tuple[Head, int] | None:
     """``(head, where its body starts)`` for the head at ``data[start:]``; None: not all there yet.
 
@@ -70,14 +90,14 @@ def parse_head(data: bytes, start: int = 0) -> tuple[Head, int] | None:
         raise OutOfStep(f"status line {lines[0][:40]!r}")
     headers = _Headers()
     for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep or _NAME.fullmatch(name) is None or b"\r" in value or b"\n" in value:
-            raise OutOfStep("a header line that is not Name: value")
-        key = name.decode("ascii").lower()
-        text = value.strip(b" \t").decode("latin-1")
-        if key in headers and (key == "content-length" and headers[key] != text):
+        key, text = _LINES.get(line) or _header_line(line)
+        had = dict.get(headers, key)
+        if had is None:
+            headers[key] = text
+        elif key != "content-length":
+            headers[key] = f"{had}, {text}"
+        elif had != text:
             raise OutOfStep("two Content-Lengths")
-        headers[key] = text if key not in headers or key == "content-length" else f"{headers[key]}, {text}"
     length = headers.get("content-length")
     if "transfer-encoding" in headers or length is None or not length.isdigit():
         raise OutOfStep("no Content-Length (or a Transfer-Encoding)")

@@ -32,11 +32,15 @@ from prefetch.engine import bulk
 from prefetch.flow.file_looks import Looks
 from prefetch.flow.partials import part_changed
 from prefetch.fs.beside_locks import PARTS_HELD, lock_new_part, release_part
-from prefetch.fs.files import syncfs_call as _syncfs_call
-from prefetch.fs.safefs import lstat_or_none
+from prefetch.fs.files import rename_new, syncfs_call as _syncfs_call
+from prefetch.fs.safefs import check_owned, lstat_or_none
 from prefetch.model.events import Event, EventKind, EventSink
 from prefetch.model.plans import FilePlan, FileResult
 from prefetch.net.urls import redact_url
+# (flow/files.py imports the engine's answer checks: both are loaded before a chunk, and a
+# `from` import in a function costs 2-5 us each time, a few a file in a run of thousands)
+from prefetch.engine.response_check import one_stream_note
+from prefetch.flow.files import describe_sources, source_urls
 
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 # (os.replace is os.rename with another flag; only os.rename is listed in supports_dir_fd: asking for
@@ -51,8 +55,6 @@ def eligible(plan: FilePlan, options, known: dict | None = None) -> str | None:
     if (plan.extract_into or plan.decompress_to or plan.also or plan.shares or options.sources is not None
             or options.client_factory is not None or options.transfer.limiter is not None):
         return None
-    from prefetch.flow.files import source_urls
-
     urls = source_urls(plan.spec, options, explicit_url=plan.explicit_url)
     if len(urls) != 1 or not bulk.direct_url(urls[0], known):
         return None
@@ -181,8 +183,9 @@ def fetch_batch(chunk: list[tuple[int, FilePlan, str]], *, host, options, locks_
 
 class _Folders:
     """The chunk's folders, each opened once: a ``.part`` renamed to its final name relative to
-    its folder's fd (``safefs.replace`` opens the folder for each rename), the final name
-    checked first as there (absent, or ours and not a link)."""
+    its folder's fd (``safefs.replace`` opens the folder for each rename), where nothing is at
+    the final name (``fs.files.rename_new``), else once the final name is checked as there
+    (ours and not a link)."""
 
     def __init__(self) -> None:
         self.fds: dict[str, int] = {}
@@ -192,8 +195,6 @@ class _Folders:
         writer's fstat), as ``flow/partials.check_size`` checks for the usual path; else the
         error its file fails with (nothing renamed): another process replaced the ``.part`` (left
         alone) or changed its size (discarded)."""
-        from prefetch.fs.safefs import check_owned
-
         if not _RELATIVE:
             changed = part_changed(part_path(final), os.stat(part_path(final), follow_symlinks=False), st, label)
             if changed is None:
@@ -207,6 +208,8 @@ class _Folders:
         now = os.stat(part, dir_fd=fd, follow_symlinks=False)
         if (now.st_dev, now.st_ino, now.st_size) != (st.st_dev, st.st_ino, st.st_size):
             return part_changed(part_path(final), now, st, label)
+        if rename_new(part, name, fd):
+            return None  # (nothing was at the final name, the usual case: renamed without a look first)
         try:  # (safefs.check_replaceable, relative to the folder's fd: absent, or ours and not a link)
             there = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -379,9 +382,6 @@ class _Done:
 def _placed(plan: FilePlan, records_dir: Path, head, answer, digest, st, *, url: str, on_event: EventSink,
             elapsed: float) -> FileResult:
     """The file is in place: its record, its events and its result, as ``fetch_file`` gives them."""
-    from prefetch.engine.response_check import one_stream_note
-    from prefetch.flow.files import describe_sources
-
     size = answer.total
     placement.write_completion(records_dir, plan, _Done(digest), st=st)
     expected = plan.spec.expected

@@ -221,6 +221,7 @@ class _Lane:
         self.running: dict = {}  # host -> chunks in flight
         self.claimed: set[int] = set()
         self.urls: dict[int, str | None] = {}
+        self.eligible = None  # file_batch.eligible, imported with the first file looked at
         self.known: dict = {}  # scheme://host -> direct there, no proxy or credentials (bulk.direct_url)
         self.waiting: dict = {}  # host -> indexes of the threads waiting for its lane
         self.handed: set[int] = set()  # files a chunk handed back ...
@@ -248,9 +249,11 @@ class _Lane:
     def _url(self, index: int) -> str | None:
         url = self.urls.get(index, False)
         if url is False:
-            from prefetch.flow.file_batch import eligible
+            if self.eligible is None:
+                from prefetch.flow.file_batch import eligible
 
-            url = self.urls[index] = eligible(self.plans[index], self.options, self.known)
+                self.eligible = eligible  # (a `from` import costs 2-5 us: once a run, not once a file)
+            url = self.urls[index] = self.eligible(self.plans[index], self.options, self.known)
         return url
 
     def chunk_from(self, index: int, stop: threading.Event) -> tuple | None:

@@ -368,10 +368,8 @@ def describe_sources(served: dict[str, int]) -> str:
     """Who delivered a file: ``from URL``, or ``from A (70%), B (30%)`` for several sources."""
     if not served:
         return "from the bytes already on disk"
+    if len(served) == 1:
+        return f"from {redact_url(next(iter(served)))}"
     total = sum(served.values()) or 1
     ranked = sorted(served.items(), key=lambda kv: -kv[1])
-    from prefetch.net.urls import redact_url
-
-    if len(ranked) == 1:
-        return f"from {redact_url(ranked[0][0])}"
     return "from " + ", ".join(f"{redact_url(url)} ({100 * n / total:.0f}%)" for url, n in ranked)

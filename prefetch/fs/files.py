@@ -187,6 +187,40 @@ def _amount(n: int) -> str:
 _SYNCFS: list = []  # [libc's syncfs or None], looked up once
 
 
+_RENAMEAT2: list = []  # [libc's renameat2 or None], looked up once
+_NOREPLACE = 1  # RENAME_NOREPLACE
+
+
+def rename_new(name: str, new: str, dir_fd: int) -> bool | None:
+    """Rename ``name`` to ``new``, both in the folder ``dir_fd``, only if nothing is at ``new``
+    (``renameat2`` with ``RENAME_NOREPLACE``: one call where a look and a rename took two, and
+    nothing can come between them): True when renamed, False when something is at ``new``
+    (nothing renamed), None where libc, the kernel or the filesystem cannot (nothing renamed).
+
+    Raises:
+        OSError: the rename failed otherwise (``name`` gone, no room, ...).
+    """
+    if not _RENAMEAT2:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _RENAMEAT2.append((libc.renameat2, ctypes.get_errno) if hasattr(libc, "renameat2") else None)
+        except (OSError, AttributeError):
+            _RENAMEAT2.append(None)
+    if _RENAMEAT2[0] is None:
+        return None
+    call, get_errno = _RENAMEAT2[0]
+    if call(dir_fd, os.fsencode(name), dir_fd, os.fsencode(new), _NOREPLACE) == 0:
+        return True
+    code = get_errno()
+    if code == errno.EEXIST:
+        return False
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM):  # (a filesystem without the flag, a
+        return None  # seccomp filter that refuses the call: the look-then-rename way)
+    raise OSError(code, os.strerror(code), new)
+
+
 def syncfs_call():
     """libc's ``syncfs`` (flush one filesystem), or None where it is missing."""
     if not _SYNCFS:

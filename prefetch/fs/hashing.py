@@ -29,22 +29,31 @@ def new_hasher(algorithm: str):
     return hashlib.new(algorithm)
 
 
+_BUILTIN: dict = {}  # name -> the builtin hash's constructor, found once (a `from` import costs 2-5 us a call)
+
+
+def _builtin(name: str):
+    """``_sha1.sha1`` / ``_blake2.blake2b``, else hashlib's (a Python built without its own hashes)."""
+    found = _BUILTIN.get(name)
+    if found is None:
+        try:
+            found = getattr(__import__({"sha1": "_sha1", "blake2b": "_blake2"}[name]), name)
+        except ImportError:
+            import hashlib
+
+            found = getattr(hashlib, name)
+        _BUILTIN[name] = found
+    return found
+
+
 def sha1(data: bytes):
     """``hashlib.sha1(data)``: the builtin ``_sha1`` where this Python has it (no OpenSSL)."""
-    try:
-        from _sha1 import sha1 as builtin
-    except ImportError:  # (a Python built without its own hashes)
-        from hashlib import sha1 as builtin
-    return builtin(data)
+    return (_BUILTIN.get("sha1") or _builtin("sha1"))(data)
 
 
 def blake2b(data: bytes, *, digest_size: int):
     """``hashlib.blake2b(data, digest_size=...)``, which is ``_blake2``'s (hashlib never takes OpenSSL's)."""
-    try:
-        from _blake2 import blake2b as builtin
-    except ImportError:
-        from hashlib import blake2b as builtin
-    return builtin(data, digest_size=digest_size)
+    return (_BUILTIN.get("blake2b") or _builtin("blake2b"))(data, digest_size=digest_size)
 
 
 def hash_file(path: Path | str, algorithm: str = "sha256", *, length: int | None = None) -> str:

@@ -184,14 +184,23 @@ def _new_lock(locks_dir: Path, key: str):
         raise
 
 
-def _record(key: str, started: float, target: str, job: str | None) -> bytes:
-    """The owner record for the shared file: ``LockOwner``'s fields and the key, as JSON of at
-    most ``rangelocks.RECORD`` bytes (a long target is kept by its end)."""
-    try:  # json.dumps' quoting of a str (json.encoder's own C function), without importing json
+_QUOTED: list = []  # json.dumps' quoting of a str, found once (a `from` import costs 2-5 us a lock)
+
+
+def _quoting():
+    """json.dumps' quoting of a str (json.encoder's own C function), without importing json."""
+    try:
         from _json import encode_basestring_ascii as quoted
     except ImportError:
         from json.encoder import encode_basestring_ascii as quoted
+    _QUOTED.append(quoted)
+    return quoted
 
+
+def _record(key: str, started: float, target: str, job: str | None) -> bytes:
+    """The owner record for the shared file: ``LockOwner``'s fields and the key, as JSON of at
+    most ``rangelocks.RECORD`` bytes (a long target is kept by its end)."""
+    quoted = _QUOTED[0] if _QUOTED else _quoting()
     head = f'{{"pid": {rangelocks.pid()}, "host": {quoted(_HOST)}, "started": {started!r}, "target": '
     tail = f', "job": {"null" if job is None else quoted(job)}, "key": "{key}"}}'
     data = (head + quoted(target) + tail).encode()
