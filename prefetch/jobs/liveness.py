@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from prefetch.errors import ExitCode
+from prefetch.errors import ExitCode, PrefetchError
 from prefetch.jobs.record_types import FINAL_FILE_STATES, JobRecord, JobState
 from prefetch.jobs.records import (
     JOB_ID_RE,
@@ -213,7 +213,19 @@ def get_job(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
             mtime = record_path(job_id, env).stat().st_mtime
         except OSError:
             pass
-    return refresh_state(record, mtime=mtime)
+    was_active = record.active
+    found = refresh_state(record, mtime=mtime)
+    if was_active and not found.active:
+        # Its worker is gone: it may have written its end between the read above and the look at
+        # its process (a worker ends within a millisecond of its last record). Read once more:
+        # `wait` said "interrupted (exit 7)" of a job that had failed with exit 5.
+        try:
+            again = load_record(job_id, env)
+        except (ValueError, OSError, PrefetchError):
+            return found
+        if not again.active:
+            return again
+    return found
 
 
 def reread_jobs(job_ids, last: dict, env: Mapping[str, str] | None = None) -> list[JobRecord]:
