@@ -21,8 +21,17 @@ import sys
 import threading
 
 _BUILDING = threading.Lock()  # (one build at a time: the others wait for it and take the same context)
-if hasattr(os, "register_at_fork"):  # (a child forked during a build would wait on it for ever)
-    os.register_at_fork(after_in_child=lambda: globals().update(_BUILDING=threading.Lock()))
+
+
+def _after_fork() -> None:
+    """A forked child's own lock: one held by a parent's thread mid-build would stay held for ever."""
+    global _BUILDING
+    _BUILDING = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
 _CONTEXTS: dict = {}  # (verify, the bundle's mtime and size, SSLKEYLOGFILE) -> SSLContext
 
 
