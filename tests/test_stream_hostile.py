@@ -71,9 +71,13 @@ def test_following_a_job_whose_record_turns_corrupt_raises_instead_of_ending_sho
     first = next(paths)
     assert first.name == names[0] and first.read_bytes() == blobs[names[0]]
     pid = poll(lambda: prefetch.status(job.id).pid, what="the worker's pid")
+    # Stopped first, so it cannot write its record again; cut short while it still looks
+    # alive, then killed: a follower that looked between a kill and the cut saw the worker
+    # gone first and said so ("stopped without finishing"), a failed run at load 11.
+    os.kill(pid, signal.SIGSTOP)
+    record_path(job.id).write_text('{"id": "' + job.id + '", "fil')  # cut short
     os.kill(pid, signal.SIGKILL)
     poll(lambda: not _alive(pid), what="the worker to die")
-    record_path(job.id).write_text('{"id": "' + job.id + '", "fil')  # cut short
     with pytest.raises(prefetch.PrefetchError, match="corrupt"):
         rest = list(paths)
         pytest.fail(f"the loop ended with {rest} instead of raising")
