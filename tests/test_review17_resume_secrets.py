@@ -42,11 +42,17 @@ def test_the_resume_record_keeps_no_secret_and_still_resumes(nginx, home, tmp_pa
     for secret in SECRETS:
         assert secret not in record, record
     assert nginx.url_for("bucket/big.bin") in record, record  # (its link, to resume from)
-    sent_before = sum(row[0] for row in nginx.served())
+    get_resumes(nginx, url, out, tmp_path)
 
-    got = run_cli("get", url, "-o", str(out), cwd=tmp_path)
+
+def get_resumes(nginx, url: str, out, cwd):
+    """``prefetch get url -o out`` resumes the interrupted ``big.bin``: it ends complete, sending
+    fewer bytes than the file's; the finished run."""
+    sent_before = sum(row[0] for row in nginx.served())
+    got = run_cli("get", url, "-o", str(out), cwd=cwd)
     assert got.returncode == 0, got.stderr
     assert out.read_bytes() == DATA
     assert os.listdir(out.parent) == ["big.bin"]
     assert "resuming" in got.stderr and "starting over" not in got.stderr, got.stderr
     assert sum(row[0] for row in nginx.served()) - sent_before < len(DATA)
+    return got

@@ -51,7 +51,7 @@ def torch_dataset(names, *, samples: bool = False, transform=None, by_rank: bool
     return StreamDataset(_names(names), samples=samples, transform=transform, by_rank=by_rank, options=options)
 
 
-def tf_generator(names, *, samples: bool = False, keys=None, **options):
+def tf_generator(names, *, samples: bool = False, keys=None, shard=None, **options):
     """A callable for ``tf.data.Dataset.from_generator``: each call iterates ``as_completed`` afresh.
 
     Items are paths (``str``; ``output_signature=tf.TensorSpec((), tf.string)``), or
@@ -59,11 +59,26 @@ def tf_generator(names, *, samples: bool = False, keys=None, **options):
     or, with ``keys=("jpg", "cls")``, tuples of those members' bytes in that order
     (``output_signature=(tf.TensorSpec((), tf.string),) * 2``). When TensorFlow stops
     iterating (or the generator is closed), the downloads stop, resumable.
+
+    ``shard=(index, count)``: this input pipeline's share of the names (and ``urls=`` entries),
+    dealt round robin as ``torch_dataset`` deals them to ranks (``index, index+count, ...``): it
+    downloads and reads only those. Give it under a multi-worker strategy from
+    ``distribute_datasets_from_function``'s ``InputContext`` (``(ctx.input_pipeline_id,
+    ctx.num_input_pipelines)``). Never read from ``TF_CONFIG`` by itself: tf.data's own
+    auto-sharding of a generator's dataset keeps every N-th element of each worker's stream, so
+    sharding the names too would leave each worker 1/N² of the data; without ``shard`` every
+    worker reads (and downloads) every name.
+
+    Raises:
+        UsageError: a ``shard`` that is not ``(index, count)`` with ``0 <= index < count``, or
+        fewer names than ``count`` (a pipeline with nothing would end its epoch at once).
     """
     from prefetch.api import _names
 
     names = _names(names)  # (UsageError now, not in the first epoch)
     keys = tuple(keys) if keys is not None else None
+    if shard is not None:
+        names, options = _deal(names, options, shard)
 
     def generate():
         from prefetch.streaming import as_completed
@@ -77,6 +92,35 @@ def tf_generator(names, *, samples: bool = False, keys=None, **options):
                     yield sample if keys is None else tuple(sample[k] for k in keys)
 
     return generate
+
+
+def _deal(names: list[str], options: dict, shard) -> tuple[list[str], dict]:
+    """Pipeline ``index`` of ``count``'s names and ``urls=`` entries, dealt as one list round robin.
+
+    Raises:
+        UsageError: a bad ``shard``, or fewer items than pipelines.
+    """
+    from collections.abc import Mapping
+
+    from prefetch.errors import UsageError
+
+    if (not isinstance(shard, (tuple, list)) or len(shard) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in shard) or not 0 <= shard[0] < shard[1]):
+        raise UsageError(f"shard must be (index, count) with 0 <= index < count, e.g. (ctx.input_pipeline_id, "
+                         f"ctx.num_input_pipelines); got {shard!r}")
+    index, count = shard
+    urls = options.get("urls") or []
+    urls = [urls] if isinstance(urls, (str, Mapping)) else list(urls)
+    items = [*((True, n) for n in dict.fromkeys(names)), *((False, u) for u in urls)]
+    if len(items) < count:
+        raise UsageError(f"tf_generator: {len(items)} name(s) for {count} input pipelines: names are dealt whole "
+                         "(an hf:// repo or a dataset is one name); give at least one per pipeline (the shards' "
+                         "URLs), or no shard for every pipeline to read them all")
+    mine = items[index::count]
+    options = dict(options)
+    if urls:
+        options["urls"] = [u for is_name, u in mine if not is_name]
+    return [n for is_name, n in mine if is_name], options
 
 
 __all__ = ["iter_tar_samples", "tf_generator", "torch_dataset"]

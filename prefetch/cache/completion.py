@@ -15,6 +15,8 @@ algorithm when a hash was checked, and when it was placed). It is kept in one of
   digest is JSON of path, size, dev, ino, mtime_ns, digest, algorithm, placed and link (its
   key, never the URL: whoever may read the file reads it);
 * else in a file of the state dir's ``placed/`` (``completion_path``): JSON, with the URLs.
+  Always there for a file others may write (another user's, or one with a group or world
+  write bit): they may set its attributes too, so an attribute on such a file is never read.
 
 A reader decodes both attribute forms (and the JSON attribute of earlier versions) to one
 dict shape; any value it cannot read (empty, cut short, another version byte, not JSON)
@@ -58,8 +60,9 @@ def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat
             "placed": time.time(),
             "link": link_key(plan.spec.url) if plan.by_link and plan.spec.url else None,
         }
-        # On the file, readable by whoever may read the file: no URLs (in a private records_dir, they are)
-        if _record_on_file(plan.final, _compact(record) or _dumps(record)):
+        # On the file, readable by whoever may read the file: no URLs (in a private records_dir, they are).
+        # Never on a file others may write: they may write its attribute too (``_others_may_write``)
+        if not _others_may_write(st) and _record_on_file(plan.final, _compact(record) or _dumps(record)):
             return
         record["urls"] = [redact_url(u) for u in plan.spec.urls]  # never a password
         data = _dumps(record)
@@ -169,17 +172,28 @@ def read_completion(records_dir: Path, final: Path, st: os.stat_result | None = 
     in ``records_dir``; with ``st``, the first of the two that also names that inode, size and
     mtime (an attribute left from an earlier placement of the same inode does not hide a newer
     record in ``records_dir``). None when there is none or it is unreadable."""
-    for record in _records(records_dir, final):
+    for record in _records(records_dir, final, st):
         if st is None or _names(record, final, st):
             return record
     return None
 
 
-def _records(records_dir: Path, final: Path):
-    """The records that may be ``final``'s, in the order they are trusted: attribute, then file."""
+def _others_may_write(st: os.stat_result) -> bool:
+    """Whoever may write a file may set its ``user.*`` attributes: on a file of another user, or
+    one with a group or world write bit (a team's cache after ``chmod -R g+w``), an attribute could
+    name changed bytes' new size and mtime. Such a file's record is kept in ``records_dir`` (the
+    owner's own state dir) and only there is it trusted."""
+    return bool(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)) or safefs.is_foreign(st)
+
+
+def _records(records_dir: Path, final: Path, st: os.stat_result | None = None):
+    """The records that may be ``final``'s, in the order they are trusted: attribute (not on a
+    file others may write), then file."""
     try:
+        if _others_may_write(st or os.lstat(final)):
+            raise PermissionError
         record = _from_attribute(os.getxattr(final, _XATTR, follow_symlinks=False), str(final.absolute()))
-    except (OSError, AttributeError):  # no attribute (or no xattrs here)
+    except (OSError, AttributeError):  # no attribute (or no xattrs here), or not one to trust
         record = None
     if record is not None:
         yield record

@@ -80,18 +80,28 @@ def host_of(url: str) -> str:
     return netloc.rpartition("@")[2] if netloc else url
 
 
-# Query parameters that carry a credential: S3/GCS/Azure presigned URLs, tokens.
-_SECRET_PARAMS = ("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig",
-                  "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "token", "access_token", "se", "sp")
+# Query parameters that are a credential of their own, never a part of which file a link names:
+# an API key (Google APIs ``key``; ``api_key``, ``apikey``), a token (Civitai and portals ``token``,
+# OAuth ``access_token``, GitLab ``private_token``, a Hub token in the query), a password. The
+# same file asked with another key is the same link; a record beside the file never holds one.
+_CREDENTIAL_PARAMS = frozenset(("key", "api_key", "apikey", "api-key", "x-api-key", "token", "access_token",
+                                "private_token", "auth_token", "authtoken", "refresh_token", "id_token",
+                                "hf_token", "ms_token", "access_key", "accesskey", "secret", "client_secret",
+                                "password", "passwd"))
+
+
+# Query parameters that carry a credential: S3/GCS/Azure presigned URLs, tokens, API keys.
+_SECRET_PARAMS = frozenset(("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig",
+                            "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "se", "sp")) | _CREDENTIAL_PARAMS
 
 
 # What signs a link for a while, not which file it names: a presigned URL's signature, key id,
-# date and lifetime (S3, GCS, OSS), a portal's token. ``link_key`` leaves them out. An Azure SAS's
+# date and lifetime (S3, GCS, OSS), and the credentials above. ``link_key`` leaves them out. An Azure SAS's
 # fields (``sv``, ``se``, ``sp``...) and a CloudFront or OSS link's ``Expires``/``Policy`` sign a
 # link only beside its signature (``sig``; ``Signature``): alone, ``?sp=test`` or ``?st=2`` name a file.
 _SIGNING_PARAMS = frozenset(("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig",
-                             "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "token", "access_token",
-                             "ossaccesskeyid", "security-token"))
+                             "awsaccesskeyid", "x-goog-signature", "x-goog-credential",
+                             "ossaccesskeyid", "security-token")) | _CREDENTIAL_PARAMS
 _SAS_PARAMS = frozenset(("sv", "st", "se", "sp", "spr", "srt", "ss", "sr", "si", "sdd", "ses", "skoid", "sktid",
                          "skt", "ske", "sks", "skv", "skdutid", "sduoid"))  # (signing with ``sig``)
 _SIGNED_WITH = {"sig": _SAS_PARAMS, "signature": frozenset(("expires", "policy", "key-pair-id"))}
@@ -110,7 +120,8 @@ def link_key(url: str) -> str:
 
 def bare_link(url: str) -> str:
     """``url`` as the link it is, with no secret in it: without its ``user:password@``, its
-    fragment, and the query parameters that sign it for a while (``_SIGNING_PARAMS``, and
+    fragment, and the query parameters that sign it for a while or carry a credential (an API
+    key, a token: ``_SIGNING_PARAMS``, and
     ``_SIGNED_WITH`` beside their signature: a presigned GET signed again, or a portal link with
     a new token, is the same link; ``?v=2`` is another), its scheme and host in lower case and
     without the scheme's own port (``HTTPS://Host:443/x`` is ``https://host/x``: DNS names know

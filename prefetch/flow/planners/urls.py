@@ -23,7 +23,7 @@ from prefetch.flow.request import GetRequest
 from prefetch.fs.paths import current_dir, expand_path
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import DatasetSpec, ExpectedHash, FileSpec, parse_hash
-from prefetch.net.urls import check_url, is_local_path, is_url
+from prefetch.net.urls import check_url, is_local_path, is_url, link_key
 
 def plan_url_specs(
     entries: Iterable[UrlEntry],
@@ -68,10 +68,11 @@ def plan_url_specs(
         target = os.path.abspath(target)
         prior = taken.get(target)
         if prior is not None:
-            if prior[0] != url:
+            if prior[0] != url and link_key(prior[0]) != link_key(url):
                 raise UsageError(f"{prior[0]} and {url} would both be saved as {target}; give one of them out=NAME")
-            # The same file asked twice: fetched once, with the hash either line gives (a hash on
-            # the second line was dropped with it: the file landed unverified); two hashes: refused.
+            # The same file asked twice (or one object under two signings): fetched once, with the
+            # hash either line gives (a hash on the second line was dropped with it: the file
+            # landed unverified); two hashes: refused.
             _same_file_again(specs, prior[1], url, expected)
             continue
         taken[target] = (url, len(specs))
@@ -110,7 +111,9 @@ def _check_no_folder_taken(taken: dict[str, tuple[str, int]], bases: set[str]) -
 
 
 def _same_file_again(specs: list[DatasetSpec], index: int, url: str, expected: ExpectedHash | None) -> None:
-    """``url`` listed again for the file of ``specs[index]``: its hash, if new, goes to that file.
+    """``url`` listed again for the file of ``specs[index]``: its hash, if new, goes to that file;
+    another signing of its link (``net/urls.link_key``: a new signature or token) is another
+    source of the same object (the first signing expired: the second still fetches it).
 
     Raises:
         UsageError: the two entries give different hashes.
@@ -118,12 +121,16 @@ def _same_file_again(specs: list[DatasetSpec], index: int, url: str, expected: E
     from dataclasses import replace
 
     spec = specs[index]
-    kept = spec.files[0].expected
-    if expected is None or expected == kept:
-        return
-    if kept is not None:
-        raise UsageError(f"{url} is listed twice with different hashes ({kept} and {expected}); keep the right one")
-    specs[index] = replace(spec, files=(replace(spec.files[0], expected=expected),))
+    file = spec.files[0]
+    if url not in file.urls:
+        file = replace(file, alternates=(*file.alternates, url))
+    kept = file.expected
+    if expected is not None and expected != kept:
+        if kept is not None:
+            raise UsageError(f"{url} is listed twice with different hashes ({kept} and {expected}); keep the right one")
+        file = replace(file, expected=expected)
+    if file is not spec.files[0]:
+        specs[index] = replace(spec, files=(file,))
 
 
 def _check_local_origin(url: str) -> None:
