@@ -7,7 +7,6 @@ Owns:
     place_extras.py its extractions, decompression and extra names, before the final name
     file_list.py ``fetch_files``: many files at once on a bounded pool, one failure harming none
     file_batch.py the bulk lane: a chunk of fresh small files of one near host, one flush for all
-    list_split.py a long list of a near host on both cores: its second half in a forked process
     leftovers.py what a killed run left beside a file, each directory listed once per run
     foreign_tree.py another account's extraction read as it is (a shared folder not ours to write)
     served_names.py --content-disposition: a URL's file named by its server before its download

@@ -32,7 +32,6 @@ def fetch_files(
     stop: threading.Event | None = None,
     before_start: Callable[[int], bool] | None = None,
     on_file_done: Callable[[int, FileResult], None] | None = None,
-    split_ok: bool = True,
 ) -> list[FileResult]:
     """Fetch several files at once; one failure does not harm the others.
 
@@ -48,23 +47,10 @@ def fetch_files(
 
     With ``options.fail_fast`` the first failure asks every other file to stop
     cleanly (their state is saved and they report "interrupted").
-
-    A long list of a near host may run its second half in a forked process
-    (``flow/list_split.py``; ``split_ok=False``: never).
     """
     from prefetch.engine.many import files_in_flight, near_limit, run_in_order, shared_hosts
 
     stop = stop or threading.Event()
-    split = None
-    if split_ok and before_start is None and len(plans) >= _Lane.FEWEST:
-        from prefetch.flow.list_split import Split
-
-        def run_child(mine, sink, done, child_stop) -> None:
-            """What a second process runs on its files (a run of its own: its own hosts)."""
-            fetch_files(mine, options=replace(options, transfer=replace(options.transfer, hosts=None)), state=state,
-                        on_event=sink, stop=child_stop, on_file_done=done, split_ok=False)
-
-        split = Split.start(plans, options, run=run_child)  # (a fork: here, before this run starts any thread)
     results: list[FileResult | None] = [None] * len(plans)
     transfer, own_hosts = shared_hosts(options.transfer, on_event, stop)
     options = replace(options, transfer=transfer)
@@ -122,23 +108,6 @@ def fetch_files(
         finish(index, result)
 
     lane = _Lane(plans, options) if before_start is None and len(plans) >= _Lane.FEWEST else None
-    if split is not None:
-        if lane is None or not lane.on:
-            split.close()  # (told no: it exits)
-            split = None
-        else:
-            def child_failed(index: int, message: str) -> None:
-                """A file the second process never reported (it ended first): resumable, said as
-                failed; the parent's own files go on (only a stop ends them)."""
-                from prefetch.errors import InterruptedTransferError
-
-                result = _failed(plans[index], InterruptedTransferError(message))
-                finish(index, result)
-                on_event(Event(EventKind.FAILED, plans[index].label, message=result.error, exit_code=result.exit_code))
-
-            lane.split = lambda index: split.offer(
-                index, lane.claimed, lane.same_host(index), stop=stop, on_event=on_event, finish=finish,
-                failed=child_failed)
 
     def run_lane(index: int) -> None:
         """``run(index)``, or a chunk of fresh small files from ``index`` on through the bulk lane
@@ -226,8 +195,6 @@ def fetch_files(
                      again=lane.again if lane is not None else None,
                      limit=near_limit(hosts, workers, flushing=options.transfer.sync_data) if hosts is not None else None)
     finally:
-        if split is not None:
-            split.close()  # (the second process's files all reported, it is gone)
         if own_hosts is not None:
             own_hosts.close()
         forget_transfer(options.transfer)
@@ -260,7 +227,6 @@ class _Lane:
         self.handed: set[int] = set()  # files a chunk handed back ...
         self.again: deque[int] = deque()  # ... that the scheduler has yet to run (engine.many.run_in_order)
         self.scouts: dict = {}  # host -> when its first file went the usual way (no answer from it yet)
-        self.split = None  # called with the first chunk's first file (flow/list_split.py), then None
 
     def close(self) -> None:
         """No more chunks in this run: every file not yet in one goes the usual way."""
@@ -351,22 +317,9 @@ class _Lane:
             if len(chunk) < 2:
                 return self._usual(index)
             self.claimed.update(i for i, _, _ in chunk)
-            if self.split is not None:
-                split, self.split = self.split, None
-                split(index)  # (the first chunk: the host is near; a second process may take the list's end)
             self.running[host] = self.running.get(host, 0) + 1
             self.lock.notify_all()  # (the threads waiting with a file of this chunk are free)
             return host, chunk
-
-    def same_host(self, index: int):
-        """A test: file ``i`` would take the lane to the host of file ``index``."""
-        hosts = self.options.transfer.hosts
-
-        def same(i: int) -> bool:
-            url, at = self._url(i), self._url(index)
-            return url is not None and at is not None and hosts.host_for(url) is hosts.host_for(at)
-
-        return same
 
     def _lowest(self, host, index: int) -> bool:
         """No thread with an earlier file of ``host`` waits for its lane."""
