@@ -58,8 +58,8 @@ def _quiet_early_interrupts() -> None:
     main = sys.modules.get("__main__")
     argv = getattr(sys, "orig_argv", [])
     script = getattr(main, "__file__", None) or ""
-    if "-m" in argv:
-        ours = argv[argv.index("-m") + 1:][:1] == ["prefetch"]
+    if sys.argv[:1] == ["-m"] and "-m" in argv:  # (python -m: argv[0] is "-m" while runpy imports the package)
+        ours = argv[argv.index("-m") + 1:][:1] == ["prefetch"]  # (the interpreter's -m: before the command's)
     else:  # (the console script: its __main__ is the script itself, named prefetch)
         ours = getattr(main, "__spec__", 1) is None and script.rpartition("/")[2] == "prefetch" and \
             sys.argv[:1] == [script]
