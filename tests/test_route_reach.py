@@ -71,6 +71,17 @@ def test_a_paced_capped_mirror_is_asked_in_requests_not_in_one_mib_pieces(tmp_pa
     8 MiB/s with no burst, 30 ms away. Its 503s make the transfer ask in pieces; pieces of
     1 MiB idled a round trip every 1 MiB (23 requests for 24 MiB). Pieces as long as a request
     on this route: far fewer requests, every byte served once."""
+    requests = _capped_download(tmp_path, rtt=0.03, seed=20)
+    # (13 here; 1 MiB pieces: 23. Loaded (two busy loops beside it, load 11-18): 14-18, as this
+    # test's own proxy and origin threads wait for a CPU, the first answer comes past twice the
+    # long-route mark and the route is judged long: the jump's connections take 1 MiB pieces
+    # until the cap is met, as on a long route they should. Before the fix: 23-27 loaded)
+    assert len(requests) <= 18, [r.range for r in requests]
+
+
+def _capped_download(tmp_path, *, rtt: float, seed: int) -> list:
+    """24 MiB through a mirror ``rtt`` away that allows 2 connections (503 beyond), each paced at
+    8 MiB/s: the origin's records of the requests for it (the file checked whole, no byte twice)."""
     import hashlib
     import random
 
@@ -79,22 +90,17 @@ def test_a_paced_capped_mirror_is_asked_in_requests_not_in_one_mib_pieces(tmp_pa
     from tests.latency_proxy import LatencyProxy
     from tests.origin import OriginServer
 
-    data = random.Random(20).randbytes(24 * MIB)
+    data = random.Random(seed).randbytes(24 * MIB)
     with OriginServer() as origin:
         origin.put("capped.bin", data)
-        with LatencyProxy(origin.port, rtt=0.03, pace=8 * MIB, max_open=2) as proxy:
+        with LatencyProxy(origin.port, rtt=rtt, pace=8 * MIB, max_open=2) as proxy:
             part = tmp_path / "capped.bin.part"
             result = download_to_part(urls=[proxy.url_for("capped.bin")], part=part, state_file=tmp_path / "s.json",
                                       algorithm="sha256", options=TransferOptions(backoff_base=0.01, backoff_cap=0.05))
         assert result.digest == hashlib.sha256(data).hexdigest() and part.read_bytes() == data
         assert proxy.rejected  # the cap was met (the transfer asks in pieces from then on)
-        requests = origin.data_requests("capped.bin")
-        # (13 here; 1 MiB pieces: 23. Loaded (two busy loops beside it, load 11-18): 14-18, as this
-        # test's own proxy and origin threads wait for a CPU, the first answer comes past twice the
-        # long-route mark and the route is judged long: the jump's connections take 1 MiB pieces
-        # until the cap is met, as on a long route they should. Before the fix: 23-27 loaded)
-        assert len(requests) <= 18, [r.range for r in requests]
         assert result.downloaded == len(data)  # nothing fetched twice
+        return origin.data_requests("capped.bin")
 
 
 def _capped_tail(even: bool, mine: int) -> Segment:
@@ -134,28 +140,10 @@ def test_a_long_capped_route_is_asked_in_requests_not_in_one_mib_pieces(tmp_path
     own, taken so, and the request sizing went on sharing the file among 32 connections (the
     ramp, done at its jump, never said how many run): 1 MiB pieces to the end (~26 requests for
     24 MiB under load). The cap now sizes the requests, and the refused pieces join again."""
-    import hashlib
-    import random
-
-    from prefetch.engine.options import TransferOptions
-    from prefetch.engine.transfer import download_to_part
-    from tests.latency_proxy import LatencyProxy
-    from tests.origin import OriginServer
-
-    data = random.Random(21).randbytes(24 * MIB)
-    with OriginServer() as origin:
-        origin.put("capped.bin", data)
-        with LatencyProxy(origin.port, rtt=0.1, pace=8 * MIB, max_open=2) as proxy:
-            part = tmp_path / "capped.bin.part"
-            result = download_to_part(urls=[proxy.url_for("capped.bin")], part=part, state_file=tmp_path / "s.json",
-                                      algorithm="sha256", options=TransferOptions(backoff_base=0.01, backoff_cap=0.05))
-        assert result.digest == hashlib.sha256(data).hexdigest() and part.read_bytes() == data
-        assert proxy.rejected
-        requests = origin.data_requests("capped.bin")
-        # (13-14 quiet, 16-17 at load 12: before the mirror's first 503 the jump's connections ask
-        # for 1 MiB pieces, and the two it lets through read a few of them; 1 MiB to the end: 25)
-        assert len(requests) <= 18, [r.range for r in requests]
-        assert result.downloaded == len(data)
+    requests = _capped_download(tmp_path, rtt=0.1, seed=21)
+    # (13-14 quiet, 16-17 at load 12: before the mirror's first 503 the jump's connections ask
+    # for 1 MiB pieces, and the two it lets through read a few of them; 1 MiB to the end: 25)
+    assert len(requests) <= 18, [r.range for r in requests]
 
 
 def test_pieces_a_capped_server_refused_are_taken_together():
