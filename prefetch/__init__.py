@@ -35,8 +35,46 @@ any form (``tests/test_layers.py`` holds the rule):
     commands/, cli  the command line
 """
 
-from prefetch.model.lazy import lazy_names
-from prefetch.errors import (
+
+def _interrupted_early(signum, frame) -> None:
+    """SIGINT in the ``prefetch`` command's process before the command runs: its one line, exit 7."""
+    import os
+
+    os.write(2, b"prefetch: error: interrupted; run the same command again to resume\n")
+    os._exit(7)
+
+
+def _quiet_early_interrupts() -> None:
+    """In the ``prefetch`` command's own process (its console script, ``python -m prefetch``), the
+    first thing prefetch's code does: a Ctrl-C from here until ``cli`` reads its command line is
+    the interrupt's one line and exit 7 (docs/exit-codes.md), not Python's traceback of whichever
+    import it fell in (exit 1, or -2 by the signal). ``cli._main`` puts Python's own handler back
+    inside its ``try``, which turns a ``KeyboardInterrupt`` into that same line. Any other process
+    that imports prefetch (a notebook kernel, a script, a job's worker: ``-m prefetch.jobs.worker``)
+    is left as it is: a library import never touches signals. (The interpreter's own start, site
+    and its .pth files, comes before any of prefetch's code: a Ctrl-C there is Python's.)"""
+    import sys
+
+    main = sys.modules.get("__main__")
+    argv = getattr(sys, "orig_argv", [])
+    script = getattr(main, "__file__", None) or ""
+    if sys.argv[:1] == ["-m"] and "-m" in argv:  # (python -m: argv[0] is "-m" while runpy imports the package)
+        ours = argv[argv.index("-m") + 1:][:1] == ["prefetch"]  # (the interpreter's -m: before the command's)
+    else:  # (the console script: its __main__ is the script itself, named prefetch)
+        ours = getattr(main, "__spec__", 1) is None and script.rpartition("/")[2] == "prefetch" and \
+            sys.argv[:1] == [script]
+    if ours:
+        import _signal
+
+        if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:  # (not one a caller set)
+            _signal.signal(_signal.SIGINT, _interrupted_early)
+
+
+_quiet_early_interrupts()
+del _quiet_early_interrupts
+
+from prefetch.model.lazy import lazy_names  # noqa: E402 - after the interrupt handler of the command's process
+from prefetch.errors import (  # noqa: E402
     ExitCode,
     HashMismatchError,
     IntegrityError,

@@ -53,9 +53,35 @@ def main(argv: list[str] | None = None) -> None:
 _EXITS_AFTER = [False]  # run(): the process ends right after main()
 
 
+def _own_interrupts() -> None:
+    """Python's SIGINT handler again in place of the one ``prefetch/__init__`` set for the
+    command's start (``_interrupted_early``): from here a Ctrl-C is a ``KeyboardInterrupt`` that
+    ``_main`` turns into the same line, after the ``finally`` blocks it runs through."""
+    import _signal
+
+    early = getattr(sys.modules.get("prefetch"), "_interrupted_early", None)  # (the package above: no import)
+    if early is not None and _signal.getsignal(_signal.SIGINT) is early:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    _test_pause("main")
+
+
+def _test_pause(where: str) -> None:
+    """Tests only (inert unless ``PREFETCH_TEST_PAUSE_START`` names ``where``): the command's start
+    stops here a while, saying so on stderr, for a Ctrl-C to land in it: ``import`` (in ``import
+    prefetch.cli``, before ``_main``), ``main`` (in ``_main``, its handler back)."""
+    import os
+
+    if os.environ.get("PREFETCH_TEST_PAUSE_START") == where:
+        import time
+
+        os.write(2, f"paused at {where}\n".encode())
+        time.sleep(30)
+
+
 def _main(argv: list[str] | None) -> None:
-    args = take_plain_flag(list(sys.argv[1:] if argv is None else argv))
     try:
+        _own_interrupts()
+        args = take_plain_flag(list(sys.argv[1:] if argv is None else argv))
         rv = _run(args)
     except PrefetchError as exc:
         _fail(str(exc), exc.exit_code)
@@ -336,3 +362,6 @@ def _show_help(ctx) -> None:
         _quiet_streams()
         sys.exit(int(ExitCode.FAILURE))
     sys.exit(int(ExitCode.USAGE))
+
+
+_test_pause("import")  # (tests: a Ctrl-C in ``import prefetch.cli``; inert unless PREFETCH_TEST_PAUSE_START=import)

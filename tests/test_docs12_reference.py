@@ -36,7 +36,7 @@ PAGES = {
 }
 # Set by prefetch for its own processes (a worker, click's completion, the test hooks), never by a user.
 INTERNAL_ENV = {"PREFETCH_JOB_HEADERS", "PREFETCH_JOB_URLS", "PREFETCH_WORKER_DIR", "PREFETCH_COMPLETE",
-                "PREFETCH_TEST_PAUSE_AT", "PREFETCH_TEST_PAUSE_SECONDS"}
+                "PREFETCH_TEST_PAUSE_AT", "PREFETCH_TEST_PAUSE_SECONDS", "PREFETCH_TEST_PAUSE_START"}
 REFERENCE = [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if p.name != "speed-log.md")]
 
 

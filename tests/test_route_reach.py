@@ -71,6 +71,17 @@ def test_a_paced_capped_mirror_is_asked_in_requests_not_in_one_mib_pieces(tmp_pa
     8 MiB/s with no burst, 30 ms away. Its 503s make the transfer ask in pieces; pieces of
     1 MiB idled a round trip every 1 MiB (23 requests for 24 MiB). Pieces as long as a request
     on this route: far fewer requests, every byte served once."""
+    requests = _capped_download(tmp_path, rtt=0.03, seed=20)
+    # (13 here; 1 MiB pieces: 23. Loaded (two busy loops beside it, load 11-18): 14-18, as this
+    # test's own proxy and origin threads wait for a CPU, the first answer comes past twice the
+    # long-route mark and the route is judged long: the jump's connections take 1 MiB pieces
+    # until the cap is met, as on a long route they should. Before the fix: 23-27 loaded)
+    assert len(requests) <= 18, [r.range for r in requests]
+
+
+def _capped_download(tmp_path, *, rtt: float, seed: int) -> list:
+    """24 MiB through a mirror ``rtt`` away that allows 2 connections (503 beyond), each paced at
+    8 MiB/s: the origin's records of the requests for it (the file checked whole, no byte twice)."""
     import hashlib
     import random
 
@@ -79,18 +90,17 @@ def test_a_paced_capped_mirror_is_asked_in_requests_not_in_one_mib_pieces(tmp_pa
     from tests.latency_proxy import LatencyProxy
     from tests.origin import OriginServer
 
-    data = random.Random(20).randbytes(24 * MIB)
+    data = random.Random(seed).randbytes(24 * MIB)
     with OriginServer() as origin:
         origin.put("capped.bin", data)
-        with LatencyProxy(origin.port, rtt=0.03, pace=8 * MIB, max_open=2) as proxy:
+        with LatencyProxy(origin.port, rtt=rtt, pace=8 * MIB, max_open=2) as proxy:
             part = tmp_path / "capped.bin.part"
             result = download_to_part(urls=[proxy.url_for("capped.bin")], part=part, state_file=tmp_path / "s.json",
                                       algorithm="sha256", options=TransferOptions(backoff_base=0.01, backoff_cap=0.05))
         assert result.digest == hashlib.sha256(data).hexdigest() and part.read_bytes() == data
         assert proxy.rejected  # the cap was met (the transfer asks in pieces from then on)
-        requests = origin.data_requests("capped.bin")
-        assert len(requests) <= 17, [r.range for r in requests]  # (13 here; 1 MiB pieces: 23)
         assert result.downloaded == len(data)  # nothing fetched twice
+        return origin.data_requests("capped.bin")
 
 
 def _capped_tail(even: bool, mine: int) -> Segment:
@@ -121,3 +131,72 @@ def test_a_capped_servers_last_pieces_are_sized_so_the_connections_end_together(
     # ... and whole pieces on a server without a cap (a long route of many connections).
     seg = _capped_tail(False, 0)
     assert (seg.pos, seg.end) == (2 * MIB, 3 * MIB)
+
+
+def test_a_long_capped_route_is_asked_in_requests_not_in_one_mib_pieces(tmp_path):
+    """A long route (100 ms: judged so at its first answer, as a loaded machine made of the 30 ms
+    row above) to a mirror capped at 2 connections. The long-route jump opens 32 at once and the
+    cap refuses most with 503: each refused piece came back to the schedule a 1 MiB segment of its
+    own, taken so, and the request sizing went on sharing the file among 32 connections (the
+    ramp, done at its jump, never said how many run): 1 MiB pieces to the end (~26 requests for
+    24 MiB under load). The cap now sizes the requests, and the refused pieces join again."""
+    requests = _capped_download(tmp_path, rtt=0.1, seed=21)
+    # (13-14 quiet, 16-17 at load 12: before the mirror's first 503 the jump's connections ask
+    # for 1 MiB pieces, and the two it lets through read a few of them; 1 MiB to the end: 25)
+    assert len(requests) <= 18, [r.range for r in requests]
+
+
+def test_pieces_a_capped_server_refused_are_taken_together():
+    schedule = Schedule(min_split=512 << 10)
+    schedule.piece = 1 * MIB
+    schedule.pace(8 * MIB, 0.1, patience=1.0)
+    # Pieces refused with 503 (released, one segment each) and the rest of the file after them.
+    schedule.segments = [Segment(i * MIB, i * MIB, (i + 1) * MIB) for i in range(8)] + [Segment(8 * MIB, 8 * MIB, 24 * MIB)]
+    schedule.segments.insert(3, Segment(30 * MIB, 30 * MIB, 31 * MIB, owner=5))  # (another's: never joined)
+    request(schedule, remaining=24 * MIB, workers=2)  # a share of 6 MiB
+    seg = schedule.take(1, splittable=True, smallest=512 << 10, low_first=False)
+    assert (seg.pos, seg.end) == (0, 6 * MIB)
+    assert sorted((s.pos, s.end) for s in schedule.segments if s.owner is None) == [(6 * MIB, 24 * MIB)]
+
+
+def test_a_first_answer_late_for_want_of_a_cpu_is_not_a_long_route():
+    """The route judge takes an answer's latency less the time the requesting thread waited,
+    runnable, for a CPU (``wire_latency``): a real hog on the same CPU, the requesting thread at
+    nice 10, its answer 'arriving' after 5 ms of sleep and read with 10 ms of its own CPU work.
+    The wall time is far past the long-route mark; the wire's part is not."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from prefetch.engine.schedule import judge_clock, wire_latency
+
+    cpu = min(os.sched_getaffinity(0))
+    hog = subprocess.Popen([sys.executable, "-c", "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+                            "print('on', flush=True)\nwhile 1: pass", str(cpu)], stdout=subprocess.PIPE, text=True)
+    got = {}
+
+    def request() -> None:
+        os.sched_setaffinity(0, {cpu})  # (this thread only)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        judge = RouteJudge(0.04)
+        clock = judge_clock(judge)
+        asked = time.monotonic()
+        time.sleep(0.005)  # the wire
+        end = time.thread_time() + 0.01  # reading the head: 10 ms of this thread's CPU, behind the hog
+        while time.thread_time() < end:
+            pass
+        got["wall"] = wall = time.monotonic() - asked
+        got["route"] = judge.add(wire_latency(wall, clock))
+
+    try:
+        assert hog.stdout.readline().strip() == "on"
+        thread = threading.Thread(target=request)
+        thread.start()
+        thread.join(timeout=120)
+    finally:
+        hog.kill()
+        hog.wait(timeout=30)
+    assert got["wall"] >= 0.08, got  # long at once, judged on the wall clock (nice 10 behind a hog: ~10% of the CPU)
+    assert got["route"] == "short", got

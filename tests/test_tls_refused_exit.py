@@ -101,11 +101,20 @@ def test_a_refused_certificate_returns_with_no_thread_of_its_own_left(home, untr
     monkeypatch.setattr(preconnect._Parked, "__init__", counted)
     real_build = tls_context._build
 
-    def slow_build(where):  # (a slow disk: the probe's thread loads the bundle while the others open and wait)
+    def slow_build(where):  # (a slow disk: the bundle loads while the connections opened ahead wait for it)
         time.sleep(0.2)
         return real_build(where)
 
     monkeypatch.setattr(tls_context, "_build", slow_build)
+    from prefetch.net import direct_conn
+
+    real_connect = direct_conn.Connection.connect
+
+    def slow_connect(self, *args, **kwargs):  # (a long route: the probe's handshake is out while the others open;
+        time.sleep(0.2)  # the bundle itself is loaded before the probe's clock starts, Client.prepare)
+        return real_connect(self, *args, **kwargs)
+
+    monkeypatch.setattr(direct_conn.Connection, "connect", slow_connect)
     for run in range(3):
         monkeypatch.setattr(tls_context, "_CONTEXTS", {})  # (built in each run, as in a new process)
         with pytest.raises(prefetch.PrefetchError, match="TLS verification failed"):

@@ -23,7 +23,7 @@ from prefetch.engine.accept_answer import accept_answer, request_end
 from prefetch.engine.inline import INLINE_BODY, WATCH, drop_thread_buffer, thread_buffer, watch_inline
 from prefetch.engine.response_check import Answer, check_response, one_stream_note
 from prefetch.engine.retry import CROWDED
-from prefetch.engine.schedule import Segment
+from prefetch.engine.schedule import Segment, judge_clock, wire_latency
 from prefetch.engine.sources import Restart, Source, SourceBad
 from prefetch.engine.stream import stream_body
 
@@ -326,6 +326,7 @@ class Fetcher:
         else:
             if hasattr(client, "prepare"):
                 client.prepare(url)  # (imports and session set-up are not the route's latency)
+            clock = judge_clock(self.t.route) if ahead is None else None
             asked = time.monotonic()
             if known_size is None and self.t.probe_asked is None:
                 self.t.probe_asked = asked  # (the main loop opens connections ahead while it waits: preconnect.py)
@@ -333,7 +334,7 @@ class Fetcher:
                 resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
             finally:
                 _ahead.out_of_step(self, client, ahead)  # (the answer before it ended out of step?)
-            latency = time.monotonic() - asked
+            latency = wire_latency(time.monotonic() - asked, clock)
         rtt = resp.round_trip() if ahead is None and hasattr(resp, "round_trip") else None
         with self.t.lock:
             self.t.responses[worker] = resp

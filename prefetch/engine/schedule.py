@@ -103,6 +103,7 @@ class Schedule:
         if pending:
             if self.piece and splittable:
                 seg = min(pending, key=lambda s: s.pos)  # in file order: the hashed prefix grows
+                self.join_pending(seg, pending)
                 self.cut(seg, self.even_end(worker) or self.piece_size())
             else:
                 seg = max(pending, key=lambda s: (s.end or 1 << 62) - s.pos)
@@ -156,6 +157,15 @@ class Schedule:
         if even >= 2 * self.piece_size():
             return None
         return even // 2 if even >= 4 * _LEAST_PIECE else max(even, _LEAST_PIECE)
+
+    def join_pending(self, seg: Segment, pending: list[Segment]) -> None:
+        """``seg`` (pending) grown over the pending segments right after it: pieces a capped server
+        refused (503) come back one piece each, and taken so they stayed that long, a request per
+        piece, when requests on the route had grown longer (``piece_size``)."""
+        after = {s.pos: s for s in pending if s is not seg and s.end is not None}
+        while seg.end is not None and (nxt := after.pop(seg.end, None)) is not None:
+            seg.end = nxt.end
+            self.segments.remove(nxt)
 
     def cut(self, seg: Segment, length: int) -> None:
         """Shorten ``seg`` to ``length`` bytes (not below half a piece more); the rest is pending."""
@@ -239,6 +249,30 @@ class Schedule:
 
     def prune(self) -> None:
         self.segments = [s for s in self.segments if s.end is None or s.pos < s.end or s.owner is not None]
+
+
+def judge_clock(route) -> tuple[float, float] | None:
+    """Before a request whose answer's latency ``route`` (a :class:`RouteJudge`) still judges:
+    the calling thread's seconds on and waiting for a CPU (``fs.processes.thread_times``), for
+    :func:`wire_latency`; None once the verdict is formed (two reads of /proc saved a request)."""
+    if len(route.samples) >= RouteJudge.SAMPLES:
+        return None
+    from prefetch.fs.processes import thread_times
+
+    return thread_times()
+
+
+def wire_latency(latency: float, clock: tuple[float, float] | None) -> float:
+    """``latency`` less the time the calling thread, its answer arrived, waited for a CPU since
+    ``clock`` (:func:`judge_clock`): the route's wait, not the run queue's. On a loaded machine a
+    first answer came 80-170 ms after its request on a 30 ms route (60 ms quiet), past twice the
+    long-route mark: the route was judged long at once and 32 connections opened."""
+    if clock is None:
+        return latency
+    from prefetch.fs.processes import thread_times
+
+    now = thread_times()
+    return latency if now is None else max(0.0, latency - (now[1] - clock[1]))
 
 
 class RouteJudge:

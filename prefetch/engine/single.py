@@ -42,7 +42,7 @@ from prefetch.engine.inline import INLINE_BODY, thread_buffer, watch_inline
 from prefetch.engine.part_file import PartFile
 from prefetch.engine.resume_state import StateSaver, TransferState
 from prefetch.engine.response_check import check_response, one_stream_note
-from prefetch.engine.schedule import Segment
+from prefetch.engine.schedule import Segment, judge_clock, wire_latency
 from prefetch.engine.sources import Source
 from prefetch.engine.stream import PrefixHasher, stream_body
 from prefetch.engine.options import TransferResult
@@ -110,9 +110,10 @@ def _ask(host, client, url: str, part, state_file, algorithm, options, on_event,
 
             if hasattr(client, "prepare"):
                 client.prepare(url)  # (as the transfer's request: imports are not the route's latency)
+            clock = judge_clock(host.route)
             asked = time.monotonic()
             resp, final_url = open_url(client, url, headers=headers, timeouts=options.timeouts)
-            latency = time.monotonic() - asked
+            latency = wire_latency(time.monotonic() - asked, clock)
         except Exception as exc:  # noqa: BLE001 - the transfer's first request meets it as its own
             if stop.is_set():
                 return _given_up(host, client)

@@ -310,7 +310,10 @@ class _Transfer(WorkerCalls, SourceHandling, PartAndState):
                         if ramp is not None:
                             ramp.done = True
                     self.worker_limit = target
-                    if ramp is not None and ramp.step_started is not None:  # (it has judged the route and the size)
+                    # (once it has judged the route and the size; or it is done: a long route's jump to
+                    # its count, or a cap the server set. A cap after a long-route jump left this unset
+                    # and requests sized for max_connections: 1 MiB pieces from a capped mirror)
+                    if ramp is not None and (ramp.step_started is not None or ramp.done):
                         # its next step at most doubles the count
                         self.planned_workers = target if ramp.done else min(self.opt.max_connections, 2 * target)
                 if raised:

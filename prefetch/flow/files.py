@@ -19,7 +19,7 @@ from prefetch.model.events import Event, EventKind, EventSink, ignore_event
 from prefetch.net.urls import redact_url
 from prefetch.cache.layout import part_path, state_path
 from prefetch.cache import placement
-from prefetch.fs.beside_locks import beside_lock, wait_for_part_writer
+from prefetch.fs.beside_locks import beside_lock, claim_part, wait_for_part_writer
 from prefetch.fs.locks import hold_lock
 from prefetch.fs.safefs import check_owned, lstat_or_none
 from prefetch.model.specs import FileSpec
@@ -101,8 +101,9 @@ def fetch_file(
 
     # The state dir's lock (this home's processes), then the one beside the file (every home's
     # and user's: fs/beside_locks.py), always in that order.
+    beside = beside_lock(plan.final, timeout=options.lock_timeout, stop=stop, on_wait=waiting_beside, job=options.job)
     with hold_lock(locks_dir, plan.final, timeout=options.lock_timeout, job=options.job, on_wait=waiting, stop=stop), \
-            beside_lock(plan.final, timeout=options.lock_timeout, stop=stop, on_wait=waiting_beside, job=options.job):
+            beside:
         wait_for_part_writer(os.fspath(plan.final) + ".part", timeout=options.lock_timeout, stop=stop,
                              on_wait=lambda: on_event(Event(EventKind.NOTE, plan.label, message="waiting for another "
                                                             "run, which is writing this file's .part")))
@@ -136,7 +137,7 @@ def fetch_file(
         # 2-core notebook needs for the transfer itself.
         algorithm = expected.algorithm if expected else None
         transfer, checked = _download_verified(plan, part, state, options=options, on_event=on_event, stop=stop,
-                                               result=result)
+                                               result=result, claim=beside.fd is not None)
         result.size = transfer.size
         result.algorithm = algorithm
         result.digest = transfer.digest
@@ -227,8 +228,11 @@ def _note_shared(plan: FilePlan, records_dir: Path) -> None:
 
 
 def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: FetchOptions, on_event: EventSink,
-                       stop: threading.Event, result: FileResult):
+                       stop: threading.Event, result: FileResult, claim: bool = False):
     """Download ``plan`` into ``part`` until its hash matches (adds to ``result``'s counters).
+
+    ``claim``: the lock beside the file is held: the ``.part`` is made this run's own first
+    (``fs.beside_locks.claim_part``: a bulk lane's empty one of another user removed).
 
     A mismatch is retried once from scratch when bytes from an earlier run were
     reused, then from each source alone (the origin first) when there are several.
@@ -252,6 +256,8 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         drop_unverifiable_partial(part, state, plan.label, on_event)
     alone: list[str] | None = None  # after a hash mismatch: sources to try one by one
     first = _handed_answer(plan, options, urls, fresh)
+    if claim:
+        claim_part(os.fspath(part))
     transfer_options = options.transfer
     if not (plan.extract_into or plan.decompress_to or plan.also):
         # Placed right after the transfer: a small file needs no resume record (engine/resume_state.py).

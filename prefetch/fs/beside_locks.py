@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -309,10 +310,48 @@ def lock_new_part(fd: int, final, part: str) -> bool:
     if beside_is_held(final):  # (taken before our .part existed: that run goes on, this file goes back)
         # The empty .part stays: that run's engine may have opened it already (it opens the
         # .part without O_EXCL) and would find the name gone when it renames; it takes it as
-        # its own, or, if that run goes no further, this run's usual path does.
+        # its own, or removes it when it is another user's (claim_part), or, if that run goes
+        # no further, this run's usual path does.
         _release(fd)
         return False
     return True
+
+
+def claim_part(part: str) -> None:
+    """Make ``part`` this run's own before its engine opens it: called by a run holding the lock
+    beside the file, after :func:`wait_for_part_writer`.
+
+    A bulk lane that made its ``.part`` just before it saw that lock held leaves it, empty (its
+    maker's engine-less look cannot tell whether this run opened it already): of this user, the
+    engine takes it as its own; of another user (another account's lane, in a shared folder),
+    the engine may not write it and the file failed ("belongs to another user", exit 5). Such a
+    ``.part`` (a regular file, empty, one name, another user's) is removed here, never opened nor
+    written: no lane writes a file whose beside lock is held. Where there is no ``.part``, an empty
+    one of ours is made now (``O_EXCL``): a lane coming after finds the name taken and gives the
+    file back, instead of leaving another empty one between this look and the engine's open. In a
+    sticky folder another user's entry cannot be removed: the engine's refusal stands.
+    """
+    from prefetch.fs.safefs import is_foreign, lstat_or_none
+
+    for _ in range(3):
+        try:
+            os.close(os.open(part, _NEW, 0o644))
+            return
+        except FileExistsError:
+            pass
+        except OSError:  # a folder we may not write, a full disk: the engine's open says so
+            return
+        st = lstat_or_none(part)
+        if st is None:
+            continue
+        if not (stat.S_ISREG(st.st_mode) and st.st_size == 0 and st.st_nlink == 1 and is_foreign(st)):
+            return  # ours (resumed or adopted), or not ours to touch: the engine decides, as before
+        try:
+            os.unlink(part)
+        except FileNotFoundError:
+            continue
+        except OSError:  # (EPERM: a sticky folder)
+            return
 
 
 def release_part(fd: int) -> None:

@@ -256,7 +256,10 @@ class Client:
         (the first one would otherwise count 0.1-0.4 s of imports as network)."""
         if is_file_url(url):
             return
-        self._open(self._route(url)[3])
+        direct = self._route(url)[3]
+        pools = self._open(direct)
+        if direct:
+            pools.prepare(url)  # (the TLS context too: loading the trust store is no round trip)
 
     def __enter__(self) -> "Client":
         return self

@@ -9,7 +9,9 @@ a directory of them as ``capath``, else certifi's: as ``Client`` works it out), 
 loads the bundle again for every connection; the store is the same. It is built once even
 when a download's first connections all start together (the probe and its preconnects):
 loading certifi's bundle is ~30 ms of CPU, and four more loads in threads also kept them
-inside OpenSSL while a failed handshake ended the process.
+inside OpenSSL while a failed handshake ended the process. ``Client.prepare`` builds it before
+the first request's clock starts (``DirectPools.prepare``): inside it, the load counted as the
+route's round trip, and a near host's probe looked like a long route's.
 """
 
 from __future__ import annotations

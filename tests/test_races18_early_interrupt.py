@@ -1,0 +1,90 @@
+"""A Ctrl-C in the first moments of ``prefetch get``: one line and exit 7, never a traceback.
+
+``get`` turned a Ctrl-C into "interrupted; run the same command again to resume" (exit 7) only
+once ``cli._main`` ran; one that came while the command was still importing prefetch's modules
+(0.1-1.5 s of a loaded machine) printed Python's traceback of that import, exit 1 or -2. Now
+``prefetch/__init__`` sets a quiet handler first thing in the command's own process (its console
+script, ``python -m prefetch``) and ``cli._main`` puts Python's back inside its ``try``. The
+test hook ``PREFETCH_TEST_PAUSE_START`` (inert unless set) stops the start at a point, saying so
+on stderr, so the Ctrl-C lands there every run. (A Ctrl-C in the interpreter's own start, site
+and its .pth files, comes before any code of prefetch: that one stays Python's.)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(sys.executable).parent / "prefetch"  # (the console script pip made, beside this interpreter)
+COMMANDS = [[sys.executable, "-m", "prefetch"]] + ([[str(SCRIPT)]] if SCRIPT.is_file() else [])
+
+
+@pytest.fixture
+def silent_server():
+    """A server that takes connections and never answers: a get waits on it."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        yield f"http://127.0.0.1:{server.getsockname()[1]}/x.bin"
+
+
+def _start(command: list[str], url: str, tmp_path: Path, pause: str | None) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k not in ("SHELL", "TERM", "PREFETCH_TEST_PAUSE_START")}
+    env["PREFETCH_HOME"] = str(tmp_path / "home")
+    if pause:
+        env["PREFETCH_TEST_PAUSE_START"] = pause
+    return subprocess.Popen([*command, "get", url, "-o", str(tmp_path / "out" / "x.bin")], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=str(tmp_path))
+
+
+def _interrupted(run: subprocess.Popen) -> str:
+    run.send_signal(signal.SIGINT)
+    _, rest = run.communicate(timeout=60)
+    assert "Traceback" not in rest and "KeyboardInterrupt" not in rest, rest
+    assert run.returncode == 7, (run.returncode, rest)
+    last = rest.strip().splitlines()[-1]  # ("interrupted; ...", or the file's own "x.bin: stopped at ...")
+    assert last.startswith("prefetch: error: ") and last.endswith("; run the same command again to resume"), rest
+    return rest
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(Path(c).name for c in cmd) for cmd in COMMANDS])
+@pytest.mark.parametrize("pause", ["import", "main"])
+def test_a_ctrl_c_at_the_commands_start_is_one_line_and_exit_7(command, pause, silent_server, tmp_path):
+    run = _start(command, silent_server, tmp_path, pause)
+    try:
+        assert run.stderr.readline().strip() == f"paused at {pause}"  # (importing prefetch.cli / in _main)
+        _interrupted(run)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=30)
+
+
+def test_a_ctrl_c_while_the_get_waits_for_its_server_is_one_line_and_exit_7(silent_server, tmp_path):
+    run = _start(COMMANDS[0], silent_server, tmp_path, None)
+    try:
+        rest = ""
+        while "x.bin" not in rest:  # (its first line names the file: it is waiting for the answer)
+            line = run.stderr.readline()
+            assert line, run.communicate(timeout=60)
+            rest += line
+        _interrupted(run)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=30)
+
+
+def test_importing_prefetch_leaves_sigint_alone():
+    """A script (or a kernel) that imports prefetch keeps Python's SIGINT handler: its Ctrl-C is its own."""
+    code = ("import signal, prefetch, prefetch.cli\n"
+            "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "True", done.stderr
