@@ -92,7 +92,7 @@ def get_file(
         datadir_base = os.path.join("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir(), ".keras")
     datadir = os.path.join(datadir_base, cache_subdir)
     _check_subdir(datadir_base, cache_subdir)
-    os.makedirs(datadir, exist_ok=True)
+    _make_datadir(datadir)
 
     provided_fname = fname
     fname = os.fspath(fname) if isinstance(fname, os.PathLike) else fname
@@ -143,6 +143,20 @@ def get_file(
         archive_format = "tar"
     _extract_like_keras(Path(download_target), Path(extraction_dir), archive_format)
     return extraction_dir
+
+
+def _make_datadir(datadir: str) -> None:
+    """``os.makedirs(datadir)`` as Keras does (``a/../b`` makes ``a`` too), after a look at each
+    level as written: a symbolic link another user planted on the way is refused
+    (``UnsafePathError``, exit 5) before anything is made in its target."""
+    from pathlib import Path
+
+    from prefetch.fs.safefs import check_link_ok
+
+    path = Path(os.getcwd(), datadir)  # (not normalized: "a/.." goes through a)
+    for level in reversed((path, *path.parents)):
+        check_link_ok(level)
+    os.makedirs(datadir, exist_ok=True)
 
 
 def fetch(
