@@ -102,21 +102,20 @@ class DirectPools:
         """An https URL's TLS context built now (``Client.prepare``): loading the trust store is
         ~30 ms of CPU, far more on a loaded machine, and inside the first request it counted as
         the route's round trip (a near host judged a long route: 31 connections opened ahead)."""
-        if self._context is None and url[:6].lower() == "https:":
+        if url[:6].lower() == "https:":
+            self._tls()
+
+    def _tls(self):
+        """The https connections' ``ssl.SSLContext``, made on first need (``net.tls_context``)."""
+        if self._context is None:
             from prefetch.net.tls_context import context_for
 
             self._context = context_for(self._verify)
+        return self._context
 
     def _new(self, key: tuple, timeout: float) -> Connection:
         conn = Connection(key, self._epoch)
-        context = None
-        if key[0] == "https":
-            if self._context is None:
-                from prefetch.net.tls_context import context_for
-
-                self._context = context_for(self._verify)
-            context = self._context
-        conn.connect(self._resolve, timeout, context)
+        conn.connect(self._resolve, timeout, self._tls() if key[0] == "https" else None)
         return conn
 
     def _take(self, key: tuple) -> Connection | None:

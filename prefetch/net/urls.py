@@ -88,20 +88,19 @@ _CREDENTIAL_PARAMS = frozenset(("key", "api_key", "apikey", "api-key", "x-api-ke
                                 "private_token", "auth_token", "authtoken", "refresh_token", "id_token",
                                 "hf_token", "ms_token", "access_key", "accesskey", "secret", "client_secret",
                                 "password", "passwd"))
-
+# A presigned URL's signature and key id (S3, GCS; Azure's ``sig``; CloudFront's ``Signature``).
+_SIGNATURE_PARAMS = frozenset(("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig",
+                               "awsaccesskeyid", "x-goog-signature", "x-goog-credential"))
 
 # Query parameters that carry a credential: S3/GCS/Azure presigned URLs, tokens, API keys.
-_SECRET_PARAMS = frozenset(("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig",
-                            "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "se", "sp")) | _CREDENTIAL_PARAMS
+_SECRET_PARAMS = _SIGNATURE_PARAMS | {"se", "sp"} | _CREDENTIAL_PARAMS
 
 
 # What signs a link for a while, not which file it names: a presigned URL's signature, key id,
 # date and lifetime (S3, GCS, OSS), and the credentials above. ``link_key`` leaves them out. An Azure SAS's
 # fields (``sv``, ``se``, ``sp``...) and a CloudFront or OSS link's ``Expires``/``Policy`` sign a
 # link only beside its signature (``sig``; ``Signature``): alone, ``?sp=test`` or ``?st=2`` name a file.
-_SIGNING_PARAMS = frozenset(("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig",
-                             "awsaccesskeyid", "x-goog-signature", "x-goog-credential",
-                             "ossaccesskeyid", "security-token")) | _CREDENTIAL_PARAMS
+_SIGNING_PARAMS = _SIGNATURE_PARAMS | {"ossaccesskeyid", "security-token"} | _CREDENTIAL_PARAMS
 _SAS_PARAMS = frozenset(("sv", "st", "se", "sp", "spr", "srt", "ss", "sr", "si", "sdd", "ses", "skoid", "sktid",
                          "skt", "ske", "sks", "skv", "skdutid", "sduoid"))  # (signing with ``sig``)
 _SIGNED_WITH = {"sig": _SAS_PARAMS, "signature": frozenset(("expires", "policy", "key-pair-id"))}
