@@ -3,6 +3,7 @@
     torch_data.py  ``StreamDataset``: a ``torch.utils.data.IterableDataset`` of paths, or of
                    the samples of tar shards (imports torch: only loaded by ``torch_dataset``)
     samples.py     the samples of a tar shard, WebDataset style (no torch, no TensorFlow)
+    deal.py        names and ``urls=`` entries dealt round robin to ranks, workers, pipelines
 
 Neither library is a dependency of prefetch: torch is imported only when
 ``torch_dataset`` is called, and ``tf_generator`` needs no TensorFlow at all (it
@@ -102,6 +103,7 @@ def _deal(names: list[str], options: dict, shard) -> tuple[list[str], dict]:
     """
     from collections.abc import Mapping
 
+    from prefetch.adapters.deal import deal_items
     from prefetch.errors import UsageError
 
     if (not isinstance(shard, (tuple, list)) or len(shard) != 2
@@ -111,16 +113,14 @@ def _deal(names: list[str], options: dict, shard) -> tuple[list[str], dict]:
     index, count = shard
     urls = options.get("urls") or []
     urls = [urls] if isinstance(urls, (str, Mapping)) else list(urls)
-    items = [*((True, n) for n in dict.fromkeys(names)), *((False, u) for u in urls)]
-    if len(items) < count:
-        raise UsageError(f"tf_generator: {len(items)} name(s) for {count} input pipelines: names are dealt whole "
-                         "(an hf:// repo or a dataset is one name); give at least one per pipeline (the shards' "
-                         "URLs), or no shard for every pipeline to read them all")
-    mine = items[index::count]
+    mine, my_urls = deal_items(list(dict.fromkeys(names)), urls, index, count, lambda n: (
+        f"tf_generator: {n} name(s) for {count} input pipelines: names are dealt whole "
+        "(an hf:// repo or a dataset is one name); give at least one per pipeline (the shards' "
+        "URLs), or no shard for every pipeline to read them all"))
     options = dict(options)
     if urls:
-        options["urls"] = [u for is_name, u in mine if not is_name]
-    return [n for is_name, n in mine if is_name], options
+        options["urls"] = my_urls
+    return mine, options
 
 
 __all__ = ["iter_tar_samples", "tf_generator", "torch_dataset"]

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import torch.utils.data
 
+from prefetch.adapters.deal import deal_items
 from prefetch.adapters.samples import iter_tar_samples
 
 
@@ -37,20 +38,18 @@ class StreamDataset(torch.utils.data.IterableDataset):
     def shard(self) -> tuple[list[str], list]:
         """This process's names and URL entries: every N-th of them in rank r of N (``by_rank``, under
         DistributedDataParallel), and of those every W-th in DataLoader worker k of W."""
-        items = [*((True, n) for n in self.names), *((False, u) for u in self.urls)]
+        names, urls = self.names, self.urls
         if self.by_rank:
             rank, world = self.rank_and_world()
-            if len(items) < world:  # (a rank with nothing would end its epoch at once: DDP waits for it for ever)
-                from prefetch.errors import UsageError
-
-                raise UsageError(f"torch_dataset: {len(items)} name(s) for {world} ranks: names are dealt to "
-                                 "the ranks whole (an hf:// repo or a dataset is one name); give at least one "
-                                 "per rank (the shards' URLs), or by_rank=False for every rank to read them all")
-            items = items[rank::world]
+            # (a rank with nothing would end its epoch at once: DDP waits for it for ever)
+            names, urls = deal_items(names, urls, rank, world, lambda n: (
+                f"torch_dataset: {n} name(s) for {world} ranks: names are dealt to "
+                "the ranks whole (an hf:// repo or a dataset is one name); give at least one "
+                "per rank (the shards' URLs), or by_rank=False for every rank to read them all"))
         info = torch.utils.data.get_worker_info()
         if info is not None:
-            items = items[info.id::info.num_workers]
-        return [n for is_name, n in items if is_name], [u for is_name, u in items if not is_name]
+            names, urls = deal_items(names, urls, info.id, info.num_workers)
+        return names, urls
 
     def rank_and_world(self) -> tuple[int, int]:
         """(rank, world size): in a spawned (or fork server's) DataLoader worker, as its rank's
