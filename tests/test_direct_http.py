@@ -191,7 +191,12 @@ def test_a_head_parsed_without_the_email_package_is_the_message_http_client_buil
                 parsed = resp._raw  # (http.client's response)
                 # (a direct answer's is its subclass whose reader may be kept: net/pipeline.py)
                 assert "QuickHeadResponse" in [cls.__name__ for cls in type(parsed).__mro__[:2]]
-                assert same(parsed.msg, http.client.parse_headers(io.BytesIO(head)))
+                expected = http.client.parse_headers(io.BytesIO(head))
+                if client._direct is None:  # (urllib3 2.8 puts a folded line on one line in the message it read)
+                    import urllib3.connection
+
+                    getattr(urllib3.connection, "_normalize_header_values", lambda message: None)(expected)
+                assert same(parsed.msg, expected)
                 resp.close()
     finally:
         listener.close()

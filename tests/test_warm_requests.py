@@ -10,6 +10,8 @@ that URL, and sends the "." plain).
 
 from __future__ import annotations
 
+import re
+
 
 import time
 
@@ -94,10 +96,14 @@ def test_a_direct_answer_s_headers_read_as_urllib3_s(extra):
     finally:
         server.close()
     assert [number for number, _ in server.seen] == [1, 2, 2]
+    # A folded line on one line, one space for the fold: urllib3 2.8 does it (RFC 9112 5.2); 2.7
+    # kept the line break, which the direct path no longer keeps whatever urllib3 is installed.
+    unfolded = [(name, re.sub(r"[ \t]*\r\n[ \t]+", " ", value)) for name, value in urllib3s.items()]
     for direct in (cold, warm):
         assert type(direct).__name__ == "Head"
         assert direct.get("LINK") == urllib3s.get("link") == "<a>, <b>"
-        assert list(direct.items()) == list(urllib3s.items()) and list(direct.keys()) == list(urllib3s.keys())
+        assert list(direct.items()) == unfolded and list(direct.keys()) == list(urllib3s.keys())
+        assert direct.get("x-folded") == ("a b" if extra.startswith(b"X-Folded") else None)
         assert ("content-length" in direct) and direct["Content-Length"] == "5" and len(direct) == len(urllib3s)
 
 

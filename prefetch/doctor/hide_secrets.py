@@ -3,7 +3,8 @@
 A proxy variable, pip's ``index-url``, ``HF_ENDPOINT`` or a mirror may carry ``user:password@``;
 the report quotes them (and its probes' errors quote them again). Every password found in those
 settings is replaced by ``***`` wherever it stands as ``:PASSWORD@`` in a check or a source's
-verdict, so the report holds none, whatever prints it (``doctor --json`` as the text output; a
+verdict (and, three characters or more, wherever it stands: a parser's error may quote it
+cut at a ``/`` or a backslash), so the report holds none, whatever prints it (``doctor --json`` as the text output; a
 password with a quote in it, which the printers' pattern stops at, included).
 """
 
@@ -15,12 +16,17 @@ from urllib.parse import unquote, urlsplit
 
 
 def passwords_in(values: Iterable[str | None]) -> set[str]:
-    """The passwords of the URLs among ``values`` (a proxy written without its scheme too)."""
+    """The passwords of the URLs among ``values`` (a proxy written without its scheme too), and
+    the pieces of a password a parser may quote (``net.proxies.secret_pieces``: a password with
+    a ``/`` in it, which ends the host for urlsplit, included)."""
+    from prefetch.net.proxies import secret_pieces
+
     found: set[str] = set()
     for value in values:
         if not value or "@" not in value:
             continue
         for word in value.split():
+            found.update(secret_pieces(word))
             try:
                 password = urlsplit(word if "://" in word else "http://" + word).password
             except ValueError:
@@ -54,10 +60,12 @@ def hide(report, passwords: set[str]):
         changes = {}
         for f in fields(item):
             value = getattr(item, f.name)
-            if isinstance(value, str) and "@" in value:
+            if isinstance(value, str):
                 new = value
                 for password in ordered:
                     new = new.replace(f":{password}@", ":***@")
+                    if len(password) >= 3:  # (quoted without its "@": a parser's words, "'alice:Zq7' is not a valid host")
+                        new = new.replace(password, "***")
                 if new != value:
                     changes[f.name] = new
         return replace(item, **changes) if changes else item

@@ -190,6 +190,9 @@ def check_partial_clash(finals: set[Path]) -> None:
                                  " to; get them into different folders")
 
 
+_ENCODE_CREDENTIALS = "percent-encode a / ? # \\ or @ in the user name or password"
+
+
 def check_proxy_env(env: Mapping[str, str]) -> None:
     """Refuse a malformed proxy variable now, with its name, rather than in the middle of a download.
 
@@ -213,8 +216,11 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
             host = parts.hostname
         except ValueError as exc:
             # (the parser's words may quote a piece of a password holding "/", "?" or "#")
-            why = "percent-encode a / ? # or @ in the user name or password" if "@" in value else exc
+            why = _ENCODE_CREDENTIALS if "@" in value else exc
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({why}); fix it or unset it") from None
+        if "\\" in parts.netloc:  # (Python reads past a backslash; urllib3 2.8 ends the host there, as a browser does)
+            why = _ENCODE_CREDENTIALS if "@" in value else "a backslash in its host"
+            raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({why}); fix it or unset it")
         if not host:
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL (no host); fix it or unset it")
         if any(c.isspace() or ord(c) < 32 for c in host):  # (requests refuses every request through it)

@@ -55,9 +55,17 @@ def _compat32():
     return compat32
 
 
+def _unfold(value: str) -> str:
+    """A folded header value on one line: each line break with the blanks around it one space."""
+    import re
+
+    return re.sub(r"[ \t]*\r\n[ \t]+", " ", value)
+
+
 class Head:
     """An answer's headers as urllib3's ``HTTPHeaderDict`` presents them: names without case,
-    a repeated header's values joined with ", "."""
+    a repeated header's values joined with ", ", a folded value on one line (as urllib3 2.8
+    does, and as RFC 9112 asks of a user agent; 2.7 kept the line break)."""
 
     __slots__ = ("_items", "_values")
 
@@ -66,6 +74,9 @@ class Head:
         # as Latin-1 (no surrogates), without a policy call per header.
         raw = getattr(message, "_headers", None)
         self._items = list(raw) if raw is not None and message.policy is _compat32() else message.items()
+        for at, (name, value) in enumerate(self._items):
+            if "\r\n" in value:  # a folded line (obs-fold), rare: one space for the fold (RFC 9112 5.2, urllib3 >= 2.8)
+                self._items[at] = (name, _unfold(value))
         values: dict[str, str] = {}
         for name, value in self._items:
             key = name.lower()

@@ -171,14 +171,42 @@ def shown_proxy(value: str) -> str:
 
 def hide_proxy_passwords(text: str, env) -> str:
     """``text`` with every proxy variable's value in ``env`` that carries credentials shown as
-    :func:`shown_proxy` shows it (an exception's message may quote the variable whole)."""
+    :func:`shown_proxy` shows it (an exception's message may quote the variable whole), and
+    any piece of its credentials a parser quoted (:func:`secret_pieces`) as ``***``."""
     for name, value in env.items():
         if value and "@" in value and name.lower().endswith("_proxy"):
             text = text.replace(value, shown_proxy(value))
             bare = value.partition("://")[2]
             if bare:
                 text = text.replace(bare, shown_proxy(bare))
+            for piece in secret_pieces(value):
+                text = text.replace(piece, "***")
     return text
+
+
+# Where a URL parser stops reading an authority: urllib3 2.8 quotes "'alice:Zq7' is not a valid
+# host or port" for http://alice:Zq7\pw@host (a backslash ends it there, as "/", "?" and "#" do).
+_PARSER_CUTS = r"[/?#\\\[\]@\s]"
+
+
+def secret_pieces(value: str) -> list[str]:
+    """What an error message may quote of the credentials in the URL ``value`` (up to its last
+    ``@``): ``user:password``, the password, and every piece of them a parser cuts off at a ``/ ?
+    # \\ [ ] @`` or a space, of three characters or more; longest first. A parser's words
+    depend on its version (urllib3 2.7 quoted the URL whole, 2.8 the piece before the cut)."""
+    bare = value.partition("://")[2] if "://" in value else value
+    userinfo = bare.rpartition("@")[0]
+    user, _, password = userinfo.partition(":")
+    pieces: set[str] = set()
+    for whole in (userinfo, password):
+        if not whole:
+            continue
+        cuts = list(re.finditer(_PARSER_CUTS, whole))
+        pieces.update((whole, *re.split(_PARSER_CUTS, whole), *(whole[:c.start()] for c in cuts),
+                       *(whole[c.end():] for c in cuts)))
+    # (a piece of the user name alone, "bob" of bob@example.com, is no secret: what reaches into the password is)
+    return sorted((p for p in pieces if len(p) >= 3 and (p in password or ":" in p and len(p) > len(user))),
+                  key=len, reverse=True)
 
 
 def _credentials_given(url: str) -> bool:

@@ -9,6 +9,8 @@ ours here: NetworkError (TLS, an invalid URL or header: final), the proxy's fail
 
 from __future__ import annotations
 
+import os
+
 from prefetch.errors import OPEN_FILES_ERRNOS, NetworkError, too_many_open_files
 from prefetch.net import proxies
 from prefetch.net.failures import (
@@ -22,7 +24,7 @@ from prefetch.net.failures import (
     failure_kind,
     spoke_plain_http,
 )
-from prefetch.net.proxies import proxy_for
+from prefetch.net.proxies import hide_proxy_passwords, proxy_for
 from prefetch.net.unreachable import connect_error
 from prefetch.net.unresolved import lookup_error
 from prefetch.net.urls import redact_url
@@ -49,7 +51,10 @@ def send_failure(exc: BaseException, url: str, key: tuple[str, str]) -> BaseExce
     if is_invalid_request(exc) or type(exc).__name__ in ("InvalidURL", "InvalidSchema", "MissingSchema",
                                                           "InvalidHeader"):
         # (the URL passed our own checks: through a proxy, the proxy variable is the likelier culprit)
-        return NetworkError(f"invalid URL {redact_url(url)}{_through(url)}: {describe_error(exc)}")
+        # (urllib3's words may quote a piece of a proxy variable's password: 2.8 quotes what
+        # comes before a backslash in it)
+        cause = hide_proxy_passwords(describe_error(exc), os.environ)
+        return NetworkError(f"invalid URL {redact_url(url)}{_through(url)}: {cause}")
     root = _root_cause(exc)
     if isinstance(root, (ConnectionResetError, BrokenPipeError)) or _is_remote_disconnected(root):
         return None
