@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from prefetch.errors import ExitCode, JobNotFoundError, WaitTimeoutError
 from prefetch.jobs.liveness import list_jobs, reread_jobs
-from prefetch.jobs.record_types import JobRecord, JobState, files_in_place
+from prefetch.jobs.record_types import JobRecord, JobState, file_in_place, files_in_place
 from prefetch.jobs.records import GENERATED_ID_RE, check_timeout
 
 
@@ -140,10 +140,13 @@ def wait_for(
     for name in datasets:
         covering = [r for r in records if _job_mentions(r, name)]
         missing = dataset_missing(name, covering, env=env)
-        if not missing:
+        latest = covering[-1] if covering else None
+        # A hub repo's ref made before its latest job, which stopped: an earlier commit or selection.
+        earlier = latest is not None and job_exit_code(latest) and not all(
+            file_in_place(latest, f) for f in latest.files if f.name[:5].lower() == "hf://" and f.name == name)
+        if not missing and not earlier:
             complete.append(name)
             continue
-        latest = covering[-1] if covering else None
         if latest is not None and job_exit_code(latest):
             failures.append(_failure_line(latest))
             exit_code = exit_code or job_exit_code(latest)
