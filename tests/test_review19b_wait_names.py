@@ -16,7 +16,7 @@ import hashlib
 import os
 
 from tests.conftest import run_cli
-from tests.test_hf import MODEL_FILES, hf_env, hub  # noqa: F401 (fixtures)
+from tests.test_hf import hf_env, hub  # noqa: F401 (fixtures)
 from tests.torchvision_synth import CLOSED
 
 
