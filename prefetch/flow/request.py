@@ -62,6 +62,11 @@ class GetRequest:
     host_connections: int | None = None  # connections to one host, all files together (default 32)
     nice: bool | None = None  # a -b worker at low CPU and I/O priority (None: $PREFETCH_NICE, default yes)
     proxies: list[str] = field(default_factory=list)  # a job's proxy variables, passwords hidden (jobs/job_proxies.py)
+    # The endpoint variable a job's hf:// (HF_ENDPOINT) and ms:// or --lfs-from (MODELSCOPE_ENDPOINT,
+    # else MODELSCOPE_DOMAIN) names read in the shell that started it: a resume from a shell that
+    # sets none asks the same Hub (planners/base.py, pinned_endpoint).
+    hub_endpoint: str | None = None
+    ms_endpoint: str | None = None
 
     def to_dict(self) -> dict:
         """The request as stored in a job record: header values (credentials) left out."""
@@ -119,7 +124,7 @@ _REQUEST_TYPES = {
     "extract_to": str, "limit_rate": (str, int, float), "headers": list, "force": bool,
     "include": list, "exclude": list, "hub_cache": str, "lfs_from": str, "ms_cache": str, "nltk_data": str, "retries": int,
     "timeout": (int, float), "host_connections": int, "root": str, "torch_hub": bool, "torch_checkpoints": str,
-    "nice": bool, "content_disposition": bool, "proxies": list,
+    "nice": bool, "content_disposition": bool, "proxies": list, "hub_endpoint": str, "ms_endpoint": str,
 }
 assert set(_REQUEST_TYPES) == set(GetRequest.__dataclass_fields__), "every stored field is type-checked"
 

@@ -8,6 +8,7 @@ record lives and reads, checks and writes it. Nothing here reads a record or pri
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -130,4 +131,24 @@ class JobRecord:
 
 def files_in_place(record: JobRecord) -> bool:
     """True when every file of ``record`` is at its final path (only ever complete and verified)."""
-    return bool(record.files) and all(os.path.isfile(f.path) for f in record.files)  # a FIFO is not a file
+    return bool(record.files) and all(file_in_place(record, f) for f in record.files)
+
+
+def file_in_place(record: JobRecord, f: FileStatus) -> bool:
+    """``f`` of ``record`` is at its final path (a regular file: a FIFO is not a file in place).
+
+    A Hugging Face repo at a branch or tag has its ref as that path (written last): a ref made
+    before the job started names the commit an earlier get placed, which need not be the one
+    the job was fetching (the branch moved on, or a wider selection), so only a ref written
+    since counts. (An ``hf://...@COMMIT`` repo's path is its selection's manifest, an ``ms://``
+    repo's a record its run removes first: both say this very request is complete.)
+    """
+    try:
+        st = os.stat(f.path)
+    except (OSError, ValueError):
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    if f.name[:5].lower() == "hf://" and os.path.basename(os.path.dirname(f.path)) != "hub-complete":
+        return st.st_mtime >= record.started
+    return True

@@ -19,8 +19,7 @@ def check_targets_writable(plans) -> None:
         LocalFileError: a read-only filesystem or a folder without write permission (exit 5).
     """
     writable: set[str] = set()
-    for plan in plans:
-        final = os.fspath(plan.final)
+    for plan, final in _targets(plans):
         parent = os.path.dirname(final)
         if parent in writable:
             continue
@@ -40,3 +39,14 @@ def check_targets_writable(plans) -> None:
         from prefetch.fs.files import local_error
 
         raise local_error(OSError(code, os.strerror(code)), Path(folder))
+
+
+def _targets(plans):
+    """(plan, path) for each path a plan's job writes: its final path, and for a hub repo whose
+    final path is prefetch's own record in the state dir (an ``hf://...@COMMIT`` selection's
+    manifest, an ``ms://`` repo's completion record), the cache folder its files go to."""
+    for plan in plans:
+        yield plan, os.fspath(plan.final)
+        folder = getattr(plan, "repo_dir", None) or getattr(plan, "snapshot", None)
+        if folder is not None:
+            yield plan, os.fspath(folder)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from prefetch.errors import ExitCode, JobNotFoundError, WaitTimeoutError
 from prefetch.jobs.liveness import list_jobs, reread_jobs
-from prefetch.jobs.record_types import JobRecord, JobState, files_in_place
+from prefetch.jobs.record_types import JobRecord, JobState, file_in_place, files_in_place
 from prefetch.jobs.records import GENERATED_ID_RE, check_timeout
 
 
@@ -140,10 +140,13 @@ def wait_for(
     for name in datasets:
         covering = [r for r in records if _job_mentions(r, name)]
         missing = dataset_missing(name, covering, env=env)
-        if not missing:
+        latest = covering[-1] if covering else None
+        # A hub repo's ref made before its latest job, which stopped: an earlier commit or selection.
+        earlier = latest is not None and job_exit_code(latest) and not all(
+            file_in_place(latest, f) for f in latest.files if f.name[:5].lower() == "hf://" and f.name == name)
+        if not missing and not earlier:
             complete.append(name)
             continue
-        latest = covering[-1] if covering else None
         if latest is not None and job_exit_code(latest):
             failures.append(_failure_line(latest))
             exit_code = exit_code or job_exit_code(latest)
@@ -181,8 +184,9 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
     """None when every file of dataset ``name`` is in place, else what is missing.
 
     Uses the request of the latest job that includes ``name`` (its registry files,
-    Keras root, and for a URL its ``output_dir``, ``-o`` or ``urls`` entry), else the
-    default registry and root.
+    Keras root, and for a URL its ``output_dir``, ``-o`` or ``urls`` entry; the fields of
+    ``name``'s own kind: a hub repo's cache root and selection, ``--root``, ``--torch-hub``),
+    else the default registry and root.
 
     Raises:
         UnknownDatasetError: no registry knows ``name``.
@@ -193,9 +197,14 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
 
     base = jobs[-1].request if jobs else {}
     fields = {"names": [name], "cache_dir": base.get("cache_dir"), "registries": base.get("registries") or [],
-              "root": base.get("root"),  # torchvision: datasets' --root, as the job had it
               "output_dir": base.get("output_dir"),  # a URL's file: where the job put it, not the cwd
               "content_disposition": bool(base.get("content_disposition"))}
+    # Where the job's planner put this kind of name, pinned in its record when it started (a Hugging
+    # Face, ModelScope or NLTK root, torchvision's --root, torch.hub's checkpoints dir, a URL
+    # extracted), and a repo's selection, which names an hf:// commit's manifest: planned without
+    # them, a name was looked for where the job never put it (its --cache-dir), and a field of
+    # another kind's (--root beside a URL) was refused as a usage error.
+    fields.update({key: base[key] for key in _placement_keys(name) if base.get(key)})
     entry = _url_entry(base, name)
     if entry is not None:  # a job's urls=[{"url": ...}] entry (its out/dir too)
         fields.update(names=[], urls=[entry])
@@ -218,6 +227,24 @@ def dataset_missing(name: str, jobs: Sequence[JobRecord] = (), *, env: Mapping[s
             if not os.path.isfile(path):
                 return str(path)
     return None
+
+
+def _placement_keys(name: str) -> tuple[str, ...]:
+    """The job request's fields that decide where ``name``'s files go (beyond the ones every kind has)."""
+    from prefetch.model.specs import HF_SCHEME, MS_SCHEME, NLTK_SCHEME, named_by
+    from prefetch.net.urls import is_url
+
+    if named_by(name, HF_SCHEME):
+        return ("hub_cache", "include", "exclude")
+    if named_by(name, MS_SCHEME):
+        return ("ms_cache", "include", "exclude")
+    if named_by(name, NLTK_SCHEME):
+        return ("nltk_data",)
+    if is_url(name):
+        return ("torch_hub", "torch_checkpoints", "extract", "extract_to")
+    if name[:12].lower() == "torchvision:":
+        return ("root", "torch_checkpoints")  # datasets' --root; weights' checkpoints dir
+    return ()  # a registry dataset: its Keras root (cache_dir) and registries
 
 
 def _served_paths(jobs: Sequence[JobRecord]) -> dict[tuple[str, str], str]:

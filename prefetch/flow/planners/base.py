@@ -82,3 +82,22 @@ class Planner:
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
         """``request`` made independent of the current directory and environment (for a job)."""
         return request
+
+
+HF_ENDPOINT_VARIABLES = ("HF_ENDPOINT",)
+MS_ENDPOINT_VARIABLES = ("MODELSCOPE_ENDPOINT", "MODELSCOPE_DOMAIN")
+
+
+def endpoint_variable(env: Mapping[str, str], variables: Sequence[str]) -> str | None:
+    """The first of ``variables`` ``env`` sets (a job pins it: ``GetRequest.hub_endpoint``/``ms_endpoint``)."""
+    return next((env[v].strip() for v in variables if env.get(v, "").strip()), None)
+
+
+def pinned_endpoint(env: Mapping[str, str], variables: Sequence[str], pinned: str | None) -> Mapping[str, str]:
+    """``env``, with a job's pinned endpoint as ``variables[0]`` when it sets none of them: a resume
+    from a fresh shell (a restarted kernel, a terminal) asks the Hub the job started with, not the
+    default one (huggingface.co, which the notebook's HF_ENDPOINT was set to avoid); a shell that
+    sets one of them chooses."""
+    if pinned and endpoint_variable(env, variables) is None:
+        return {**env, variables[0]: pinned}
+    return env

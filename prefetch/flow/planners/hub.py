@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from prefetch.errors import UsageError
-from prefetch.flow.planners.base import PlanContext, Planner, RunContext
+from prefetch.flow.planners.base import (HF_ENDPOINT_VARIABLES, MS_ENDPOINT_VARIABLES, PlanContext, Planner,
+                                          RunContext, endpoint_variable, pinned_endpoint)
 from prefetch.flow.request import GetRequest
 from prefetch.model.plans import FileResult
 from prefetch.model.specs import HF_SCHEME, named_by
@@ -45,10 +46,12 @@ class HubPlanner(Planner):
 
         request = ctx.request
         plans = plan_hub(names, include=request.include, exclude=request.exclude,
-                         endpoint=request.mirrors[0] if request.mirrors else None,
-                         cache=request.hub_cache, env=ctx.env, config=ctx.config)
+                         endpoint=request.mirrors[0] if request.mirrors else None, cache=request.hub_cache,
+                         env=pinned_endpoint(ctx.env, HF_ENDPOINT_VARIABLES, request.hub_endpoint),
+                         config=ctx.config)
         if request.lfs_from:  # one repo (check): its LFS files may also come from ModelScope
-            copies = LfsCopies(request.lfs_from, env=ctx.env, config=ctx.config)
+            copies = LfsCopies(request.lfs_from, env=pinned_endpoint(ctx.env, MS_ENDPOINT_VARIABLES,
+                                                                     request.ms_endpoint), config=ctx.config)
             plans = [dataclasses.replace(plans[0], copies=copies)]
         return plans
 
@@ -61,9 +64,14 @@ class HubPlanner(Planner):
 
     def pin(self, request: GetRequest, env: Mapping[str, str]) -> GetRequest:
         """The Hugging Face cache root, fixed now (HF_HUB_CACHE, HF_HOME...); a ``--cache-dir``
-        given made absolute (the worker runs in the jobs folder, not where it was typed)."""
+        given made absolute (the worker runs in the jobs folder, not where it was typed); and the
+        endpoint variables the names read (``pinned_endpoint``)."""
         if not any(self.claims(n) for n in request.names):
             return request
+        request = dataclasses.replace(
+            request, hub_endpoint=request.hub_endpoint or endpoint_variable(env, HF_ENDPOINT_VARIABLES),
+            ms_endpoint=request.ms_endpoint or (endpoint_variable(env, MS_ENDPOINT_VARIABLES) if request.lfs_from
+                                                else None))
         if request.hub_cache:
             from prefetch.fs.paths import expand_path
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from prefetch.engine.options import TransferOptions
 from prefetch.errors import ExitCode, InterruptedTransferError, PrefetchError, UsageError
-from prefetch.flow.planners.base import PlanContext, Planner, RunContext
+from prefetch.flow.planners.base import (MS_ENDPOINT_VARIABLES, PlanContext, Planner, RunContext,
+                                          endpoint_variable, pinned_endpoint)
 from prefetch.flow.request import GetRequest
 from prefetch.fs.locks import hold_lock
 from prefetch.model.events import Event, EventKind
@@ -49,8 +50,8 @@ class ModelScopePlanner(Planner):
 
         request = ctx.request
         return plan_ms(names, include=request.include, exclude=request.exclude,
-                       endpoint=request.mirrors[0] if request.mirrors else None,
-                       cache=request.ms_cache, env=ctx.env, config=ctx.config)
+                       endpoint=request.mirrors[0] if request.mirrors else None, cache=request.ms_cache,
+                       env=pinned_endpoint(ctx.env, MS_ENDPOINT_VARIABLES, request.ms_endpoint), config=ctx.config)
 
     def run(self, plans: Sequence[MsPlan], ctx: RunContext) -> list[FileResult]:
         from prefetch.ms.names import repo_dir
@@ -74,6 +75,8 @@ class ModelScopePlanner(Planner):
         """The cache root, fixed now (MODELSCOPE_CACHE or ~/.cache/modelscope), for a background job."""
         if not any(self.claims(n) for n in request.names):
             return request
+        request = dataclasses.replace(  # (planners/base.py, pinned_endpoint)
+            request, ms_endpoint=request.ms_endpoint or endpoint_variable(env, MS_ENDPOINT_VARIABLES))
         if request.ms_cache:  # (given: made absolute, the worker runs elsewhere)
             from prefetch.fs.paths import expand_path
 
