@@ -7,7 +7,8 @@ byte and deletes files that did not exist before (``restore.py``; a file the use
 edited after ``use`` keeps those edits where they do not touch prefetch's change).
 Backups made by one ``mirror use`` run share an operation id, so a bare ``mirror
 restore`` undoes that whole run; each restore marks its backups restored, so
-repeating ``restore`` walks back through earlier runs.
+repeating ``restore`` walks back through earlier runs. A backup whose edit was never written (a
+read-only folder, a full disk) is taken away again (``discard_unapplied``).
 """
 
 from __future__ import annotations
@@ -227,6 +228,27 @@ def create_backup(
     if made_root:
         sync_dir(directory.parent.parent)
     return backup
+
+
+def discard_unapplied(backup: Backup) -> bool:
+    """Take ``backup`` away when every file it saved is still as saved: the edit it was made for
+    was never written (a read-only folder, a full disk, a Ctrl-C before the write), and ``restore``
+    would otherwise undo that nothing instead of the last ``use`` that wrote. True when it did."""
+    import shutil
+
+    from prefetch.fs.safefs import read_file
+
+    for item in backup.files:
+        try:
+            now = hashlib.sha256(read_file(item.path)).hexdigest()
+        except FileNotFoundError:
+            now = None
+        except (OSError, LocalFileError):  # (UnsafePathError: a FIFO there now) kept: restore decides
+            return False
+        if now != (item.sha256 if item.existed else None):
+            return False
+    shutil.rmtree(backup.directory, ignore_errors=True)
+    return True
 
 
 def write_meta(backup: Backup) -> None:
