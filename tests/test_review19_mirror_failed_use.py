@@ -15,13 +15,22 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from tests.conftest import run_cli
-from tests.test_disk import tmpfs  # noqa: F401 - the fixture
+from tests.test_disk import Tmpfs
 
 ORIGINAL = "[global]\ntimeout = 60\n"
 
 
-def test_a_failed_use_leaves_the_last_real_use_to_restore(home, tmpfs):  # noqa: F811
+@pytest.fixture
+def locked(tmp_path):
+    fs = Tmpfs(tmp_path / "ro-config").mount(size="1m")
+    yield fs
+    fs.unmount()
+
+
+def test_a_failed_use_leaves_the_last_real_use_to_restore(home, locked):
     pip_conf = home / ".config" / "pip" / "pip.conf"
     pip_conf.parent.mkdir(parents=True)
     pip_conf.write_text(ORIGINAL)
@@ -29,7 +38,6 @@ def test_a_failed_use_leaves_the_last_real_use_to_restore(home, tmpfs):  # noqa:
     assert used.returncode == 0, used.stderr
     assert "tuna" in pip_conf.read_text()
 
-    locked = tmpfs("1m", name="ro-config")
     (locked.path / "pip").mkdir()
     (locked.path / "pip" / "pip.conf").write_text(ORIGINAL)
     locked.remount("ro")
