@@ -151,9 +151,11 @@ def _make_datadir(datadir: str) -> None:
     (``UnsafePathError``, exit 5) before anything is made in its target."""
     from pathlib import Path
 
+    from prefetch.fs.paths import current_dir
     from prefetch.fs.safefs import check_link_ok
 
-    path = Path(os.getcwd(), datadir)  # (not normalized: "a/.." goes through a)
+    # (not normalized: "a/.." goes through a; an absolute one needs no current dir, which may be removed)
+    path = Path(datadir) if os.path.isabs(datadir) else current_dir() / datadir
     for level in reversed((path, *path.parents)):
         check_link_ok(level)
     os.makedirs(datadir, exist_ok=True)

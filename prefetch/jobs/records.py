@@ -179,7 +179,9 @@ def write_record(record: JobRecord, env: Mapping[str, str] | None = None) -> Non
     data = json.dumps(record_to_dict(record), indent=1)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(path, data.encode("utf-8"), durable=True)
+        # Its owner's alone: the request's links as given (a presigned link's signature, a token
+        # or API key in a query), in a state dir others may often read (a 0755 home)
+        replace_file(path, data.encode("utf-8"), durable=True, mode=0o600)
     except OSError as exc:  # a full or read-only disk: one line, not a crash (the old record stays)
         from prefetch.fs.files import local_error, overwrite_in_place
 

@@ -101,9 +101,14 @@ class DirectPools:
     def prepare(self, url: str) -> None:
         """An https URL's TLS context built now (``Client.prepare``): loading the trust store is
         ~30 ms of CPU, far more on a loaded machine, and inside the first request it counted as
-        the route's round trip (a near host judged a long route: 31 connections opened ahead)."""
+        the route's round trip (a near host judged a long route: 31 connections opened ahead).
+        Only a warm-up, outside any request's error handling: a bundle that cannot be loaded (no
+        certificate in it) is left to the first connection, whose TLS error says so (exit 3)."""
         if url[:6].lower() == "https:":
-            self._tls()
+            try:
+                self._tls()
+            except OSError:  # (ssl.SSLError: "no certificate or crl found")
+                pass
 
     def _tls(self):
         """The https connections' ``ssl.SSLContext``, made on first need (``net.tls_context``)."""

@@ -54,13 +54,14 @@ def plan_url_specs(
             raise UsageError(f"{url}: the URL's password is never stored in job records, so a resumed job cannot "
                              f"send it; run the same `prefetch get URL ...` again (it resumes from the bytes on disk)")
         _check_local_origin(url)
+        out = expand_path(entry.out, "out") if entry.out else None
         base = bases.get(entry.dir)
-        if base is None:
+        if base is None and not (out is not None and out.is_absolute()):  # (an absolute out= needs no current dir)
             folder = expand_path(entry.dir or output_dir or here(), "dir" if entry.dir else "-P")
             base = bases[entry.dir] = str(folder if folder.is_absolute() else here() / folder)
         name = url_file_name(url)
-        if entry.out:
-            target = os.path.join(base, expand_path(entry.out, "out"))  # (an absolute out= replaces base)
+        if out is not None:
+            target = os.path.join(base or "", out)  # (an absolute out= replaces base)
         elif name:
             target = os.path.join(base, name)
         else:

@@ -7,7 +7,8 @@ byte and deletes files that did not exist before (``restore.py``; a file the use
 edited after ``use`` keeps those edits where they do not touch prefetch's change).
 Backups made by one ``mirror use`` run share an operation id, so a bare ``mirror
 restore`` undoes that whole run; each restore marks its backups restored, so
-repeating ``restore`` walks back through earlier runs.
+repeating ``restore`` walks back through earlier runs. A backup whose edit was never written (a
+read-only folder, a full disk) is taken away again (``discard_unapplied``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class FileBackup:
     sha256: str | None = None  # of the blob (None in backups made before it was recorded)
     written_sha256: str | None = None  # of what `use` wrote there (None: a pre-restore copy, or older)
     written_blob: str | None = None  # a copy of what `use` wrote, the base for keeping later edits
+    link: str | None = None  # the path was a symbolic link (a dotfile manager's): its text, dangling or not
 
 
 @dataclass(frozen=True)
@@ -189,10 +191,10 @@ def create_backup(
         for index, path in enumerate(paths):
             path = Path(path)
             new = (written or {}).get(path)
-            mark = {}
+            mark = {"link": os.readlink(path)} if path.is_symlink() else {}
             if new is not None:
                 write_new(directory / f"{index}-{path.name}.written", new, mode=0o600, durable=True)
-                mark = {"written_sha256": hashlib.sha256(new).hexdigest(), "written_blob": f"{index}-{path.name}.written"}
+                mark.update(written_sha256=hashlib.sha256(new).hexdigest(), written_blob=f"{index}-{path.name}.written")
             try:
                 data = path.read_bytes()
             except FileNotFoundError:
@@ -229,6 +231,27 @@ def create_backup(
     return backup
 
 
+def discard_unapplied(backup: Backup) -> bool:
+    """Take ``backup`` away when every file it saved is still as saved: the edit it was made for
+    was never written (a read-only folder, a full disk, a Ctrl-C before the write), and ``restore``
+    would otherwise undo that nothing instead of the last ``use`` that wrote. True when it did."""
+    import shutil
+
+    from prefetch.fs.safefs import read_file
+
+    for item in backup.files:
+        try:
+            now = hashlib.sha256(read_file(item.path)).hexdigest()
+        except FileNotFoundError:
+            now = None
+        except (OSError, LocalFileError):  # (UnsafePathError: a FIFO there now) kept: restore decides
+            return False
+        if now != (item.sha256 if item.existed else None):
+            return False
+    shutil.rmtree(backup.directory, ignore_errors=True)
+    return True
+
+
 def write_meta(backup: Backup) -> None:
     meta = {
         "id": backup.id,
@@ -240,7 +263,7 @@ def write_meta(backup: Backup) -> None:
         "restored": backup.restored,
         "files": [
             {"path": str(f.path), "existed": f.existed, "blob": f.blob, "sha256": f.sha256,
-             "written_sha256": f.written_sha256, "written_blob": f.written_blob}
+             "written_sha256": f.written_sha256, "written_blob": f.written_blob, "link": f.link}
             for f in backup.files
         ],
     }
@@ -303,7 +326,7 @@ def _read_meta(directory: Path) -> Backup | None:
         meta = json.loads((read_state(directory / META) or b"").decode("utf-8"))
         files = tuple(
             FileBackup(path=Path(f["path"]), existed=bool(f["existed"]), blob=f.get("blob"), sha256=f.get("sha256"),
-                       written_sha256=f.get("written_sha256"), written_blob=f.get("written_blob"))
+                       written_sha256=f.get("written_sha256"), written_blob=f.get("written_blob"), link=f.get("link"))
             for f in meta["files"]
         )
         return Backup(

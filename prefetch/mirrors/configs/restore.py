@@ -196,6 +196,21 @@ def _plan_file(
     return ("merged", merged.encode("utf-8"), mine, ())
 
 
+def _remove(item: FileBackup) -> None:
+    """Take away the file ``use`` created at ``item.path``. Through a link that was there before
+    ``use`` (a dotfile manager's, to a file not made yet) that is the file at the link's target:
+    the link stays, dangling again, as it was."""
+    import os
+
+    path = Path(item.path)
+    if item.link is not None and path.is_symlink() and os.readlink(path) == item.link:
+        from prefetch.fs.safefs import check_replaceable
+
+        path = Path(os.path.realpath(path))
+        check_replaceable(path)  # (a link there, another account's file: refused, never removed)
+    path.unlink()
+
+
 def restore_backup(
     backup: Backup, *, root: Path, operation: str, blobs: dict[Path, bytes] | None = None,
     ours: frozenset[str] = frozenset(),
@@ -228,7 +243,7 @@ def restore_backup(
             write_atomic(item.path, data)
         else:
             try:
-                Path(item.path).unlink()
+                _remove(item)
             except FileNotFoundError:
                 action = "absent"
             except OSError as exc:

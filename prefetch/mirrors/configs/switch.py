@@ -18,6 +18,7 @@ from prefetch.mirrors.configs.backup import (
     backups_root,
     check_config_target,
     create_backup,
+    discard_unapplied,
     list_backups,
     new_operation_id,
     read_text_file,
@@ -317,9 +318,14 @@ def use_mirror(
             claimed = claim_hosts(marks, plan.hosts_added)
             if claimed != marks:
                 write_marks(state_dir, claimed)
-            for write in plan.writes:
-                if write.changed:
-                    write_atomic(write.path, (write.new or "").encode("utf-8"))
+            try:
+                for write in plan.writes:
+                    if write.changed:
+                        write_atomic(write.path, (write.new or "").encode("utf-8"))
+            except BaseException:  # (a read-only folder, a full disk, Ctrl-C): no backup of an edit never made
+                if discard_unapplied(backup) and claimed != marks:
+                    write_marks(state_dir, marks)
+                raise
             for path, hosts in plan.hosts_added.items():
                 if hosts:
                     marks[path] = {"hosts": hosts}

@@ -1,0 +1,54 @@
+"""A notebook or shell whose current directory was removed (a temporary folder cleaned away
+under a running kernel) can still fetch to an absolute place: ``get URL -o /abs/file`` and
+``get_file(..., cache_dir="/abs")`` need no current directory (a real origin on 127.0.0.1).
+
+``get_file`` looked at each level of its folder from ``os.getcwd()`` (506c8d8, the planted-link
+check): with the directory gone, a bare ``FileNotFoundError`` ("No such file or directory")
+came out of it, not one of prefetch's errors. And the URL planner asked for the current
+directory even for an absolute ``-o``/``out=``: "the current directory was removed: cd to one
+that exists, or give absolute paths (-P DIR, -o FILE)" to a user who had given ``-o /abs``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from tests.origin import OriginServer
+
+DATA = random.Random(1919).randbytes(40_000)
+
+
+@pytest.fixture
+def origin():
+    with OriginServer() as server:
+        server.put("d.bin", DATA)
+        yield server
+
+
+def _in_removed_dir(tmp_path, argv: list[str]) -> subprocess.CompletedProcess:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    return subprocess.run(argv, cwd=gone, preexec_fn=lambda: os.rmdir(gone),  # (after the child's chdir)
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_get_with_an_absolute_output_from_a_removed_directory(origin, home, tmp_path):
+    out = tmp_path / "data" / "d.bin"
+    got = _in_removed_dir(tmp_path, [sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin"), "-o", str(out)])
+    assert got.returncode == 0, got.stderr
+    assert out.read_bytes() == DATA
+
+
+def test_get_file_with_an_absolute_cache_dir_from_a_removed_directory(origin, home, tmp_path):
+    (tmp_path / "keras").mkdir()  # (as Keras, a cache_dir it may not write is /tmp/.keras instead)
+    script = (f"import prefetch; print(prefetch.get_file('d.bin', origin={origin.url_for('d.bin')!r}, "
+              f"cache_dir={str(tmp_path / 'keras')!r}, progress=False))")
+    got = _in_removed_dir(tmp_path, [sys.executable, "-c", script])
+    assert got.returncode == 0, got.stderr
+    assert "Traceback" not in got.stderr
+    assert (tmp_path / "keras" / "datasets" / "d.bin").read_bytes() == DATA
