@@ -12,6 +12,25 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _interrupts_as_a_terminal_has_them() -> None:
+    """A run started with SIGINT ignored gets Python's own handler back, as a terminal's run has it.
+
+    A shell without job control (a CI step's script, ``pytest ... &`` in one) starts a background
+    command with SIGINT ignored, and Python then leaves it ignored; so do the commands the tests
+    start (an ignored signal stays ignored through ``exec``), and prefetch rightly keeps an
+    ignored SIGINT ignored. Every test that interrupts its own process or a command it started
+    (tests/test_stream_hostile.py, tests/test_review13_watch_interrupt.py, ...) then failed on
+    every such run, and passed when run again by hand. With Python's handler installed here, the
+    commands start with SIGINT at its default again (a handled signal is reset by ``exec``)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_interrupts_as_a_terminal_has_them()
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """A fresh HOME, KERAS_HOME and PREFETCH_HOME for this test (in-process and subprocesses)."""

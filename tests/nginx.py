@@ -188,6 +188,18 @@ class NginxServer:
                         request.strip('"')))
         return out
 
+    def requests_once_served(self, size: int, timeout: float = 30.0) -> list[tuple]:
+        """:meth:`requests` once the 200 and 206 answers logged carry ``size`` body bytes or more
+        (or ``timeout`` seconds passed). nginx writes a request's line as it ends, and a client
+        behind a proxy can have the last bytes (from the proxy's buffer) before a loaded machine
+        lets nginx write it: a fixed 0.2 s wait read a log without it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            requests = self.requests()
+            if sum(r[5] for r in requests if r[4] in (200, 206)) >= size or time.monotonic() > deadline:
+                return requests
+            time.sleep(0.05)
+
     def clients(self) -> list[tuple[str, int, int, str]]:
         """Per response: (the request's ``X-Client`` header or "", status, body bytes, request line)."""
         out = []

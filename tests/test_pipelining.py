@@ -208,8 +208,7 @@ def test_nginx_behind_a_long_route_serves_pipelined_requests_on_the_same_connect
     with NginxServer(tmp_path / "www") as nginx, LatencyProxy(nginx.port, rtt=0.3, pace=MiB) as proxy:
         download(tmp_path, proxy.url_for("file.bin"), options(**window), data)
         key = ("http", "127.0.0.1", proxy.port)
-        time.sleep(0.2)  # (nginx writes its log line as each request ends)
-        requests = [r for r in nginx.requests() if r[4] in (200, 206)]
+        requests = [r for r in nginx.requests_once_served(len(data)) if r[4] in (200, 206)]
     by_connection: dict[int, list] = {}
     for conn, number, *_ in requests:
         by_connection.setdefault(conn, []).append(number)
@@ -238,8 +237,7 @@ def test_a_connection_refused_and_waiting_to_retry_does_not_hold_the_others_requ
             LatencyProxy(nginx.port, rtt=0.05, pace=MiB, max_open=2) as proxy:
         download(tmp_path, proxy.url_for("file.bin"), opts, data)
         key = ("http", "127.0.0.1", proxy.port)
-        time.sleep(0.2)  # (nginx writes its log line as each request ends)
-        requests = [r for r in nginx.requests() if r[4] in (200, 206)]
+        requests = [r for r in nginx.requests_once_served(len(data)) if r[4] in (200, 206)]
     assert proxy.rejected >= 1  # (a fifth connection's refusal: the case at hand)
     assert pipeline.answered(key) >= 2 and not pipeline.refused(key)  # requests were sent ahead meanwhile
     # The proxy's view: every request after a connection's first arrived while the answer before
