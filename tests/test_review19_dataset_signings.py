@@ -21,18 +21,12 @@ import pytest
 
 import prefetch
 from prefetch.errors import UsageError
+from tests import test_stream_review14_loader as loader
 from tests.nginx import NginxServer
 
 KiB = 1 << 10
 SHARDS = ("a.bin", "b.bin", "c.bin")
-
-
-@pytest.fixture
-def unix_sockets():
-    """torch's DataLoader workers hand items over on Unix sockets: allow those (still no network beyond loopback)."""
-    from pytest_socket import socket_allow_hosts
-
-    socket_allow_hosts(["127.0.0.1", "::1", "localhost"], allow_unix_socket=True)
+unix_sockets = loader.unix_sockets  # (the fixture: torch's workers hand items over on Unix sockets)
 
 
 @pytest.fixture
