@@ -63,10 +63,16 @@ def shares_context(url: str, verify, proxies, cert) -> bool:
     """An https request that verifies with ``verify`` and ``net/tls_context``'s one context for it,
     not a context urllib3 builds (and loads the bundle into) for each new connection: directly or
     through an http proxy's tunnel. Not with a client certificate, not unverified, and not
-    through an https or SOCKS proxy (left to urllib3 as before)."""
+    through an https or SOCKS proxy (left to urllib3 as before), nor where urllib3 would turn
+    the context's own host name check off to check it itself (pyOpenSSL, an OpenSSL without
+    that check): it sets that on the context it is given, which the direct path shares."""
     if not verify or cert is not None or url[:6].lower() != "https:":
         return False
     from requests.utils import select_proxy
+    from urllib3.util import ssl_
+
+    if ssl_.IS_PYOPENSSL or not ssl_.HAS_NEVER_CHECK_COMMON_NAME:
+        return False
 
     proxy = select_proxy(url, proxies)
     return not proxy or proxy[:5].lower() == "http:"
