@@ -4,6 +4,7 @@
                    the samples of tar shards (imports torch: only loaded by ``torch_dataset``)
     samples.py     the samples of a tar shard, WebDataset style (no torch, no TensorFlow)
     deal.py        names and ``urls=`` entries dealt round robin to ranks, workers, pipelines
+                   (one object per item: the signings of one link together)
 
 Neither library is a dependency of prefetch: torch is imported only when
 ``torch_dataset`` is called, and ``tf_generator`` needs no TensorFlow at all (it
@@ -12,6 +13,8 @@ layer below it, up to the API (``prefetch.streaming``); never the CLI.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from prefetch.adapters.samples import iter_tar_samples
 
@@ -29,7 +32,9 @@ def torch_dataset(names, *, samples: bool = False, transform=None, by_rank: bool
     (worker ``k`` gets names ``k, k+W, ...``): each file is downloaded once, by the
     worker that yields it, and each worker downloads while it trains. With fewer
     names than workers some workers have nothing to do. A name given twice is one file,
-    yielded once per epoch, as ``as_completed`` does.
+    yielded once per epoch, as ``as_completed`` does; so is one object under two signings
+    (``net/urls.link_key``: a new signature or token), dealt as one item with the others as its
+    second sources.
 
     Under DistributedDataParallel (``torchrun``), with ``by_rank=True`` (the default), the
     names are first dealt to the ranks the same way (rank ``r`` of ``N`` gets names ``r, r+N,
@@ -43,7 +48,8 @@ def torch_dataset(names, *, samples: bool = False, transform=None, by_rank: bool
 
     Raises:
         UsageError: with ``by_rank``, ``RANK`` / ``WORLD_SIZE`` that are not a rank of a world;
-        when an epoch starts, fewer names than ranks.
+        two signings of one object with different hashes or ``out=``/``dir=``; when an epoch
+        starts, fewer names than ranks.
     """
     from prefetch.adapters.torch_data import StreamDataset
     from prefetch.api import _names, switch
@@ -76,7 +82,11 @@ def tf_generator(names, *, samples: bool = False, keys=None, shard=None, **optio
     """
     from prefetch.api import _names
 
+    from prefetch.adapters.deal import objects
+
     names = _names(names)  # (UsageError now, not in the first epoch)
+    urls = options.get("urls") or []
+    objects(names, [urls] if isinstance(urls, (str, Mapping)) else list(urls))  # (two signings that disagree)
     keys = tuple(keys) if keys is not None else None
     if shard is not None:
         names, options = _deal(names, options, shard)
@@ -101,8 +111,6 @@ def _deal(names: list[str], options: dict, shard) -> tuple[list[str], dict]:
     Raises:
         UsageError: a bad ``shard``, or fewer items than pipelines.
     """
-    from collections.abc import Mapping
-
     from prefetch.adapters.deal import deal_items
     from prefetch.errors import UsageError
 

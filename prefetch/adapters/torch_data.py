@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import torch.utils.data
 
-from prefetch.adapters.deal import deal_items
+from prefetch.adapters.deal import deal_items, objects
 from prefetch.adapters.samples import iter_tar_samples
 
 
@@ -34,6 +34,7 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self.options = dict(options or {})
         urls = self.options.pop("urls", None) or []
         self.urls = _once([urls] if isinstance(urls, (str, Mapping)) else list(urls))  # the -i entries, dealt as names are
+        objects(self.names, self.urls)  # (two signings of one object that disagree: UsageError now)
 
     def shard(self) -> tuple[list[str], list]:
         """This process's names and URL entries: every N-th of them in rank r of N (``by_rank``, under

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from prefetch.fs import safefs  # (at the top: a function-level `from` import costs a call per file)
 from prefetch.fs.hashing import blake2b, sha1
-from prefetch.net.urls import link_key, redact_url
+from prefetch.net.urls import link_key, redact_url, same_link
 
 if TYPE_CHECKING:
     from prefetch.model.plans import FilePlan
@@ -215,7 +215,7 @@ def from_other_link(record: dict | None, plan: FilePlan) -> bool:
     """``record`` (the final path's) says its file came from another link than ``plan``'s URL
     (``FilePlan.by_link``; a record that names no link, of an earlier version, says nothing)."""
     link = record.get("link") if record is not None and plan.by_link else None
-    return isinstance(link, str) and link != link_key(plan.spec.url)
+    return isinstance(link, str) and not same_link(link, plan.spec.url)
 
 
 def completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:

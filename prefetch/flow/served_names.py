@@ -354,7 +354,7 @@ def _already_there(final: Path, records_dir: Path | None, expected=None, size: i
 
     from prefetch.cache.completion import completion_matches, read_completion
     from prefetch.fs import safefs
-    from prefetch.net.urls import link_key
+    from prefetch.net.urls import same_link
 
     try:
         st = safefs.lstat_or_none(final)
@@ -364,7 +364,7 @@ def _already_there(final: Path, records_dir: Path | None, expected=None, size: i
         return None
     if stat.S_ISREG(st.st_mode) and records_dir is not None and completion_matches(records_dir, final, st):
         link = (read_completion(records_dir, final, st) or {}).get("link")
-        if isinstance(link, str) and url and link != link_key(url):
+        if isinstance(link, str) and url and not same_link(link, url):
             return "a file prefetch downloaded from another link"
         if size is None or st.st_size == size:
             return None

@@ -10,7 +10,7 @@ Owns:
     answer.py      a direct answer as ``Response`` reads it (``Answer``, ``Head``)
     pipeline.py    HTTP/1.1 pipelining: the answer to a request sent ahead, checked (else refused, sent again)
     pipeline_send.py  ... the request sent ahead on a direct connection still reading its answer
-    tls_context.py requests' TLS verification for the direct connections (one context per bundle)
+    tls_context.py requests' TLS verification, one context per bundle (direct connections and session pools)
     connection.py  the urllib3 adapters under requests (the same resolve, connect and head deadline)
     open_socket.py ``PREFETCH_RESOLVE``, the watched TCP connect, ``abort_head`` (a stop)
     read_head.py   an answer's head within the read timeout, parsed without the email package

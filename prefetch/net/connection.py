@@ -4,7 +4,10 @@ urllib3 pools (:func:`pool_classes`; :func:`adapter_for` mounts them in requests
 connections look the host up in ``PREFETCH_RESOLVE`` first and connect where a stop can cut
 the connect short (``net/open_socket.py``), must receive the whole response head within the
 read timeout and parse a plain head without the ``email`` package (``net/read_head.py``):
-the same as the direct connections (``net/direct_conn.py``), which need no urllib3.
+the same as the direct connections (``net/direct_conn.py``), which need no urllib3. An https
+request that verifies (directly or through an http proxy's tunnel) uses the direct path's one
+TLS context of its bundle (``net/tls_context.py``), not one urllib3 builds and loads the bundle
+into for every new connection.
 
 Imported by ``prefetch.net.http`` when a requests session opens (requests and urllib3 load
 lazily).
@@ -20,9 +23,32 @@ def adapter_for(resolve: dict[str, str | None]):
     pools = pool_classes(resolve)
 
     class _Adapter(HTTPAdapter):
+        _shared = False  # the request being sent verifies with net/tls_context's one context
+
         def init_poolmanager(self, *args, **kwargs):
             super().init_poolmanager(*args, **kwargs)
             self.poolmanager.pool_classes_by_scheme = pools
+
+        def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):
+            # (a Client, and its session, is one thread's: the flag is this request's)
+            self._shared = shares_context(request.url, verify, proxies, cert)
+            return super().get_connection_with_tls_context(request, verify, proxies, cert)
+
+        def build_connection_pool_key_attributes(self, request, verify, cert=None):
+            host, kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
+            if self._shared:
+                from prefetch.net.tls_context import context_for
+
+                # The bundle in the one context, loaded once; named to urllib3 as well, it was
+                # loaded again into that context by every new connection.
+                kwargs = {k: v for k, v in kwargs.items() if k not in ("ca_certs", "ca_cert_dir")}
+                kwargs["ssl_context"] = context_for(verify)
+            return host, kwargs
+
+        def cert_verify(self, conn, url, verify, cert):
+            super().cert_verify(conn, url, verify, cert)  # (its checks: a bundle that is not there)
+            if getattr(conn, "conn_kw", {}).get("ssl_context") is not None:
+                conn.ca_certs = conn.ca_cert_dir = None  # (requests names the bundle on the pool again)
 
         def proxy_manager_for(self, proxy, **kwargs):
             manager = super().proxy_manager_for(proxy, **kwargs)
@@ -31,6 +57,25 @@ def adapter_for(resolve: dict[str, str | None]):
             return manager
 
     return _Adapter()
+
+
+def shares_context(url: str, verify, proxies, cert) -> bool:
+    """An https request that verifies with ``verify`` and ``net/tls_context``'s one context for it,
+    not a context urllib3 builds (and loads the bundle into) for each new connection: directly or
+    through an http proxy's tunnel. Not with a client certificate, not unverified, and not
+    through an https or SOCKS proxy (left to urllib3 as before), nor where urllib3 would turn
+    the context's own host name check off to check it itself (pyOpenSSL, an OpenSSL without
+    that check): it sets that on the context it is given, which the direct path shares."""
+    if not verify or cert is not None or url[:6].lower() != "https:":
+        return False
+    from requests.utils import select_proxy
+    from urllib3.util import ssl_
+
+    if ssl_.IS_PYOPENSSL or not ssl_.HAS_NEVER_CHECK_COMMON_NAME:
+        return False
+
+    proxy = select_proxy(url, proxies)
+    return not proxy or proxy[:5].lower() == "http:"
 
 
 def pool_classes(resolve: dict[str, str | None]) -> dict[str, type]:

@@ -256,10 +256,17 @@ class Client:
         (the first one would otherwise count 0.1-0.4 s of imports as network)."""
         if is_file_url(url):
             return
-        direct = self._route(url)[3]
+        _, via, _, direct = self._route(url)
         pools = self._open(direct)
         if direct:
             pools.prepare(url)  # (the TLS context too: loading the trust store is no round trip)
+        else:
+            from prefetch.net.connection import shares_context
+
+            if shares_context(url, self._verify, via, None):  # (the session's pools take the same context)
+                from prefetch.net.tls_context import context_for
+
+                context_for(self._verify)
 
     def __enter__(self) -> "Client":
         return self

@@ -1,4 +1,5 @@
-"""TLS for the direct connections (``net/direct_conn.py``): requests' verification, without urllib3.
+"""TLS for the direct connections (``net/direct_conn.py``): requests' verification, without urllib3;
+the requests session's https pools take the same context (``net/connection.py``).
 
 What urllib3 2.x builds for requests' ``verify`` (``create_urllib3_context`` and
 ``ssl_wrap_socket``): a client context at TLS 1.2 or later, no compression, no session
@@ -6,7 +7,8 @@ tickets, strict X.509 checks from Python 3.13 on, post-handshake authentication 
 the host name (never its common name), the trust store given (the bundle the environment names,
 a directory of them as ``capath``, else certifi's: as ``Client`` works it out), ALPN
 ``http/1.1``, and ``SSLKEYLOGFILE`` honoured. One context per bundle per process: urllib3
-loads the bundle again for every connection; the store is the same. It is built once even
+loads the bundle again for every connection (requests >= 2.32.3 hands it only the bundle's
+path), the store is the same. It is built once even
 when a download's first connections all start together (the probe and its preconnects):
 loading certifi's bundle is ~30 ms of CPU, and four more loads in threads also kept them
 inside OpenSSL while a failed handshake ended the process. ``Client.prepare`` builds it before

@@ -105,6 +105,9 @@ _SAS_PARAMS = frozenset(("sv", "st", "se", "sp", "spr", "srt", "ss", "sr", "si",
                          "skt", "ske", "sks", "skv", "skdutid", "sduoid"))  # (signing with ``sig``)
 _SIGNED_WITH = {"sig": _SAS_PARAMS, "signature": frozenset(("expires", "policy", "key-pair-id"))}
 _SIGNING_PREFIXES = ("x-amz-", "x-goog-", "x-oss-")
+# What the key left out before the eighteenth sitting: of the credentials, only ``token`` and
+# ``access_token`` (a record placed then from ``?key=...`` names its link with the key in it).
+_EARLIER_SIGNING_PARAMS = _SIGNATURE_PARAMS | {"ossaccesskeyid", "security-token", "token", "access_token"}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -112,9 +115,25 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 def link_key(url: str) -> str:
     """Which file ``url`` names, as 12 hex digits (the first 6 bytes of its blake2b of
     :func:`bare_link`), for a completion record and a resume record."""
+    return _key_of(bare_link(url))
+
+
+def _key_of(bare: str) -> str:
     from prefetch.fs.hashing import blake2b  # (CPython's own BLAKE2: a plain get never loads OpenSSL's hashlib)
 
-    return blake2b(bare_link(url).encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+    return blake2b(bare.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+
+
+def same_link(key: str, url: str) -> bool:
+    """``key``, a record's :func:`link_key`, names ``url``'s link: the key of it, or the key a
+    version before the eighteenth sitting gave it, with its credentials (``key=``, ``api_key=``,
+    ``password=``...) still in (a file it placed from such a link is still that link's file,
+    not downloaded again once after the upgrade). The earlier key is computed for this
+    comparison only, never written; it names the very link, its credentials included (another
+    link, or the same one with another key, is not it)."""
+    if key == link_key(url):
+        return True
+    return "?" in url and key == _key_of(_split_bare_link(url, _EARLIER_SIGNING_PARAMS))
 
 
 def bare_link(url: str) -> str:
@@ -135,11 +154,12 @@ def bare_link(url: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _split_bare_link(url: str) -> str:
-    """:func:`bare_link` by its definition: split, stripped, joined."""
+def _split_bare_link(url: str, signing: frozenset = _SIGNING_PARAMS) -> str:
+    """:func:`bare_link` by its definition: split, stripped (of ``signing``, and what signs beside
+    it), joined."""
     parts = urlsplit(url)
     names = [p.partition("=")[0].lower() for p in parts.query.split("&")] if parts.query else []
-    dropped = set(_SIGNING_PARAMS).union(*(_SIGNED_WITH[n] for n in _SIGNED_WITH if n in names))
+    dropped = set(signing).union(*(_SIGNED_WITH[n] for n in _SIGNED_WITH if n in names))
     kept = [p for p, n in zip(parts.query.split("&"), names) if p and n not in dropped
             and not n.startswith(_SIGNING_PREFIXES)]
     return parts._replace(netloc=_bare_netloc(parts), query="&".join(kept), fragment="").geturl()
