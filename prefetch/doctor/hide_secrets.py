@@ -64,7 +64,8 @@ def hide(report, passwords: set[str]):
                 new = value
                 for password in ordered:
                     new = new.replace(f":{password}@", ":***@")
-                    if len(password) >= 3:  # (quoted without its "@": a parser's words, "'alice:Zq7' is not a valid host")
+                for password in ordered:  # (quoted without its "@": a parser's words, "'alice:Zq7' is not a valid host")
+                    if len(password) >= 3:
                         new = new.replace(password, "***")
                 if new != value:
                     changes[f.name] = new

@@ -192,21 +192,22 @@ _PARSER_CUTS = r"[/?#\\\[\]@\s]"
 def secret_pieces(value: str) -> list[str]:
     """What an error message may quote of the credentials in the URL ``value`` (up to its last
     ``@``): ``user:password``, the password, and every piece of them a parser cuts off at a ``/ ?
-    # \\ [ ] @`` or a space, of three characters or more; longest first. A parser's words
+    # \\ [ ] @`` or a space, of three characters or more; the password's first, longest first. A parser's words
     depend on its version (urllib3 2.7 quoted the URL whole, 2.8 the piece before the cut)."""
     bare = value.partition("://")[2] if "://" in value else value
     userinfo = bare.rpartition("@")[0]
     user, _, password = userinfo.partition(":")
-    pieces: set[str] = set()
-    for whole in (userinfo, password):
+    found: list[str] = []
+    for whole in (password, userinfo):  # (the password's pieces first: "alice:Zq7" is shown as "alice:***")
         if not whole:
             continue
         cuts = list(re.finditer(_PARSER_CUTS, whole))
-        pieces.update((whole, *re.split(_PARSER_CUTS, whole), *(whole[:c.start()] for c in cuts),
-                       *(whole[c.end():] for c in cuts)))
-    # (a piece of the user name alone, "bob" of bob@example.com, is no secret: what reaches into the password is)
-    return sorted((p for p in pieces if len(p) >= 3 and (p in password or ":" in p and len(p) > len(user))),
-                  key=len, reverse=True)
+        pieces = {whole, *re.split(_PARSER_CUTS, whole), *(whole[:c.start()] for c in cuts),
+                  *(whole[c.end():] for c in cuts)}
+        # (a piece of the user name alone, "bob" of bob@example.com, is no secret: what reaches into the password is)
+        found += sorted((p for p in pieces if len(p) >= 3 and p not in found
+                         and (p in password or ":" in p and len(p) > len(user))), key=len, reverse=True)
+    return found
 
 
 def _credentials_given(url: str) -> bool:
