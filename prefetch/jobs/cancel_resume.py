@@ -71,6 +71,7 @@ def resume_job(job_id: str, *, env: Mapping[str, str] | None = None, python: str
     env = dict(os.environ if env is None else env)
     record = get_job(job_id, env)
     if record.state == JobState.CORRUPT.value:
+        _check_own_record(job_id, env)  # (another account's state dir: its records are 0600 now)
         raise UsageError(f"cannot resume {job_id}: {record.error}; start again with `prefetch get NAME -b`")
     if record.active:
         if record.pid is None:  # being started right now (a resume of another process, or `get -b`)
@@ -149,4 +150,25 @@ def _already_started(job_id: str, env: Mapping[str, str], *, by_resume: bool, wa
     return UsageError(f"job {job_id} is already {record.state} again (pid {record.pid}): {by} started it; "
                       f"`prefetch wait {job_id}` follows it")
 
+
+def _check_own_record(job_id: str, env: Mapping[str, str]) -> None:
+    """A job record of another account (unreadable to us: written 0600) is that account's state
+    dir, not a corrupt record: the one line names PREFETCH_HOME (exit 5), as writing there would.
+
+    Raises:
+        LocalFileError: the record is another user's.
+    """
+    import errno
+
+    from prefetch.fs.files import local_error
+    from prefetch.jobs.records import record_path
+
+    path = record_path(job_id, env)
+    try:
+        owner = os.lstat(path).st_uid
+    except OSError:
+        return
+    if owner != os.geteuid():
+        raise local_error(PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path)), path,
+                          instead="PREFETCH_HOME")
 
