@@ -14,7 +14,7 @@ from prefetch.fs.processes import process_start_time
 from prefetch.jobs.launch import _launch
 from prefetch.jobs.liveness import get_job, refresh_state, worker_identity_proven
 from prefetch.jobs.record_types import JobRecord, JobState
-from prefetch.jobs.records import check_timeout, this_host, update_record
+from prefetch.jobs.records import check_timeout, record_path, this_host, update_record
 
 
 def cancel_job(job_id: str, *, timeout: float = 30.0, env: Mapping[str, str] | None = None) -> JobRecord:
@@ -161,7 +161,6 @@ def _check_own_record(job_id: str, env: Mapping[str, str]) -> None:
     import errno
 
     from prefetch.fs.files import local_error
-    from prefetch.jobs.records import record_path
 
     path = record_path(job_id, env)
     try:
