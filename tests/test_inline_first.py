@@ -202,11 +202,32 @@ def test_a_stop_ends_a_connect_to_a_host_that_answered_and_then_drops_handshakes
         server.close()
 
 
-def test_a_host_whose_answers_come_late_is_near_by_the_kernels_round_trip(origin, tmp_path, monkeypatch):
+@pytest.fixture
+def loaded_cpus():
+    """The machine's CPUs contended for real: one niced busy loop more than twice the CPUs this
+    process may use (PSI counts their wait; nice 19 leaves this test's threads first in line)."""
+    import os
+    import subprocess
+    import sys
+
+    hogs = [subprocess.Popen([sys.executable, "-c", "import os\nos.nice(19)\nwhile 1: pass"])
+            for _ in range(2 * len(os.sched_getaffinity(0)) + 1)]
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def test_a_host_whose_answers_a_loaded_machine_made_late_is_near_by_the_kernels_round_trip(
+        origin, tmp_path, monkeypatch, loaded_cpus):
     """A loaded machine's scheduling makes every loopback answer late (here each answer is held
-    80 ms, past the 40 ms mark of a long route): the kernel's round trip on the connection that
-    answered (TCP_INFO) is still loopback's, so the host is near and the next small file runs
-    inline on the file's own thread (as the bulk lane takes a list's files) instead of the usual way."""
+    80 ms, past the 40 ms mark of a long route, while busy loops contend for the CPUs): the
+    kernel's round trip on the connection that answered (TCP_INFO) is still loopback's, so the
+    host is near and the next small file runs inline on the file's own thread (as the bulk lane
+    takes a list's files) instead of the usual way."""
     files = {f"late{i}.bin": random.Random(20 + i).randbytes(16 * KiB) for i in range(2)}
     for name, data in files.items():
         origin.put(name, data)
@@ -225,6 +246,73 @@ def test_a_host_whose_answers_come_late_is_near_by_the_kernels_round_trip(origin
     assert result.digest == hashlib.sha256(files[second]).hexdigest()
     assert started == [], "the second file ran inline: no worker thread"
     assert origin.pending_faults == []
+
+
+def test_late_answers_while_the_cpus_were_free_are_the_routes_not_near(origin, tmp_path, monkeypatch):
+    """A relay or tunnel one hop away (an ``ssh -L`` port, a CDN edge fetching from far away): the
+    kernel's round trip is the next hop's, well under the mark, but every answer takes the far
+    route's time. With the CPUs free that time is the route's, so the host is not near: its small
+    files do not go one at a time inline (the bulk lane, two connections) but the usual way, many
+    in flight. (The twentieth sitting's regression: 200 x 64 KiB through a 200 ms relay took
+    5.2 s against 1.9 s.) The machine's contention is the one thing given here: the CI machine's
+    own load would otherwise decide."""
+    from prefetch.engine import hosts as hosts_module, single
+    from tests.latency_proxy import LatencyProxy
+
+    class Free:
+        def lately(self) -> bool:
+            return False
+
+    monkeypatch.setattr(hosts_module, "CpuContention", Free)
+    inline = []
+    real_try_single = single.try_single
+    monkeypatch.setattr(single, "try_single", lambda **kw: inline.append(kw["url"]) or real_try_single(**kw))
+    files = {f"far{i}.bin": random.Random(40 + i).randbytes(16 * KiB) for i in range(2)}
+    for name, data in files.items():
+        origin.put(name, data)
+    with LatencyProxy(origin.port, rtt=0.1) as relay:
+        hosts = Hosts(long_route=0.04)
+        first = next(iter(files))
+        options = dict(hosts=hosts, timeouts=Timeouts(connect=3, read=3))
+        for name in files:
+            opts = TransferOptions(**options)
+            result = download_to_part(urls=[f"{relay.url}/{name}"], part=tmp_path / f"{name}.part",
+                                      state_file=tmp_path / f"{name}.part.json", algorithm="sha256", options=opts)
+            assert (tmp_path / f"{name}.part").read_bytes() == files[name]
+            assert result.digest == hashlib.sha256(files[name]).hexdigest()
+            if name == first:
+                (host,) = hosts.all()
+                assert host.route.fastest >= 0.1, "every answer took the relay's round trip"
+                assert not host.route.near, "a free machine's late answers are the route's"
+        hosts.close()
+        assert inline == [], "no file went inline (one at a time on a warm connection): the usual way"
+
+
+def test_the_judge_takes_the_kernels_round_trip_only_when_the_cpus_were_contended():
+    from prefetch.engine.hosts import SharedRouteJudge
+
+    free = SharedRouteJudge(0.04, contended=lambda: False)
+    free.add(0.2, 0.00002)
+    assert not free.near and free.kernel_rtt is None
+    busy = SharedRouteJudge(0.04, contended=lambda: True)
+    busy.add(0.2, 0.00002)
+    assert busy.near and busy.kernel_rtt == 0.00002
+    quick = SharedRouteJudge(0.04, contended=lambda: False)
+    quick.add(0.001, 0.00002)  # (a quick answer is near whatever the CPUs did)
+    assert quick.near
+
+
+def test_cpu_contention_reads_the_kernels_pressure_under_busy_loops(loaded_cpus):
+    """The real kernel's pressure stall information while busy loops contend for every CPU: the
+    machine counts as contended (where the kernel keeps none, the load average's verdict)."""
+    from prefetch.fs.processes import CpuContention, _loaded, cpu_stall_seconds
+
+    contention = CpuContention()
+    time.sleep(0.5)
+    if cpu_stall_seconds() is None:
+        assert contention.lately() == _loaded()
+    else:
+        assert contention.lately(), "busy loops for every CPU and more: contended"
 
 
 def test_the_kernels_round_trip_is_the_answering_connections_and_none_through_a_proxy(origin, monkeypatch):

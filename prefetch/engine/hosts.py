@@ -36,6 +36,7 @@ import time
 from urllib.parse import urlsplit
 
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
+from prefetch.fs.processes import CpuContention
 from prefetch.engine.idle_slots import watch_due, watch_idle
 from prefetch.engine.pooled import PooledClient
 from prefetch.engine.recovery import CapRecovery
@@ -71,19 +72,27 @@ def host_key(url: str) -> str:
 class SharedRouteJudge(RouteJudge):
     """A :class:`RouteJudge` that the transfers of one host feed together (thread-safe)."""
 
-    def __init__(self, threshold: float) -> None:
+    def __init__(self, threshold: float, contended=None) -> None:
         super().__init__(threshold)
         self._lock = threading.Lock()
+        # Were the CPUs contended lately (since the host's first request, or the last few seconds)?
+        # (``fs.processes.CpuContention().lately``; a test may give its own)
+        self._contended = contended or CpuContention().lately
 
     def add(self, latency: float, rtt: float | None = None) -> str | None:
         with self._lock:
+            if rtt is not None and latency >= self.threshold and not self._contended():
+                # A late answer while the CPUs were free: the time is the route's or the server's, not
+                # the machine's (a relay or tunnel one hop away, a CDN edge fetching from far away:
+                # the kernel's round trip is the next hop's), so it does not make the host near.
+                rtt = None
             return super().add(latency, rtt)  # (and the quickest answer yet: ``fastest``, the route's round trip)
 
     @property
     def near(self) -> bool:
         """An answer came back quicker than a long route can answer, or the kernel's round trip on a
-        connection that answered is that short (a loaded machine stretches every answer, not that):
-        the route is short, whatever the first answers said."""
+        connection whose answer a loaded machine made late is that short (the load stretches every
+        answer, not the kernel's round trip): the route is short, whatever the first answers said."""
         return ((self.fastest is not None and self.fastest < self.threshold)
                 or (self.kernel_rtt is not None and self.kernel_rtt < self.threshold))
 

@@ -8,7 +8,8 @@ Owns:
     locks.py      per-file locks that name their owner (pid, host, start), stale-lock breaking
     beside_locks.py the lock beside a target (``<final>.part.lock``): every home's and user's runs
     lock_files.py a lock file's own ``flock`` (never through a planted link), one named file's lock
-    processes.py  is a pid alive, and still the same process; this process's CPU and run-queue seconds
+    processes.py  is a pid alive, and still the same process; this process's CPU and run-queue seconds;
+                  were the machine's CPUs contended lately (PSI)
     slots.py      a host's connection slots, one byte lock each, shared by the user's processes
     hashing.py    md5/sha256 of files and byte ranges, hash checks
 

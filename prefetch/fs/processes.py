@@ -1,5 +1,6 @@
 """Is a process alive, and is it still the same process (its start time from /proc)? And how
-its threads spend their time (on a CPU, waiting for one: schedstat).
+its threads spend their time (on a CPU, waiting for one: schedstat), and whether the machine's
+CPUs are contended (the kernel's pressure stall information: :class:`CpuContention`).
 
 Locks, job records and leftover temp files name the pid that owns them; these
 checks tell a live owner from a dead one (or from a new process with a reused pid).
@@ -8,6 +9,7 @@ checks tell a live owner from a dead one (or from a new process with a reused pi
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
@@ -85,3 +87,53 @@ def _schedstat(path: str) -> tuple[float, float]:
     with open(path, "rb") as fh:
         fields = fh.read().split()
     return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+
+
+def cpu_stall_seconds() -> float | None:
+    """Seconds since boot during which some runnable task of the machine waited for a CPU: the
+    kernel's pressure stall information (``/proc/pressure/cpu``, ``some ... total=`` in
+    microseconds); None where the kernel keeps none (no PSI, or PSI turned off)."""
+    try:
+        with open("/proc/pressure/cpu", "rb") as fh:
+            line = fh.readline()
+        return int(line.rsplit(b"total=", 1)[1]) / 1e6
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class CpuContention:
+    """Were the machine's CPUs contended lately: since this was made (a host's first request), or
+    over the last two to four seconds once it is older?
+
+    Contended: some task waited for a CPU over ``SHARE`` of the wall time looked at (a quiet
+    machine: 0-5 %; one busy loop a core more than the machine has: near 100 %). The span looked
+    at is never the few milliseconds between two answers, whose noise would decide either way.
+    Where the kernel keeps no pressure information, the load average at or over the CPUs this
+    process may use stands in (it lags a minute). One read of one /proc file a look."""
+
+    SHARE = 0.25
+    SPAN = 2.0  # seconds: the marks move on once the oldest is this old
+
+    def __init__(self) -> None:
+        self._mark = self._recent = (time.monotonic(), cpu_stall_seconds())
+
+    def lately(self) -> bool:
+        now = (time.monotonic(), cpu_stall_seconds())
+        then, stalled = self._mark
+        if now[0] - self._recent[0] >= self.SPAN:
+            self._mark, self._recent = self._recent, now
+        if stalled is None or now[1] is None:
+            return _loaded()
+        span = now[0] - then
+        return span > 0 and now[1] - stalled >= self.SHARE * span
+
+
+def _loaded() -> bool:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        return os.getloadavg()[0] >= cpus
+    except OSError:  # (no load average either: what the caller did before it asked)
+        return True
