@@ -221,6 +221,11 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
         if "\\" in parts.netloc:  # (Python reads past a backslash; urllib3 2.8 ends the host there, as a browser does)
             why = _ENCODE_CREDENTIALS if "@" in value else "a backslash in its host"
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({why}); fix it or unset it")
+        if "@" in value and "@" not in parts.netloc:
+            # (a password with a / ? or # not percent-encoded whose part before it is a number,
+            # alice:1234/x@proxy: every parser reads host alice, port 1234, and requests went there)
+            raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({_ENCODE_CREDENTIALS}); "
+                             f"fix it or unset it")
         if not host:
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL (no host); fix it or unset it")
         if any(c.isspace() or ord(c) < 32 for c in host):  # (requests refuses every request through it)
