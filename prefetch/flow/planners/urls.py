@@ -205,9 +205,30 @@ def pin_url_paths(request: GetRequest) -> GetRequest:
         request,
         names=[local_to_url(n) if is_local_path(n.partition("#")[0]) else n for n in request.names],
         urls=urls,
-        output_dir=absolute(request.output_dir, "-P") if request.output_dir else str(current_dir()),
+        output_dir=absolute(request.output_dir, "-P") if request.output_dir else _current_dir_for(request),
         extract_to=absolute(request.extract_to, "--extract-to") if request.extract_to else None,
     )
+
+
+def _current_dir_for(request: GetRequest) -> str | None:
+    """The current directory, fixed now for a job's URLs that land in it; None when it was removed
+    and none does (``-o /abs``, absolute ``out=``/``dir=``: they need no current directory).
+
+    Raises:
+        LocalFileError: it was removed and a URL lands in it.
+    """
+    from prefetch.errors import LocalFileError
+
+    try:
+        return str(current_dir())
+    except LocalFileError:
+        if request.output:  # (-o, made absolute already: where every URL of the request goes)
+            return None
+        if any(PLANNER.claims(n) for n in request.names) or not all(
+                isinstance(e, dict) and (e.get("dir") or (e.get("out") and expand_path(e["out"], "out").is_absolute()))
+                for e in request.urls):
+            raise
+        return None
 
 
 def describe_url_options(request: GetRequest) -> list[str]:
