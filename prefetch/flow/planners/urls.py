@@ -13,13 +13,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
-from urllib.parse import urlsplit
 
 from prefetch.cache.plans import plan_files
 from prefetch.errors import UsageError
 from prefetch.flow.planners.base import PlanContext, Planner
 from prefetch.flow.planners.url_list import UrlEntry, entry_hash, local_to_url, split_fragment, url_file_name
-from prefetch.flow.request import GetRequest
+from prefetch.flow.request import GetRequest, check_password_given
 from prefetch.fs.paths import current_dir, expand_path
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import DatasetSpec, ExpectedHash, FileSpec, parse_hash
@@ -50,9 +49,7 @@ def plan_url_specs(
         url, expected = entry_hash(entry, where=entry.url)
         url = local_to_url(url)
         check_url(url)
-        if ":***@" in url and ":***@" in urlsplit(url).netloc:  # flow.request.hide_url_password's mark: a record's URL
-            raise UsageError(f"{url}: the URL's password is never stored in job records, so a resumed job cannot "
-                             f"send it; run the same `prefetch get URL ...` again (it resumes from the bytes on disk)")
+        check_password_given(url, url, "run the same `prefetch get URL ...` again (it resumes from the bytes on disk)")
         _check_local_origin(url)
         out = expand_path(entry.out, "out") if entry.out else None
         base = bases.get(entry.dir)
