@@ -54,3 +54,19 @@ def test_a_proxy_whose_password_starts_with_a_number_before_a_slash_is_refused(h
         assert "8123" not in got.stderr and "Zq7pw" not in got.stderr, got.stderr
         assert "a.bin" not in proxy.log()
     assert not (tmp_path / "a.bin").exists()
+
+
+@pytest.mark.parametrize("password", ["Sek'r1tPw", 'Sek"r1tPw', "Sek`r1tPw", "Sek\\r1tPw"])
+def test_a_url_password_with_a_quote_or_a_backslash_is_not_printed(home, tmp_path, origin, password):
+    """A quote ends the error line's scrub of a URL's password (a message quotes URLs in quotes):
+    ``cannot tell a file name from "http://alice:Sek'r1tPw@host/"`` printed it whole. A backslash
+    (fine for Python's parser) made urllib3 2.8 quote the password's first part ("Failed to parse:
+    'alice:Sek' is not a valid host or port"; 2.7: "'NoneType' object has no attribute 'groups'",
+    exit 3); it is refused at once now, as in a proxy variable."""
+    host = origin.url_for("a.bin").partition("://")[2].partition("/")[0]
+    for url in (f"http://alice:{password}@{host}/", f"http://alice:{password}@{host}/a.bin"):
+        got = run_cli("get", url, "-P", str(tmp_path / "out"), env=env_with())
+        assert "Sek" not in got.stdout + got.stderr and "r1tPw" not in got.stdout + got.stderr, got.stderr
+        if url.endswith("/") or "\\" in password:
+            one_error_line(got, 2)
+    assert not (tmp_path / "out" / "a.bin").exists() or "\\" not in password

@@ -33,6 +33,9 @@ def check_url(url: str) -> None:
         why = "percent-encode a / ? # or @ in the user name or password" if "@" in url else exc
         raise UsageError(f"malformed URL {_refused(url)!r}: {why}") from None
     host = parts.hostname
+    if "\\" in parts.netloc:  # (Python reads past a backslash; urllib3 2.8 ends the host there, quoting what is before)
+        why = "percent-encode a / ? # \\ or @ in the user name or password" if "@" in url else "a backslash in its host"
+        raise UsageError(f"malformed URL {_refused(url)!r}: {why}")
     if parts.scheme not in ("http", "https") or not host:
         raise UsageError(f"malformed URL {_refused(url)!r}: expected http:// or https:// and a host")
     bad = _BAD_HOST_CHARACTER.search(host)  # (one regex, not a Python test per character: lists of thousands)

@@ -22,7 +22,7 @@ from prefetch.flow.request import GetRequest, check_password_given
 from prefetch.fs.paths import current_dir, expand_path
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import DatasetSpec, ExpectedHash, FileSpec, parse_hash
-from prefetch.net.urls import check_url, is_local_path, is_url, link_key
+from prefetch.net.urls import check_url, is_local_path, is_url, link_key, redact_url
 
 def plan_url_specs(
     entries: Iterable[UrlEntry],
@@ -62,7 +62,8 @@ def plan_url_specs(
         elif name:
             target = os.path.join(base, name)
         else:
-            raise UsageError(f"cannot tell a file name from {url!r}; give -o PATH (or out=NAME in an input file)")
+            raise UsageError(f"cannot tell a file name from {redact_url(url)!r}; give -o PATH "
+                             f"(or out=NAME in an input file)")  # (redacted: a password with a quote in it)
         target = os.path.abspath(target)
         prior = taken.get(target)
         if prior is not None:
@@ -157,7 +158,7 @@ def output_file(output: str | None, url: str) -> Path | None:
     if output.endswith(("/", os.sep)) or os.path.isdir(path):  # never raises (a name too long is checked later)
         name = url_file_name(url)  # as plan_url_specs names it
         if not name:
-            raise UsageError(f"cannot tell a file name from {url!r}; give -o with a file name")
+            raise UsageError(f"cannot tell a file name from {redact_url(url)!r}; give -o with a file name")
         return path / name
     return path
 
