@@ -221,7 +221,7 @@ def fetch(
 
         fname = os.path.basename(urlsplit(url.partition("#")[0]).path)
         if not fname:
-            raise UsageError(f"cannot tell a file name from {url!r}; give fname=")
+            raise UsageError(f"cannot tell a file name from {_shown(url)!r}; give fname=")
     fname = os.fspath(fname)
     if os.path.isabs(fname) or not Path(fname).parts or ".." in Path(fname).parts:
         raise UsageError(f"fname must be a file name inside path, got {fname!r}; give the folder as path=")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+from contextlib import ExitStack
 
 import pytest
 
@@ -39,4 +40,34 @@ def test_a_bundle_with_no_certificate_is_a_tls_error_not_an_internal_one(origin,
     got = run_cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "-q", env=env, cwd=tmp_path)
     line = one_error_line(got, 3)
     assert "TLS error" in line and "internal error" not in line, line
+    assert not (tmp_path / "d.bin").exists()
+
+
+@pytest.mark.parametrize("route", ["netrc", "proxy"])
+def test_the_same_bundle_on_the_session_path_is_the_same_tls_error(origin, home, tmp_path, route):
+    """The requests-session path (``.netrc`` credentials for the host, a proxy variable) warms the
+    one TLS context of its bundle in ``Client.prepare`` too (471ae14): the same bundle was
+    ``internal error: SSLError(...)``, exit 1, there."""
+    bundle = tmp_path / "corporate-ca.pem"
+    bundle.write_text("this is not a certificate\n")
+    env = {k: v for k, v in os.environ.items() if k.lower() not in (
+        "requests_ca_bundle", "curl_ca_bundle", "ssl_cert_file", "netrc", "http_proxy", "https_proxy", "all_proxy",
+        "no_proxy")}
+    env["REQUESTS_CA_BUNDLE"] = str(bundle)
+    with ExitStack() as stack:
+        if route == "proxy":
+            from tests.proxies import TinyProxy, tinyproxy_binary
+
+            if tinyproxy_binary() is None:
+                pytest.skip("tinyproxy is not installed (bash tests/run.sh installs it)")
+            env["HTTPS_PROXY"] = stack.enter_context(TinyProxy(tmp_path / "proxy")).url
+        else:
+            netrc = tmp_path / "netrc"
+            netrc.write_text("machine 127.0.0.1 login alice password s3cret\n")
+            netrc.chmod(0o600)
+            env["NETRC"] = str(netrc)
+        got = run_cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "-q", env=env, cwd=tmp_path)
+    line = one_error_line(got, 3)
+    assert "TLS error" in line and "internal error" not in line, line
+    assert "s3cret" not in got.stderr + got.stdout
     assert not (tmp_path / "d.bin").exists()

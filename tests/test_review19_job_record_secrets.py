@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -60,3 +61,45 @@ def test_another_account_cannot_read_a_jobs_link_credentials(open_home, tmp_path
         assert not leaked, f"another account read {leaked} in {jobs}"
     as_other_user(read_everything)
     assert stat.S_IMODE(records[0].stat().st_mode) & 0o077 == 0, oct(records[0].stat().st_mode)
+
+
+# A record an earlier version wrote (0644, the links as given) is its owner's alone once this version reads
+# it (that version run for real, from ``git archive``). A record is written again only while its job
+# changes, so the record of a job that had ended before the upgrade kept 0644 for good; ``status`` reads
+# every record and makes such a record 0600.
+
+EARLIER = "f9af88a9551dba168814e1cdaf7fdb6999f2c0c6"  # main just before bbcb0cc (records 0600)
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def earlier(tmp_path) -> Path:
+    tree = tmp_path / "earlier"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", EARLIER, "prefetch"], capture_output=True,
+                             check=True, timeout=120).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, timeout=120)
+    return tree
+
+
+def test_a_record_the_earlier_version_wrote_is_made_private_when_read(open_home, earlier, tmp_path):
+    old = {**os.environ, "PYTHONPATH": str(earlier)}
+    url = "http://127.0.0.1:9/shard-0001.tar" + SIGNED  # (nothing listens: the job fails, its record stays)
+    started = run_cli("get", url, "-o", str(tmp_path / "shard.tar"), "-b", env=old, cwd=tmp_path)
+    assert started.returncode == 0, started.stderr
+    run_cli("wait", "--timeout", "100", env=old, cwd=tmp_path, timeout=150)
+    records = sorted((open_home / "state" / "jobs").glob("*.json"))
+    assert len(records) == 1 and stat.S_IMODE(records[0].stat().st_mode) & 0o044, "the earlier version wrote 0644"
+
+    listed = run_cli("status", cwd=tmp_path)
+    assert "SECRET" not in listed.stdout + listed.stderr, listed.stdout
+    assert stat.S_IMODE(records[0].stat().st_mode) == 0o600, oct(records[0].stat().st_mode)
+    assert "SIGSECRET0123" in records[0].read_text()  # (the same record, its job's links kept)
+
+    def read_it():
+        try:
+            text = records[0].read_text(errors="replace")
+        except PermissionError:
+            return
+        assert "SIGSECRET0123" not in text, "another account read the link's signature"
+    as_other_user(read_it)

@@ -52,3 +52,23 @@ def test_get_file_with_an_absolute_cache_dir_from_a_removed_directory(origin, ho
     assert got.returncode == 0, got.stderr
     assert "Traceback" not in got.stderr
     assert (tmp_path / "keras" / "datasets" / "d.bin").read_bytes() == DATA
+
+
+def test_a_background_get_with_an_absolute_output_from_a_removed_directory(origin, home, tmp_path):
+    """``get URL -o /abs -b``: the job's request fixed the current directory for its URLs even when
+    ``-o`` said where the file goes, and refused ("the current directory was removed ... give
+    absolute paths (-P DIR, -o FILE)", exit 5) to a user who had."""
+    out = tmp_path / "data" / "d.bin"
+    started = _in_removed_dir(tmp_path, [sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin"),
+                                         "-o", str(out), "-b"])
+    assert started.returncode == 0, started.stderr
+    waited = subprocess.run([sys.executable, "-m", "prefetch", "wait", "--timeout", "120"], capture_output=True,
+                            text=True, timeout=180, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert waited.returncode == 0, (waited.stdout, waited.stderr)
+    assert out.read_bytes() == DATA
+
+
+def test_a_background_get_into_the_removed_directory_is_still_refused(origin, home, tmp_path):
+    started = _in_removed_dir(tmp_path, [sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin"), "-b"])
+    assert started.returncode == 5, started.stderr
+    assert "current directory was removed" in started.stderr and "Traceback" not in started.stderr

@@ -17,7 +17,7 @@ from prefetch.errors import UsageError
 from prefetch.flow.options import FetchOptions
 from prefetch.flow.planners import PLANNERS, group_names, urls
 from prefetch.flow.planners.base import PlanContext, Planner, RunContext
-from prefetch.flow.request import GetRequest, parse_headers
+from prefetch.flow.request import GetRequest, check_password_given, parse_headers
 from prefetch.fs.paths import config_dir, state_dir
 from prefetch.model.events import EventSink, ignore_event
 from prefetch.model.plans import FilePlan, FileResult
@@ -68,6 +68,9 @@ def _plan_groups(request: GetRequest, *, env: Mapping[str, str]) -> tuple[list[t
     if own_mirrors and request.mirrors and len(by_kind) > 1:
         raise UsageError(f"with {own_mirrors[0].kind} names, --mirror is read by that kind alone: "
                          f"get {own_mirrors[0].kind} names and others in separate commands")
+    for mirror in request.mirrors:  # (a resumed job's, read from its record)
+        check_password_given(mirror, f"--mirror {mirror}", "run the same `prefetch get ... --mirror URL` again "
+                                                            "(it resumes from the bytes on disk)")
     ctx = PlanContext(request=request, env=env, config=config_dir(env),
                       root=keras_root(cache_dir=request.cache_dir, env=env))
     for planner in PLANNERS:  # every kind checks its flags, even with none of its names (--include alone)
@@ -221,6 +224,11 @@ def check_proxy_env(env: Mapping[str, str]) -> None:
         if "\\" in parts.netloc:  # (Python reads past a backslash; urllib3 2.8 ends the host there, as a browser does)
             why = _ENCODE_CREDENTIALS if "@" in value else "a backslash in its host"
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({why}); fix it or unset it")
+        if "@" in value and "@" not in parts.netloc:
+            # (a password with a / ? or # not percent-encoded whose part before it is a number,
+            # alice:1234/x@proxy: every parser reads host alice, port 1234, and requests went there)
+            raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL ({_ENCODE_CREDENTIALS}); "
+                             f"fix it or unset it")
         if not host:
             raise UsageError(f"{var}={shown_proxy(value)!r} is not a valid proxy URL (no host); fix it or unset it")
         if any(c.isspace() or ord(c) < 32 for c in host):  # (requests refuses every request through it)

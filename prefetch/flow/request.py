@@ -75,6 +75,9 @@ class GetRequest:
         data["names"] = [hide_url_password(n) for n in self.names]
         data["urls"] = [dict(e, url=hide_url_password(e["url"])) if isinstance(e, dict) and "url" in e else e
                         for e in self.urls]
+        data["mirrors"] = [hide_url_password(m) for m in self.mirrors]  # (a private mirror's or Hub's login)
+        for key in ("hub_endpoint", "ms_endpoint"):
+            data[key] = hide_url_password(data[key]) if data[key] else data[key]
         return data
 
     @classmethod
@@ -197,9 +200,30 @@ def shown_url(url: str) -> str:
 
 
 def url_passwords(request: GetRequest) -> dict[str, str]:
-    """{stored URL: URL with its password} for every URL of ``request`` that carries one."""
+    """{stored URL: URL with its password} for every URL of ``request`` that carries one (its
+    names and entries, ``--mirror``, the pinned Hub endpoints)."""
     urls = list(request.names) + [e["url"] for e in request.urls if isinstance(e, dict) and "url" in e]
+    urls += [*request.mirrors, *(u for u in (request.hub_endpoint, request.ms_endpoint) if u)]
     return {hide_url_password(u): u for u in urls if hide_url_password(u) != u}
+
+
+def check_password_given(url: str, what: str, again: str) -> None:
+    """Refuse ``url`` read from a job record with its password hidden (``hide_url_password``'s
+    mark): a resumed job would send ``***``.
+
+    Raises:
+        UsageError: it is such a URL; ``what`` names it, ``again`` says what to do.
+    """
+    if f":{HIDDEN_PASSWORD}@" in url:
+        from urllib.parse import urlsplit
+
+        try:
+            hidden = f":{HIDDEN_PASSWORD}@" in urlsplit(url).netloc
+        except ValueError:
+            hidden = False
+        if hidden:
+            raise UsageError(f"{what}: its password is never stored in job records, so a resumed job cannot "
+                             f"send it; {again}")
 
 
 def restore_url_passwords(request: GetRequest, env: Mapping[str, str]) -> None:
@@ -215,6 +239,9 @@ def restore_url_passwords(request: GetRequest, env: Mapping[str, str]) -> None:
     request.names = [passed.get(n, n) for n in request.names]
     request.urls = [dict(e, url=passed.get(e["url"], e["url"])) if isinstance(e, dict) and "url" in e else e
                     for e in request.urls]
+    request.mirrors = [passed.get(m, m) for m in request.mirrors]
+    request.hub_endpoint = passed.get(request.hub_endpoint, request.hub_endpoint) if request.hub_endpoint else None
+    request.ms_endpoint = passed.get(request.ms_endpoint, request.ms_endpoint) if request.ms_endpoint else None
 
 
 def restore_headers(names: list[str], env: Mapping[str, str]) -> list[str]:

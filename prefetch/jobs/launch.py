@@ -37,7 +37,8 @@ def describe_request(request) -> str:
     torchvision = any(n[:12].lower() == "torchvision:" for n in request.names)
     timeout = None if request.timeout is None else f"{request.timeout:g}"
     # (option, value): each given one, as typed; a list: the option once per value.
-    for option, value in (("--cache-dir", _shown_cache_dir(request)), ("--mirror", request.mirrors),
+    for option, value in (("--cache-dir", _shown_cache_dir(request)),
+                          ("--mirror", [shown_url(m) for m in request.mirrors]),  # (a private mirror's login hidden)
                           ("--seed", request.seed), ("--connections", request.connections or None),
                           ("--host-connections", request.host_connections), ("--sha256", request.sha256),
                           ("--md5", request.md5), ("-o", request.output), ("--registry", request.registries),
@@ -163,8 +164,11 @@ def start_job(
     """
     from prefetch.flow.planning import plan_request
 
+    from prefetch.flow.request import job_environment
+
     env = dict(os.environ if env is None else env)
     request = pin_request(request, env)
+    env = job_environment(request, env)  # (the passwords of what was pinned: a mirror, an endpoint; never in the record)
     plans, _ = plan_request(request, env=env)
     from prefetch.jobs.targets import check_targets_writable
 

@@ -201,11 +201,10 @@ def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
         ValueError: the file is corrupt (callers turn that into a ``corrupt`` record).
     """
     from prefetch.errors import UnsafePathError
-    from prefetch.fs.safefs import read_bytes
 
     path = record_path(job_id, env)
     try:
-        raw = read_bytes(path, own=False)  # never blocks on a FIFO
+        raw = _read_record(path)  # never blocks on a FIFO
     except UnsafePathError as exc:
         raise ValueError(f"job file {path} is not a regular file") from exc
     except OSError as exc:
@@ -220,6 +219,30 @@ def load_record(job_id: str, env: Mapping[str, str] | None = None) -> JobRecord:
         return record
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"job file {path} is corrupt ({exc.__class__.__name__}: {exc})") from None
+
+
+def _read_record(path: Path) -> bytes | None:
+    """A record's bytes (``safefs.read_bytes``, another account's included), or None when absent.
+    One of ours that others may read, as a version before the nineteenth sitting wrote every
+    record (0644: the links as given, a presigned link's signature, a ``token=``), is made 0600
+    as it is read (``status`` reads each): a finished job's record is never written again.
+
+    Raises:
+        UnsafePathError: not a regular file. OSError: unreadable.
+    """
+    from prefetch.fs.safefs import open_file_stat
+
+    try:
+        fd, st = open_file_stat(path, os.O_RDONLY, own=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+            try:
+                os.fchmod(fd, 0o600)
+            except OSError:  # (a read-only disk: read as it is)
+                pass
+        return fh.read(64 << 20)
 
 
 @contextmanager

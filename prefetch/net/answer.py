@@ -56,10 +56,15 @@ def _compat32():
 
 
 def _unfold(value: str) -> str:
-    """A folded header value on one line: each line break with the blanks around it one space."""
+    """A folded header value on one line: each line break with the blanks around it one space.
+
+    The blanks before a break are matched only from the start of their run (urllib3 2.8's
+    pattern): ``[ \t]*\r\n`` tried at every blank of a long run that no break ends went back
+    over the whole run each time, quadratic: a hostile server's head of 100 such lines of 64 KiB
+    (http.client's limits) held the process, and the GIL, for minutes."""
     import re
 
-    return re.sub(r"[ \t]*\r\n[ \t]+", " ", value)
+    return re.sub(r"(?:(?<![ \t])[ \t]+)?\r\n[ \t]+", " ", value)
 
 
 class Head:

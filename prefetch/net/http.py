@@ -266,7 +266,10 @@ class Client:
             if shares_context(url, self._verify, via, None):  # (the session's pools take the same context)
                 from prefetch.net.tls_context import context_for
 
-                context_for(self._verify)
+                try:  # (a warm-up only, as DirectPools.prepare: a bundle that cannot be loaded
+                    context_for(self._verify)  # is the request's own TLS error, exit 3)
+                except OSError:  # (ssl.SSLError: "no certificate or crl found")
+                    pass
 
     def __enter__(self) -> "Client":
         return self

@@ -28,17 +28,33 @@ def check_url(url: str) -> None:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:
-        raise UsageError(f"malformed URL {url!r}: {exc}") from None
+        # (a password with a / ? or # not percent-encoded ends the host there: the parser's words
+        # quote the piece of it before that, as the port)
+        why = "percent-encode a / ? # or @ in the user name or password" if "@" in url else exc
+        raise UsageError(f"malformed URL {_refused(url)!r}: {why}") from None
     host = parts.hostname
+    if "\\" in parts.netloc:  # (Python reads past a backslash; urllib3 2.8 ends the host there, quoting what is before)
+        why = "percent-encode a / ? # \\ or @ in the user name or password" if "@" in url else "a backslash in its host"
+        raise UsageError(f"malformed URL {_refused(url)!r}: {why}")
     if parts.scheme not in ("http", "https") or not host:
-        raise UsageError(f"malformed URL {url!r}: expected http:// or https:// and a host")
+        raise UsageError(f"malformed URL {_refused(url)!r}: expected http:// or https:// and a host")
     bad = _BAD_HOST_CHARACTER.search(host)  # (one regex, not a Python test per character: lists of thousands)
     if bad:
         shown = "a space" if bad[0] == " " else f"the character {bad[0]!r}"
-        raise UsageError(f"malformed URL {url!r}: the host {host!r} contains {shown}")
+        raise UsageError(f"malformed URL {_refused(url)!r}: the host {host!r} contains {shown}")
     bad = None if url.isprintable() else _CONTROL_CHARACTER.search(url)  # (isprintable: the fast common answer)
     if bad:  # (a NUL, a bell: no request can carry it; \t, \r and \n are dropped by urlsplit, as pasted)
-        raise UsageError(f"malformed URL {url!r}: it contains the control character {bad[0]!r}")
+        raise UsageError(f"malformed URL {_refused(url)!r}: it contains the control character {bad[0]!r}")
+
+
+def _refused(url: str) -> str:
+    """A URL ``check_url`` refuses, for its message: everything up to its last ``@`` after the
+    scheme as ``***`` (a password holding a / ? or #, which ends the host for a parser, is not
+    where ``redact_url`` or the error line's scrub looks for it)."""
+    if "@" not in url:
+        return url
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}***@{rest.rpartition('@')[2]}" if sep else "***@" + url.rpartition("@")[2]
 
 
 # What a host never contains: whitespace (str.isspace's, as \s of a str pattern), control

@@ -99,5 +99,9 @@ def pinned_endpoint(env: Mapping[str, str], variables: Sequence[str], pinned: st
     default one (huggingface.co, which the notebook's HF_ENDPOINT was set to avoid); a shell that
     sets one of them chooses."""
     if pinned and endpoint_variable(env, variables) is None:
+        from prefetch.flow.request import check_password_given
+
+        check_password_given(pinned, f"the job was started with {variables[0]}={pinned}",
+                             f"set {variables[0]} again in this shell and resume")
         return {**env, variables[0]: pinned}
     return env

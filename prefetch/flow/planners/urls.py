@@ -13,17 +13,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
-from urllib.parse import urlsplit
 
 from prefetch.cache.plans import plan_files
 from prefetch.errors import UsageError
 from prefetch.flow.planners.base import PlanContext, Planner
 from prefetch.flow.planners.url_list import UrlEntry, entry_hash, local_to_url, split_fragment, url_file_name
-from prefetch.flow.request import GetRequest
+from prefetch.flow.request import GetRequest, check_password_given
 from prefetch.fs.paths import current_dir, expand_path
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import DatasetSpec, ExpectedHash, FileSpec, parse_hash
-from prefetch.net.urls import check_url, is_local_path, is_url, link_key
+from prefetch.net.urls import check_url, is_local_path, is_url, link_key, redact_url
 
 def plan_url_specs(
     entries: Iterable[UrlEntry],
@@ -50,9 +49,7 @@ def plan_url_specs(
         url, expected = entry_hash(entry, where=entry.url)
         url = local_to_url(url)
         check_url(url)
-        if ":***@" in url and ":***@" in urlsplit(url).netloc:  # flow.request.hide_url_password's mark: a record's URL
-            raise UsageError(f"{url}: the URL's password is never stored in job records, so a resumed job cannot "
-                             f"send it; run the same `prefetch get URL ...` again (it resumes from the bytes on disk)")
+        check_password_given(url, url, "run the same `prefetch get URL ...` again (it resumes from the bytes on disk)")
         _check_local_origin(url)
         out = expand_path(entry.out, "out") if entry.out else None
         base = bases.get(entry.dir)
@@ -65,7 +62,8 @@ def plan_url_specs(
         elif name:
             target = os.path.join(base, name)
         else:
-            raise UsageError(f"cannot tell a file name from {url!r}; give -o PATH (or out=NAME in an input file)")
+            raise UsageError(f"cannot tell a file name from {redact_url(url)!r}; give -o PATH "
+                             f"(or out=NAME in an input file)")  # (redacted: a password with a quote in it)
         target = os.path.abspath(target)
         prior = taken.get(target)
         if prior is not None:
@@ -160,7 +158,7 @@ def output_file(output: str | None, url: str) -> Path | None:
     if output.endswith(("/", os.sep)) or os.path.isdir(path):  # never raises (a name too long is checked later)
         name = url_file_name(url)  # as plan_url_specs names it
         if not name:
-            raise UsageError(f"cannot tell a file name from {url!r}; give -o with a file name")
+            raise UsageError(f"cannot tell a file name from {redact_url(url)!r}; give -o with a file name")
         return path / name
     return path
 
@@ -205,9 +203,30 @@ def pin_url_paths(request: GetRequest) -> GetRequest:
         request,
         names=[local_to_url(n) if is_local_path(n.partition("#")[0]) else n for n in request.names],
         urls=urls,
-        output_dir=absolute(request.output_dir, "-P") if request.output_dir else str(current_dir()),
+        output_dir=absolute(request.output_dir, "-P") if request.output_dir else _current_dir_for(request),
         extract_to=absolute(request.extract_to, "--extract-to") if request.extract_to else None,
     )
+
+
+def _current_dir_for(request: GetRequest) -> str | None:
+    """The current directory, fixed now for a job's URLs that land in it; None when it was removed
+    and none does (``-o /abs``, absolute ``out=``/``dir=``: they need no current directory).
+
+    Raises:
+        LocalFileError: it was removed and a URL lands in it.
+    """
+    from prefetch.errors import LocalFileError
+
+    try:
+        return str(current_dir())
+    except LocalFileError:
+        if request.output:  # (-o, made absolute already: where every URL of the request goes)
+            return None
+        if any(PLANNER.claims(n) for n in request.names) or not all(
+                isinstance(e, dict) and (e.get("dir") or (e.get("out") and expand_path(e["out"], "out").is_absolute()))
+                for e in request.urls):
+            raise
+        return None
 
 
 def describe_url_options(request: GetRequest) -> list[str]:
