@@ -29,6 +29,7 @@ TRUNCATION_LIMIT = 3000  # repo/files answers at most this many entries
 # sha256 each are ~0.6 MiB, 5.5 KiB an entry fits. Parsed, 16 MiB of the tiniest entries
 # ({"Path":"N","Size":1}, ~625,000) took ~110 MB more peak RSS; 64 MiB of them ~420 MB (measured).
 MAX_ANSWER = 16 << 20
+MAX_REVISION = 256  # a listed revision's characters (a commit id is 40; kept in a file's completion record)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class MsFile:
     path: str
     size: int
     sha256: str | None
+    revision: str | None = None  # the entry's ``Revision``: what judges a file listed without a sha256
 
 
 def client_factory(endpoint: str, token: str | None):
@@ -95,7 +97,9 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
                 continue
             path = str(entry["Path"])
             sha = (entry.get("Sha256") or "").lower() or None
-            f = MsFile(path=path, size=listed_size(entry["Size"]), sha256=sha)
+            revision = entry.get("Revision")  # (anything but a short string: none, judged by the size alone)
+            revision = revision if isinstance(revision, str) and 0 < len(revision) <= MAX_REVISION else None
+            f = MsFile(path=path, size=listed_size(entry["Size"]), sha256=sha, revision=revision)
             if f.size < 0 or (sha is not None and not _SHA256.match(sha)):
                 raise ValueError(entry)
         except (AttributeError, KeyError, TypeError, ValueError):
