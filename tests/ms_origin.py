@@ -5,7 +5,7 @@ Every JSON answer is wrapped as ModelScope wraps it: ``{"Code": 200, "Data": ...
 
 * ``GET /api/v1/models/O/N/repo/files?Revision=&Recursive=True[&Root=]``: ``Data.Files``, each
   ``{"Name", "Path", "Type": "blob"|"tree", "Size", "Sha256", "Revision"}`` (no pagination; a
-  repo's ``listed_sha256``/``listed_revision`` override an entry's);
+  repo's ``listed_sha256``/``listed_revision`` override an entry's, ``extra_entries`` come first);
 * ``GET /api/v1/datasets/O/N/repo/tree?Revision=&Recursive=True&PageNumber=&PageSize=[&Root=]``:
   the same entries, ``PageSize`` a page (a short page is the last);
 * ``GET /api/v1/{models,datasets}/O/N/repo?Revision=&FilePath=``: the bytes, ``Range`` and
@@ -58,6 +58,7 @@ class MsRepo:
     private: bool = False
     listed_sha256: dict[str, str] = field(default_factory=dict)  # a lying listing, per path ("": listed without one)
     listed_revision: dict[str, str] = field(default_factory=dict)  # an entry's "Revision" (default 40 zeros)
+    extra_entries: list[dict] = field(default_factory=list)  # listed as they are before the files (a broken hub's)
 
     def sha256(self, path: str) -> str:
         if path in self.listed_sha256:
@@ -80,10 +81,10 @@ class MsServer(LocalHubApi):
 
     def add_repo(self, repo_id: str, files: dict[str, bytes], *, kind: str = "models", private: bool = False,
                  revisions=("master",), listed_sha256: dict[str, str] | None = None,
-                 listed_revision: dict[str, str] | None = None) -> MsRepo:
+                 listed_revision: dict[str, str] | None = None, extra_entries: list[dict] | None = None) -> MsRepo:
         """Add (or replace: a repo updated at its branch) a repo."""
         repo = MsRepo(kind, repo_id, dict(files), tuple(revisions), private, dict(listed_sha256 or {}),
-                      dict(listed_revision or {}))
+                      dict(listed_revision or {}), list(extra_entries or []))
         for path, data in files.items():
             if len(data) >= self.big:
                 self.cdn.put(self._cdn_name(repo, path), data, etag=f'"{hashlib.sha256(data).hexdigest()}"')
@@ -157,7 +158,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _listing(self, repo: MsRepo, query: dict, *, paged: bool) -> None:
         root = (query.get("Root") or "").strip("/")
-        entries, dirs = [], set()
+        entries = [dict(e) for e in repo.extra_entries if not root or str(e.get("Path", "")).startswith(root + "/")]
+        dirs = set()
         for path in sorted(repo.files):
             if root and not path.startswith(root + "/"):
                 continue

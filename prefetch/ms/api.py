@@ -18,6 +18,7 @@ from urllib.parse import quote_plus, urlencode, urlsplit
 
 from prefetch.errors import NetworkError
 from prefetch.hf.api import MAX_LISTED_FILES, HubAccessError, _origin, listed_size
+from prefetch.hf.cache_layout import listed_twice
 from prefetch.ms.names import MsRepo
 from prefetch.net.http import Client
 from prefetch.net.jsonapi import get_json
@@ -66,7 +67,8 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
 
     Raises:
         HubAccessError: 401/403/404 (the message says what to do).
-        NetworkError: unreachable, or an answer that is not a ModelScope listing; a listing (a
+        NetworkError: unreachable, or an answer that is not a ModelScope listing, or that lists a
+        path twice (as ``hf://`` listings are refused); a listing (a
         dataset's pages, a model's folder walk) of more than ``max_files`` entries, folders
         included (``PREFETCH_HUB_MAX_FILES``); an answer over ``MAX_ANSWER`` bytes; a walk's
         cut answers holding more than real ones can (see ``_walk``).
@@ -104,6 +106,8 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
                 raise ValueError(entry)
         except (AttributeError, KeyError, TypeError, ValueError):
             raise NetworkError(f"{repo.label}: {endpoint} listed a malformed file entry: {entry!r:.200}") from None
+        if f.path in files:  # (which of two would land would be the endpoint's order: neither does)
+            raise listed_twice(f.path, label=repo.label)
         files[f.path] = f
     return list(files.values())
 
