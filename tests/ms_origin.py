@@ -4,7 +4,8 @@ Every JSON answer is wrapped as ModelScope wraps it: ``{"Code": 200, "Data": ...
 "Success": true}`` (errors: ``Code`` 404/401, ``Success`` false, and the HTTP status).
 
 * ``GET /api/v1/models/O/N/repo/files?Revision=&Recursive=True[&Root=]``: ``Data.Files``, each
-  ``{"Name", "Path", "Type": "blob"|"tree", "Size", "Sha256", "Revision"}`` (no pagination);
+  ``{"Name", "Path", "Type": "blob"|"tree", "Size", "Sha256", "Revision"}`` (no pagination; a
+  repo's ``listed_sha256``/``listed_revision`` override an entry's, ``extra_entries`` come first);
 * ``GET /api/v1/datasets/O/N/repo/tree?Revision=&Recursive=True&PageNumber=&PageSize=[&Root=]``:
   the same entries, ``PageSize`` a page (a short page is the last);
 * ``GET /api/v1/{models,datasets}/O/N/repo?Revision=&FilePath=``: the bytes, ``Range`` and
@@ -55,10 +56,14 @@ class MsRepo:
     files: dict[str, bytes]
     revisions: tuple[str, ...] = ("master",)
     private: bool = False
-    listed_sha256: dict[str, str] = field(default_factory=dict)  # a lying listing, per path
+    listed_sha256: dict[str, str] = field(default_factory=dict)  # a lying listing, per path ("": listed without one)
+    listed_revision: dict[str, str] = field(default_factory=dict)  # an entry's "Revision" (default 40 zeros)
+    extra_entries: list[dict] = field(default_factory=list)  # listed as they are before the files (a broken hub's)
 
     def sha256(self, path: str) -> str:
-        return self.listed_sha256.get(path) or hashlib.sha256(self.files[path]).hexdigest()
+        if path in self.listed_sha256:
+            return self.listed_sha256[path]
+        return hashlib.sha256(self.files[path]).hexdigest()
 
 
 @dataclass
@@ -75,8 +80,11 @@ class MsServer(LocalHubApi):
         self.repos: dict[tuple[str, str], MsRepo] = {}
 
     def add_repo(self, repo_id: str, files: dict[str, bytes], *, kind: str = "models", private: bool = False,
-                 revisions=("master",), listed_sha256: dict[str, str] | None = None) -> MsRepo:
-        repo = MsRepo(kind, repo_id, dict(files), tuple(revisions), private, dict(listed_sha256 or {}))
+                 revisions=("master",), listed_sha256: dict[str, str] | None = None,
+                 listed_revision: dict[str, str] | None = None, extra_entries: list[dict] | None = None) -> MsRepo:
+        """Add (or replace: a repo updated at its branch) a repo."""
+        repo = MsRepo(kind, repo_id, dict(files), tuple(revisions), private, dict(listed_sha256 or {}),
+                      dict(listed_revision or {}), list(extra_entries or []))
         for path, data in files.items():
             if len(data) >= self.big:
                 self.cdn.put(self._cdn_name(repo, path), data, etag=f'"{hashlib.sha256(data).hexdigest()}"')
@@ -150,7 +158,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _listing(self, repo: MsRepo, query: dict, *, paged: bool) -> None:
         root = (query.get("Root") or "").strip("/")
-        entries, dirs = [], set()
+        entries = [dict(e) for e in repo.extra_entries if not root or str(e.get("Path", "")).startswith(root + "/")]
+        dirs = set()
         for path in sorted(repo.files):
             if root and not path.startswith(root + "/"):
                 continue
@@ -158,7 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
             for i in range(1, len(parts)):
                 dirs.add("/".join(parts[:i]))
             entries.append({"Name": parts[-1], "Path": path, "Type": "blob", "Size": len(repo.files[path]),
-                            "Sha256": repo.sha256(path), "Revision": "0" * 40, "IsLFS": len(repo.files[path]) > 1024})
+                            "Sha256": repo.sha256(path), "Revision": repo.listed_revision.get(path, "0" * 40),
+                            "IsLFS": len(repo.files[path]) > 1024})
         entries += [{"Name": d.rsplit("/", 1)[-1], "Path": d, "Type": "tree", "Size": 0, "Sha256": ""}
                     for d in sorted(dirs) if not root or d.startswith(root + "/")]
         if paged:

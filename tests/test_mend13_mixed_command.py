@@ -38,7 +38,7 @@ def test_a_mixed_jobs_command_keeps_the_keras_root_when_it_differs(hf_env, hub, 
     assert hub_dir.is_dir()
     command = _command(hf_env, tmp_path)
     assert command.startswith(f"KERAS_HOME='{keras}' HF_HUB_CACHE={home / 'hf' / 'hub'} "
-                              f"prefetch get synth hf://acme/tiny "), command
+                              f"HF_ENDPOINT={hf_env['HF_ENDPOINT']} prefetch get synth hf://acme/tiny "), command
     assert "--cache-dir" not in command, command
 
     # Retyped in a shell from another folder, the roots emptied: the same places again.

@@ -51,7 +51,8 @@ def test_an_api_jobs_ms_cache_is_in_its_command(ms_env, ms, home, tmp_path):
     placed = cache / "models" / "acme--tiny" / "snapshots" / "master" / "config.json"
     assert placed.read_bytes() == MODEL["config.json"]
     command = _command(job, ms_env)
-    assert command.startswith(f"MODELSCOPE_CACHE='{cache}' prefetch get ms://acme/tiny "), command
+    assert command.startswith(f"MODELSCOPE_CACHE='{cache}' MODELSCOPE_ENDPOINT={ms_env['MODELSCOPE_ENDPOINT']} "
+                              "prefetch get ms://acme/tiny "), command
 
     subprocess.run(["rm", "-rf", str(cache)], check=True)
     env = dict(ms_env)

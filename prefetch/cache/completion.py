@@ -12,8 +12,9 @@ algorithm when a hash was checked, and when it was placed). It is kept in one of
   of the path. A file of a plain URL download (``FilePlan.by_link``) also names its link:
   ``<BQQQqd6s6s>``, 53 bytes, version byte 2, the path's 6-byte blake2b and then the
   6 bytes of ``net.urls.link_key`` (the URL without its signature or token). A record with a
-  digest is JSON of path, size, dev, ino, mtime_ns, digest, algorithm, placed and link (its
-  key, never the URL: whoever may read the file reads it);
+  digest (or a version: ``FilePlan.version``, a hub listing's per-file revision) is JSON of path,
+  size, dev, ino, mtime_ns, digest, algorithm, placed, link (its key, never the URL: whoever may
+  read the file reads it) and version;
 * else in a file of the state dir's ``placed/`` (``completion_path``): JSON, with the URLs.
   Always there for a file others may write (another user's, or one with a group or world
   write bit): they may set its attributes too, so an attribute on such a file is never read.
@@ -60,6 +61,8 @@ def write_completion(records_dir: Path, plan: FilePlan, transfer, *, st: os.stat
             "placed": time.time(),
             "link": link_key(plan.spec.url) if plan.by_link and plan.spec.url else None,
         }
+        if plan.version is not None:  # (JSON then: the compact forms have no room for it)
+            record["version"] = plan.version
         # On the file, readable by whoever may read the file: no URLs (in a private records_dir, they are).
         # Never on a file others may write: they may write its attribute too (``_others_may_write``)
         if not _others_may_write(st) and _record_on_file(plan.final, _compact(record) or _dumps(record)):
@@ -120,7 +123,7 @@ def _path_hash(path: str, size: int = 12) -> bytes:
 
 def _compact(record: dict) -> bytes | None:
     """``record`` as the compact attribute; None when it has a digest (JSON then) or does not fit."""
-    if record["digest"] is not None or record["algorithm"] is not None:
+    if record["digest"] is not None or record["algorithm"] is not None or record.get("version") is not None:
         return None
     try:
         if record["link"] is not None:
@@ -216,6 +219,12 @@ def from_other_link(record: dict | None, plan: FilePlan) -> bool:
     (``FilePlan.by_link``; a record that names no link, of an earlier version, says nothing)."""
     link = record.get("link") if record is not None and plan.by_link else None
     return isinstance(link, str) and not same_link(link, plan.spec.url)
+
+
+def other_version(record: dict | None, plan: FilePlan) -> bool:
+    """``record`` (the final path's) is not of ``plan``'s version of the file (``FilePlan.version``):
+    it names another, or none (placed before the source's version was known)."""
+    return plan.version is not None and (record is None or record.get("version") != plan.version)
 
 
 def completion_matches(records_dir: Path, final: Path, st: os.stat_result) -> bool:

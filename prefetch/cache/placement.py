@@ -30,6 +30,7 @@ from prefetch.cache.completion import (  # noqa: F401 - re-exported: callers use
     completion_matches,
     completion_path,
     from_other_link,
+    other_version,
     read_completion,
     write_completion,
 )
@@ -82,7 +83,9 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, 
     existence proves nothing (a truncated wget leftover, ``/dev/null``): only
     prefetch's own completion record, written when it placed that very file (same
     inode, size and mtime), counts, and for a plain URL's file (``by_link``) only when it
-    names this link or none (``from_other_link``). Anything else is downloaded again, and replaced
+    names this link or none (``from_other_link``), for a file of a listed version
+    (``FilePlan.version``) only when it names that one, and only while the file has the size its
+    source lists (``FileSpec.size``, when known). Anything else is downloaded again, and replaced
     only if it is ours to replace.
 
     ``lst``: the final path's ``lstat`` (None: nothing there) when the caller just took it.
@@ -108,11 +111,20 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, 
         why = f"does not match its {expected.algorithm}"
     elif (stat.S_ISREG(lst.st_mode) and not safefs.is_foreign(lst)
           and (record := read_completion(records_dir, final, lst)) is not None):
-        if not from_other_link(record, plan):
+        size = plan.spec.size
+        if size is not None and st.st_size != size:
+            # (the source lists another size now: a hub file changed at the same path, the old bytes kept)
+            why = (f"is {st.st_size:,} bytes where its source now lists {size:,}: it changed there; downloading "
+                   f"the new one, which replaces it once complete and checked")
+        elif from_other_link(record, plan):
+            # (a plain URL's file: the same name from another link, v1/x.csv for v2/x.csv, is not this one)
+            why = ("was downloaded from another link (its record says so), not from this one; downloading this "
+                   "link's file, which replaces it once complete and checked")
+        elif other_version(record, plan):
+            why = ("was placed at another version than the one its source now lists; downloading that one, "
+                   "which replaces it once complete and checked")
+        else:
             return True
-        # (a plain URL's file: the same name from another link, v1/x.csv for v2/x.csv, is not this one)
-        why = ("was downloaded from another link (its record says so), not from this one; downloading this link's "
-               "file, which replaces it once complete and checked")
     else:
         why = "has no record of a completed prefetch download (and no hash to check it); downloading again"
     if expected is not None:

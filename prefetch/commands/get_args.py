@@ -21,7 +21,9 @@ import sys
 OPTIONS: tuple[tuple[tuple[str, ...], str, str | None, bool, str | None, str], ...] = (
     (("-b", "--background"), "background", None, False, None,
      "Detach and return at once; follow with status/log/wait."),
-    (("--cache-dir",), "cache_dir", "dir", False, None, "Keras root to fill (default $KERAS_HOME or ~/.keras)."),
+    (("--cache-dir",), "cache_dir", "dir", False, None,
+     "Keras root to fill (default $KERAS_HOME or ~/.keras); for hf:// and ms:// names, that hub's cache (as "
+     "their clients' cache_dir=)."),
     (("--mirror",), "mirrors", "text", True, "NAME|URL",
      "Flat dataset mirror or s3://BUCKET/PREFIX team store (repeatable). Default $PREFETCH_DATASET_MIRROR. "
      "For hf:// names: the Hub endpoint (hf-mirror, or a URL); for ms:// the ModelScope endpoint; for nltk: an "

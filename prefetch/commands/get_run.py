@@ -67,6 +67,9 @@ def run_get(names, input_file, output_dir, extract, extract_to, limit_rate, head
         # For hf:// names --cache-dir is the hub cache, as huggingface_hub's cache_dir= (a job
         # pins cache_dir to the Keras root, so the hub's gets its own field).
         hub_cache=cache_dir if cache_dir and any(n[:5].lower() == "hf://" for n in names) else None,
+        # ... and for ms:// names the ModelScope cache root, as modelscope's cache_dir= (the same
+        # layout as MODELSCOPE_CACHE's: <DIR>/models/OWNER--NAME/snapshots/<revision>/).
+        ms_cache=cache_dir if cache_dir and any(n[:5].lower() == "ms://" for n in names) else None,
         nice=nice,
     )
     if background:

@@ -85,7 +85,7 @@ def status(job, show_all, per_file, as_json):
           "state": "queued|running|done|failed|cancelled|interrupted|corrupt",
           "exit_code": 0,             // null while running; see "Exit codes"
           "error": null,              // why it failed / was interrupted
-          "command": "prefetch get cifar10 -b",
+          "command": "prefetch get cifar10 -b",   // as retyped in a shell (HF_ENDPOINT=... in front: a pinned endpoint)
           "names": ["cifar10"],
           "pid": 12345, "host": "nb-7f9c",
           "started": 1779000000.0,    // epoch seconds; "updated", "finished" (null) too

@@ -59,6 +59,12 @@ def check_repo_path(path: str, *, label: str) -> PurePosixPath:
     return pure
 
 
+def listed_twice(path: str, *, label: str) -> NetworkError:
+    """A hub listing with two entries for ``path``: refused whole (exit 3), never one of them kept
+    by the order a hostile or broken endpoint chose (``ms.api.list_files`` refuses the same way)."""
+    return NetworkError(f"{label}: the listing has {path!r} twice; a repo holds one file of a name: refusing it")
+
+
 def check_tree(paths, *, label: str) -> None:
     """Refuse a listing no folder can hold: an unsafe path (:func:`check_repo_path`), a path
     listed twice (which of its two blobs would the snapshot entry be?), or a path that is both a
@@ -72,8 +78,7 @@ def check_tree(paths, *, label: str) -> None:
     for path in paths:
         check_repo_path(path, label=label)
         if path in files:
-            raise NetworkError(f"{label}: the listing has {path!r} twice; a repo holds one file of a name: "
-                               "refusing it")
+            raise listed_twice(path, label=label)
         files.add(path)
     for path in files:
         parts = path.split("/")

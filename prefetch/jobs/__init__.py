@@ -7,6 +7,7 @@ One module per concern (nothing here prints; all return dataclasses or raise
     records.py       where a record lives; reading, checking, writing it (the one loader)
     liveness.py      is the worker still there (pid + start time, run lock): refresh_state
     launch.py        start a detached worker
+    shown_command.py the command line a job shows to retype: options, and roots and endpoints set in front
     not_started.py   a worker that could not be started: the record says failed, with why
     cancel_resume.py cancel a job's worker; resume a stopped job (a new worker)
     wait.py          block until jobs/datasets end; their outcome
@@ -31,7 +32,7 @@ _LAZY = {
     "clean_jobs": "prefetch.jobs.housekeeping",
     "iter_log": "prefetch.jobs.housekeeping",
     "cancel_job": "prefetch.jobs.cancel_resume",
-    "describe_request": "prefetch.jobs.launch",
+    "describe_request": "prefetch.jobs.shown_command",
     "pin_request": "prefetch.jobs.launch",
     "resume_job": "prefetch.jobs.cancel_resume",
     "start_job": "prefetch.jobs.launch",

@@ -54,6 +54,9 @@ class FilePlan:
     # a plain URL download (-o, -P, -i): the file at ``final`` is this URL's only when prefetch's
     # record of it names this link (net/urls.link_key); one placed from another link is replaced
     by_link: bool = False
+    # the source's version of a file it lists without a hash (a ModelScope listing's per-file
+    # ``Revision``): a file at ``final`` placed at another version, or whose record names none, is stale
+    version: str | None = None
 
     @property
     def label(self) -> str:

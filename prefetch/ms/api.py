@@ -18,6 +18,7 @@ from urllib.parse import quote_plus, urlencode, urlsplit
 
 from prefetch.errors import NetworkError
 from prefetch.hf.api import MAX_LISTED_FILES, HubAccessError, _origin, listed_size
+from prefetch.hf.cache_layout import listed_twice
 from prefetch.ms.names import MsRepo
 from prefetch.net.http import Client
 from prefetch.net.jsonapi import get_json
@@ -29,6 +30,7 @@ TRUNCATION_LIMIT = 3000  # repo/files answers at most this many entries
 # sha256 each are ~0.6 MiB, 5.5 KiB an entry fits. Parsed, 16 MiB of the tiniest entries
 # ({"Path":"N","Size":1}, ~625,000) took ~110 MB more peak RSS; 64 MiB of them ~420 MB (measured).
 MAX_ANSWER = 16 << 20
+MAX_REVISION = 256  # a listed revision's characters (a commit id is 40; kept in a file's completion record)
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class MsFile:
     path: str
     size: int
     sha256: str | None
+    revision: str | None = None  # the entry's ``Revision``: what judges a file listed without a sha256
 
 
 def client_factory(endpoint: str, token: str | None):
@@ -64,7 +67,8 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
 
     Raises:
         HubAccessError: 401/403/404 (the message says what to do).
-        NetworkError: unreachable, or an answer that is not a ModelScope listing; a listing (a
+        NetworkError: unreachable, or an answer that is not a ModelScope listing, or that lists a
+        path twice (as ``hf://`` listings are refused); a listing (a
         dataset's pages, a model's folder walk) of more than ``max_files`` entries, folders
         included (``PREFETCH_HUB_MAX_FILES``); an answer over ``MAX_ANSWER`` bytes; a walk's
         cut answers holding more than real ones can (see ``_walk``).
@@ -95,11 +99,15 @@ def list_files(client: Client, endpoint: str, repo: MsRepo, *, token: bool,
                 continue
             path = str(entry["Path"])
             sha = (entry.get("Sha256") or "").lower() or None
-            f = MsFile(path=path, size=listed_size(entry["Size"]), sha256=sha)
+            revision = entry.get("Revision")  # (anything but a short string: none, judged by the size alone)
+            revision = revision if isinstance(revision, str) and 0 < len(revision) <= MAX_REVISION else None
+            f = MsFile(path=path, size=listed_size(entry["Size"]), sha256=sha, revision=revision)
             if f.size < 0 or (sha is not None and not _SHA256.match(sha)):
                 raise ValueError(entry)
         except (AttributeError, KeyError, TypeError, ValueError):
             raise NetworkError(f"{repo.label}: {endpoint} listed a malformed file entry: {entry!r:.200}") from None
+        if f.path in files:  # (which of two would land would be the endpoint's order: neither does)
+            raise listed_twice(f.path, label=repo.label)
         files[f.path] = f
     return list(files.values())
 

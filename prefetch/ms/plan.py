@@ -4,7 +4,8 @@ A repo's file list is read from the endpoint when the plan runs; each selected f
 becomes an ordinary ``FilePlan`` (its sha256 and size from the listing, its final path
 ``snapshots/<revision>/<path>``), which the flow fetches like any other file: resumable
 ``<path>.part`` beside it, verified, renamed into place. The client reads a file at that
-path as cached when its size and sha256 match, so nothing is downloaded twice.
+path as cached when its size and sha256 match, so nothing is downloaded twice. A file listed
+without a sha256 is cached only while its size and revision are the listed ones.
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ def file_plans(plan: MsPlan, files: Sequence[MsFile], *, listed: Sequence[MsFile
         spec = FileSpec(name=f"{plan.repo.repo_id}/{f.path}", url=file_url(plan.endpoint, plan.repo, f.path),
                         target=str(final), expected=ExpectedHash("sha256", f.sha256) if f.sha256 else None,
                         size=f.size)
+        # A file listed without a sha256 is judged by its listed size and revision: one placed at
+        # another revision of the branch, or of another size, is fetched again (never kept as cached).
         out.append(FilePlan(dataset=plan.label, spec=spec, final=final, also=(), extract_into=(),
-                            explicit_url=True))
+                            explicit_url=True, version=None if f.sha256 else f.revision))
     return out
