@@ -122,3 +122,63 @@ def test_a_refused_certificate_returns_with_no_thread_of_its_own_left(home, untr
         left = [t for t in opened if t.is_alive()]
         assert opened and not left, f"{len(left)} of {len(opened)} threads opened ahead still running"
         opened.clear()
+
+
+def _refused_with_slow_connects(monkeypatch, untrusted, tmp_path, before_connect) -> list:
+    """``prefetch.ensure`` of a refused certificate, the connections opened ahead each running
+    ``before_connect()`` first (the probe's own connect 0.2 s late: a long route, the others
+    open meanwhile); the threads opened ahead."""
+    import prefetch
+    from prefetch.engine import preconnect
+    from prefetch.net import direct_conn
+
+    for key in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PREFETCH_LONG_ROUTE", "0.001")  # (the connections open ahead at once)
+    opened = []
+    real = preconnect._Parked.__init__
+
+    def counted(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        opened.append(self.thread)
+
+    monkeypatch.setattr(preconnect._Parked, "__init__", counted)
+    real_connect = direct_conn.Connection.connect
+
+    def slow_connect(self, *args, **kwargs):
+        if threading.current_thread().name == "prefetch-preconnect":
+            before_connect()
+        else:
+            time.sleep(0.2)
+        return real_connect(self, *args, **kwargs)
+
+    monkeypatch.setattr(direct_conn.Connection, "connect", slow_connect)
+    with pytest.raises(prefetch.PrefetchError, match="TLS verification failed"):
+        prefetch.ensure(untrusted.url_for("d.bin"), output=tmp_path / "d.bin", progress=False)
+    return opened
+
+
+def test_threads_that_still_run_at_the_stops_grace_are_waited_for(home, untrusted, tmp_path, monkeypatch):
+    """A loaded machine: the connections opened ahead have work left that takes a CPU (here 1.5 s
+    of it each, spun) past the stop's 0.8 s. The call waited 0.8 s and returned with them
+    running (as a loaded 2-core machine had it: "15 of 31 threads opened ahead still running");
+    now it waits while they run."""
+    def busy():
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            pass
+
+    opened = _refused_with_slow_connects(monkeypatch, untrusted, tmp_path, busy)
+    left = [t for t in opened if t.is_alive()]
+    assert opened and not left, f"{len(left)} of {len(opened)} threads opened ahead still running"
+
+
+def test_a_thread_blocked_where_no_stop_cuts_is_not_waited_for(home, untrusted, tmp_path, monkeypatch):
+    """One blocked (a DNS lookup that hangs, here an event the test holds) neither runs nor waits
+    for a CPU: the call returns without it (after the stop's grace and two seconds)."""
+    release = threading.Event()
+    try:
+        opened = _refused_with_slow_connects(monkeypatch, untrusted, tmp_path, lambda: release.wait(120))
+        assert opened and all(t.is_alive() for t in opened), "the call waited for threads no stop can end"
+    finally:
+        release.set()
