@@ -81,16 +81,14 @@ def test_threads_asking_at_once_share_one_context(monkeypatch):
     assert len(built) == 1  # (certifi's bundle loaded once: ~30 ms of CPU, not six times that)
 
 
-def test_a_refused_certificate_returns_with_no_thread_of_its_own_left(home, untrusted, tmp_path, monkeypatch):
-    """A script's ``prefetch.ensure`` of a refused certificate raised while the connections
-    opened ahead of the probe's answer (up to 31) were still handshaking or waiting for the CA
-    bundle: 20-30 threads inside OpenSSL when the call returned, there when the script ended."""
-    import prefetch
+def _count_preconnects(monkeypatch) -> list:
+    """certifi's bundle (no CA variable), the connections opened ahead at once on every run; the
+    list their threads are appended to as they are made."""
     from prefetch.engine import preconnect
 
     for key in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("PREFETCH_LONG_ROUTE", "0.001")  # (the connections open ahead at once, every run)
+    monkeypatch.setenv("PREFETCH_LONG_ROUTE", "0.001")
     opened = []
     real = preconnect._Parked.__init__
 
@@ -99,6 +97,16 @@ def test_a_refused_certificate_returns_with_no_thread_of_its_own_left(home, untr
         opened.append(self.thread)
 
     monkeypatch.setattr(preconnect._Parked, "__init__", counted)
+    return opened
+
+
+def test_a_refused_certificate_returns_with_no_thread_of_its_own_left(home, untrusted, tmp_path, monkeypatch):
+    """A script's ``prefetch.ensure`` of a refused certificate raised while the connections
+    opened ahead of the probe's answer (up to 31) were still handshaking or waiting for the CA
+    bundle: 20-30 threads inside OpenSSL when the call returned, there when the script ended."""
+    import prefetch
+
+    opened = _count_preconnects(monkeypatch)
     real_build = tls_context._build
 
     def slow_build(where):  # (a slow disk: the bundle loads while the connections opened ahead wait for it)
@@ -129,20 +137,9 @@ def _refused_with_slow_connects(monkeypatch, untrusted, tmp_path, before_connect
     ``before_connect()`` first (the probe's own connect 0.2 s late: a long route, the others
     open meanwhile); the threads opened ahead."""
     import prefetch
-    from prefetch.engine import preconnect
     from prefetch.net import direct_conn
 
-    for key in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("PREFETCH_LONG_ROUTE", "0.001")  # (the connections open ahead at once)
-    opened = []
-    real = preconnect._Parked.__init__
-
-    def counted(self, *args, **kwargs):
-        real(self, *args, **kwargs)
-        opened.append(self.thread)
-
-    monkeypatch.setattr(preconnect._Parked, "__init__", counted)
+    opened = _count_preconnects(monkeypatch)
     real_connect = direct_conn.Connection.connect
 
     def slow_connect(self, *args, **kwargs):
