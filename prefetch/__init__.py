@@ -50,19 +50,37 @@ def _quiet_early_interrupts() -> None:
     the interrupt's one line and exit 7 (docs/exit-codes.md), not Python's traceback of whichever
     import it fell in (exit 1, or -2 by the signal). ``cli._main`` puts Python's own handler back
     inside its ``try``, which turns a ``KeyboardInterrupt`` into that same line. Any other process
-    that imports prefetch (a notebook kernel, a script, a job's worker: ``-m prefetch.jobs.worker``)
-    is left as it is: a library import never touches signals. (The interpreter's own start, site
-    and its .pth files, comes before any of prefetch's code: a Ctrl-C there is Python's.)"""
+    that imports prefetch (a notebook kernel, a script, a job's worker: ``-m prefetch.jobs.worker``,
+    a user's own script that happens to be named ``prefetch``, whose ``finally`` must run) is left
+    as it is: a library import never touches signals. (The interpreter's own start, site and its
+    .pth files, comes before any of prefetch's code: a Ctrl-C there is Python's.)"""
     import sys
+
+    def _entry_point_wrapper(path: str) -> bool:
+        """Whether the script at ``path`` is an installer's wrapper of ``prefetch.cli:run`` (its few
+        lines read, once, at the command's start), not a user's own program named ``prefetch``: besides
+        its shebang and comments, only imports, the main guard, argv[0]'s fix-ups and the call (pip's
+        and conda's wrapper, uv's, poetry's)."""
+        try:
+            with open(path, "rb") as script:
+                text = script.read(4097)
+        except OSError:
+            return False
+        code = [line.strip() for line in text.decode("utf-8", "replace").splitlines()]
+        code = [line for line in code if line and not line.startswith("#")]
+        wrapper = ("import ", "from prefetch.cli import run", "if __name__ ==", "sys.argv[0] ", "if sys.argv[0].",
+                   "elif sys.argv[0].", "sys.exit(run())")
+        return (len(text) <= 4096 and "from prefetch.cli import run" in code and "sys.exit(run())" in code
+                and all(line.startswith(wrapper) for line in code))
 
     main = sys.modules.get("__main__")
     argv = getattr(sys, "orig_argv", [])
     script = getattr(main, "__file__", None) or ""
     if sys.argv[:1] == ["-m"] and "-m" in argv:  # (python -m: argv[0] is "-m" while runpy imports the package)
         ours = argv[argv.index("-m") + 1:][:1] == ["prefetch"]  # (the interpreter's -m: before the command's)
-    else:  # (the console script: its __main__ is the script itself, named prefetch)
+    else:  # (the console script: its __main__ is the script itself, named prefetch, an installer's wrapper)
         ours = getattr(main, "__spec__", 1) is None and script.rpartition("/")[2] == "prefetch" and \
-            sys.argv[:1] == [script]
+            sys.argv[:1] == [script] and _entry_point_wrapper(script)
     if ours:
         import _signal
 

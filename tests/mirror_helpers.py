@@ -17,7 +17,10 @@ import pytest
 
 PKG = "prefetch-probe-pkg"
 PKG_VERSION = "1.0"
-BENCH_FILE = "pip-24.0-py3-none-any.whl"  # the catalog's default [bench] file name
+# The tests' own bench file: their loopback mirrors serve made-up bytes, which the catalog's
+# default file (pip 24.0's wheel) may never be: its bytes are held to the sha256 PyPI publishes.
+BENCH_FILE = "probe_wheel-1.0-py3-none-any.whl"
+BENCH_TOML = f'[bench]\nfile = "{BENCH_FILE}"\n'  # (a user's mirrors.toml naming it: no pinned hash)
 
 
 def build_wheel(dest: Path, *, name: str = PKG, version: str = PKG_VERSION) -> Path:

@@ -109,7 +109,12 @@ class SeaweedS3:
             f"-filer.port={fp}", f"-filer.port.grpc={fg}",
             f"-s3.port={sp}", f"-s3.port.grpc={sg}", "-s3.port.iceberg=0", "-s3.port.lance=0",
             f"-s3.config={config}", "-metricsPort=0",
-            "-volume.max=20", "-master.volumeSizeLimitMB=64",
+            # Room for the session's writes: each collection (a bucket; the filer's own) grows 7
+            # volumes at a time, and a volume holds ~64 MB (deleted objects stay until a vacuum).
+            # 20 slots were gone after three collections' first growth: once "team" had taken
+            # ~0.8 GB over a full suite, every PutObject was an InternalError ("topo failed to pick
+            # 1 from 0 node candidates"). An empty volume costs a few small files, no space.
+            "-volume.max=200", "-master.volumeSizeLimitMB=64",
         ]
         log = (self.workdir / "weed.log").open("wb")
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

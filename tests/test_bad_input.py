@@ -90,10 +90,12 @@ def test_malformed_hash(cli, origin, tmp_path, flag, value, expect):
     assert origin.requests == []  # rejected before any download
 
 
-def test_both_hashes_is_a_usage_error(cli, origin, tmp_path):
+def test_a_bad_md5_beside_a_good_sha256_is_a_usage_error(cli, origin, tmp_path):
+    """Both may be given (each is checked: tests/test_two_hashes.py); each is checked as given."""
     line = one_error_line(cli("get", origin.url_for("d.bin"), "-o", str(tmp_path / "d.bin"), "--sha256", SHA,
-                              "--md5", "0" * 32), ExitCode.USAGE)
-    assert "either --sha256 or --md5" in line
+                              "--md5", "0" * 31), ExitCode.USAGE)
+    assert "md5 hash must be 32 hex digits" in line
+    assert origin.requests == []
 
 
 @pytest.mark.parametrize("n", ["0", "-1", "-16"])

@@ -128,7 +128,7 @@ def test_url_without_output_lands_in_the_current_directory(origin, home, tmp_pat
         (["--sha256", "xyz"], "not hexadecimal"),
         (["--sha256", "ab" * 16], "sha256 hash must be 64 hex digits"),
         (["--md5", "ab" * 32], "md5 hash must be 32 hex digits"),
-        (["--sha256", "ab" * 32, "--md5", "ab" * 16], "either --sha256 or --md5"),
+        (["--sha256", "ab" * 32, "--md5", "ab" * 32], "md5 hash must be 32 hex digits"),  # (both may be given)
         (["--connections", "0"], "--connections must be 1 or more"),
     ],
 )

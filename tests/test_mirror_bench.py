@@ -9,6 +9,7 @@ import pytest
 from conftest import run_cli
 from mirror_helpers import (
     BENCH_FILE,
+    BENCH_TOML,
     Server,
     SilentServer,
     build_simple_index,
@@ -50,6 +51,7 @@ def test_bench_picks_the_faster_and_cuts_off_the_silent_one(mirrors):
             Mirror("hf-only", hf="https://hf.example"),  # no PyPI index: not benched
         ],
         deadline=2.0,
+        probe_file=BENCH_FILE,
     )
     by_name = {r.name: r for r in report.results}
     assert set(by_name) == {"slow", "silent", "fast", "refused"}
@@ -72,6 +74,7 @@ def test_explicit_probe_and_missing_probe(mirrors):
             Mirror("gone", pypi=f"{fast.url}/simple", probe=f"{fast.url}/packages/nothing.whl"),
         ],
         deadline=3.0,
+        probe_file=BENCH_FILE,
     )
     by_name = {r.name: r for r in report.results}
     assert by_name["direct"].status is BenchStatus.OK and by_name["direct"].bytes == len(PAYLOAD)
@@ -91,6 +94,7 @@ def test_a_captive_portal_is_never_the_fastest_mirror(mirrors):
                 Mirror("fast", pypi=f"{fast.url}/simple"),
             ],
             deadline=3.0,
+            probe_file=BENCH_FILE,
         )
     by_name = {r.name: r for r in report.results}
     assert by_name["portal"].status is BenchStatus.ERROR and "web page" in by_name["portal"].error
@@ -108,6 +112,7 @@ def test_find_probe_link_resolves_relative_links():
 
 def user_catalog(fast, slow, silent) -> str:
     return (
+        BENCH_TOML +
         f'[mirrors.fast]\npypi = "{fast.url}/simple"\n'
         f'[mirrors.slow]\npypi = "{slow.url}/simple"\n'
         f'[mirrors.silent]\npypi = "{silent.url}/simple"\n'

@@ -8,6 +8,7 @@ import pytest
 from conftest import run_cli
 from mirror_helpers import (
     BENCH_FILE,
+    BENCH_TOML,
     Server,
     build_simple_index,
     closed_port_url,
@@ -35,6 +36,7 @@ def _bench_a_liar_beside_an_honest_mirror(tmp_path, spoil):
         report = bench_mirrors(
             [Mirror("liar", pypi=f"{liar.url}/simple"), Mirror("honest", pypi=f"{honest.url}/simple")],
             deadline=1.5,
+            probe_file=BENCH_FILE,
         )
     finally:
         honest.stop()
@@ -62,7 +64,7 @@ def test_use_fastest_never_configures_a_mirror_that_serves_the_wrong_bytes(home,
     (root / "packages" / BENCH_FILE).write_bytes(b"blocked\n")
     liar = Server(root).start()
     env = isolate_tool_env(monkeypatch, home)
-    write_user_mirrors(home, f'[mirrors.liar]\npypi = "{liar.url}/simple"\n')
+    write_user_mirrors(home, BENCH_TOML + f'[mirrors.liar]\npypi = "{liar.url}/simple"\n')
     try:
         done = run_cli("mirror", "use", "fastest", "--among", "liar", "--deadline", "2", env=env)
     finally:

@@ -8,7 +8,15 @@ import os
 import re
 
 from conftest import run_cli
-from mirror_helpers import BENCH_FILE, Server, build_simple_index, isolate_tool_env, pip_user_conf, write_user_mirrors
+from mirror_helpers import (
+    BENCH_FILE,
+    BENCH_TOML,
+    Server,
+    build_simple_index,
+    isolate_tool_env,
+    pip_user_conf,
+    write_user_mirrors,
+)
 
 from prefetch.mirrors.bench import BenchStatus, bench_mirrors
 from prefetch.mirrors.catalog import Mirror
@@ -35,6 +43,7 @@ def test_a_hashless_index_serving_a_non_wheel_is_never_the_fastest(tmp_path):
         report = bench_mirrors(
             [Mirror("liar", pypi=f"{liar.url}/simple"), Mirror("honest", pypi=f"{honest.url}/simple")],
             deadline=1.5,
+            probe_file=BENCH_FILE,
         )
     finally:
         honest.stop()
@@ -52,7 +61,7 @@ def test_use_fastest_with_only_such_a_mirror_writes_nothing(home, monkeypatch, t
     (root / "packages" / BENCH_FILE).write_bytes(b"Too Many Requests\n")
     liar = Server(root).start()
     env = isolate_tool_env(monkeypatch, home)
-    write_user_mirrors(home, f'[mirrors.liar]\npypi = "{liar.url}/simple"\n')
+    write_user_mirrors(home, BENCH_TOML + f'[mirrors.liar]\npypi = "{liar.url}/simple"\n')
     try:
         done = run_cli("mirror", "use", "fastest", "--among", "liar", "--deadline", "2", env=env)
     finally:

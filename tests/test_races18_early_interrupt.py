@@ -88,3 +88,74 @@ def test_importing_prefetch_leaves_sigint_alone():
             "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "True", done.stderr
+
+
+USERS_SCRIPT = '''#!{python}
+import sys
+import time
+
+try:
+    import prefetch  # (a program of the user's own that uses prefetch's API)
+    sys.stdout.write("ready\\n")
+    sys.stdout.flush()
+    time.sleep(120)
+finally:
+    with open(sys.argv[1], "w") as marker:
+        marker.write("cleaned up")
+'''
+
+
+@pytest.mark.parametrize("how", ["python prefetch", "./prefetch"])
+def test_a_users_own_script_named_prefetch_keeps_its_ctrl_c_and_its_finally(how, tmp_path):
+    """A script of the user's named ``prefetch`` (run by path, as a shell finds it) took the early
+    handler meant for the command: a Ctrl-C was exit 7 by ``os._exit``, its ``finally`` never ran.
+    Only the wrapper an installer writes for ``prefetch.cli:run`` (or ``python -m prefetch``) gets it."""
+    script = tmp_path / "bin" / "prefetch"
+    script.parent.mkdir()
+    script.write_text(USERS_SCRIPT.format(python=sys.executable))
+    script.chmod(0o755)
+    marker = tmp_path / "marker"
+    command = [sys.executable, str(script)] if how == "python prefetch" else [str(script)]
+    env = {k: v for k, v in os.environ.items() if k not in ("SHELL", "TERM", "PREFETCH_TEST_PAUSE_START")}
+    run = subprocess.Popen([*command, str(marker)], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
+    try:
+        assert run.stdout.readline().strip() == "ready", run.communicate(timeout=60)
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=30)
+    assert run.returncode != 7 and "interrupted; run the same command again" not in err, (run.returncode, err)
+    assert "KeyboardInterrupt" in err, err  # (Python's own Ctrl-C: the script's business)
+    assert marker.read_text() == "cleaned up", "the script's finally never ran"
+
+
+# The wrappers installers write for ``prefetch = prefetch.cli:run``: uv's (pip's is the SCRIPT above).
+UV_WRAPPER = '''#!{python}
+# -*- coding: utf-8 -*-
+import sys
+from prefetch.cli import run
+if __name__ == "__main__":
+    if sys.argv[0].endswith("-script.pyw"):
+        sys.argv[0] = sys.argv[0][:-11]
+    elif sys.argv[0].endswith(".exe"):
+        sys.argv[0] = sys.argv[0][:-4]
+    sys.exit(run())
+'''
+
+
+def test_another_installers_wrapper_is_still_the_command(silent_server, tmp_path):
+    script = tmp_path / "bin" / "prefetch"
+    script.parent.mkdir()
+    script.write_text(UV_WRAPPER.format(python=sys.executable))
+    script.chmod(0o755)
+    run = _start([str(script)], silent_server, tmp_path, "import")
+    try:
+        assert run.stderr.readline().strip() == "paused at import"
+        _interrupted(run)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=30)

@@ -120,3 +120,19 @@ def test_two_signings_that_disagree_are_refused_when_the_dataset_is_made(nginx, 
         prefetch.tf_generator([], urls=urls, shard=(0, 2), output_dir=str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()  # nothing fetched
     assert not [row for row in nginx.served() if row[1] in (200, 206)]
+
+
+def test_two_signings_with_a_sha256_and_an_md5_are_one_item_checked_by_both(nginx, home, tmp_path):
+    """One hash per algorithm: a sha256 on one signing and an md5 on the other were refused as
+    "different sha256/md5"; now the object is one item, and its file must match both."""
+    data = (nginx.root / "a.bin").read_bytes()
+    first, second = _signed(nginx, "a.bin", "one"), _signed(nginx, "a.bin", "two")
+    right = [{"url": first, "sha256": hashlib.sha256(data).hexdigest()},
+             {"url": second, "md5": hashlib.md5(data).hexdigest()}]
+    generate = prefetch.tf_generator([], urls=right, shard=(0, 1), output_dir=str(tmp_path / "out"), progress=False)
+    assert [os.path.basename(p) for p in generate()] == ["a.bin"]
+    wrong = [right[0], {"url": second, "md5": hashlib.md5(b"other bytes").hexdigest()}]
+    generate = prefetch.tf_generator([], urls=wrong, shard=(0, 1), output_dir=str(tmp_path / "other"), progress=False)
+    with pytest.raises(prefetch.PrefetchError, match="md5 mismatch"):
+        list(generate())
+    assert not (tmp_path / "other" / "a.bin").exists()

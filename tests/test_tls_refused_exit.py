@@ -81,16 +81,14 @@ def test_threads_asking_at_once_share_one_context(monkeypatch):
     assert len(built) == 1  # (certifi's bundle loaded once: ~30 ms of CPU, not six times that)
 
 
-def test_a_refused_certificate_returns_with_no_thread_of_its_own_left(home, untrusted, tmp_path, monkeypatch):
-    """A script's ``prefetch.ensure`` of a refused certificate raised while the connections
-    opened ahead of the probe's answer (up to 31) were still handshaking or waiting for the CA
-    bundle: 20-30 threads inside OpenSSL when the call returned, there when the script ended."""
-    import prefetch
+def _count_preconnects(monkeypatch) -> list:
+    """certifi's bundle (no CA variable), the connections opened ahead at once on every run; the
+    list their threads are appended to as they are made."""
     from prefetch.engine import preconnect
 
     for key in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("PREFETCH_LONG_ROUTE", "0.001")  # (the connections open ahead at once, every run)
+    monkeypatch.setenv("PREFETCH_LONG_ROUTE", "0.001")
     opened = []
     real = preconnect._Parked.__init__
 
@@ -99,6 +97,16 @@ def test_a_refused_certificate_returns_with_no_thread_of_its_own_left(home, untr
         opened.append(self.thread)
 
     monkeypatch.setattr(preconnect._Parked, "__init__", counted)
+    return opened
+
+
+def test_a_refused_certificate_returns_with_no_thread_of_its_own_left(home, untrusted, tmp_path, monkeypatch):
+    """A script's ``prefetch.ensure`` of a refused certificate raised while the connections
+    opened ahead of the probe's answer (up to 31) were still handshaking or waiting for the CA
+    bundle: 20-30 threads inside OpenSSL when the call returned, there when the script ended."""
+    import prefetch
+
+    opened = _count_preconnects(monkeypatch)
     real_build = tls_context._build
 
     def slow_build(where):  # (a slow disk: the bundle loads while the connections opened ahead wait for it)
@@ -122,3 +130,52 @@ def test_a_refused_certificate_returns_with_no_thread_of_its_own_left(home, untr
         left = [t for t in opened if t.is_alive()]
         assert opened and not left, f"{len(left)} of {len(opened)} threads opened ahead still running"
         opened.clear()
+
+
+def _refused_with_slow_connects(monkeypatch, untrusted, tmp_path, before_connect) -> list:
+    """``prefetch.ensure`` of a refused certificate, the connections opened ahead each running
+    ``before_connect()`` first (the probe's own connect 0.2 s late: a long route, the others
+    open meanwhile); the threads opened ahead."""
+    import prefetch
+    from prefetch.net import direct_conn
+
+    opened = _count_preconnects(monkeypatch)
+    real_connect = direct_conn.Connection.connect
+
+    def slow_connect(self, *args, **kwargs):
+        if threading.current_thread().name == "prefetch-preconnect":
+            before_connect()
+        else:
+            time.sleep(0.2)
+        return real_connect(self, *args, **kwargs)
+
+    monkeypatch.setattr(direct_conn.Connection, "connect", slow_connect)
+    with pytest.raises(prefetch.PrefetchError, match="TLS verification failed"):
+        prefetch.ensure(untrusted.url_for("d.bin"), output=tmp_path / "d.bin", progress=False)
+    return opened
+
+
+def test_threads_that_still_run_at_the_stops_grace_are_waited_for(home, untrusted, tmp_path, monkeypatch):
+    """A loaded machine: the connections opened ahead have work left that takes a CPU (here 1.5 s
+    of it each, spun) past the stop's 0.8 s. The call waited 0.8 s and returned with them
+    running (as a loaded 2-core machine had it: "15 of 31 threads opened ahead still running");
+    now it waits while they run."""
+    def busy():
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            pass
+
+    opened = _refused_with_slow_connects(monkeypatch, untrusted, tmp_path, busy)
+    left = [t for t in opened if t.is_alive()]
+    assert opened and not left, f"{len(left)} of {len(opened)} threads opened ahead still running"
+
+
+def test_a_thread_blocked_where_no_stop_cuts_is_not_waited_for(home, untrusted, tmp_path, monkeypatch):
+    """One blocked (a DNS lookup that hangs, here an event the test holds) neither runs nor waits
+    for a CPU: the call returns without it (after the stop's grace and two seconds)."""
+    release = threading.Event()
+    try:
+        opened = _refused_with_slow_connects(monkeypatch, untrusted, tmp_path, lambda: release.wait(120))
+        assert opened and all(t.is_alive() for t in opened), "the call waited for threads no stop can end"
+    finally:
+        release.set()

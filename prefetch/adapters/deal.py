@@ -79,8 +79,8 @@ def _check_same(first: tuple, other: tuple) -> None:
 
     (url, place, hashes), (url2, place2, hashes2) = first, other
     what = next((f"{k}=" for k, a, b in zip(("dir", "out"), place, place2) if a != b), None)
-    if what is None and hashes and hashes2 and hashes != hashes2:
-        what = "sha256/md5" if hashes.keys() != hashes2.keys() else f"{next(iter(hashes))}"
+    if what is None:  # (one hash per algorithm: a sha256 on one link and an md5 on the other are both checked)
+        what = next((k for k in ("sha256", "md5") if k in hashes and k in hashes2 and hashes[k] != hashes2[k]), None)
     if what is not None:
         raise UsageError(f"{redact_url(url)} and {redact_url(url2)} are one object (one link signed twice) with "
                          f"different {what}: a dataset reads each object once; give it once, or name both alike")

@@ -23,7 +23,7 @@ from prefetch.model.events import Event, EventKind, EventSink
 from prefetch.fs import safefs  # (at the top: a function-level `from` import costs a call per file)
 from prefetch.fs.files import local_error
 from prefetch.cache.layout import part_path, state_path
-from prefetch.fs.hashing import hash_file, sha1
+from prefetch.fs.hashing import first_mismatch, hash_file, sha1
 
 from prefetch.cache.completion import _dumps, _loads  # (markers are JSON as records are)
 from prefetch.cache.completion import (  # noqa: F401 - re-exported: callers use placement.write_completion ...
@@ -107,7 +107,10 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, 
     expected = plan.spec.expected
     if expected is not None:
         if _recorded_with(records_dir, final, lst, expected) or expected.matches(hash_file(final, expected.algorithm)):
-            return True
+            wrong = first_mismatch(final, plan.spec.more_hashes)  # (an md5 beside the sha256: checked too)
+            if wrong is None:
+                return True
+            expected = wrong[0]
         why = f"does not match its {expected.algorithm}"
     elif (stat.S_ISREG(lst.st_mode) and not safefs.is_foreign(lst)
           and (record := read_completion(records_dir, final, lst)) is not None):

@@ -169,7 +169,8 @@ def bench(names: tuple[str, ...], deadline: float, as_json: bool) -> None:
     config, _ = _dirs()
     catalog = load_catalog(config_dir=config)
     mirrors = [catalog.get(n) for n in names] if names else list(catalog.mirrors.values())
-    report = bench_mirrors(mirrors, deadline=deadline, project=catalog.bench_project, probe_file=catalog.bench_file)
+    report = bench_mirrors(mirrors, deadline=deadline, project=catalog.bench_project, probe_file=catalog.bench_file,
+                           probe_sha256=catalog.bench_sha256)
     if as_json:
         echo_json({"deadline_s": report.deadline_s, "fastest": report.fastest.name if report.fastest else None,
                    "results": list(report.results)})

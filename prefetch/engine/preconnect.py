@@ -40,6 +40,12 @@ import threading
 from prefetch.engine.fetcher import Fetcher
 from prefetch.engine.hosts import host_key
 
+# Seconds past the deadline that none of them ran nor waited to run: blocked, not waited for. (Not
+# less: a thread waiting for the interpreter's lock sleeps on it, and in a process a loaded machine
+# runs a few ms in a hundred, half a second can pass without one of them getting it.)
+_BLOCKED = 2.0
+_SETTLE_LIMIT = 30.0  # seconds past the deadline that ``settle`` waits at most, however busy the machine
+
 
 class _Parked:
     """One connection opened ahead, on its own thread: a worker once it is given an id."""
@@ -173,21 +179,36 @@ class Preconnects:
                 abort_head(p.thread.ident)  # (nothing when it is connected and waiting on ``go``)
 
     def settle(self, deadline: float) -> None:
-        """Wait (until ``deadline``, a ``time.monotonic()``) for the threads of the ones sent back
-        to end, cutting again a connect or handshake one began after ``close``: the transfer's
-        end. A file's call must not return while threads of its own are still inside OpenSSL
-        (a handshake, the CA bundle loading, with the interpreter's lock let go): a script that
-        then ends has the interpreter's finalisation free what they use under them."""
+        """Wait for the threads of the ones sent back to end, cutting again a connect or handshake
+        one began after ``close``: the transfer's end. A file's call must not return while threads
+        of its own are still inside OpenSSL (a handshake, the CA bundle loading, with the
+        interpreter's lock let go): a script that then ends has the interpreter's finalisation
+        free what they use under them.
+
+        Until ``deadline`` (a ``time.monotonic()``), and past it while any of them still runs or
+        waits, runnable, for a CPU (``fs.processes.busy_seconds``): on a loaded machine the work
+        they have left (a refused handshake, the bundle's build) takes a CPU they wait for, and
+        they end once they get it. Not for ones blocked, all of them, ``_BLOCKED`` seconds past
+        the deadline (a DNS lookup, which no stop cuts), nor ever ``_SETTLE_LIMIT`` past it."""
         import time
 
+        from prefetch.fs.processes import busy_seconds
         from prefetch.net.open_socket import abort_head
 
         self.close()
-        for p in self._closed:
-            while p.thread.is_alive():
-                left = deadline - time.monotonic()
-                if left <= 0:
+        seen, moved = None, deadline  # their busy seconds at the last look past the deadline, and when they moved
+        while True:
+            alive = [p for p in self._closed if p.thread.is_alive()]
+            now = time.monotonic()
+            if not alive or now >= deadline + _SETTLE_LIMIT:
+                break
+            if now >= deadline:
+                busy = busy_seconds([p.thread.native_id for p in alive])
+                if busy != seen:
+                    seen, moved = busy, now
+                elif now - moved >= _BLOCKED:
                     break
+            for p in alive:
                 abort_head(p.thread.ident)  # (one waiting on the bundle's build connects after it)
-                p.thread.join(min(0.05, left))
+            alive[0].thread.join(0.05)
         self._closed = [p for p in self._closed if p.thread.is_alive()]

@@ -301,12 +301,12 @@ def _write_part(plan: FilePlan, body: bytes, *, sync: bool):
         return None
     digest = None
     if expected is not None:
-        from prefetch.fs.hashing import new_hasher
+        from prefetch.fs.hashing import bytes_match, new_hasher
 
         hasher = new_hasher(expected.algorithm)
         hasher.update(body)
         digest = hasher.hexdigest()
-        if not expected.matches(digest):
+        if not expected.matches(digest) or not bytes_match(body, plan.spec.more_hashes):
             return None
     part = os.fspath(plan.final) + ".part"  # (part_path's name, without a Path a file)
     try:

@@ -24,7 +24,7 @@ from prefetch.fs.locks import hold_lock
 from prefetch.fs.safefs import check_owned, lstat_or_none
 from prefetch.model.specs import FileSpec
 from prefetch.engine.transfer import download_to_part
-from prefetch.fs.hashing import check_hash
+from prefetch.fs.hashing import check_hash, first_mismatch
 from prefetch.flow.options import FetchOptions
 from prefetch.model.plans import FilePlan, FileResult
 from prefetch.flow.leftovers import LeftoverScan, remove_leftovers
@@ -307,8 +307,12 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         result.sources = served
         result.source = max(served, key=served.get) if served else None
         size_ok = plan.spec.size is None or transfer.size == plan.spec.size
+        wrong = None  # (a hash in another algorithm, an md5 beside the sha256, that the bytes do not match)
         if size_ok and (expected is None or expected.matches(transfer.digest)):
-            return transfer, check_size(part, state, transfer.size, plan.label, ident=transfer.part_ident)
+            wrong = first_mismatch(part, plan.spec.more_hashes)
+            if wrong is None:
+                return transfer, check_size(part, state, transfer.size, plan.label, ident=transfer.part_ident)
+        mismatch = wrong[0].algorithm if wrong else expected.algorithm if expected else "size"
         placement.discard(part, state)
         if transfer.reused:
             # Bytes kept from an earlier run may be what is wrong (a server that sent
@@ -317,7 +321,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 Event(
                     EventKind.NOTE,
                     plan.label,
-                    message=f"{expected.algorithm if expected else 'size'} mismatch after resuming {transfer.reused} bytes "
+                    message=f"{mismatch} mismatch after resuming {transfer.reused} bytes "
                     f"from an earlier run; downloading the whole file again",
                 )
             )
@@ -326,8 +330,8 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
         if fallback:
             # The team store's copy is not the file (corrupt, or put there with a wrong hash):
             # the file's other sources take over, and --seed replaces the store's copy after.
-            on_event(Event(EventKind.NOTE, plan.label, message=f"{expected.algorithm if expected else 'size'} "
-                           f"mismatch {describe_sources(served)}; using the other sources"))
+            on_event(Event(EventKind.NOTE, plan.label, message=f"{mismatch} mismatch {describe_sources(served)}; "
+                           "using the other sources"))
             urls = fallback
             continue
         if alone is None and len(urls) > 1:
@@ -338,7 +342,7 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 Event(
                     EventKind.NOTE,
                     plan.label,
-                    message=f"{expected.algorithm if expected else 'size'} mismatch with {len(urls)} source(s); "
+                    message=f"{mismatch} mismatch with {len(urls)} source(s); "
                     f"downloading again from {alone[0]} only",
                 )
             )
@@ -351,7 +355,8 @@ def _download_verified(plan: FilePlan, part: Path, state: Path, *, options: Fetc
                 f"{plan.label}: got {transfer.size} bytes, expected {plan.spec.size} "
                 f"({describe_sources(served)}); no source has the right file"
             )
-        check_hash(transfer.digest or "", expected, what=f"{plan.label} ({describe_sources(served)})")
+        want, got = wrong if wrong else (expected, transfer.digest or "")
+        check_hash(got, want, what=f"{plan.label} ({describe_sources(served)})")
 
 
 def _handed_answer(plan: FilePlan, options: FetchOptions, urls: list[str], fresh: bool):

@@ -100,6 +100,26 @@ def check_hash(got_hexdigest: str, expected: ExpectedHash, *, what: str) -> None
         )
 
 
+def first_mismatch(path: Path | str, hashes: tuple[ExpectedHash, ...]) -> tuple[ExpectedHash, str] | None:
+    """The first of ``hashes`` the file at ``path`` does not match, with the digest it has; None
+    when it matches them all (one read of the file per hash)."""
+    for expected in hashes:
+        got = hash_file(path, expected.algorithm)
+        if not expected.matches(got):
+            return expected, got
+    return None
+
+
+def bytes_match(data: bytes, hashes: tuple[ExpectedHash, ...]) -> bool:
+    """Whether ``data`` matches every one of ``hashes``."""
+    for expected in hashes:
+        hasher = new_hasher(expected.algorithm)
+        hasher.update(data)
+        if not expected.matches(hasher.hexdigest()):
+            return False
+    return True
+
+
 def verify_file(path: Path | str, expected: ExpectedHash) -> None:
     """Hash ``path`` and compare with ``expected``.
 

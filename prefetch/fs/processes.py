@@ -74,6 +74,21 @@ def cpu_and_wait() -> dict[int, tuple[float, float]] | None:
     return seconds
 
 
+def busy_seconds(tids: list[int]) -> dict[int, float] | None:
+    """For each of this process's threads ``tids`` (native ids) still alive: its seconds on a CPU
+    plus its seconds waiting, runnable, for one; a thread blocked (a socket, a lookup, a sleep)
+    adds to neither. None where the kernel does not keep them."""
+    seconds = {}
+    for tid in tids:
+        try:
+            seconds[tid] = sum(_schedstat(f"/proc/self/task/{tid}/schedstat"))
+        except FileNotFoundError:
+            continue  # (it ended)
+        except (OSError, ValueError, IndexError):
+            return None
+    return seconds
+
+
 def thread_times() -> tuple[float, float] | None:
     """The calling thread's seconds on a CPU and seconds waiting, runnable, for one (its run
     queue wait), from ``/proc/thread-self/schedstat``; None where the kernel does not keep them."""

@@ -5,6 +5,10 @@ the body rate of a real package file (the catalog's ``probe``, or ``[bench] file
 found on ``<index>/<[bench] project>/`` just as pip finds it). A mirror that does
 not finish in time is cut off: with some bytes it counts as ``partial`` (the rate so
 far), with none as ``timeout``. Unreachable mirrors are reported, never fatal here.
+
+Bytes that arrived whole are checked: against the sha256 PyPI publishes for the default
+file (``catalog.PUBLISHED_SHA256``) or the user's ``[bench] sha256``, whatever the mirror's
+page says; else against the page's ``#sha256=``; else, for a wheel, by its zip header.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from prefetch.net.http import Client, Timeouts, follow_redirects
 from prefetch.net.failures import TransientHTTPError
 from prefetch.net.sniff import looks_like_html
-from prefetch.mirrors.catalog import DEFAULT_BENCH_FILE, DEFAULT_BENCH_PROJECT, Mirror
+from prefetch.mirrors.catalog import DEFAULT_BENCH_FILE, DEFAULT_BENCH_PROJECT, PUBLISHED_SHA256, Mirror
 
 _HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
 _SHA256 = re.compile(r"sha256=([0-9a-fA-F]{64})$")
@@ -80,15 +84,21 @@ def bench_mirrors(
     deadline: float = 8.0,
     project: str = DEFAULT_BENCH_PROJECT,
     probe_file: str = DEFAULT_BENCH_FILE,
+    probe_sha256: str | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> BenchReport:
-    """Measure ``mirrors`` (those with a PyPI index) in parallel, each within ``deadline`` seconds."""
+    """Measure ``mirrors`` (those with a PyPI index) in parallel, each within ``deadline`` seconds.
+
+    ``probe_sha256``: the user's pin for ``probe_file`` (``[bench] sha256``); a file PyPI's hash
+    is known for (``PUBLISHED_SHA256``) is held to that one without it.
+    """
     targets = [m for m in mirrors if m.pypi]
     results: "queue.Queue[BenchResult]" = queue.Queue()
 
     def worker(mirror: Mirror) -> None:
         try:
-            result = measure_mirror(mirror, deadline=deadline, project=project, probe_file=probe_file, clock=clock)
+            result = measure_mirror(mirror, deadline=deadline, project=project, probe_file=probe_file,
+                                    probe_sha256=probe_sha256, clock=clock)
         except Exception as exc:  # noqa: BLE001 - one mirror's bug must not sink the others
             result = BenchResult(mirror.name, mirror.pypi or "", BenchStatus.ERROR, error=f"{type(exc).__name__}: {exc}")
         results.put(result)
@@ -129,6 +139,7 @@ def measure_mirror(
     deadline: float,
     project: str = DEFAULT_BENCH_PROJECT,
     probe_file: str = DEFAULT_BENCH_FILE,
+    probe_sha256: str | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> BenchResult:
     """Measure one mirror; never raises for network trouble."""
@@ -146,7 +157,7 @@ def measure_mirror(
 
     client = Client()
     latency = None
-    digest = None  # the index's #sha256= for the probe, when it lists one
+    digest = None  # what the probe's bytes must hash to: its pin, else the index's #sha256= (when it lists one)
     try:
         probe = mirror.probe
         if probe is None:
@@ -164,6 +175,11 @@ def measure_mirror(
                 return result(
                     BenchStatus.ERROR, latency_s=latency, error=f"no {probe_file} (nor any wheel) listed at {page_url}"
                 )
+            if _file_name(probe) != probe_file and pinned_sha256(probe_file, probe_file, probe_sha256):
+                # (another wheel's only hash would be the page's own: the pin held for nothing)
+                return result(BenchStatus.ERROR, latency_s=latency,
+                              error=f"no {probe_file} listed at {page_url} (a mirror is measured on that file,"
+                                    " whose sha256 is known, or not at all)")
             try:  # the page names the probe: held to what a redirect may be (a file:// link read a local file)
                 check_redirect(final_url, probe)
             except NetworkError as exc:
@@ -181,6 +197,8 @@ def measure_mirror(
             response.close()
             return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency,
                           error="a web page instead of the probe file: probably a captive portal or block page")
+        pin = pinned_sha256(_file_name(probe), probe_file, probe_sha256)
+        digest = pin[0] if pin else digest  # (a pinned file: the page's #sha256= counts for nothing)
         hasher = hashlib.sha256() if digest else None
         head = bytearray()
         received, finished = _read_until(response, remaining, hasher, head)
@@ -195,8 +213,9 @@ def measure_mirror(
                                 " an error or block page, not the file")
         if finished and hasher is not None and hasher.hexdigest() != digest:
             return result(BenchStatus.ERROR, probe_url=probe, latency_s=latency, bytes=received,
-                          error=f"the {received} bytes served as the probe file do not match the index's sha256:"
-                                " an error or block page, not the file")
+                          error=f"the {received} bytes served as the probe file do not match "
+                                + (f"{pin[1]} of {_file_name(probe)}: not the file, whatever the mirror's index says"
+                                   if pin else "the index's sha256: an error or block page, not the file"))
         if finished:
             return result(BenchStatus.OK, probe_url=probe, latency_s=latency, throughput_bps=rate, bytes=received)
         status = BenchStatus.PARTIAL if received else BenchStatus.TIMEOUT
@@ -214,6 +233,21 @@ def measure_mirror(
                       error=f"the connection broke mid-answer: {exc or type(exc).__name__}")
     finally:
         client.close()
+
+
+def pinned_sha256(name: str, probe_file: str, probe_sha256: str | None) -> tuple[str, str] | None:
+    """The sha256 a probe named ``name`` is held to, whatever a mirror's page says, and where it
+    comes from: the user's ``[bench] sha256`` for their ``[bench] file``, else the one PyPI
+    publishes for a known file; None for any other file (the page's ``#sha256=`` is all there is)."""
+    if probe_sha256 and name == probe_file:
+        return probe_sha256.lower(), "the [bench] sha256"
+    published = PUBLISHED_SHA256.get(name)
+    return (published, "the sha256 PyPI publishes") if published else None
+
+
+def _file_name(url: str) -> str:
+    """The file name a link names (its path's last segment, unquoted)."""
+    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
 
 
 def _is_zip_name(url: str) -> bool:
@@ -276,7 +310,7 @@ def find_probe(html: str, *, base_url: str, probe_file: str) -> tuple[str | None
     for href in _HREF.findall(html):
         target, _, fragment = href.partition("#")
         url = urljoin(base_url, target)
-        name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+        name = _file_name(url)
         found = _SHA256.match(fragment)
         item = (url, found.group(1).lower() if found else None)
         if name == probe_file:

@@ -21,10 +21,14 @@ BUILTIN = Path(__file__).with_name("mirrors.toml")
 USER_FILE_NAME = "mirrors.toml"
 DEFAULT_BENCH_PROJECT = "pip"
 DEFAULT_BENCH_FILE = "pip-24.0-py3-none-any.whl"
+# The sha256 PyPI publishes for a bench file (pip 24.0's wheel, 2024-02-03): a mirror's bytes of
+# that file are held to it, never to the mirror's own index page, which a hostile or broken
+# mirror writes to fit whatever it serves.
+PUBLISHED_SHA256 = {DEFAULT_BENCH_FILE: "ba0d021a166865d2265246961bec0152ff124de910c5cc39f1156ce3fa7c69dc"}
 
 _MIRROR_KEYS = {"title", "pypi", "conda", "hf", "ms", "probe", "trusted_host"}
 _DATASET_KEYS = {"title", "url"}
-_BENCH_KEYS = {"project", "file"}
+_BENCH_KEYS = {"project", "file", "sha256"}
 _TOP_KEYS = {"mirrors", "datasets", "bench"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -74,6 +78,7 @@ class MirrorCatalog:
     datasets: dict[str, DatasetMirror] = field(default_factory=dict)
     bench_project: str = DEFAULT_BENCH_PROJECT
     bench_file: str = DEFAULT_BENCH_FILE
+    bench_sha256: str | None = None  # [bench] sha256: the user's pin for their [bench] file
     files: list[Path] = field(default_factory=list)
     user_file: Path | None = None  # where the user's additions go (may not exist yet)
 
@@ -188,6 +193,13 @@ def merge_catalog_file(catalog: MirrorCatalog, path: Path) -> None:
         catalog.bench_project = _string(locator, "bench", bench, "project")
     if "file" in bench:
         catalog.bench_file = _string(locator, "bench", bench, "file")
+        catalog.bench_sha256 = None  # (an earlier file's pin is not this file's)
+    if "sha256" in bench:
+        digest = _string(locator, "bench", bench, "sha256").lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise MirrorCatalogError(f"{locator.at('bench', 'sha256')}: [bench] sha256 must be 64 hex digits,"
+                                     f" got {bench['sha256']!r}")
+        catalog.bench_sha256 = digest
     catalog.files.append(path)
 
 

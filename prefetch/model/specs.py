@@ -33,6 +33,8 @@ class FileSpec:
     extract: tuple[str, ...] = ()  # dirs under datasets/ to extract into
     alternates: tuple[str, ...] = ()  # more URLs of byte-identical copies (checked by the hash)
     size: int | None = None  # bytes, when known: a copy of another size is rejected before hashing
+    # The same bytes' hashes in other algorithms (a list's md5 beside its sha256): each checked too.
+    more_hashes: tuple[ExpectedHash, ...] = ()
 
     @property
     def urls(self) -> tuple[str, ...]:

@@ -150,11 +150,13 @@ def _apply_option(entry: UrlEntry, token: str, where: str) -> None:
     setattr(entry, key, value)
 
 
-def entry_hash(entry: UrlEntry, *, where: str) -> tuple[str, ExpectedHash | None]:
-    """The URL to fetch (fragment removed) and the expected hash from the entry and its fragment.
+def entry_hashes(entry: UrlEntry, *, where: str) -> tuple[str, tuple[ExpectedHash, ...]]:
+    """The URL to fetch (fragment removed) and the hashes its bytes must all match, one per
+    algorithm, sha256 first (a sha256 and an md5 of the same file: both checked), from the
+    entry and its fragment.
 
     Raises:
-        UsageError / BadHashError: conflicting or malformed hashes.
+        UsageError / BadHashError: two values for one algorithm, or a malformed hash.
     """
     url, fragment = split_fragment(entry.url)
     given = {k: v for k, v in (("sha256", entry.sha256), ("md5", entry.md5)) if v}
@@ -162,12 +164,10 @@ def entry_hash(entry: UrlEntry, *, where: str) -> tuple[str, ExpectedHash | None
         if key in given and given[key].lower() != value.lower():
             raise UsageError(f"{where}: the URL's #{key}= and the {key} option differ")
         given[key] = value
-    if len(given) > 1:
-        raise UsageError(f"{where}: give either sha256 or md5, not both")
-    if not given:
-        return url, None
-    key, value = next(iter(given.items()))
     try:
-        return url, parse_hash(value, algorithm=key)
+        return url, tuple(parse_hash(given[key], algorithm=key) for key in HASH_ORDER if key in given)
     except BadHashError as exc:
         raise BadHashError(f"{where}: {exc}") from None
+
+
+HASH_ORDER = ("sha256", "md5")  # a file's hashes, the one its download is hashed by first

@@ -17,7 +17,14 @@ from typing import Iterable, Mapping, Sequence
 from prefetch.cache.plans import plan_files
 from prefetch.errors import UsageError
 from prefetch.flow.planners.base import PlanContext, Planner
-from prefetch.flow.planners.url_list import UrlEntry, entry_hash, local_to_url, split_fragment, url_file_name
+from prefetch.flow.planners.url_list import (
+    HASH_ORDER,
+    UrlEntry,
+    entry_hashes,
+    local_to_url,
+    split_fragment,
+    url_file_name,
+)
 from prefetch.flow.request import GetRequest, check_password_given
 from prefetch.fs.paths import current_dir, expand_path
 from prefetch.model.plans import FilePlan
@@ -46,7 +53,7 @@ def plan_url_specs(
     taken: dict[str, tuple[str, int]] = {}  # target -> (its URL, its spec's index)
     bases: dict[str | None, str] = {}  # entry.dir -> its absolute folder (a list's entries share one or few)
     for entry in entries:
-        url, expected = entry_hash(entry, where=entry.url)
+        url, hashes = entry_hashes(entry, where=entry.url)
         url = local_to_url(url)
         check_url(url)
         check_password_given(url, url, "run the same `prefetch get URL ...` again (it resumes from the bytes on disk)")
@@ -70,9 +77,9 @@ def plan_url_specs(
             if prior[0] != url and link_key(prior[0]) != link_key(url):
                 raise UsageError(f"{prior[0]} and {url} would both be saved as {target}; give one of them out=NAME")
             # The same file asked twice (or one object under two signings): fetched once, with the
-            # hash either line gives (a hash on the second line was dropped with it: the file
-            # landed unverified); two hashes: refused.
-            _same_file_again(specs, prior[1], url, expected)
+            # hashes either line gives (a hash on the second line was dropped with it: the file
+            # landed unverified); two of one algorithm: refused.
+            _same_file_again(specs, prior[1], url, hashes)
             continue
         taken[target] = (url, len(specs))
         into: tuple[str, ...] = ()
@@ -83,8 +90,8 @@ def plan_url_specs(
             DatasetSpec(
                 name=name or os.path.basename(target),
                 description=url,
-                files=(FileSpec(name=name or os.path.basename(target), url=url, target=target, expected=expected,
-                                extract=into),),
+                files=(FileSpec(name=name or os.path.basename(target), url=url, target=target,
+                                expected=hashes[0] if hashes else None, more_hashes=hashes[1:], extract=into),),
                 source="url",
             )
         )
@@ -109,13 +116,14 @@ def _check_no_folder_taken(taken: dict[str, tuple[str, int]], bases: set[str]) -
             folder = os.path.dirname(folder)
 
 
-def _same_file_again(specs: list[DatasetSpec], index: int, url: str, expected: ExpectedHash | None) -> None:
-    """``url`` listed again for the file of ``specs[index]``: its hash, if new, goes to that file;
-    another signing of its link (``net/urls.link_key``: a new signature or token) is another
-    source of the same object (the first signing expired: the second still fetches it).
+def _same_file_again(specs: list[DatasetSpec], index: int, url: str, hashes: tuple[ExpectedHash, ...]) -> None:
+    """``url`` listed again for the file of ``specs[index]``: its hashes, if new, go to that file
+    (one per algorithm: a sha256 on one line and an md5 on the other are both checked); another
+    signing of its link (``net/urls.link_key``: a new signature or token) is another source of
+    the same object (the first signing expired: the second still fetches it).
 
     Raises:
-        UsageError: the two entries give different hashes.
+        UsageError: the two entries give different hashes of one algorithm.
     """
     from dataclasses import replace
 
@@ -123,11 +131,15 @@ def _same_file_again(specs: list[DatasetSpec], index: int, url: str, expected: E
     file = spec.files[0]
     if url not in file.urls:
         file = replace(file, alternates=(*file.alternates, url))
-    kept = file.expected
-    if expected is not None and expected != kept:
-        if kept is not None:
-            raise UsageError(f"{url} is listed twice with different hashes ({kept} and {expected}); keep the right one")
-        file = replace(file, expected=expected)
+    known = {h.algorithm: h for h in (file.expected, *file.more_hashes) if h is not None}
+    for expected in hashes:
+        kept = known.setdefault(expected.algorithm, expected)
+        if kept != expected:
+            raise UsageError(f"{url} is listed twice with different {kept.algorithm} hashes ({kept.hexdigest} and "
+                             f"{expected.hexdigest}); keep the right one")
+    merged = tuple(known[key] for key in HASH_ORDER if key in known)
+    if merged != tuple(h for h in (file.expected, *file.more_hashes) if h is not None):
+        file = replace(file, expected=merged[0], more_hashes=merged[1:])
     if file is not spec.files[0]:
         specs[index] = replace(spec, files=(file,))
 
@@ -272,8 +284,6 @@ class UrlPlanner(Planner):
                              "for several, use URL#sha256=HEX, or -i FILE with sha256= and out= per line")
         if (request.extract or request.extract_to) and not (names or request.urls):
             raise UsageError("--extract applies to URL downloads; datasets are extracted where Keras expects them")
-        if request.sha256 and request.md5:
-            raise UsageError("give either --sha256 or --md5, not both")
         if request.torch_hub and (request.output or request.extract or request.extract_to
                                   or not (names or request.urls)):
             raise UsageError("--torch-hub takes checkpoint URLs and saves them where torch.hub looks "
@@ -284,7 +294,7 @@ class UrlPlanner(Planner):
                              "URL's: torch.hub checks it by that name's sha256 prefix)")
         if request.sha256:
             parse_hash(request.sha256, algorithm="sha256")  # a bad --sha256 is named as such
-        elif request.md5:
+        if request.md5:
             parse_hash(request.md5, algorithm="md5")
 
     def plan(self, names: Sequence[str], ctx: PlanContext) -> list[FilePlan]:
@@ -292,7 +302,10 @@ class UrlPlanner(Planner):
         if request.torch_hub:  # into torch.hub's checkpoints, checked by the name's sha256 prefix
             from prefetch.flow.planners.torchvision import plan_hub_urls
 
-            return plan_hub_urls([entry_hash(e, where=e.url) for e in url_entries(names, request)], ctx)
+            hashed = [entry_hashes(e, where=e.url) for e in url_entries(names, request)]
+            if any(len(hashes) > 1 for _, hashes in hashed):
+                raise UsageError("--torch-hub checks a checkpoint by one hash: give either sha256 or md5, not both")
+            return plan_hub_urls([(url, hashes[0] if hashes else None) for url, hashes in hashed], ctx)
         entries = url_entries(names, request)
         specs = plan_url_specs(entries, output_dir=request.output_dir,
                                extract_to=request.extract_to, extract=request.extract)

@@ -269,6 +269,7 @@ def use_mirror(
             deadline=deadline,
             project=catalog.bench_project,
             probe_file=catalog.bench_file,
+            probe_sha256=catalog.bench_sha256,
         )
         if bench.fastest is None:
             raise NetworkError(
