@@ -61,12 +61,16 @@ def pin_request(request, env: Mapping[str, str] | None = None):
 
 
 def _pin_mirrors(request, env: Mapping[str, str]) -> list[str]:
-    """``--mirror``, else ``PREFETCH_DATASET_MIRROR``: a dataset mirror, never taken for a hub endpoint."""
+    """``--mirror``, else ``PREFETCH_DATASET_MIRROR``: a dataset mirror, never taken for a hub endpoint.
+    Beside names of a kind that reads ``--mirror`` as its own (``hf://``, ``ms://``, ``nltk:``) the
+    variable is not pinned: a pinned mirror reads as typed, which such a kind takes for its endpoint
+    and planning refuses beside other kinds; the job's datasets read the variable as the foreground
+    run does (the worker keeps the environment it was started with)."""
     from prefetch.flow.planners import group_names
     from prefetch.flow.planning import requested_mirrors
 
     kinds = group_names(request.names)
-    if kinds and not request.urls and not any(p.flat_mirrors for p in kinds):
+    if any(not p.flat_mirrors for p in kinds):
         return list(request.mirrors)
     return requested_mirrors(request, env)
 
