@@ -300,7 +300,9 @@ def test_interrupting_wait_in_a_cell_says_the_job_keeps_running(kernel, origin, 
         poll(lambda: kernel.poll(cell), what="the cell to end", timeout=20)
         assert "the job keeps running in the background" in cell.rendered, cell.rendered
         assert "run the same command again to resume" not in cell.rendered
-        assert list_jobs()[0].state == "running"  # only the waiting stopped
+        # Only the waiting stopped: the job is still live (on a loaded machine it may not have
+        # left "queued" yet), never cancelled or interrupted by the cell's interrupt.
+        assert list_jobs()[0].state in ("queued", "running")
     finally:
         kernel.run(f"!prefetch cancel {job.id}")
 
