@@ -10,6 +10,8 @@ The kernel test restarts the kernel the way Jupyter does (SIGKILL to its process
 the job, started with the proxy of the cell that started it (a platform-wide ``no_proxy``
 that does not name the server), keeps going through that proxy, and ``wait`` from the new
 kernel sees it done. Real processes, a real kernel, a real tinyproxy; no mocks.
+The ``pip install --user`` test runs under an externally managed Python (PEP 668) made for it,
+wherever the suite runs: it skipped itself where pip refused ``--user`` (Debian's python3).
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import run_cli
 from tests.proxies import TinyProxy
@@ -168,10 +168,42 @@ def test_a_job_from_a_turbo_cell_survives_a_kernel_restart_through_its_proxy_and
             assert PASSWORD.encode() not in path.read_bytes(), path
 
 
+def externally_managed_python(home: Path) -> Path:
+    """A Python installation as a hosted notebook's or Debian's: no venv, PEP 668's marker in its
+    standard library (``pip install --user`` refused unless told ``--break-system-packages``), and
+    the suite's packages (click, requests, pip, setuptools) among its own, as a platform's system
+    packages are. This interpreter's binary runs with ``PYTHONHOME`` at the folder made here (its
+    standard library linked entry by entry), whatever runs the suite: a venv (whose base would lack
+    the packages), pyenv's Python, Debian's. Returns the folder (the ``PYTHONHOME``)."""
+    import site
+    import sysconfig
+
+    base = getattr(sys, "_base_executable", sys.executable)
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    root = home.parent / "system-python"
+    lib = root / sys.platlibdir / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    lib.mkdir(parents=True)
+    for entry in stdlib.iterdir():
+        if entry.name not in ("site-packages", "dist-packages", "EXTERNALLY-MANAGED"):
+            (lib / entry.name).symlink_to(entry)
+    (lib / "EXTERNALLY-MANAGED").write_text("[externally-managed]\nError=managed by the platform (a test's)\n")
+    asked = subprocess.run([base, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
+                           text=True, env={**os.environ, "PYTHONHOME": str(root)}, timeout=60)
+    assert asked.returncode == 0 and asked.stdout.startswith(str(root)), asked.stdout + asked.stderr
+    packages = Path(asked.stdout.strip())
+    packages.mkdir(parents=True, exist_ok=True)
+    user = site.getusersitepackages()
+    suite = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and p != user]
+    (packages / "suite.pth").write_text("".join(f"{p}\n" for p in suite))
+    return root
+
+
 def test_a_real_pip_install_user_then_python_m_prefetch_runs_a_job(home, origin, tmp_path):
     """``pip install --user`` as a notebook user does it: the script in ~/.local/bin (not on PATH),
     the package in the user site; ``python -m prefetch`` (the interpreter pip ran under) runs a
-    ``-b`` job whose worker imports the same copy."""
+    ``-b`` job whose worker imports the same copy. The interpreter is an externally managed one
+    (PEP 668, as Debian's and several platforms' are: pip refuses ``--user`` there), so the user
+    says ``--break-system-packages``; the test ran, never skipped, wherever the suite runs."""
     import shutil
 
     base = getattr(sys, "_base_executable", sys.executable)
@@ -187,11 +219,15 @@ def test_a_real_pip_install_user_then_python_m_prefetch_runs_a_job(home, origin,
     env = module_env(bindir)
     env.pop("PYTHONPATH", None)
     env.pop("PYTHONUSERBASE", None)
-    installed = subprocess.run(["python", "-m", "pip", "install", "-q", "--user", "--no-deps", "--no-build-isolation",
-                                "--no-index", str(src)], env=env, capture_output=True, text=True, timeout=300,
-                               cwd=tmp_path)
-    if installed.returncode != 0:
-        pytest.skip(f"pip install --user is not possible here: {installed.stderr.strip()[-300:]}")
+    env.pop("PIP_BREAK_SYSTEM_PACKAGES", None)
+    env["PYTHONHOME"] = str(externally_managed_python(home))
+    install = ["python", "-m", "pip", "install", "-q", "--user", "--no-deps", "--no-build-isolation", "--no-index",
+               str(src)]
+    refused = subprocess.run(install, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert refused.returncode != 0 and "externally-managed-environment" in refused.stderr, refused.stderr
+    installed = subprocess.run([*install, "--break-system-packages"], env=env, capture_output=True, text=True,
+                               timeout=300, cwd=tmp_path)
+    assert installed.returncode == 0, installed.stderr[-2000:]
     assert (home / ".local" / "bin" / "prefetch").is_file()
     where = subprocess.run(["python", "-c", "import prefetch; print(prefetch.__file__)"], env=env, capture_output=True,
                            text=True, cwd=tmp_path)

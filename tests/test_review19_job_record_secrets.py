@@ -72,14 +72,19 @@ EARLIER = "f9af88a9551dba168814e1cdaf7fdb6999f2c0c6"  # main just before bbcb0cc
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def earlier(tmp_path) -> Path:
-    tree = tmp_path / "earlier"
+def version_tree(commit: str, where: Path) -> Path:
+    """The ``prefetch`` package as it was at ``commit``, extracted under ``where`` (for ``PYTHONPATH``)."""
+    tree = where / f"version-{commit[:8]}"
     tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", EARLIER, "prefetch"], capture_output=True,
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "prefetch"], capture_output=True,
                              check=True, timeout=120).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, timeout=120)
     return tree
+
+
+@pytest.fixture
+def earlier(tmp_path) -> Path:
+    return version_tree(EARLIER, tmp_path)
 
 
 def test_a_record_the_earlier_version_wrote_is_made_private_when_read(open_home, earlier, tmp_path):

@@ -292,12 +292,17 @@ def restore(backup: str | None, tools: str | None, list_only: bool, as_json: boo
         return
     for result in results:
         for item in result.files:
+            if item.action == "left":  # (a link the user re-pointed or made since `use`: theirs)
+                click.echo(f"{result.backup.tool}: {item.note}")
+                continue
             verb = {"restored": "restored", "removed": "removed (did not exist before)",
                     "absent": "already absent", "merged": "restored"}[item.action]
             kept = ""
             if item.action == "merged":
                 kept = f", keeping your later edit: {_shown_lines(item.kept)}" if item.kept else ", keeping your later edit"
-            click.echo(f"{result.backup.tool}: {item.path} {verb} from backup {result.backup.id}{kept}")
+            moved = f"; {item.note}" if item.changed else ""  # (a link re-pointed since: its old target)
+            click.echo(f"{result.backup.tool}: {item.changed or item.path} {verb} from backup {result.backup.id}"
+                       f"{kept}{moved}")
             if item.dropped:
                 warn(f"{item.path} was edited after `mirror use` wrote it ({_shown_lines(item.dropped)}) in a way that"
                      f" cannot be kept apart from prefetch's change, so it is back as it was before `use` and that"

@@ -2,38 +2,32 @@
 
 A proxy variable, pip's ``index-url``, ``HF_ENDPOINT`` or a mirror may carry ``user:password@``;
 the report quotes them (and its probes' errors quote them again). Every password found in those
-settings is replaced by ``***`` wherever it stands as ``:PASSWORD@`` in a check or a source's
-verdict (and, three characters or more, wherever it stands: a parser's error may quote it
-cut at a ``/`` or a backslash), so the report holds none, whatever prints it (``doctor --json`` as the text output; a
-password with a quote in it, which the printers' pattern stops at, included).
+settings is replaced by ``***`` wherever it stands as a credential (``net.proxies.credential_patterns``):
+``:PASSWORD@``, percent-decoded or as requests quotes it, and a piece of it a parser's error
+quotes (cut at a ``/`` or a backslash, in quotes), so the report holds none, whatever prints it
+(``doctor --json`` as the text output; a password with a quote in it, which the printers' pattern
+stops at, included). The same letters elsewhere (a password ``data``, a path ``/data/x``) stay.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields, replace
 from typing import Iterable, Mapping
-from urllib.parse import unquote, urlsplit
 
 
-def passwords_in(values: Iterable[str | None]) -> set[str]:
-    """The passwords of the URLs among ``values`` (a proxy written without its scheme too), and
-    the pieces of a password a parser may quote (``net.proxies.secret_pieces``: a password with
-    a ``/`` in it, which ends the host for urlsplit, included)."""
-    from prefetch.net.proxies import secret_pieces
+def passwords_in(values: Iterable[str | None]) -> list:
+    """Where the passwords of the URLs among ``values`` (a proxy written without its scheme too)
+    may stand in a message, as ``net.proxies.credential_patterns``, longest passwords first."""
+    from prefetch.net.proxies import credential_patterns
 
-    found: set[str] = set()
+    found: dict[str, list] = {}
     for value in values:
         if not value or "@" not in value:
             continue
         for word in value.split():
-            found.update(secret_pieces(word))
-            try:
-                password = urlsplit(word if "://" in word else "http://" + word).password
-            except ValueError:
-                continue
-            if password:
-                found.update({password, unquote(password)})
-    return found
+            if "@" in word and word not in found:
+                found[word] = credential_patterns(word)
+    return [p for word in sorted(found, key=len, reverse=True) for p in found[word]]
 
 
 def settings(env: Mapping[str, str], effective, catalog) -> list[str | None]:
@@ -50,23 +44,18 @@ def settings(env: Mapping[str, str], effective, catalog) -> list[str | None]:
     return values
 
 
-def hide(report, passwords: set[str]):
-    """``report`` (a ``DoctorReport``) with each ``:PASSWORD@`` as ``:***@``."""
-    if not passwords:
+def hide(report, patterns: list):
+    """``report`` (a ``DoctorReport``) with each password (``passwords_in``) as ``***``."""
+    if not patterns:
         return report
-    ordered = sorted(passwords, key=len, reverse=True)
+    from prefetch.net.proxies import hide_credentials
 
     def clean(item):
         changes = {}
         for f in fields(item):
             value = getattr(item, f.name)
             if isinstance(value, str):
-                new = value
-                for password in ordered:
-                    new = new.replace(f":{password}@", ":***@")
-                for password in ordered:  # (quoted without its "@": a parser's words, "'alice:Zq7' is not a valid host")
-                    if len(password) >= 3:
-                        new = new.replace(password, "***")
+                new = hide_credentials(value, patterns)
                 if new != value:
                     changes[f.name] = new
         return replace(item, **changes) if changes else item

@@ -73,7 +73,7 @@ def iter_log(
     """
     import os
 
-    from prefetch.fs.safefs import open_file
+    from prefetch.jobs.log_file import open_log
 
     record = get_job(job_id, env)
     path = record.log_path if record.log else jobs_dir(env) / f"{job_id}.log"
@@ -82,7 +82,7 @@ def iter_log(
     while True:
         finished = not follow or not get_job(job_id, env).active
         try:
-            with os.fdopen(open_file(path, os.O_RDONLY, own=False), "rb") as fh:
+            with os.fdopen(open_log(path, os.O_RDONLY, own=False), "rb") as fh:  # (an earlier 0644 one made 0600)
                 fh.seek(position)
                 data = fh.read()
         except FileNotFoundError:

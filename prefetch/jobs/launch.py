@@ -193,13 +193,14 @@ def _start_worker(record: JobRecord, *, env: Mapping[str, str], python: str | No
                 env[var] = os.path.abspath(value)
             except OSError:  # the caller's directory is gone: the name means nothing anywhere
                 pass
-    from prefetch.fs.safefs import open_file
+    from prefetch.jobs.log_file import open_log
 
     pid = reap = None
     spawning = False
     try:
         # Never through a link or into a FIFO planted at the log's name.
-        with os.fdopen(open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), "ab") as log:
+        # Its owner's alone (0600), as the record: its lines name the URLs and paths the job fetches.
+        with os.fdopen(open_log(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as log:
             # ui.render's timestamp (2026-11-22T05:40:01Z), without loading the renderer here
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             log.write(f"{stamp} job {record.id} {note}: {record.command}\n".encode("utf-8", "surrogateescape"))

@@ -4,6 +4,11 @@ The state dir often sits on a small root disk that something else fills (a ``pip
 beside the job) while the data goes to another one: the download must go on. A line that
 cannot be written is counted and dropped; the next line that can be written is preceded by
 one saying how many were lost and why.
+
+A log is its owner's alone (0600, as the job's record): its lines name every URL and path the job
+fetches. ``open_log`` creates it so, and makes one an earlier version left 0644 private as it
+opens it; ``keep_log_private`` does the same for a log no one opens (a finished job's, as
+``status`` reads its record).
 """
 
 from __future__ import annotations
@@ -60,3 +65,36 @@ class JobLog:
         fd, self.fd = self.fd, -1
         if fd >= 0:
             os.close(fd)
+
+
+def open_log(path, flags: int, *, own: bool = True) -> int:
+    """A job's log opened never through a link (``safefs.open_file``), created 0600; one of ours
+    that others may read (an earlier version's 0644) is made 0600.
+
+    Raises:
+        UnsafePathError: a link, FIFO or other non-regular file there, or (``own``) not ours.
+        OSError: as ``os.open``.
+    """
+    from prefetch.fs.safefs import open_file_stat
+
+    fd, st = open_file_stat(path, flags, 0o600, own=own)
+    if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+        try:
+            os.fchmod(fd, 0o600)
+        except OSError:  # (a read-only disk: used as it is)
+            pass
+    return fd
+
+
+def keep_log_private(path) -> None:
+    """Make the log at ``path`` 0600 when it is a regular file of ours that others may read; else nothing."""
+    import stat
+
+    from prefetch.errors import UnsafePathError
+
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077 and st.st_uid == os.geteuid():
+            os.close(open_log(path, os.O_RDONLY))
+    except (OSError, UnsafePathError):  # (gone, unreadable, or swapped for a link meanwhile: left)
+        pass

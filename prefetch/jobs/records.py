@@ -225,7 +225,8 @@ def _read_record(path: Path) -> bytes | None:
     """A record's bytes (``safefs.read_bytes``, another account's included), or None when absent.
     One of ours that others may read, as a version before the nineteenth sitting wrote every
     record (0644: the links as given, a presigned link's signature, a ``token=``), is made 0600
-    as it is read (``status`` reads each): a finished job's record is never written again.
+    as it is read (``status`` reads each): a finished job's record is never written again. Its log,
+    which every version before the twenty-first sitting left 0644 (each URL and path fetched), too.
 
     Raises:
         UnsafePathError: not a regular file. OSError: unreadable.
@@ -237,11 +238,15 @@ def _read_record(path: Path) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     with os.fdopen(fd, "rb") as fh:
-        if st.st_mode & 0o077 and st.st_uid == os.geteuid():
-            try:
-                os.fchmod(fd, 0o600)
-            except OSError:  # (a read-only disk: read as it is)
-                pass
+        if st.st_uid == os.geteuid():
+            if st.st_mode & 0o077:
+                try:
+                    os.fchmod(fd, 0o600)
+                except OSError:  # (a read-only disk: read as it is)
+                    pass
+            from prefetch.jobs.log_file import keep_log_private
+
+            keep_log_private(path.with_suffix(".log"))  # (its log too, which a finished job never opens again)
         return fh.read(64 << 20)
 
 

@@ -147,10 +147,9 @@ def _open_log(record, env: Mapping[str, str]) -> TextIO:
 
     path = Path(record.log) if record.log else jobs_dir(env) / f"{record.id}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
-    from prefetch.fs.safefs import open_file
+    from prefetch.jobs.log_file import JobLog, open_log
 
-    fd = open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # never through a planted link
-    from prefetch.jobs.log_file import JobLog
+    fd = open_log(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # never through a planted link; 0600
 
     return JobLog(fd)  # a line the disk refuses is dropped, never fatal to the job
 

@@ -172,16 +172,68 @@ def shown_proxy(value: str) -> str:
 def hide_proxy_passwords(text: str, env) -> str:
     """``text`` with every proxy variable's value in ``env`` that carries credentials shown as
     :func:`shown_proxy` shows it (an exception's message may quote the variable whole), and
-    any piece of its credentials a parser quoted (:func:`secret_pieces`) as ``***``."""
+    any piece of its credentials a parser quoted (:func:`credential_patterns`) as ``***``."""
     for name, value in env.items():
         if value and "@" in value and name.lower().endswith("_proxy"):
             text = text.replace(value, shown_proxy(value))
             bare = value.partition("://")[2]
             if bare:
                 text = text.replace(bare, shown_proxy(bare))
-            for piece in secret_pieces(value):
-                text = text.replace(piece, "***")
+            text = hide_credentials(text, credential_patterns(value))
     return text
+
+
+def hide_credentials(text: str, patterns) -> str:
+    """``text`` with what each of ``patterns`` (:func:`credential_patterns`) matches as ``***``, in order."""
+    for pattern in patterns:
+        text = pattern.sub("***", text)
+    return text
+
+
+_QUOTED = "'\""  # a parser's words quote what it could not read: 'alice:Zq7', 'Zq7pw'
+# requests' requote_uri: what it leaves unquoted in a URL it sends or quotes (a "\\" becomes %5C)
+_REQUOTE_SAFE = "!#$%&'()*+,/:;=?@[]~"
+
+
+def credential_patterns(value: str) -> list:
+    """Where a message may quote the password of the URL ``value``, as compiled patterns to apply
+    in order: the password (as written, percent-decoded, as requests quotes it) wherever it stands
+    as ``:PASSWORD@`` or in a parser's quotes, whatever its length; and each piece of
+    :func:`secret_pieces` only with the neighbours it has in ``value`` (``/Zq7pw@`` of
+    ``alice:ab/Zq7pw@``) or those, or as urllib3 names a port it misread (``port=8123)`` of
+    ``alice:8123/x@``). Never where the same letters are an ordinary word or a path: a
+    password ``data`` leaves ``/data/x.bin`` and ``metadata`` as they are, and does not tell an
+    onlooker what it is by the words it hides."""
+    from urllib.parse import quote, unquote, urlsplit
+
+    start = value.find("://") + 3 if "://" in value else 0
+    end = value.rfind("@")
+    passwords = [value[start:end].partition(":")[2] if end > start else ""]
+    try:  # (and as urlsplit reads it: up to the host's first "@" when a "/" comes before another)
+        passwords.append(urlsplit(value if "://" in value else "http://" + value).password or "")
+    except ValueError:
+        pass
+    forms = [form for password in passwords if password
+             for form in (password, unquote(password), quote(password, safe=_REQUOTE_SAFE))]
+    spots: list[tuple[str, set[str]]] = [(form, set()) for form in dict.fromkeys(forms)]
+    for piece in secret_pieces(value):
+        around = set()
+        at = value.find(piece, start, end + 1)
+        while 0 <= at and at + len(piece) <= end:  # (each place it stands in the credentials)
+            around.add((value[at - 1] if at > 0 else "", value[at + len(piece)]))
+            at = value.find(piece, at + 1, end + 1)
+        spots.append((piece, around))
+    patterns = []
+    for text, around in spots:
+        choices = [("[:" + re.escape(_QUOTED) + "]", "[@" + re.escape(_QUOTED) + "]")]
+        for before, after in sorted(around):
+            left = f"[{re.escape(before + _QUOTED)}]" if before else None
+            choices.append((left, f"[{re.escape(after + _QUOTED)}]"))
+        alternatives = [(f"(?<={left})" if left else r"(?<![^\s'\"=])") + re.escape(text) + f"(?={right})"
+                        for left, right in dict.fromkeys(choices)]
+        alternatives.append(rf"(?<=port=){re.escape(text)}(?=[),])")  # (urllib3's pool, a password read as the port)
+        patterns.append(re.compile("|".join(alternatives)))
+    return patterns
 
 
 # Where a URL parser stops reading an authority: urllib3 2.8 quotes "'alice:Zq7' is not a valid

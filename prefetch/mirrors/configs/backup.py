@@ -41,6 +41,7 @@ class FileBackup:
     written_sha256: str | None = None  # of what `use` wrote there (None: a pre-restore copy, or older)
     written_blob: str | None = None  # a copy of what `use` wrote, the base for keeping later edits
     link: str | None = None  # the path was a symbolic link (a dotfile manager's): its text, dangling or not
+    target: str | None = None  # ... and the file it led to, links resolved: the file `use` changed
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ def create_backup(
         for index, path in enumerate(paths):
             path = Path(path)
             new = (written or {}).get(path)
-            mark = {"link": os.readlink(path)} if path.is_symlink() else {}
+            mark = {"link": os.readlink(path), "target": os.path.realpath(path)} if path.is_symlink() else {}
             if new is not None:
                 write_new(directory / f"{index}-{path.name}.written", new, mode=0o600, durable=True)
                 mark.update(written_sha256=hashlib.sha256(new).hexdigest(), written_blob=f"{index}-{path.name}.written")
@@ -263,7 +264,7 @@ def write_meta(backup: Backup) -> None:
         "restored": backup.restored,
         "files": [
             {"path": str(f.path), "existed": f.existed, "blob": f.blob, "sha256": f.sha256,
-             "written_sha256": f.written_sha256, "written_blob": f.written_blob, "link": f.link}
+             "written_sha256": f.written_sha256, "written_blob": f.written_blob, "link": f.link, "target": f.target}
             for f in backup.files
         ],
     }
@@ -326,7 +327,8 @@ def _read_meta(directory: Path) -> Backup | None:
         meta = json.loads((read_state(directory / META) or b"").decode("utf-8"))
         files = tuple(
             FileBackup(path=Path(f["path"]), existed=bool(f["existed"]), blob=f.get("blob"), sha256=f.get("sha256"),
-                       written_sha256=f.get("written_sha256"), written_blob=f.get("written_blob"), link=f.get("link"))
+                       written_sha256=f.get("written_sha256"), written_blob=f.get("written_blob"), link=f.get("link"),
+                       target=f.get("target"))
             for f in meta["files"]
         )
         return Backup(

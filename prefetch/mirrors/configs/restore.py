@@ -5,6 +5,10 @@ in ``~/.bashrc``) keeps those edits: only ``use``'s own change is undone, as a t
 of what ``use`` wrote (the base), the copy from before ``use`` and the file now. When the
 edit touches the lines ``use`` wrote (or the result would not load), the file goes back byte
 for byte and the result names the lines that were dropped and where the edited file is saved.
+
+A link ``use`` wrote through (a dotfile manager's) that the user re-pointed since, or replaced, is
+theirs: it is left alone, and ``use``'s change is undone in the file it changed, the link's old
+target (``changed_file``). A link made where ``use`` wrote a file is left alone too.
 """
 
 from __future__ import annotations
@@ -32,10 +36,12 @@ class RestoredFile:
     """What a restore did to one file."""
 
     path: Path
-    action: str  # "restored", "removed", "absent", or "merged" (as before `use`, plus the user's later edits)
+    action: str  # "restored", "removed", "absent", "merged" (as before `use`, plus the user's later edits), or "left"
     kept: tuple[str, ...] = ()  # "merged": the user's lines kept
     dropped: tuple[str, ...] = ()  # "restored"/"removed": the user's later lines it took away
     edited_copy: Path | None = None  # where the file as the user left it is saved (when edited)
+    changed: Path | None = None  # the file put back when it is not what ``path`` leads to now (a re-pointed link's old target)
+    note: str = ""  # why ``path`` itself was left alone
 
 
 @dataclass(frozen=True)
@@ -168,14 +174,53 @@ def _user_lines(written: bytes, current: bytes) -> tuple[str, ...]:
     return tuple(line[2:].strip() for line in difflib.ndiff(old, new) if line.startswith("+ ") and line[2:].strip())
 
 
+def changed_file(item: FileBackup) -> tuple[Path | None, str]:
+    """The file ``use`` changed for ``item`` (None: none of it is left to undo), and, when that is
+    not simply ``item.path``, one line on what ``item.path`` is now and that it is left alone.
+
+    ``item.path`` itself while it is what ``use`` saw: a file, or the link ``use`` wrote through.
+    A link re-pointed since (or replaced by a file, or removed) is the user's: the file ``use``
+    changed is the link's old target, put back where it still is a file. A link made where ``use``
+    wrote a file is the user's too, and what ``use`` changed was replaced with it."""
+    import os
+    import stat
+
+    from prefetch.fs.safefs import lstat_or_none
+
+    path = Path(item.path)
+    st = lstat_or_none(path)
+    now = os.readlink(path) if st is not None and stat.S_ISLNK(st.st_mode) else None
+    if item.link is None:
+        if now is None:
+            return path, ""
+        return None, f"{path} is a link to {now} made after `mirror use` wrote a file there: left alone"
+    if item.target is None:  # (a backup from before targets were recorded: the link's text tells)
+        target = Path(os.path.normpath(os.path.join(path.parent, item.link)))
+        same = now == item.link
+    else:  # (a folder on the way re-pointed, with the link's text unchanged, leads elsewhere too)
+        target = Path(item.target)
+        same = now is not None and os.path.realpath(path) == item.target
+    if same:
+        return path, ""  # the link `use` wrote through
+    now_is = (f"a link to {now} now" if now is not None else "a file of yours now" if st is not None
+              else "gone now")
+    kept = lstat_or_none(target)
+    if kept is None or not stat.S_ISREG(kept.st_mode):
+        return None, (f"{path} is left alone ({now_is}); {target}, the file `mirror use` changed through it, is "
+                      + ("gone: nothing to put back" if kept is None else "not a file now: left alone too"))
+    return target, f"`mirror use` wrote it through the link {path}, {now_is}: left alone"
+
+
 def _plan_file(
-    backup: Backup, item: FileBackup, blobs: dict[Path, bytes], ours: frozenset[str] = frozenset()
+    backup: Backup, item: FileBackup, blobs: dict[Path, bytes], ours: frozenset[str] = frozenset(),
+    where: Path | None = None,
 ) -> tuple[str, bytes | None, tuple, tuple]:
     """(action, bytes to write or None to remove, kept lines, dropped lines) for one file.
 
-    ``ours``: hashes of what any ``use`` wrote: a later ``use`` 's file is no user edit."""
+    ``ours``: hashes of what any ``use`` wrote: a later ``use`` 's file is no user edit.
+    ``where``: the file to put back (``changed_file``), ``item.path`` by default."""
     plain = ("restored", blobs[Path(item.path)]) if item.existed else ("removed", None)
-    current = _read_or_none(Path(item.path))
+    current = _read_or_none(Path(item.path) if where is None else where)
     now = hashlib.sha256(current).hexdigest() if current is not None else None
     if now is None or item.written_sha256 is None or now == item.written_sha256 or now in ours:
         return (*plain, (), ())  # as a `use` left it (or gone, or a backup from before this was recorded)
@@ -196,19 +241,28 @@ def _plan_file(
     return ("merged", merged.encode("utf-8"), mine, ())
 
 
-def _remove(item: FileBackup) -> None:
-    """Take away the file ``use`` created at ``item.path``. Through a link that was there before
-    ``use`` (a dotfile manager's, to a file not made yet) that is the file at the link's target:
-    the link stays, dangling again, as it was."""
+def _remove(item: FileBackup, where: Path) -> None:
+    """Take away the file ``use`` created at ``where`` (``changed_file``). Through a link that was
+    there before ``use`` (a dotfile manager's, to a file not made yet) that is the file at the
+    link's target: the link stays, dangling again, as it was."""
     import os
 
-    path = Path(item.path)
-    if item.link is not None and path.is_symlink() and os.readlink(path) == item.link:
+    path = where
+    if item.link is not None:
         from prefetch.fs.safefs import check_replaceable
 
-        path = Path(os.path.realpath(path))
+        if path.is_symlink():
+            path = Path(os.path.realpath(path))
         check_replaceable(path)  # (a link there, another account's file: refused, never removed)
     path.unlink()
+
+
+def check_restorable(backup: Backup) -> None:
+    """Refuse (before any write) a file to put back that is not ours to change (``check_config_target``)."""
+    for item in backup.files:
+        where = changed_file(item)[0]
+        if item.existed and where is not None:
+            check_config_target(where)
 
 
 def restore_backup(
@@ -227,28 +281,34 @@ def restore_backup(
         IntegrityError: a blob was altered.
     """
     blobs = load_backup(backup) if blobs is None else blobs
-    for item in backup.files:
-        if item.existed:
-            check_config_target(item.path)
-    plans = [_plan_file(backup, item, blobs, ours) for item in backup.files]
-    paths = [f.path for f in backup.files]
+    check_restorable(backup)
+    wheres = [changed_file(item) for item in backup.files]
+    plans = [_plan_file(backup, item, blobs, ours, where) for item, (where, _) in zip(backup.files, wheres)
+             if where is not None]
+    paths = [where for where, _ in wheres if where is not None]
     safety = create_backup(
         paths, tool=backup.tool, root=root, mirror=backup.mirror, operation=operation, kind="pre-restore"
     )
     saved = {Path(f.path): safety.directory / f.blob for f in safety.files if f.blob}
     results = []
-    for item, (action, data, kept, dropped) in zip(backup.files, plans):
-        copy = saved.get(Path(item.path)) if (kept or dropped) else None
+    planned = iter(plans)
+    for item, (where, note) in zip(backup.files, wheres):
+        if where is None:
+            results.append(RestoredFile(path=item.path, action="left", note=note))
+            continue
+        action, data, kept, dropped = next(planned)
+        copy = saved.get(where) if (kept or dropped) else None
         if data is not None:
-            write_atomic(item.path, data)
+            write_atomic(where, data)
         else:
             try:
-                _remove(item)
+                _remove(item, where)
             except FileNotFoundError:
                 action = "absent"
             except OSError as exc:
-                raise LocalFileError(f"cannot remove {item.path}: {exc.strerror or exc}") from None
-        results.append(RestoredFile(path=item.path, action=action, kept=kept, dropped=dropped, edited_copy=copy))
+                raise LocalFileError(f"cannot remove {where}: {exc.strerror or exc}") from None
+        results.append(RestoredFile(path=item.path, action=action, kept=kept, dropped=dropped, edited_copy=copy,
+                                    changed=where if where != Path(item.path) else None, note=note))
     done = replace(backup, restored=datetime.now(timezone.utc).isoformat())
     write_meta(done)
     return RestoreResult(backup=done, files=tuple(results), safety_backup=safety)

@@ -26,7 +26,7 @@ from prefetch.mirrors.configs.backup import (
     write_atomic,
 )
 from prefetch.mirrors.configs.marks import claim_hosts, read_marks, settings_lock, write_marks
-from prefetch.mirrors.configs.restore import RestoreResult, load_backup, restore_backup
+from prefetch.mirrors.configs.restore import RestoreResult, check_restorable, load_backup, restore_backup
 from prefetch.errors import UsageError
 from prefetch.mirrors.catalog import Mirror
 
@@ -367,9 +367,7 @@ def restore_mirror(*, state_dir: Path, backup_id: str | None = None, tools: str 
         loaded = [load_backup(backup) for backup in chosen]  # every copy checked before the first write
         ours = frozenset(f.written_sha256 for b in list_backups(root) for f in b.files if f.written_sha256)
         for backup in chosen:
-            for item in backup.files:
-                if item.existed:
-                    check_config_target(item.path)
+            check_restorable(backup)
         results = [
             restore_backup(backup, root=root, operation=operation, blobs=blobs, ours=ours)
             for backup, blobs in zip(chosen, loaded)
