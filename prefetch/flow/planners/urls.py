@@ -251,8 +251,9 @@ def describe_url_options(request: GetRequest) -> list[str]:
         from prefetch.flow.request import shown_url
 
         url = shown_url(url)
-        if entry.sha256 or entry.md5:
-            url += f"#sha256={entry.sha256}" if entry.sha256 else f"#md5={entry.md5}"
+        hashes = [f"{key}={value}" for key, value in (("sha256", entry.sha256), ("md5", entry.md5)) if value]
+        if hashes:  # (both, when both were given: the command retyped checks what the job checks)
+            url += "#" + "&".join(hashes)
         parts.append(url if not entry.out else f"{url} (out={entry.out})")
     if request.output_dir:
         parts += ["-P", request.output_dir]
