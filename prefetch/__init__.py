@@ -67,6 +67,8 @@ def _quiet_early_interrupts() -> None:
         except OSError:
             return False
         code = [line.strip() for line in text.decode("utf-8", "replace").splitlines()]
+        if code[:1] == ["#!/bin/sh"] and code[1:2] and code[1].startswith("'''exec' ") and code[2:3] == ["' '''"]:
+            code = code[3:]  # (pip's and uv's shebang where the interpreter's path has a space or is long)
         code = [line for line in code if line and not line.startswith("#")]
         wrapper = ("import ", "from prefetch.cli import run", "if __name__ ==", "sys.argv[0] ", "if sys.argv[0].",
                    "elif sys.argv[0].", "sys.exit(run())")
@@ -79,8 +81,12 @@ def _quiet_early_interrupts() -> None:
     if sys.argv[:1] == ["-m"] and "-m" in argv:  # (python -m: argv[0] is "-m" while runpy imports the package)
         ours = argv[argv.index("-m") + 1:][:1] == ["prefetch"]  # (the interpreter's -m: before the command's)
     else:  # (the console script: its __main__ is the script itself, named prefetch, an installer's wrapper)
+        # (run by a relative path, bin/prefetch or ./bin/prefetch, argv[0] is as typed and __file__ is
+        # the current directory joined to it)
+        typed = sys.argv[0] if sys.argv else ""
         ours = getattr(main, "__spec__", 1) is None and script.rpartition("/")[2] == "prefetch" and \
-            sys.argv[:1] == [script] and _entry_point_wrapper(script)
+            bool(typed) and (typed == script or (typed[:1] != "/" and script.endswith("/" + typed))) and \
+            _entry_point_wrapper(script)
     if ours:
         import _signal
 

@@ -102,6 +102,14 @@ def _main(argv: list[str] | None) -> None:
             _show_help(exc.ctx)
         elif isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
             _disk_failed(exc)
+        elif isinstance(exc, FileNotFoundError) and exc.filename is None and _cwd_removed():
+            # (os.getcwd()'s, under a relative path made absolute: -o, --cache-dir, KERAS_HOME)
+            from prefetch.fs.paths import current_dir
+
+            try:
+                current_dir()
+            except PrefetchError as removed:
+                _fail(str(removed), removed.exit_code)
         elif isinstance(exc, OSError) and exc.errno == 36:  # ENAMETOOLONG: a path the user gave (or its URL's name)
             _fail(f"{exc.filename}: {exc.strerror}; the filesystem allows names of up to 255 bytes; give a shorter "
                   f"path", ExitCode.USAGE)
@@ -120,6 +128,17 @@ def _main(argv: list[str] | None) -> None:
         _fail(f"internal error (a bug in prefetch): {type(exc).__name__}: {exc}; the full traceback was "
               f"written to {where}; please report it", ExitCode.FAILURE)
     sys.exit(int(rv) if isinstance(rv, int) else 0)
+
+
+def _cwd_removed() -> bool:
+    """Whether the current directory is gone (a temporary folder removed under a kernel)."""
+    import os
+
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return True
+    return False
 
 
 def _run(args: list[str]):

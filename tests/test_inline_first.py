@@ -302,6 +302,27 @@ def test_the_judge_takes_the_kernels_round_trip_only_when_the_cpus_were_contende
     assert quick.near
 
 
+def test_the_judge_looks_at_the_cpus_only_when_an_answer_could_make_the_host_near():
+    """Each look is a read of /proc/pressure/cpu: a loaded machine's 2,000 late loopback answers
+    made 2,000 of them, where the first contended one already made the host near for good; nor
+    does a round trip of a long route (that could never make it near) need one."""
+    from prefetch.engine.hosts import SharedRouteJudge
+
+    looks = []
+
+    def contended() -> bool:
+        looks.append(1)
+        return True
+
+    judge = SharedRouteJudge(0.04, contended=contended)
+    judge.add(0.3, 0.2)  # (a long route's own round trip)
+    assert looks == [] and not judge.near
+    for _ in range(2000):
+        judge.add(0.2, 0.00002)
+    assert judge.near and judge.kernel_rtt == 0.00002
+    assert len(looks) == 1, len(looks)
+
+
 def test_cpu_contention_reads_the_kernels_pressure_under_busy_loops(loaded_cpus):
     """The real kernel's pressure stall information while busy loops contend for every CPU: the
     machine counts as contended (where the kernel keeps none, the load average's verdict)."""

@@ -15,7 +15,7 @@ from conftest import run_cli
 from mirror_helpers import BENCH_FILE, Server, build_simple_index, isolate_tool_env, pip_user_conf, write_user_mirrors
 
 from prefetch.mirrors.bench import BenchStatus, bench_mirrors
-from prefetch.mirrors.catalog import DEFAULT_BENCH_FILE, PUBLISHED_SHA256, Mirror, load_catalog
+from prefetch.mirrors.catalog import DEFAULT_BENCH_FILE, PUBLISHED_SHA256, PUBLISHED_SIZE, Mirror, load_catalog
 
 FAKE = b"PK\x03\x04" + os.urandom(200 * 1024)  # a zip's first bytes, not pip's wheel
 
@@ -126,3 +126,89 @@ def test_the_catalogs_pins(tmp_path):
         assert "[bench] sha256 must be 64 hex digits" in str(exc) and "mirrors.toml:2" in str(exc), exc
     else:
         raise AssertionError("a malformed [bench] sha256 was accepted")
+
+
+class _EndlessLiar:
+    """A mirror whose ``/simple/pip/`` page lists ``name`` and which serves, under it, zip-looking
+    bytes that never end, ``rate`` bytes a second: cut off at the deadline, measured ``partial``,
+    its bytes never checked against any hash."""
+
+    def __init__(self, name: str, rate: int) -> None:
+        import http.server
+        import threading
+        import time
+
+        stop = self.stop_serving = threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if self.path.startswith("/simple/"):
+                    page = f'<html><body><a href="/packages/{name}">{name}</a></body></html>'.encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                chunk = b"PK\x03\x04" + bytes(rate // 20 - 4)
+                try:
+                    while not stop.is_set():
+                        self.wfile.write(chunk)
+                        time.sleep(0.05)
+                except OSError:
+                    pass
+                self.close_connection = True
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.stop_serving.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_mirror_that_never_ends_pips_wheel_is_not_measured_partial_and_fastest(tmp_path):
+    """Cut off at the deadline, a mirror's bytes were never checked: one that sent junk past the
+    wheel's size, as fast as it liked, was `partial`, usable, and the fastest (`use fastest`
+    pointed pip at it). Past the published size it is not the file: an error."""
+    liar = _EndlessLiar(DEFAULT_BENCH_FILE, rate=4 << 20)
+    try:
+        report = bench_mirrors([Mirror("liar", pypi=f"{liar.url}/simple")], deadline=3.0)
+    finally:
+        liar.close()
+    (only,) = report.results
+    assert only.status is BenchStatus.ERROR and "the sha256 PyPI publishes" in only.error, only
+    assert only.bytes <= PUBLISHED_SIZE[DEFAULT_BENCH_FILE] + (256 << 10), only  # (it stopped reading there)
+    assert report.fastest is None
+
+
+def test_a_pinned_file_cut_off_at_the_deadline_ranks_after_a_mirror_whose_bytes_were_checked(tmp_path):
+    """A user's ``[bench] sha256`` (no size known): the liar sending unchecked bytes faster than the
+    honest mirror sends the right file is `partial`, and comes after it."""
+    right = b"PK\x03\x04" + os.urandom(128 * 1024)
+    honest_root = tmp_path / "honest"
+    build_simple_index(honest_root, {"pip": {BENCH_FILE: right}})
+    honest = Server(honest_root, rate=96 * 1024).start()
+    liar = _EndlessLiar(BENCH_FILE, rate=4 << 20)
+    try:
+        report = bench_mirrors([Mirror("liar", pypi=f"{liar.url}/simple"), Mirror("honest", pypi=f"{honest.url}/simple")],
+                               deadline=4.0, probe_file=BENCH_FILE, probe_sha256=hashlib.sha256(right).hexdigest())
+    finally:
+        honest.stop()
+        liar.close()
+    by_name = {r.name: r for r in report.results}
+    assert by_name["honest"].status is BenchStatus.OK, by_name
+    assert by_name["liar"].status is BenchStatus.PARTIAL, by_name
+    assert by_name["liar"].throughput_bps > by_name["honest"].throughput_bps, by_name  # (the liar's bytes came faster)
+    assert report.fastest.name == "honest", report.results

@@ -146,12 +146,36 @@ if __name__ == "__main__":
 '''
 
 
-def test_another_installers_wrapper_is_still_the_command(silent_server, tmp_path):
+# pip's (distlib's) and uv's wrapper where the interpreter's path holds a space or is longer than a
+# shebang may be (a venv under "My Drive/..."): /bin/sh runs the interpreter on the script.
+SH_WRAPPER = r"""#!/bin/sh
+'''exec' "{python}" "$0" "$@"
+' '''
+# -*- coding: utf-8 -*-
+import re
+import sys
+from prefetch.cli import run
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\.pyw|\.exe)?$', '', sys.argv[0])
+    sys.exit(run())
+"""
+HOW = {"/abs/bin/prefetch": None, "bin/prefetch": ["bin/prefetch"], "./bin/prefetch": ["./bin/prefetch"],
+       "python bin/prefetch": [sys.executable, "bin/prefetch"]}
+
+
+@pytest.mark.parametrize("wrapper,how", [(UV_WRAPPER, "/abs/bin/prefetch"), (UV_WRAPPER, "bin/prefetch"),
+                                         (UV_WRAPPER, "./bin/prefetch"), (UV_WRAPPER, "python bin/prefetch"),
+                                         (SH_WRAPPER, "/abs/bin/prefetch")],
+                         ids=["uv", "uv-relative", "uv-dot-relative", "uv-python-relative", "sh-exec"])
+def test_another_installers_wrapper_is_still_the_command(wrapper, how, silent_server, tmp_path):
+    """Typed by a relative path (``.venv/bin/prefetch get ...``: argv[0] as typed, __file__ made
+    absolute), or written with the /bin/sh shebang, the wrapper was taken for a user's own script
+    named prefetch: an early Ctrl-C printed Python's traceback."""
     script = tmp_path / "bin" / "prefetch"
     script.parent.mkdir()
-    script.write_text(UV_WRAPPER.format(python=sys.executable))
+    script.write_text(wrapper.format(python=sys.executable))
     script.chmod(0o755)
-    run = _start([str(script)], silent_server, tmp_path, "import")
+    run = _start(HOW[how] or [str(script)], silent_server, tmp_path, "import")
     try:
         assert run.stderr.readline().strip() == "paused at import"
         _interrupted(run)

@@ -108,3 +108,21 @@ def test_a_record_the_earlier_version_wrote_is_made_private_when_read(open_home,
             return
         assert "SIGSECRET0123" not in text, "another account read the link's signature"
     as_other_user(read_it)
+
+
+def test_a_record_that_is_a_hard_link_to_another_file_of_ours_leaves_that_file_alone(home, tmp_path):
+    """``status`` makes an earlier version's 0644 record 0600 as it reads it; a name in the jobs
+    folder that is a hard link to another file of ours (as root, any root file: /etc/passwd made
+    0600 locks every other account out of user names) is not a record prefetch wrote: its
+    mode stays."""
+    from prefetch.jobs.records import jobs_dir
+
+    other = tmp_path / "passwd"
+    other.write_text('{"id": "j0518-a3f9"}\n')
+    other.chmod(0o644)
+    jobs = jobs_dir()
+    jobs.mkdir(parents=True)
+    os.link(other, jobs / "j0518-a3f9.json")
+    listed = run_cli("status", cwd=tmp_path)
+    assert "Traceback" not in listed.stderr, listed.stderr
+    assert stat.S_IMODE(other.stat().st_mode) == 0o644, oct(other.stat().st_mode)

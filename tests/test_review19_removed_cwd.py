@@ -72,3 +72,26 @@ def test_a_background_get_into_the_removed_directory_is_still_refused(origin, ho
     started = _in_removed_dir(tmp_path, [sys.executable, "-m", "prefetch", "get", origin.url_for("d.bin"), "-b"])
     assert started.returncode == 5, started.stderr
     assert "current directory was removed" in started.stderr and "Traceback" not in started.stderr
+
+
+@pytest.mark.parametrize("argv,env", [
+    (["get", "URL", "-o", "rel/d.bin", "-b"], {}),
+    (["get", "mnist", "-b"], {"KERAS_HOME": "relative-keras"}),
+    (["get", "ms://acme/tiny", "--cache-dir", "relative-ms"], {}),
+    (["get", "ms://acme/tiny", "--cache-dir", "relative-ms", "-b"], {}),
+], ids=["o-relative-b", "keras-home-relative-b", "ms-cache-dir-relative", "ms-cache-dir-relative-b"])
+def test_a_relative_path_from_a_removed_directory_is_one_line_not_an_internal_error(origin, home, tmp_path, argv,
+                                                                                     env):
+    """A relative -o, KERAS_HOME or --cache-dir made absolute from a removed directory was
+    "internal error (a bug in prefetch): FileNotFoundError" and a crash report, exit 1."""
+    argv = [origin.url_for("d.bin") if a == "URL" else a for a in argv]
+    environ = dict(os.environ, **env, MODELSCOPE_ENDPOINT="http://127.0.0.1:9", PREFETCH_RETRIES="1")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    got = subprocess.run([sys.executable, "-m", "prefetch", *argv], cwd=gone, env=environ,
+                         preexec_fn=lambda: os.rmdir(gone), capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL)
+    assert got.returncode == 5, (got.returncode, got.stderr)
+    lines = got.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the current directory was removed" in lines[0], got.stderr
+    assert not (home / ".prefetch" / "state" / "crashes").exists()

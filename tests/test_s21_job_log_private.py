@@ -72,3 +72,19 @@ def test_a_log_the_version_before_left_readable_is_made_private_when_its_job_is_
     assert stat.S_IMODE(log.stat().st_mode) == 0o600, oct(log.stat().st_mode)
     assert NAME in log.read_text()  # (the same log, kept)
     _nobody_reads(log)
+
+
+def test_a_log_that_is_a_hard_link_to_another_file_of_ours_leaves_that_file_alone(open_home, tmp_path):
+    """``status`` and ``log`` make an earlier version's 0644 log 0600; a log name that is a hard link
+    to another file of ours (as root, any root file: /etc/passwd made 0600 locks every other account
+    out of user names) is not a log prefetch wrote: that file's mode stays."""
+    log = _run_a_failing_job(tmp_path)
+    other = tmp_path / "passwd"
+    other.write_text("root:x:0:0::/root:/bin/sh\n")
+    other.chmod(0o644)
+    log.unlink()
+    os.link(other, log)
+    for command in (("status",), ("log",)):
+        shown = run_cli(*command, cwd=tmp_path)
+        assert "Traceback" not in shown.stderr, shown.stderr
+        assert stat.S_IMODE(other.stat().st_mode) == 0o644, (command, oct(other.stat().st_mode))

@@ -132,3 +132,15 @@ def test_a_wrong_md5_in_a_list_through_the_bulk_lane_is_never_placed(home, tmp_p
     assert sorted(p.name for p in out.iterdir()) == sorted(set(files) - {"f07.bin"})
     assert all((out / name).read_bytes() == body for name, body in files.items() if name != "f07.bin")
     assert len([row for row in served if row[3] == LANE_RANGE]) >= 30, "the lane carried most of them"
+
+
+def test_a_jobs_command_keeps_both_hashes_of_one_entry(home, tmp_path, cli, origin, data):
+    """The command a job shows (``status --json``, its log), to retype in a fresh shell, said the
+    sha256 of an entry given both and dropped its md5: retyped, it checked less than the job."""
+    listing = tmp_path / "urls.txt"
+    listing.write_text(_listing("one line", origin.url_for("a.bin"), _sha(data), _md5(data)))
+    started = cli("get", "-i", str(listing), "-P", str(tmp_path / "out"), "-b")
+    assert started.returncode == 0, started.stderr
+    assert cli("wait", "--timeout", "100").returncode == 0
+    (job,) = json.loads(cli("status", "--json").stdout)["jobs"]
+    assert f"#sha256={_sha(data)}&md5={_md5(data)}" in job["command"], job["command"]

@@ -81,7 +81,10 @@ class SharedRouteJudge(RouteJudge):
 
     def add(self, latency: float, rtt: float | None = None) -> str | None:
         with self._lock:
-            if rtt is not None and latency >= self.threshold and not self._contended():
+            if rtt is not None and (rtt >= self.threshold or self.near
+                                    or (self.kernel_rtt is not None and rtt >= self.kernel_rtt)):
+                pass  # (it cannot change what the judge says: no look at the CPUs, a /proc read an answer)
+            elif rtt is not None and latency >= self.threshold and not self._contended():
                 # A late answer while the CPUs were free: the time is the route's or the server's, not
                 # the machine's (a relay or tunnel one hop away, a CDN edge fetching from far away:
                 # the kernel's round trip is the next hop's), so it does not make the host near.

@@ -68,7 +68,12 @@ def _plan_groups(request: GetRequest, *, env: Mapping[str, str]) -> tuple[list[t
     if own_mirrors and request.mirrors and len(by_kind) > 1:
         raise UsageError(f"with {own_mirrors[0].kind} names, --mirror is read by that kind alone: "
                          f"get {own_mirrors[0].kind} names and others in separate commands")
+    if request.mirrors_from_env:  # (a job's PREFETCH_DATASET_MIRROR: its password given again by this shell)
+        request = _env_mirrors_again(request, env)
     for mirror in request.mirrors:  # (a resumed job's, read from its record)
+        if request.mirrors_from_env:
+            check_password_given(mirror, f"the job was started with PREFETCH_DATASET_MIRROR={mirror}",
+                                 "set PREFETCH_DATASET_MIRROR to it again in this shell and resume")
         check_password_given(mirror, f"--mirror {mirror}", "run the same `prefetch get ... --mirror URL` again "
                                                             "(it resumes from the bytes on disk)")
     ctx = PlanContext(request=request, env=env, config=config_dir(env),
@@ -100,6 +105,21 @@ def _plan_groups(request: GetRequest, *, env: Mapping[str, str]) -> tuple[list[t
     store_urls = any(isinstance(plan, FilePlan) and any(u[:5].lower() == "s3://" for u in plan.spec.urls)
                      for _, plans in groups for plan in plans)
     return groups, _fetch_options(request, env, bases, seed, store_urls=store_urls)
+
+
+def _env_mirrors_again(request: GetRequest, env: Mapping[str, str]) -> GetRequest:
+    """A job's mirrors pinned from ``PREFETCH_DATASET_MIRROR`` (its record keeps a password as
+    ``***``) with the password of the same mirror (user, host and path) that ``env`` sets again:
+    a resume from a shell that set the variable again, and its worker. Another mirror the
+    variable names now gets nothing of it (the job's mirror is refused, not swapped)."""
+    from dataclasses import replace
+
+    from prefetch.flow.request import hide_url_password
+
+    given = (m.strip() for m in env.get("PREFETCH_DATASET_MIRROR", "").split(","))
+    again = {hide_url_password(m): m for m in given if m}
+    mirrors = [again.get(m, m) for m in request.mirrors]
+    return replace(request, mirrors=mirrors) if mirrors != request.mirrors else request
 
 
 def _fetch_options(request: GetRequest, env: Mapping[str, str], bases: tuple[str, ...],

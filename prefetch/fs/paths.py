@@ -59,7 +59,7 @@ def current_dir() -> Path:
         from prefetch.errors import LocalFileError
 
         raise LocalFileError("the current directory was removed: cd to one that exists, or give absolute paths "
-                             "(-P DIR, -o FILE)") from None
+                             "(-P DIR, -o FILE, --cache-dir DIR)") from None
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -78,7 +78,7 @@ def open_log(path, flags: int, *, own: bool = True) -> int:
     from prefetch.fs.safefs import open_file_stat
 
     fd, st = open_file_stat(path, flags, 0o600, own=own)
-    if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+    if st.st_mode & 0o077 and st.st_uid == os.geteuid() and st.st_nlink == 1:  # (a hard link: not ours to change)
         try:
             os.fchmod(fd, 0o600)
         except OSError:  # (a read-only disk: used as it is)
@@ -94,7 +94,7 @@ def keep_log_private(path) -> None:
 
     try:
         st = os.lstat(path)
-        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077 and st.st_uid == os.geteuid():
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077 and st.st_uid == os.geteuid() and st.st_nlink == 1:
             os.close(open_log(path, os.O_RDONLY))
     except (OSError, UnsafePathError):  # (gone, unreadable, or swapped for a link meanwhile: left)
         pass

@@ -238,7 +238,9 @@ def _read_record(path: Path) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     with os.fdopen(fd, "rb") as fh:
-        if st.st_uid == os.geteuid():
+        # (one name only: a hard link to another file of ours, /etc/passwd as root, is not a record of
+        # ours to change; prefetch never writes through a link it did not make)
+        if st.st_uid == os.geteuid() and st.st_nlink == 1:
             if st.st_mode & 0o077:
                 try:
                     os.fchmod(fd, 0o600)

@@ -27,7 +27,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from prefetch.net.http import Client, Timeouts, follow_redirects
 from prefetch.net.failures import TransientHTTPError
 from prefetch.net.sniff import looks_like_html
-from prefetch.mirrors.catalog import DEFAULT_BENCH_FILE, DEFAULT_BENCH_PROJECT, PUBLISHED_SHA256, Mirror
+from prefetch.mirrors.catalog import DEFAULT_BENCH_FILE, DEFAULT_BENCH_PROJECT, PUBLISHED_SHA256, PUBLISHED_SIZE, Mirror
 
 _HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
 _SHA256 = re.compile(r"sha256=([0-9a-fA-F]{64})$")
@@ -126,9 +126,13 @@ def bench_mirrors(
                 seconds=deadline,
                 error=f"no answer within the {deadline:g}s deadline",
             )
+    # A pinned file's bytes are checked only once whole: a mirror cut off at the deadline (partial) comes
+    # after every one whose bytes were checked, however fast its unchecked bytes came.
+    pinned = pinned_sha256(probe_file, probe_file, probe_sha256) is not None
     ordered = sorted(
         collected.values(),
-        key=lambda r: (not r.usable, -(r.throughput_bps or 0.0), r.latency_s or float("inf"), r.name),
+        key=lambda r: (not r.usable, pinned and r.status is not BenchStatus.OK, -(r.throughput_bps or 0.0),
+                       r.latency_s or float("inf"), r.name),
     )
     return BenchReport(results=tuple(ordered), deadline_s=deadline)
 
@@ -201,7 +205,10 @@ def measure_mirror(
         digest = pin[0] if pin else digest  # (a pinned file: the page's #sha256= counts for nothing)
         hasher = hashlib.sha256() if digest else None
         head = bytearray()
-        received, finished = _read_until(response, remaining, hasher, head)
+        # (a pinned file of a known size: no more than one byte past it is read, and the hash then tells)
+        limit = PUBLISHED_SIZE.get(_file_name(probe)) if pin and pin[0] == PUBLISHED_SHA256.get(_file_name(probe)) \
+            else None
+        received, finished = _read_until(response, remaining, hasher, head, limit=limit)
         elapsed = max(clock() - headers_at, 1e-6)
         rate = received / elapsed if received else None
         if looks_like_html(bytes(head)):
@@ -273,10 +280,11 @@ def _cut(deadline: float) -> str:
 
 
 def _read_until(
-    response, remaining: Callable[[], float], hasher=None, head: bytearray | None = None
+    response, remaining: Callable[[], float], hasher=None, head: bytearray | None = None, limit: int | None = None
 ) -> tuple[int, bool]:
     """Read the body until its end or the deadline (fed to ``hasher``; its first 512 bytes
-    kept in ``head``); return (bytes, finished)."""
+    kept in ``head``); return (bytes, finished). With ``limit``, a body longer than that many
+    bytes is finished once more arrived (what more it sends cannot be the file)."""
     import http.client
 
     buffer = memoryview(bytearray(256 << 10))
@@ -293,6 +301,8 @@ def _read_until(
                 hasher.update(buffer[:n])
             if head is not None and len(head) < 512:
                 head += buffer[: min(n, 512 - len(head))]
+            if limit is not None and received > limit:
+                return received, True
     except (http.client.HTTPException, OSError):
         return received, False
     finally:

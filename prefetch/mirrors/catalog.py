@@ -25,6 +25,9 @@ DEFAULT_BENCH_FILE = "pip-24.0-py3-none-any.whl"
 # that file are held to it, never to the mirror's own index page, which a hostile or broken
 # mirror writes to fit whatever it serves.
 PUBLISHED_SHA256 = {DEFAULT_BENCH_FILE: "ba0d021a166865d2265246961bec0152ff124de910c5cc39f1156ce3fa7c69dc"}
+# ... and its size: a mirror still sending past it is not sending that file (it would otherwise pass
+# as `partial` at the deadline, unchecked, and be measured the fastest).
+PUBLISHED_SIZE = {DEFAULT_BENCH_FILE: 2110226}
 
 _MIRROR_KEYS = {"title", "pypi", "conda", "hf", "ms", "probe", "trusted_host"}
 _DATASET_KEYS = {"title", "url"}

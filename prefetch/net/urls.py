@@ -57,6 +57,17 @@ def _refused(url: str) -> str:
     return f"{scheme}{sep}***@{rest.rpartition('@')[2]}" if sep else "***@" + url.rpartition("@")[2]
 
 
+def shown_unchecked(url: str) -> str:
+    """``url`` (or a local path) for a message before ``check_url`` took it: everything up to its
+    last ``@`` after the scheme hidden (``_refused``: a password a / ? # or quote cuts short, where
+    the error line's scrub does not look) and a signed query as ``(signed)``."""
+    shown = _refused(url) if "://" in url else url
+    try:
+        return redact_url(shown)
+    except ValueError:  # (a bracket a host never closes)
+        return shown
+
+
 # What a host never contains: whitespace (str.isspace's, as \s of a str pattern), control
 # characters, DEL, and the characters that end or quote a host.
 _BAD_HOST_CHARACTER = re.compile(r'[\s\x00-\x1f\x7f<>"{}|\\^`%/?#@]')

@@ -22,11 +22,11 @@ from urllib.parse import urlsplit
 from prefetch.cache.plans import plan_files
 from prefetch.errors import UnknownDatasetError, UsageError
 from prefetch.flow.planners.base import PlanContext, Planner
-from prefetch.flow.request import GetRequest
+from prefetch.flow.request import GetRequest, shown_url
 from prefetch.fs.paths import expand_path
 from prefetch.model.plans import FilePlan
 from prefetch.model.specs import ExpectedHash, FileSpec
-from prefetch.net.urls import check_url
+from prefetch.net.urls import check_url, redact_url
 
 if TYPE_CHECKING:
     from prefetch.cache.torchvision import TorchvisionTables, TvDataset
@@ -114,7 +114,7 @@ def _hub_plan(tables: TorchvisionTables, url: str, *, hub: Path, dataset: str,
               alternates: tuple[str, ...] = ()) -> FilePlan:
     name = name or PurePosixPath(urlsplit(url).path).name
     if not name or name in (".", ".."):
-        raise UsageError(f"cannot tell a checkpoint file name from {url!r}")
+        raise UsageError(f"cannot tell a checkpoint file name from {redact_url(url)!r}")
     expected = expected or tables.hub_expected(name)
     spec = FileSpec(name=name, url=url, target=str(hub / name), expected=expected, alternates=alternates)
     return FilePlan(dataset=dataset, spec=spec, final=hub / name, also=(), extract_into=())
@@ -130,7 +130,8 @@ def plan_hub_urls(urls: Sequence[tuple[str, ExpectedHash | None]], ctx: PlanCont
     hub = checkpoints_dir(ctx)
     for url, _ in urls:
         check_url(url)
-    return [_hub_plan(tables, url, hub=hub, dataset=url, expected=given) for url, given in urls]
+    # (the dataset is what a job's record and `status --json` show for each file: no password, no signature)
+    return [_hub_plan(tables, url, hub=hub, dataset=shown_url(url), expected=given) for url, given in urls]
 
 
 def _tables(ctx: PlanContext) -> TorchvisionTables:

@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 from prefetch.errors import BadHashError, UsageError
 from prefetch.model.lean import dataclass
 from prefetch.model.specs import ExpectedHash, parse_hash
-from prefetch.net.urls import file_url, is_local_path, is_url
+from prefetch.net.urls import file_url, is_local_path, is_url, shown_unchecked
 
 _OPTIONS = ("sha256", "md5", "checksum", "out", "dir")
 
@@ -153,7 +153,8 @@ def _apply_option(entry: UrlEntry, token: str, where: str) -> None:
 def entry_hashes(entry: UrlEntry, *, where: str) -> tuple[str, tuple[ExpectedHash, ...]]:
     """The URL to fetch (fragment removed) and the hashes its bytes must all match, one per
     algorithm, sha256 first (a sha256 and an md5 of the same file: both checked), from the
-    entry and its fragment.
+    entry and its fragment. ``where``: the entry's URL as given, which a message shows with no
+    password (``net.urls.shown_unchecked``: it is not checked yet).
 
     Raises:
         UsageError / BadHashError: two values for one algorithm, or a malformed hash.
@@ -162,12 +163,12 @@ def entry_hashes(entry: UrlEntry, *, where: str) -> tuple[str, tuple[ExpectedHas
     given = {k: v for k, v in (("sha256", entry.sha256), ("md5", entry.md5)) if v}
     for key, value in fragment.items():
         if key in given and given[key].lower() != value.lower():
-            raise UsageError(f"{where}: the URL's #{key}= and the {key} option differ")
+            raise UsageError(f"{shown_unchecked(where)}: the URL's #{key}= and the {key} option differ")
         given[key] = value
     try:
         return url, tuple(parse_hash(given[key], algorithm=key) for key in HASH_ORDER if key in given)
     except BadHashError as exc:
-        raise BadHashError(f"{where}: {exc}") from None
+        raise BadHashError(f"{shown_unchecked(where)}: {exc}") from None
 
 
 HASH_ORDER = ("sha256", "md5")  # a file's hashes, the one its download is hashed by first

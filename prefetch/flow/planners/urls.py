@@ -75,7 +75,8 @@ def plan_url_specs(
         prior = taken.get(target)
         if prior is not None:
             if prior[0] != url and link_key(prior[0]) != link_key(url):
-                raise UsageError(f"{prior[0]} and {url} would both be saved as {target}; give one of them out=NAME")
+                raise UsageError(f"{redact_url(prior[0])} and {redact_url(url)} would both be saved as {target}; "
+                                 f"give one of them out=NAME")
             # The same file asked twice (or one object under two signings): fetched once, with the
             # hashes either line gives (a hash on the second line was dropped with it: the file
             # landed unverified); two of one algorithm: refused.
@@ -111,8 +112,8 @@ def _check_no_folder_taken(taken: dict[str, tuple[str, int]], bases: set[str]) -
         while folder not in bases and folder != os.path.dirname(folder):  # (most files: one look, at their base)
             other = taken.get(folder)
             if other is not None:
-                raise UsageError(f"{other[0]} would be saved as {folder}, the folder {url} is saved in "
-                                 f"({target}); give one of them out=NAME")
+                raise UsageError(f"{redact_url(other[0])} would be saved as {folder}, the folder "
+                                 f"{redact_url(url)} is saved in ({target}); give one of them out=NAME")
             folder = os.path.dirname(folder)
 
 
@@ -135,8 +136,8 @@ def _same_file_again(specs: list[DatasetSpec], index: int, url: str, hashes: tup
     for expected in hashes:
         kept = known.setdefault(expected.algorithm, expected)
         if kept != expected:
-            raise UsageError(f"{url} is listed twice with different {kept.algorithm} hashes ({kept.hexdigest} and "
-                             f"{expected.hexdigest}); keep the right one")
+            raise UsageError(f"{redact_url(url)} is listed twice with different {kept.algorithm} hashes "
+                             f"({kept.hexdigest} and {expected.hexdigest}); keep the right one")
     merged = tuple(known[key] for key in HASH_ORDER if key in known)
     if merged != tuple(h for h in (file.expected, *file.more_hashes) if h is not None):
         file = replace(file, expected=merged[0], more_hashes=merged[1:])
@@ -250,8 +251,9 @@ def describe_url_options(request: GetRequest) -> list[str]:
         from prefetch.flow.request import shown_url
 
         url = shown_url(url)
-        if entry.sha256 or entry.md5:
-            url += f"#sha256={entry.sha256}" if entry.sha256 else f"#md5={entry.md5}"
+        hashes = [f"{key}={value}" for key, value in (("sha256", entry.sha256), ("md5", entry.md5)) if value]
+        if hashes:  # (both, when both were given: the command retyped checks what the job checks)
+            url += "#" + "&".join(hashes)
         parts.append(url if not entry.out else f"{url} (out={entry.out})")
     if request.output_dir:
         parts += ["-P", request.output_dir]
