@@ -151,3 +151,18 @@ def test_clean_with_cache_dir_tidies_the_hub_caches_there(home, ms, monkeypatch,
     assert done.returncode == 0, done.stderr
     assert sorted(r["path"] for r in json.loads(done.stdout)["removed"]) == sorted(map(str, stale))
     assert not any(p.exists() for p in stale)
+
+
+def test_the_python_api_removes_a_repo_from_the_cache_ensure_filled(home, ms, monkeypatch, tmp_path):
+    """`prefetch.remove(..., ms_cache=DIR)` / `hub_cache=` as `ensure(..., ms_cache=DIR)` filled it."""
+    import prefetch
+
+    use_endpoint(monkeypatch, ms.url, home / "ms")
+    cache = tmp_path / "msc"
+    prefetch.ensure("ms://acme/tiny", ms_cache=str(cache), progress=False)
+    folder = cache / "models" / "acme--tiny"
+    assert (folder / "snapshots" / "master" / "config.json").read_bytes() == MODEL["config.json"]
+    assert prefetch.remove("ms://acme/tiny").removed == [] and folder.exists()  # MODELSCOPE_CACHE's: not there
+    result = prefetch.remove("ms://acme/tiny", ms_cache=cache)
+    assert [r.path for r in result.removed if r.reason == "repo"] == [str(folder)] and not folder.exists()
+    assert "error" in _ms_client(dict(os.environ), cache)
