@@ -300,14 +300,15 @@ def cache_usage(*, cache_dir=None, registry=None):
 
 
 def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run: bool = False, root=None,
-           torch_hub: bool = False, output_dir=None):
+           torch_hub: bool = False, output_dir=None, hub_cache=None, ms_cache=None):
     """Remove datasets from the cache (``prefetch rm``); the ``RemoveResult``.
 
     Files being downloaded are left alone and listed in ``.skipped``. ``torchvision:`` names
     (and URLs with ``torch_hub=True``) remove only what prefetch placed for them, under
     ``root`` (default ./data) or in torch.hub's checkpoints; other files there are listed
     in ``.not_placed``. ``output_dir`` with ``torch_hub``: torch.hub's dir as ``get``'s
-    ``output_dir`` set it (``torch.hub.set_dir``; its ``checkpoints/``).
+    ``output_dir`` set it (``torch.hub.set_dir``; its ``checkpoints/``). ``hub_cache``/``ms_cache``:
+    the hf:// / ms:// cache, as ``ensure``'s same arguments filled it (default: the environment's).
 
     Raises:
         UnknownDatasetError: a name no registry knows (nothing is removed).
@@ -324,8 +325,15 @@ def remove(names: str | Iterable[str], *, cache_dir=None, registry=None, dry_run
     from prefetch.operations.housekeeping import remove_datasets
 
     extra = [] if registry is None else _names(registry, "registry")
+    from prefetch.hf.names import hub_cache_root
+    from prefetch.ms.names import ms_cache_root
+
+    hub_cache, ms_cache = _path_or_none(hub_cache, "hub_cache"), _path_or_none(ms_cache, "ms_cache")
+    roots = {"hub_root": hub_cache_root(cache_dir=hub_cache).absolute() if hub_cache else None,
+             "ms_root": ms_cache_root({}, ms_cache).absolute() if ms_cache else None}
     return remove_datasets(_names(names), registry_, root=keras, state=state, dry_run=dry_run, env=os.environ,
-                           torchvision_root=tv_root, registry_files=extra, torch_hub=torch_hub, hub_dir=hub_dir)
+                           torchvision_root=tv_root, registry_files=extra, torch_hub=torch_hub, hub_dir=hub_dir,
+                           **roots)
 
 
 def clean(*, older_than: str | float = "7d", cache_dir=None, dry_run: bool = False, root=None):

@@ -200,7 +200,9 @@ BAD_REGISTRIES = [
     ("url not http", '[[toy.files]]\nurl = "ftp://example.org/a"\n', "url"),
     ("bad sha256", '[[toy.files]]\nurl = "https://example.org/a"\nsha256 = "xyz"\n', "sha256"),
     ("short md5", '[[toy.files]]\nurl = "https://example.org/a"\nmd5 = "abcd"\n', "md5"),
-    ("two hashes", f'[[toy.files]]\nurl = "https://example.org/a"\nmd5 = "{"a" * 32}"\nsha256 = "{"b" * 64}"\n', "sha256"),
+    # (a sha256 and an md5 together are one file's two hashes, both checked: tests/test_s21_two_hashes_everywhere.py)
+    ("hash beside sha256", f'[[toy.files]]\nurl = "https://example.org/a"\nhash = "{"a" * 32}"\nsha256 = "{"b" * 64}"\n',
+     "hash"),
     ("target escapes", '[[toy.files]]\nurl = "https://example.org/a"\ntarget = "../../etc/a"\n', "target"),
     ("absolute extract", '[[toy.files]]\nurl = "https://example.org/a"\nextract = ["/tmp/x"]\n', "extract"),
     ("urls not a list", '[[toy.files]]\nurls = "https://example.org/a"\n', "urls"),

@@ -23,7 +23,7 @@ from prefetch.model.events import Event, EventKind, EventSink
 from prefetch.fs import safefs  # (at the top: a function-level `from` import costs a call per file)
 from prefetch.fs.files import local_error
 from prefetch.cache.layout import part_path, state_path
-from prefetch.fs.hashing import first_mismatch, hash_file, sha1
+from prefetch.fs.hashing import first_mismatch, sha1
 
 from prefetch.cache.completion import _dumps, _loads  # (markers are JSON as records are)
 from prefetch.cache.completion import (  # noqa: F401 - re-exported: callers use placement.write_completion ...
@@ -106,11 +106,12 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, 
         return False
     expected = plan.spec.expected
     if expected is not None:
-        if _recorded_with(records_dir, final, lst, expected) or expected.matches(hash_file(final, expected.algorithm)):
-            wrong = first_mismatch(final, plan.spec.more_hashes)  # (an md5 beside the sha256: checked too)
-            if wrong is None:
-                return True
-            expected = wrong[0]
+        # (a record vouches for the first hash; every other, an md5 beside the sha256, is checked too)
+        recorded = _recorded_with(records_dir, final, lst, expected)
+        wrong = first_mismatch(final, plan.spec.more_hashes if recorded else plan.spec.hashes)
+        if wrong is None:
+            return True
+        expected = wrong[0]
         why = f"does not match its {expected.algorithm}"
     elif (stat.S_ISREG(lst.st_mode) and not safefs.is_foreign(lst)
           and (record := read_completion(records_dir, final, lst)) is not None):
@@ -138,7 +139,7 @@ def existing_is_good(plan: FilePlan, records_dir: Path, on_event: EventSink, *, 
 
 
 def adopt_copy(plan: FilePlan, on_event: EventSink) -> bool:
-    """Hard-link (or copy) one of ``plan.copies`` to the final path when it matches the expected hash.
+    """Hard-link (or copy) one of ``plan.copies`` to the final path when it matches every expected hash.
 
     The same bytes in another cache (Keras's ``cifar-10-batches-py.tar.gz`` for
     torchvision's ``cifar-10-python.tar.gz``) are not downloaded twice. Without an
@@ -155,17 +156,18 @@ def adopt_copy(plan: FilePlan, on_event: EventSink) -> bool:
             if lst is None or not stat.S_ISREG(lst.st_mode) or safefs.is_foreign(lst):
                 continue
             safefs.check_dir_chain(copy.parent)
-            if not expected.matches(hash_file(copy, expected.algorithm)):
+            if first_mismatch(copy, plan.spec.hashes) is not None:
                 continue
         except (OSError, PrefetchError):
             continue
         link_or_copy(copy, plan.final)
         linked = same_inode(copy, plan.final)
-        if not linked and not expected.matches(hash_file(plan.final, expected.algorithm)):
+        if not linked and first_mismatch(plan.final, plan.spec.hashes) is not None:
             discard(plan.final)  # another filesystem: the copy is checked too
             continue
         how = "linked" if linked else "copied (another filesystem)"
-        on_event(Event(EventKind.NOTE, plan.label, message=f"{how} from {copy} (the same bytes, {expected.algorithm} ok)"))
+        checked = "+".join(h.algorithm for h in plan.spec.hashes)
+        on_event(Event(EventKind.NOTE, plan.label, message=f"{how} from {copy} (the same bytes, {checked} ok)"))
         return True
     return False
 

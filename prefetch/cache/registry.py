@@ -124,21 +124,34 @@ def check_entry(where: str, entry: object, allowed: set[str]) -> dict:
 
 
 def entry_hash(where: str, entry: dict):
-    """The ``sha256``/``md5``/``hash`` of a registry entry (at most one), or None.
+    """The ``sha256``/``md5``/``hash`` of an entry that takes one hash (at most one), or None.
 
     Raises:
         RegistryError: more than one, or not a hex digest of the right length.
     """
-    hashes = [k for k in ("sha256", "md5", "hash") if k in entry]
+    hashes = entry_hashes(where, entry)
     if len(hashes) > 1:
         raise RegistryError(f"{where}: give only one of sha256, md5, hash")
-    if not hashes:
-        return None
-    key = hashes[0]
-    try:
-        return parse_hash(_string(where, entry, key), algorithm="auto" if key == "hash" else key)
-    except BadHashError as exc:
-        raise RegistryError(f"{where}: {key}: {exc}") from None
+    return hashes[0] if hashes else None
+
+
+def entry_hashes(where: str, entry: dict) -> tuple:
+    """The hashes of a dataset file's entry, sha256 first: ``sha256`` and ``md5`` (either, or both:
+    the file must match each), or ``hash`` alone (its length tells the algorithm).
+
+    Raises:
+        RegistryError: ``hash`` beside another, or not a hex digest of the right length.
+    """
+    keys = [k for k in ("sha256", "md5", "hash") if k in entry]
+    if "hash" in keys and len(keys) > 1:
+        raise RegistryError(f"{where}: give hash alone, or sha256 and md5 (one of each at most)")
+    hashes = []
+    for key in keys:
+        try:
+            hashes.append(parse_hash(_string(where, entry, key), algorithm="auto" if key == "hash" else key))
+        except BadHashError as exc:
+            raise RegistryError(f"{where}: {key}: {exc}") from None
+    return tuple(hashes)
 
 
 def _parse_file(where: str, entry: object) -> FileSpec:
@@ -165,12 +178,13 @@ def _parse_file(where: str, entry: object) -> FileSpec:
                         ("extract", _strings(where, entry, "extract"))):
         for rel in values:
             _check_relative(rel, f"{where}: {key}")
-    expected = entry_hash(where, entry)
+    hashes = entry_hashes(where, entry)
     return FileSpec(
         name=name,
         url=url,
         target=target,
-        expected=expected,
+        expected=hashes[0] if hashes else None,
+        more_hashes=hashes[1:],
         also=tuple(_strings(where, entry, "also")),
         extract=tuple(_strings(where, entry, "extract")),
         alternates=tuple(listed[1:]),

@@ -55,9 +55,22 @@ def _context(cache_dir, registries):
     return registry, keras_root(cache_dir=cache_dir), state_dir()
 
 
+def hub_roots(cache_dir) -> dict:
+    """``hub_root`` and ``ms_root`` for ``remove_datasets``/``clean_cache``: ``--cache-dir`` is also
+    the hf:// and ms:// caches, as ``get --cache-dir`` fills them (without it: the environment's)."""
+    if not cache_dir:
+        return {}
+    from prefetch.hf.names import hub_cache_root
+    from prefetch.ms.names import ms_cache_root
+
+    return {"hub_root": hub_cache_root(cache_dir=cache_dir).absolute(),
+            "ms_root": ms_cache_root({}, cache_dir).absolute()}
+
+
 @click.command("rm")
 @click.argument("names", nargs=-1, required=True, metavar="NAME...")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to tidy.")
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="Keras root to tidy; for hf:// and ms:// names, that hub's cache (as `get --cache-dir` filled it).")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
 @click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> names: the datasets' root (default ./data).")
 @click.option("--torch-hub", "torch_hub", is_flag=True, help="URL names: checkpoints `get URL --torch-hub` placed.")
@@ -80,6 +93,7 @@ def rm(names, cache_dir, registries, root, torch_hub, hub_dir, dry_run, as_json)
       !prefetch rm hf://ORG/NAME              # a Hugging Face repo's whole cache folder
       !prefetch rm hf://ORG/NAME@REVISION     # one revision, and the blobs only it uses
       !prefetch rm ms://ORG/NAME              # a ModelScope repo
+      !prefetch rm ms://ORG/NAME --cache-dir /data/ms   # ... that `get ms://ORG/NAME --cache-dir /data/ms` placed
       !prefetch rm torchvision:CIFAR10 --root data
       !prefetch rm torchvision:resnet50       # its default weights from torch.hub's checkpoints
       !prefetch rm https://host/ckpt/model-0123abcd.pth --torch-hub
@@ -99,7 +113,8 @@ def rm(names, cache_dir, registries, root, torch_hub, hub_dir, dry_run, as_json)
     nltk_names = [n for n in names if is_nltk_name(n)]
     result = remove_datasets([n for n in names if not is_nltk_name(n)], registry, root=keras, state=state,
                              dry_run=dry_run, env=os.environ, torchvision_root=root,
-                             registry_files=[str(r) for r in registries], torch_hub=torch_hub, hub_dir=hub_dir)
+                             registry_files=[str(r) for r in registries], torch_hub=torch_hub, hub_dir=hub_dir,
+                             **hub_roots(cache_dir))
     if nltk_names:
         from prefetch.operations.nltk import remove_nltk
 
@@ -119,7 +134,8 @@ def rm(names, cache_dir, registries, root, torch_hub, hub_dir, dry_run, as_json)
 @click.command("clean")
 @click.option("--older-than", "older_than", default="7d", show_default=True, metavar="AGE",
               help="Partial downloads last written longer ago than this (7d, 12h, 30m, 0).")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to tidy.")
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="Keras root to tidy, and the hf:// and ms:// caches `get --cache-dir` fills there.")
 @click.option("--root", type=click.Path(file_okay=False),
               help="A torchvision datasets' root to tidy too (default ./data, when it exists).")
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
@@ -142,6 +158,8 @@ def clean(older_than, cache_dir, root, dry_run, as_json):
 
     age = parse_age(older_than)
     _registry, keras, state = _context(cache_dir, ())
-    result = clean_cache(root=keras, state=state, older_than=age, dry_run=dry_run, **torch_ms_places(root))
+    roots = hub_roots(cache_dir)
+    result = clean_cache(root=keras, state=state, older_than=age, dry_run=dry_run, hub_root=roots.get("hub_root"),
+                         **torch_ms_places(root, ms_root=roots.get("ms_root")))
     echo_result(result, as_json=as_json, verb="clean")
     return 0

@@ -11,7 +11,8 @@ import click
 
 @click.command("list")
 @click.argument("names", nargs=-1, metavar="[torchvision:NAME|ms://REPO|nltk:ID...]")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to inspect.")
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="Keras root to inspect, and the hf:// and ms:// caches `get --cache-dir` fills there.")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
 @click.option("--root", type=click.Path(file_okay=False), help="torchvision datasets' root (default ./data).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -21,7 +22,8 @@ def list_datasets(names, cache_dir, registries, root, as_json):
     and NLTK packages.
 
     Partial downloads show their age (and "running" while a download holds them). With
-    torchvision:, ms:// or nltk: names, only those (exit 1 unless all are complete).
+    torchvision:, ms:// or nltk: names, only those (exit 1 unless all are complete). With --cache-dir DIR,
+    DIR's Keras datasets, hf:// repos and ms:// repos, as `get ... --cache-dir DIR` put them there.
 
     \b
     Examples (in a notebook cell):
@@ -29,10 +31,11 @@ def list_datasets(names, cache_dir, registries, root, as_json):
       !prefetch list torchvision:CIFAR10 --root data
       !prefetch list torchvision:resnet50
       !prefetch list ms://ORG/NAME
+      !prefetch list --cache-dir /data/cache   # what `get ... --cache-dir /data/cache` placed
       !prefetch list nltk:punkt_tab nltk:stopwords
     """
     if names:
-        return _list_named(names, root=root, registries=registries, as_json=as_json)
+        return _list_named(names, root=root, registries=registries, as_json=as_json, cache_dir=cache_dir)
     from pathlib import Path
 
     from prefetch.operations import listing as cache
@@ -47,9 +50,9 @@ def list_datasets(names, cache_dir, registries, root, as_json):
     from prefetch.hf.cache_layout import scan_cache
     from prefetch.hf.names import hub_cache_root
 
-    hub_root = hub_cache_root()
+    hub_root = hub_cache_root(cache_dir=cache_dir).absolute()
     repos = scan_cache(hub_root)
-    ms_root, ms_rows, torch_rows = _ms_and_torch(root=tv_root, registries=registries)
+    ms_root, ms_rows, torch_rows = _ms_and_torch(root=tv_root, registries=registries, cache_dir=cache_dir)
     if as_json:
         click.echo(json.dumps({"root": str(root), "total_bytes": total, "datasets": [asdict(r) for r in rows],
                                "hub": {"root": str(hub_root), "repos": [asdict(r) for r in repos]},
@@ -88,7 +91,7 @@ def list_datasets(names, cache_dir, registries, root, as_json):
     return 0
 
 
-def _ms_and_torch(*, root, registries, names=()):
+def _ms_and_torch(*, root, registries, names=(), cache_dir=None):
     import os
 
     from prefetch.fs.paths import state_dir
@@ -96,7 +99,7 @@ def _ms_and_torch(*, root, registries, names=()):
     from prefetch.operations.modelscope import list_ms_repos
     from prefetch.operations.torchvision import is_torchvision_name, list_torchvision
 
-    ms_root = ms_cache_root(os.environ).absolute()
+    ms_root = ms_cache_root(os.environ, cache_dir).absolute()
     ms_rows = list_ms_repos(ms_root, state_dir())
     tv = [n for n in names if is_torchvision_name(n)]
     torch_rows = list_torchvision(tv, root=root, registries=[str(r) for r in registries], state=state_dir()) \
@@ -104,7 +107,7 @@ def _ms_and_torch(*, root, registries, names=()):
     return ms_root, ms_rows, torch_rows
 
 
-def _list_named(names, *, root, registries, as_json):
+def _list_named(names, *, root, registries, as_json, cache_dir=None):
     """``prefetch list torchvision:CIFAR10 ms://ORG/NAME``: those names only; exit 1 if any is not complete."""
     from prefetch.errors import UsageError
     from prefetch.ms.names import is_ms_name, parse_ms_name
@@ -116,7 +119,7 @@ def _list_named(names, *, root, registries, as_json):
         raise UsageError(f"{odd[0]}: `prefetch list NAME` takes torchvision:, ms:// and nltk: names "
                          "(plain `prefetch list` shows every Keras dataset and hf:// repo)")
     nltk_dir, nltk_rows = _nltk_rows([n for n in names if is_nltk_name(n)])
-    ms_root, ms_rows, torch_rows = _ms_and_torch(root=root, registries=registries, names=names)
+    ms_root, ms_rows, torch_rows = _ms_and_torch(root=root, registries=registries, names=names, cache_dir=cache_dir)
     wanted = {parse_ms_name(n).label for n in names if is_ms_name(n)}
     ms_rows = [r for r in ms_rows if r.name in wanted]
     for label in sorted(wanted - {r.name for r in ms_rows}):

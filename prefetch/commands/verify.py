@@ -10,7 +10,8 @@ import click
 
 @click.command()
 @click.argument("targets", nargs=-1, required=True, metavar="NAME|PATH...")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Keras root to check.")
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="Keras root to check; for hf:// and ms:// names, that hub's cache (as `get --cache-dir` filled it).")
 @click.option("--registry", "registries", multiple=True, type=click.Path(dir_okay=False), help="Extra registry TOML.")
 @click.option("--root", type=click.Path(file_okay=False), help="torchvision:<Class> names: the datasets' root (default ./data).")
 @click.option("--torch-hub", "torch_hub", is_flag=True, help="URL targets: checkpoints `get URL --torch-hub` placed.")
@@ -30,6 +31,7 @@ def verify(targets, cache_dir, registries, root, torch_hub, hub_dir, as_json):
       !prefetch verify https://host/ckpt/model-0123abcd.pth --torch-hub
       !prefetch verify https://host/ckpt/model-0123abcd.pth --torch-hub -P hubdir
       !prefetch verify ms://ORG/NAME
+      !prefetch verify ms://ORG/NAME --cache-dir /data/ms    # as `get ms://ORG/NAME --cache-dir /data/ms` placed it
       !prefetch verify nltk:punkt_tab
     """
     from pathlib import Path
@@ -44,7 +46,7 @@ def verify(targets, cache_dir, registries, root, torch_hub, hub_dir, as_json):
     registry = load_registry(extra_files=[Path(r) for r in registries], config_dir=config_dir())
     tv_root, root = root, keras_root(cache_dir=cache_dir)
     results = [r for t in targets for r in _verify_one(t, registry, root, tv_root=tv_root, registries=registries,
-                                                       torch_hub=torch_hub, hub_dir=hub_dir)]
+                                                       torch_hub=torch_hub, hub_dir=hub_dir, cache_dir=cache_dir)]
     if as_json:
         click.echo(json.dumps([asdict(r) for r in results], indent=2))
     else:
@@ -69,9 +71,11 @@ def verify(targets, cache_dir, registries, root, torch_hub, hub_dir, as_json):
     return 0
 
 
-def _verify_one(target: str, registry, root, *, tv_root=None, registries=(), torch_hub=False, hub_dir=None):
-    """A dataset or file under the Keras root, an hf:// repo in the Hugging Face cache, or a
-    torchvision: name under --root (datasets) or torch.hub's checkpoints (weights)."""
+def _verify_one(target: str, registry, root, *, tv_root=None, registries=(), torch_hub=False, hub_dir=None,
+                cache_dir=None):
+    """A dataset or file under the Keras root, an hf:// or ms:// repo in its hub's cache (``cache_dir``
+    when given, as ``get --cache-dir`` put it there), or a torchvision: name under --root (datasets)
+    or torch.hub's checkpoints (weights)."""
     from prefetch.operations import listing as cache
     from prefetch.hf.names import is_hub_name
 
@@ -94,7 +98,7 @@ def _verify_one(target: str, registry, root, *, tv_root=None, registries=(), tor
         from prefetch.hf.cache_layout import verify_repo
         from prefetch.hf.names import hub_cache_root, parse_hub_name
 
-        return verify_repo(hub_cache_root(), parse_hub_name(target))
+        return verify_repo(hub_cache_root(cache_dir=cache_dir).absolute(), parse_hub_name(target))
     from prefetch.ms.names import is_ms_name
 
     if is_ms_name(target):
@@ -104,5 +108,5 @@ def _verify_one(target: str, registry, root, *, tv_root=None, registries=(), tor
         from prefetch.ms.names import ms_cache_root, parse_ms_name
         from prefetch.ms.records import verify_repo as verify_ms_repo
 
-        return verify_ms_repo(ms_cache_root(os.environ).absolute(), state_dir(), parse_ms_name(target))
+        return verify_ms_repo(ms_cache_root(os.environ, cache_dir).absolute(), state_dir(), parse_ms_name(target))
     return cache.verify_cached(target, registry, root=root)

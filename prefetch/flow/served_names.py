@@ -226,7 +226,7 @@ def _named(plan: FilePlan, answer: tuple[str | None, str, int | None], taken: se
     name, why = served_file_name(value) if value is not None else (None, problem)
     if name is not None and name != plan.final.name:
         final = plan.final.parent / name
-        why = _unusable(final, plan.final, taken, check_name, records_dir, plan.spec.expected, size, plan.spec.url)
+        why = _unusable(final, plan.final, taken, check_name, records_dir, plan.spec.hashes, size, plan.spec.url)
         if why is None:
             taken.discard(plan.final)
             taken.add(final)
@@ -319,7 +319,7 @@ def served_file_name(value: str) -> tuple[str | None, str]:
 
 
 def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir: Path | None,
-              expected=None, size: int | None = None, url: str = "") -> str | None:
+              hashes=(), size: int | None = None, url: str = "") -> str | None:
     """Why ``final`` (the server's name in the plan's folder, instead of ``own``) cannot be used, or None."""
     from prefetch.errors import UsageError
 
@@ -338,18 +338,18 @@ def _unusable(final: Path, own: Path, taken: set[Path], check_name, records_dir:
         check_name(final)
     except UsageError:
         return f"the server's file name {final.name[:40]!r}... is too long for this folder"
-    why = _already_there(final, records_dir, expected, size, url)
+    why = _already_there(final, records_dir, hashes, size, url)
     if why:
         return f"{os.path.dirname(path) or '.'} already has {shown}: {why}"
     return None
 
 
-def _already_there(final: Path, records_dir: Path | None, expected=None, size: int | None = None,
+def _already_there(final: Path, records_dir: Path | None, hashes=(), size: int | None = None,
                    url: str = "") -> str | None:
     """What sits at ``final`` that is not a file prefetch completed there from this link (its
     record names ``url``'s link, or none; of this link's ``size``, when the server said it:
-    another link's file its server named alike is not this one), nor (given ``expected``, the
-    request's hash) one of the user's that matches it (None: nothing, or one of those)."""
+    another link's file its server named alike is not this one), nor (given ``hashes``, the
+    request's) one of the user's that matches them all (None: nothing, or one of those)."""
     import stat
 
     from prefetch.cache.completion import completion_matches, read_completion
@@ -369,11 +369,11 @@ def _already_there(final: Path, records_dir: Path | None, expected=None, size: i
         if size is None or st.st_size == size:
             return None
         return (f"a file prefetch downloaded from another link ({st.st_size} bytes; this link's file has {size})")
-    if expected is not None and stat.S_ISREG(st.st_mode) and not safefs.is_foreign(st):
-        from prefetch.fs.hashing import hash_file
+    if hashes and stat.S_ISREG(st.st_mode) and not safefs.is_foreign(st):
+        from prefetch.fs.hashing import first_mismatch
 
-        try:  # (the file the user asked for, by its hash: found in place, as at any final path)
-            if expected.matches(hash_file(final, expected.algorithm)):
+        try:  # (the file the user asked for, by its hashes: found in place, as at any final path)
+            if first_mismatch(final, hashes) is None:
                 return None
         except OSError:
             pass

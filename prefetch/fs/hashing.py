@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping
 
 from prefetch.errors import HashMismatchError
 from prefetch.model.specs import ExpectedHash
@@ -101,11 +102,22 @@ def check_hash(got_hexdigest: str, expected: ExpectedHash, *, what: str) -> None
 
 
 def first_mismatch(path: Path | str, hashes: tuple[ExpectedHash, ...]) -> tuple[ExpectedHash, str] | None:
-    """The first of ``hashes`` the file at ``path`` does not match, with the digest it has; None
-    when it matches them all (one read of the file per hash)."""
+    """The first of ``hashes`` (a file's every hash: ``FileSpec.hashes``) the file at ``path`` does
+    not match, with the digest it has; None when it matches them all (one read of the file per hash).
+    Every place that checks a file on disk against its hashes checks them all through this."""
+    return digest_mismatch({}, hashes, path=path)
+
+
+def digest_mismatch(digests: Mapping[str, str], hashes: tuple[ExpectedHash, ...], *,
+                    path: Path | str | None = None) -> tuple[ExpectedHash, str] | None:
+    """The first of ``hashes`` that the known ``digests`` (algorithm -> hex: a store object's
+    metadata, a file hashed once in both algorithms) contradict, with the digest given; None when
+    none does. An algorithm ``digests`` lacks is hashed from ``path``, or, without one, not judged."""
     for expected in hashes:
-        got = hash_file(path, expected.algorithm)
-        if not expected.matches(got):
+        got = digests.get(expected.algorithm)
+        if got is None and path is not None:
+            got = hash_file(path, expected.algorithm)
+        if got is not None and not expected.matches(got):
             return expected, got
     return None
 

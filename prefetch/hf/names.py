@@ -110,9 +110,18 @@ def hf_home(env: Mapping[str, str]) -> Path:
     return _expand(base, env, "XDG_CACHE_HOME") / "huggingface"
 
 
-def hub_cache_root(env: Mapping[str, str] | None = None) -> Path:
-    """Where huggingface_hub keeps repos: ``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``, ``HF_HOME/hub``
-    (each used when set, even empty: the current directory, as huggingface_hub reads it)."""
+def hub_cache_root(env: Mapping[str, str] | None = None, cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where huggingface_hub keeps repos: ``cache_dir`` (``--cache-dir``, as huggingface_hub's
+    ``cache_dir=``), else ``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``, ``HF_HOME/hub`` (each used
+    when set, even empty: the current directory, as huggingface_hub reads it).
+
+    Raises:
+        UsageError: a ``~user`` that names no user.
+    """
+    if cache_dir:
+        from prefetch.fs.paths import expand_path
+
+        return expand_path(cache_dir, "--cache-dir")
     env = os.environ if env is None else env
     for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         if var in env:

@@ -86,9 +86,9 @@ def plan_hub(names: Sequence[str], *, include: Sequence[str], exclude: Sequence[
     from prefetch.hf.names import hub_cache_root, hub_endpoint, parse_hub_name
 
     base = hub_endpoint(endpoint, env=env, config=config)
-    from prefetch.fs.paths import expand_path, state_dir
+    from prefetch.fs.paths import state_dir
 
-    root = expand_path(cache, "--cache-dir") if cache else hub_cache_root(env)
+    root = hub_cache_root(env, cache)
     from prefetch.hf.complete import manifest_path
 
     state = state_dir(env)

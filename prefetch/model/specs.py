@@ -41,6 +41,11 @@ class FileSpec:
         """The origin, then the documented copies."""
         return (self.url, *self.alternates)
 
+    @property
+    def hashes(self) -> tuple[ExpectedHash, ...]:
+        """Every hash the file must match, ``expected`` first (none without one)."""
+        return (self.expected, *self.more_hashes) if self.expected is not None else ()
+
 
 @dataclass(frozen=True)
 class DatasetSpec:

@@ -18,6 +18,7 @@ prefetch adds ``get --mirror URL`` (or a mirrors.toml entry with ``ms = "URL"``)
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,8 +85,17 @@ def _expand(value: str, env: Mapping[str, str]) -> Path:
     return expand_home(value, env, "MODELSCOPE_CACHE")
 
 
-def ms_cache_root(env: Mapping[str, str]) -> Path:
-    """``MODELSCOPE_CACHE``, else ``~/.cache/modelscope``."""
+def ms_cache_root(env: Mapping[str, str], cache_dir: str | os.PathLike | None = None) -> Path:
+    """``cache_dir`` (``--cache-dir``, as modelscope's ``cache_dir=``: the same layout under it),
+    else ``MODELSCOPE_CACHE``, else ``~/.cache/modelscope``.
+
+    Raises:
+        UsageError: a ``~user`` that names no user.
+    """
+    if cache_dir:
+        from prefetch.fs.paths import expand_path
+
+        return expand_path(cache_dir, "--cache-dir")
     if env.get("MODELSCOPE_CACHE"):
         return _expand(env["MODELSCOPE_CACHE"], env)
     return _expand("~/.cache/modelscope", env)

@@ -64,11 +64,11 @@ def plan_ms(names: Sequence[str], *, include: Sequence[str], exclude: Sequence[s
     Raises:
         UsageError: a bad name, or a ``--mirror`` that is no ModelScope endpoint.
     """
-    from prefetch.fs.paths import expand_path, state_dir
+    from prefetch.fs.paths import state_dir
     from prefetch.ms.records import record_path
 
     base = ms_endpoint(endpoint, env=env, config=config)
-    root = (expand_path(cache, "--cache-dir") if cache else ms_cache_root(env)).absolute()
+    root = ms_cache_root(env, cache).absolute()
     state = state_dir(env)
     return [MsPlan(repo=repo, root=root, endpoint=base, include=tuple(include), exclude=tuple(exclude),
                    marker=record_path(state, root, repo)) for repo in map(parse_ms_name, names)]

@@ -167,7 +167,7 @@ def _partial(path: Path, *, now: float, active: bool) -> PartialFile:
 def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: Path,
                     dry_run: bool = False, hub_root: Path | None = None, env=None,
                     torchvision_root: str | None = None, registry_files: Sequence[str] = (),
-                    torch_hub: bool = False, hub_dir: str | None = None) -> RemoveResult:
+                    torch_hub: bool = False, hub_dir: str | None = None, ms_root: Path | None = None) -> RemoveResult:
     """Remove datasets' files, other names, extracted folders, partials and markers.
 
     A file whose download is running (its lock is held) is left alone, with a line in
@@ -177,7 +177,8 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
     looks (``~/.keras``) go too.
 
     ``hf://`` names remove Hugging Face repos (or one ``@REVISION``) from ``hub_root``
-    (default: the cache huggingface_hub uses).
+    (default: the cache huggingface_hub uses); ``ms://`` names ModelScope repos from ``ms_root``
+    (default: ``MODELSCOPE_CACHE``'s).
 
     ``torchvision:`` names (and URLs, with ``torch_hub``) remove only what prefetch placed
     for them under ``torchvision_root`` (default ./data) or in torch.hub's checkpoints
@@ -229,7 +230,8 @@ def remove_datasets(names: list[str], registry: Registry, *, root: Path, state: 
         from prefetch.ms.names import ms_cache_root
         from prefetch.operations.modelscope import remove_ms_repos
 
-        remove_ms_repos(ms_repos, result, root=ms_cache_root(os.environ).absolute(), state=state, dry_run=dry_run)
+        remove_ms_repos(ms_repos, result, root=(ms_root or ms_cache_root(os.environ)).absolute(), state=state,
+                        dry_run=dry_run)
     return result
 
 
@@ -363,10 +365,11 @@ def _clean_temp(path: Path, locks: Path, result: RemoveResult, *, dry_run: bool)
     remove_paths([(path, "temp")], result, dry_run=dry_run)
 
 
-def torch_ms_places(torchvision_root: str | None = None, *, env=None) -> dict:
+def torch_ms_places(torchvision_root: str | None = None, *, env=None, ms_root: Path | None = None) -> dict:
     """``clean_cache``'s ``folders``/``trees``/``beside`` for torchvision, torch.hub and ModelScope:
     the folders of a torchvision root (``torchvision_root``, else ./data when it exists),
-    torch.hub's checkpoints dir, and ModelScope's ``models/`` and ``datasets/``."""
+    torch.hub's checkpoints dir, and ModelScope's ``models/`` and ``datasets/`` (under ``ms_root``,
+    else ``MODELSCOPE_CACHE``'s)."""
     from prefetch.cache.torchvision import torch_hub_dir
     from prefetch.fs.paths import expand_path
     from prefetch.ms.names import ms_cache_root
@@ -375,6 +378,6 @@ def torch_ms_places(torchvision_root: str | None = None, *, env=None) -> dict:
     env = os.environ if env is None else env
     root = expand_path(torchvision_root or "data", "--root").absolute()
     tv = torchvision_dirs(root, env=env) if root.is_dir() else []
-    ms = ms_cache_root(env).absolute()
+    ms = (ms_root or ms_cache_root(env)).absolute()
     return {"folders": [*tv, torch_hub_dir(env)], "trees": [ms / "models", ms / "datasets"], "beside": tv}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from prefetch.errors import UsageError
 from prefetch.cache.plans import plan_files
 from prefetch.cache.registry import Registry
-from prefetch.fs.hashing import hash_file
+from prefetch.fs.hashing import first_mismatch, hash_file
 from prefetch.cache import placement
 from prefetch.cache.layout import part_path, state_path
 from prefetch.model.plans import FilePlan, VerifyResult
@@ -89,7 +89,7 @@ def verify_cached(target: str, registry: Registry, *, root: Path) -> list[Verify
         for spec in registry.datasets.values():
             for plan in plan_files(spec, root=root):
                 if path.absolute() in [p.absolute() for p in plan.paths]:
-                    return [_verify_one(path, plan.spec.expected)]
+                    return [_verify_one(path, plan.spec.expected, plan.spec.more_hashes)]
         return [_verify_one(path, _torch_hub_expected(path))]
     if "/" in target or path.suffix:
         if not path.exists():
@@ -98,19 +98,24 @@ def verify_cached(target: str, registry: Registry, *, root: Path) -> list[Verify
     results = []
     for plan in plan_files(spec, root=root):
         for p in plan.paths:
-            results.append(_verify_one(p, plan.spec.expected))
+            results.append(_verify_one(p, plan.spec.expected, plan.spec.more_hashes))
     return results
 
 
-def _verify_one(path: Path, expected) -> VerifyResult:
+def _verify_one(path: Path, expected, more_hashes=()) -> VerifyResult:
+    """``path`` re-hashed against ``expected`` and every one of ``more_hashes`` (an md5 beside the
+    sha256): ``ok`` names them all (``sha256+md5``), a ``mismatch`` the first the file does not match."""
     if not path.exists():
         return VerifyResult(str(path), "missing", expected.algorithm if expected else None,
                             expected.hexdigest if expected else None, None)
     if expected is None:
         return VerifyResult(str(path), "unchecked", "sha256", None, hash_file(path, "sha256"))
     got = hash_file(path, expected.algorithm)
-    state = "ok" if expected.matches(got) else "mismatch"
-    return VerifyResult(str(path), state, expected.algorithm, expected.hexdigest, got)
+    wrong = (expected, got) if not expected.matches(got) else first_mismatch(path, more_hashes)
+    if wrong is not None:
+        return VerifyResult(str(path), "mismatch", wrong[0].algorithm, wrong[0].hexdigest, wrong[1])
+    algorithms = "+".join(h.algorithm for h in (expected, *more_hashes))
+    return VerifyResult(str(path), "ok", algorithms, expected.hexdigest, got)
 
 
 def local_state(plan: FilePlan) -> tuple[str, int, int | None]:

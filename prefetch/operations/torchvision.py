@@ -31,7 +31,7 @@ def verify_torchvision(name: str, *, root: str | None, registries: list[str],
     results = []
     for plan in torchvision_plans([name], root=root, registries=registries, env=env, torch_hub=torch_hub,
                                   hub_dir=hub_dir):
-        results.append(_verify_one(plan.final, plan.spec.expected))
+        results.append(_verify_one(plan.final, plan.spec.expected, plan.spec.more_hashes))
         for target in plan.decompress_to:
             results.append(_verify_one(target, None))
     return results

@@ -37,6 +37,7 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
         LocalFileError: DIR cannot be written.
     """
     from prefetch.cache.plans import plan_files
+    from prefetch.fs.hashing import digest_mismatch
     from prefetch.store.push import file_digests
 
     directory = expand_path(directory, "DIRECTORY").absolute()
@@ -57,9 +58,9 @@ def export_cache(directory: Path, *, registry, root: Path, names: list[str] | No
             continue
         for plan in plans:
             sha256, md5, size = file_digests(plan.final)
-            expected = plan.spec.expected
-            if expected is not None and not expected.matches(sha256 if expected.algorithm == "sha256" else md5):
-                raise HashMismatchError(f"{plan.final} does not match its {expected.algorithm}; not exported "
+            wrong = digest_mismatch({"sha256": sha256, "md5": md5}, plan.spec.hashes)
+            if wrong is not None:
+                raise HashMismatchError(f"{plan.final} does not match its {wrong[0].algorithm}; not exported "
                                         f"(`prefetch get {spec.name}` replaces it)")
             how = _place(plan.final, directory / plan.spec.name, sha256, sums.get(plan.spec.name))
             sums[plan.spec.name] = sha256

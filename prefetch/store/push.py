@@ -294,8 +294,9 @@ def _save_record(path: Path, record: dict) -> None:
         raise LocalFileError(f"cannot record the upload in {path}: {exc.strerror or exc}") from None
 
 
-def local_files(targets: list[str], *, registry, root: Path) -> list[tuple[Path, str, object, bool]]:
-    """(path, object name, expected hash or None, named by the user) for dataset names and file paths.
+def local_files(targets: list[str], *, registry, root: Path) -> list[tuple[Path, str, tuple, bool]]:
+    """(path, object name, its expected hashes (none for a path), named by the user) for dataset names
+    and file paths.
 
     Raises:
         NotDownloadedError: a dataset file is not in the cache. UsageError: unknown name.
@@ -310,12 +311,12 @@ def local_files(targets: list[str], *, registry, root: Path) -> list[tuple[Path,
         if os.sep in target or path.is_file():
             if not path.is_file():
                 raise LocalFileError(f"{path} is not a file")
-            found.append((path, path.name, None, True))
+            found.append((path, path.name, (), True))
             continue
         for plan in plan_files(registry.get(target), root=root):
             if not plan.final.is_file():
                 raise NotDownloadedError(f"{plan.final} is not in the cache; `prefetch get {target}` first")
-            found.append((plan.final, plan.spec.name, plan.spec.expected, False))
+            found.append((plan.final, plan.spec.name, plan.spec.hashes, False))
     return found
 
 
@@ -328,18 +329,18 @@ def push_targets(targets: list[str], dest: str, *, registry, root: Path, state_d
         StoreError, LocalFileError, MissingExtraError, UsageError.
     """
     from prefetch.errors import HashMismatchError
+    from prefetch.fs.hashing import digest_mismatch
     from prefetch.store.s3 import open_store
 
     files = local_files(targets, registry=registry, root=root)
     store = open_store(dest, env=env)
     results = []
-    for path, name, expected, named in files:
+    for path, name, hashes, named in files:
         digests = file_digests(path, named=named)
-        if expected is not None:
-            got = digests[0] if expected.algorithm == "sha256" else digests[1]
-            if not expected.matches(got):
-                raise HashMismatchError(f"{path}: {expected.algorithm} {got} is not the expected "
-                                        f"{expected.hexdigest}; not uploaded (`prefetch get` replaces it)")
+        wrong = digest_mismatch({"sha256": digests[0], "md5": digests[1]}, hashes)
+        if wrong is not None:  # (each hash: a right sha256 beside a wrong md5 is not the file either)
+            raise HashMismatchError(f"{path}: {wrong[0].algorithm} {wrong[1]} is not the expected "
+                                    f"{wrong[0].hexdigest}; not uploaded (`prefetch get` replaces it)")
         result = push_file(store, path, name, state_dir=state_dir, part_size=part_size_from_env(env), digests=digests,
                            named=named)
         results.append(result)

@@ -236,13 +236,14 @@ class StoreSources:
         head = store.head(name)
         if head is None:
             return False
-        meta = head["metadata"]
-        expected = plan.spec.expected
         if plan.spec.size is not None and head["size"] != plan.spec.size:
             return False
-        if expected is not None and expected.algorithm in meta:
-            return expected.matches(meta[expected.algorithm])
-        return True  # put there by other means: the hash is checked after the download
+        from prefetch.fs.hashing import digest_mismatch
+
+        # Each hash the object's metadata gives (push writes sha256 and md5) must be the file's: a
+        # right sha256 beside a wrong md5 is not the file asked for. One it lacks (put there by
+        # other means) is checked after the download.
+        return digest_mismatch(head["metadata"], plan.spec.hashes) is None
 
     def _claim(self, store: Store, name: str) -> str | None:
         """Claim seeding ``name``: None when it is ours now, else who holds it."""
