@@ -56,6 +56,22 @@ def test_through_get(cli, origin, tmp_path):
     assert not origin.data_requests("h.bin")[1:]  # (refused before any download)
 
 
+def test_a_prefix_naming_another_algorithm_is_refused_not_taken_as_that_one(cli, origin, tmp_path):
+    """``--md5 sha256:HEX`` was read as a second sha256 (a ``--sha256`` beside it then made two
+    values of one algorithm, or the md5 the user meant to check was never checked): which hash was
+    meant is not for prefetch to guess; one line, exit 2, nothing downloaded."""
+    origin.put("h.bin", DATA)
+    for option, text in (("--md5", f"sha256:{SHA}"), ("--sha256", f"md5:{MD5}")):
+        proc = cli("get", origin.url_for("h.bin"), "-P", str(tmp_path / "a"), "--sha256", SHA, option, text)
+        assert proc.returncode == ExitCode.USAGE, (option, proc.stdout, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and "where" in proc.stderr, proc.stderr
+    assert not origin.data_requests("h.bin")
+    assert not (tmp_path / "a" / "h.bin").exists()
+    with pytest.raises(BadHashError):
+        parse_hash(f"sha256:{SHA}", algorithm="md5")
+    assert parse_hash(f"md5:{MD5}", algorithm="md5") == ExpectedHash("md5", MD5)
+
+
 def test_export_keeps_the_sums_it_did_not_write(home, cli, origin, tmp_path):
     """A mirror directory's SHA256SUMS written by ``sha256sum -b`` (``HASH *NAME``), in capitals,
     or in BSD form (``SHA256 (NAME) = HASH``): export adds its files' lines and keeps the others'

@@ -91,12 +91,17 @@ def parse_hash(text: str, *, algorithm: str = "auto") -> ExpectedHash:
 
     Raises:
         BadHashError: not hex, or a length that fits no supported algorithm; a checksum
-            file's line (``HEX  NAME``, ``HEX *NAME``), which names a file besides the hash.
+            file's line (``HEX  NAME``, ``HEX *NAME``), which names a file besides the hash; a
+            prefix naming another algorithm than ``algorithm`` (``--md5 sha256:HEX``).
     """
     value = text.strip().lower()
     if ":" in value:
-        algorithm, _, value = value.partition(":")
-        algorithm, value = algorithm.strip().replace("-", ""), value.strip()
+        named, _, value = value.partition(":")
+        named, value = named.strip().replace("-", ""), value.strip()
+        if algorithm != "auto" and named != algorithm:  # (``--md5 sha256:HEX``: which one was meant?)
+            raise BadHashError(f"hash {text!r} says {named} where {algorithm} is expected; give the {algorithm} "
+                               f"there, or this hash as {named}")
+        algorithm = named
     if not value or not set(value) <= _HEX:
         head, _, name = value.partition(" ")
         if head and set(head) <= _HEX and name.strip():
