@@ -54,8 +54,8 @@ class Source:
 
     def validator_headers(self) -> dict[str, str]:
         """``If-Range`` with the strong ETag, else Last-Modified, for a resumed request."""
-        value = self.etag if self.etag and not self.etag.startswith("W/") else self.last_modified
-        return {"If-Range": value} if value else {}
+        value = self.etag if self.etag and not self.etag.startswith("W/") and _sendable(self.etag) else self.last_modified
+        return {"If-Range": value} if value and _sendable(value) else {}
 
     def validators(self) -> dict[str, str]:
         """What the state file records for this source."""
@@ -235,3 +235,9 @@ def _host(url: str) -> str:
     from prefetch.net.urls import host_of
 
     return host_of(url)
+
+
+def _sendable(value: str) -> bool:
+    """A validator that can go back out in a header: no line break or other control character (a
+    hostile server's; http.client refuses to send one, and a resumed request would fail for good)."""
+    return not any(ord(c) < 32 and c != "\t" for c in value)

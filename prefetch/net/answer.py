@@ -64,7 +64,20 @@ def _unfold(value: str) -> str:
     (http.client's limits) held the process, and the GIL, for minutes."""
     import re
 
-    return re.sub(r"(?:(?<![ \t])[ \t]+)?\r\n[ \t]+", " ", value)
+    return re.sub(r"(?:(?<![ \t])[ \t]+)?\r?\n[ \t]+", " ", value)
+
+
+def unfold_headers(headers):
+    """``headers`` (urllib3's ``HTTPHeaderDict`` of an answer through requests) with each folded value
+    on one line, as :class:`Head` reads a direct answer's: urllib3 before 2.8 keeps a fold's line
+    break, so an ETag a server folded would differ by path, and go back out in ``If-Range`` with a
+    line break in it (which ``http.client`` refuses to send). The same object when nothing is folded."""
+    if not any("\n" in value for value in headers.values()):
+        return headers
+    unfolded = type(headers)()
+    for name, value in headers.items():
+        unfolded.add(name, _unfold(value) if "\n" in value else value)
+    return unfolded
 
 
 class Head:
@@ -80,7 +93,7 @@ class Head:
         raw = getattr(message, "_headers", None)
         self._items = list(raw) if raw is not None and message.policy is _compat32() else message.items()
         for at, (name, value) in enumerate(self._items):
-            if "\r\n" in value:  # a folded line (obs-fold), rare: one space for the fold (RFC 9112 5.2, urllib3 >= 2.8)
+            if "\n" in value:  # a folded line (obs-fold), rare: one space for the fold (RFC 9112 5.2, urllib3 >= 2.8)
                 self._items[at] = (name, _unfold(value))
         values: dict[str, str] = {}
         for name, value in self._items:

@@ -8,6 +8,8 @@ requests; ``net/answer.py``'s for a direct one: no layer copies or decodes it), 
 
 from __future__ import annotations
 
+from prefetch.net.answer import Head, unfold_headers
+
 
 class Response:
     """One response; its body is read with :meth:`readinto` / :meth:`read`.
@@ -28,6 +30,8 @@ class Response:
         self.url = url
         self.status: int = resp.status
         self.headers = resp.headers  # case-insensitive
+        if not isinstance(resp.headers, Head):  # (through requests: a folded value on one line, as a direct answer's)
+            self.headers = unfold_headers(resp.headers)
 
     def round_trip(self) -> float | None:
         """The kernel's round-trip time on the connection that answered (:func:`tcp_round_trip`),
