@@ -175,7 +175,8 @@ def job_environment(request: GetRequest, env: Mapping[str, str] | None = None) -
 
 
 def hide_url_password(url: str) -> str:
-    """``https://user:password@host/x`` -> ``https://user:***@host/x``: what a job record stores."""
+    """``https://user:password@host/x`` -> ``https://user:***@host/x``, ``https://TOKEN@host/x`` ->
+    ``https://***@host/x``: what a job record stores."""
     from urllib.parse import urlsplit
 
     if "@" not in url or "://" not in url:
@@ -185,8 +186,10 @@ def hide_url_password(url: str) -> str:
         userinfo, at, host = parts.netloc.rpartition("@")
     except ValueError:
         return url
-    if not at or ":" not in userinfo:
+    if not at or userinfo in (HIDDEN_PASSWORD, "") or userinfo.endswith(f":{HIDDEN_PASSWORD}"):
         return url
+    if ":" not in userinfo:  # a token alone (``https://TOKEN@host``, as git hosts take one): all of it hidden
+        return parts._replace(netloc=f"{HIDDEN_PASSWORD}@{host}").geturl()
     user = userinfo.partition(":")[0]
     return parts._replace(netloc=f"{user}:{HIDDEN_PASSWORD}@{host}").geturl()
 
@@ -214,13 +217,14 @@ def check_password_given(url: str, what: str, again: str) -> None:
     Raises:
         UsageError: it is such a URL; ``what`` names it, ``again`` says what to do.
     """
-    if f":{HIDDEN_PASSWORD}@" in url:
+    if f"{HIDDEN_PASSWORD}@" in url:
         from urllib.parse import urlsplit
 
         try:
-            hidden = f":{HIDDEN_PASSWORD}@" in urlsplit(url).netloc
+            userinfo, at, _ = urlsplit(url).netloc.rpartition("@")
         except ValueError:
-            hidden = False
+            userinfo = at = ""
+        hidden = bool(at) and (userinfo == HIDDEN_PASSWORD or userinfo.endswith(f":{HIDDEN_PASSWORD}"))
         if hidden:
             raise UsageError(f"{what}: its password is never stored in job records, so a resumed job cannot "
                              f"send it; {again}")
