@@ -5,6 +5,7 @@
     python bench/many.py                 # every row, one round
     python bench/many.py --scale 0.25    # a quarter of the files in each row (a smoke run)
     python bench/many.py --rows loop2000,hf-loop
+    python bench/many.py --rows rtt200 --busy 2   # beside two busy loops (a notebook training on every core)
 
 Rows (all tools measured in the same run, every output checked byte for byte):
 
@@ -18,6 +19,9 @@ Rows (all tools measured in the same run, every output checked byte for byte):
   (``tests/hub_origin.py``), directly and through the latency proxy (the Hub API and the
   small files go through it; LFS files are redirected to the hub's CDN on loopback),
   ``prefetch get hf://`` against ``snapshot_download(max_workers=8)`` (its default).
+
+``--busy N`` runs N busy loops (``while 1: pass``, nice 0: a training loop's shape) for the
+whole run, started before the load average is read and killed after it is read again.
 
 Reuses ``bench/run.py``'s helpers (timing, environments, machine info). Results go to
 ``bench/out/many.json`` and a markdown table on stdout, with the load average.
@@ -171,9 +175,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of each row's file count")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="N busy loops at nice 0 beside every tool (a machine that trains on its CPUs)")
     args = parser.parse_args(argv)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     compile_prefetch()
+    loops = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.busy)]
+    try:
+        if loops:
+            time.sleep(1.0)  # (the loops running before the first tool starts)
+        return _run_rows(parser, args, rows)
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def _run_rows(parser, args, rows: list[str]) -> int:
     load_before = os.getloadavg()
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="prefetch-many-") as tmp:
@@ -197,12 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     found = ratios(results)
     report = {"machine": machine_info(), "load_before": load_before, "load_after": load_after,
-              "scale": args.scale, "results": results, "ratios": found, "target": TARGET}
+              "scale": args.scale, "busy": args.busy, "results": results, "ratios": found, "target": TARGET}
     out_dir = REPO / "bench" / "out"
     out_dir.mkdir(exist_ok=True)
     (out_dir / "many.json").write_text(json.dumps(report, indent=2))
     print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
-          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}; scale {args.scale}")
+          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}; scale {args.scale}; "
+          f"{args.busy} busy loops")
     print("| row | tool | seconds | ok | CPU s | RSS MiB |\n|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['row']} | {r['tool']} | {r['seconds']} | {'yes' if r['ok'] else 'NO'} | {r['cpu']} | {r['rss_mib']} |")

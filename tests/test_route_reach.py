@@ -161,7 +161,7 @@ def test_pieces_a_capped_server_refused_are_taken_together():
 
 def test_a_first_answer_late_for_want_of_a_cpu_is_not_a_long_route():
     """The route judge takes an answer's latency less the time the requesting thread waited,
-    runnable, for a CPU (``wire_latency``): a real hog on the same CPU, the requesting thread at
+    runnable, for a CPU (``wire_time``): a real hog on the same CPU, the requesting thread at
     nice 10, its answer 'arriving' after 5 ms of sleep and read with 10 ms of its own CPU work.
     The wall time is far past the long-route mark; the wire's part is not."""
     import os
@@ -170,7 +170,7 @@ def test_a_first_answer_late_for_want_of_a_cpu_is_not_a_long_route():
     import threading
     import time
 
-    from prefetch.engine.schedule import judge_clock, wire_latency
+    from prefetch.engine.schedule import judge_clock, wire_time
 
     cpu = min(os.sched_getaffinity(0))
     hog = subprocess.Popen([sys.executable, "-c", "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\n"
@@ -188,7 +188,7 @@ def test_a_first_answer_late_for_want_of_a_cpu_is_not_a_long_route():
         while time.thread_time() < end:
             pass
         got["wall"] = wall = time.monotonic() - asked
-        got["route"] = judge.add(wire_latency(wall, clock))
+        got["route"] = judge.add(wire_time(wall, clock)[0])
 
     try:
         assert hog.stdout.readline().strip() == "on"

@@ -25,6 +25,7 @@ Owns:
     retry.py          back off, step back or give up; ratelimit.py: ``--limit-rate``
     recovery.py       when a cap a server's 429/503 set is tried higher again
     hosts.py          what the transfers to one host share: connection budget, warm connections, route
+    near.py           is a host near: its route judge, late answers weighed as the machine's or the route's
     pooled.py         a client a host lends a worker, counted against its cap, given back warm
     idle_slots.py     a host's warm connections while no file of it runs: slots for a process that waits
     shared_budget.py  a host's cap shared by the user's processes on this machine (slot locks)

@@ -23,7 +23,7 @@ from prefetch.engine.accept_answer import accept_answer, request_end
 from prefetch.engine.inline import INLINE_BODY, WATCH, drop_thread_buffer, thread_buffer, watch_inline
 from prefetch.engine.response_check import Answer, check_response, one_stream_note
 from prefetch.engine.retry import CROWDED
-from prefetch.engine.schedule import Segment, judge_clock, wire_latency
+from prefetch.engine.schedule import Segment, judge_clock, wire_time
 from prefetch.engine.sources import Restart, Source, SourceBad
 from prefetch.engine.stream import stream_body
 
@@ -322,7 +322,7 @@ class Fetcher:
                 self.t.probe_asked = time.monotonic() - handed.latency
             if handed.error is not None:
                 raise handed.error
-            resp, final_url, latency = handed.resp, handed.final_url, handed.latency
+            resp, final_url, latency, waited = handed.resp, handed.final_url, handed.latency, handed.waited
         else:
             if hasattr(client, "prepare"):
                 client.prepare(url)  # (imports and session set-up are not the route's latency)
@@ -334,7 +334,7 @@ class Fetcher:
                 resp, final_url = open_url(client, url, headers=headers, timeouts=self.t.opt.timeouts)
             finally:
                 _ahead.out_of_step(self, client, ahead)  # (the answer before it ended out of step?)
-            latency = wire_latency(time.monotonic() - asked, clock)
+            latency, waited = wire_time(time.monotonic() - asked, clock)
         rtt = resp.round_trip() if ahead is None and hasattr(resp, "round_trip") else None
         with self.t.lock:
             self.t.responses[worker] = resp
@@ -343,7 +343,7 @@ class Fetcher:
             # What a new request costs (a connection, the round trips to the first byte):
             # the ramp judges over several of these, and a split must save more than one.
             if ahead is None:  # (an answer to a request sent ahead came sooner: not the route's)
-                self.t.note_latency(latency, rtt)
+                self.t.note_latency(latency, rtt, waited)
             self._others = bool(self.t.sources.others(src))
             self._have_bytes = bool(self.t.done.total())
         return resp, final_url, start, overlap, known_size, ranged, generation, ask_end

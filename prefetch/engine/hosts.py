@@ -36,11 +36,10 @@ import time
 from urllib.parse import urlsplit
 
 from prefetch.model.events import Event, EventKind, EventSink, ignore_event
-from prefetch.fs.processes import CpuContention
 from prefetch.engine.idle_slots import watch_due, watch_idle
 from prefetch.engine.pooled import PooledClient
 from prefetch.engine.recovery import CapRecovery
-from prefetch.engine.schedule import RouteJudge
+from prefetch.engine.near import SharedRouteJudge
 
 DEFAULT_HOST_CONNECTIONS = 32  # TransferOptions.host_connections: what one big file may open on its own
 NOTE_EVERY = 1.0  # seconds: a storm of refusals says its lowered cap at most this often (the latest cap)
@@ -67,37 +66,6 @@ def host_key(url: str) -> str:
         _HOST_KEYS.clear()
     _HOST_KEYS[parts.scheme, parts.netloc] = key
     return key
-
-
-class SharedRouteJudge(RouteJudge):
-    """A :class:`RouteJudge` that the transfers of one host feed together (thread-safe)."""
-
-    def __init__(self, threshold: float, contended=None) -> None:
-        super().__init__(threshold)
-        self._lock = threading.Lock()
-        # Were the CPUs contended lately (since the host's first request, or the last few seconds)?
-        # (``fs.processes.CpuContention().lately``; a test may give its own)
-        self._contended = contended or CpuContention().lately
-
-    def add(self, latency: float, rtt: float | None = None) -> str | None:
-        with self._lock:
-            if rtt is not None and (rtt >= self.threshold or self.near
-                                    or (self.kernel_rtt is not None and rtt >= self.kernel_rtt)):
-                pass  # (it cannot change what the judge says: no look at the CPUs, a /proc read an answer)
-            elif rtt is not None and latency >= self.threshold and not self._contended():
-                # A late answer while the CPUs were free: the time is the route's or the server's, not
-                # the machine's (a relay or tunnel one hop away, a CDN edge fetching from far away:
-                # the kernel's round trip is the next hop's), so it does not make the host near.
-                rtt = None
-            return super().add(latency, rtt)  # (and the quickest answer yet: ``fastest``, the route's round trip)
-
-    @property
-    def near(self) -> bool:
-        """An answer came back quicker than a long route can answer, or the kernel's round trip on a
-        connection whose answer a loaded machine made late is that short (the load stretches every
-        answer, not the kernel's round trip): the route is short, whatever the first answers said."""
-        return ((self.fastest is not None and self.fastest < self.threshold)
-                or (self.kernel_rtt is not None and self.kernel_rtt < self.threshold))
 
 
 class Host:

@@ -254,7 +254,7 @@ class Schedule:
 def judge_clock(route) -> tuple[float, float] | None:
     """Before a request whose answer's latency ``route`` (a :class:`RouteJudge`) still judges:
     the calling thread's seconds on and waiting for a CPU (``fs.processes.thread_times``), for
-    :func:`wire_latency`; None once the verdict is formed (two reads of /proc saved a request)."""
+    :func:`wire_time`; None once the verdict is formed (two reads of /proc saved a request)."""
     if len(route.samples) >= RouteJudge.SAMPLES:
         return None
     from prefetch.fs.processes import thread_times
@@ -262,17 +262,22 @@ def judge_clock(route) -> tuple[float, float] | None:
     return thread_times()
 
 
-def wire_latency(latency: float, clock: tuple[float, float] | None) -> float:
+def wire_time(latency: float, clock: tuple[float, float] | None) -> tuple[float, float | None]:
     """``latency`` less the time the calling thread, its answer arrived, waited for a CPU since
-    ``clock`` (:func:`judge_clock`): the route's wait, not the run queue's. On a loaded machine a
-    first answer came 80-170 ms after its request on a 30 ms route (60 ms quiet), past twice the
-    long-route mark: the route was judged long at once and 32 connections opened."""
+    ``clock`` (:func:`judge_clock`): the route's wait, not the run queue's; and that wait (None:
+    not measured). On a loaded machine a first answer came 80-170 ms after its request on a 30 ms
+    route (60 ms quiet), past twice the long-route mark: the route was judged long at once and 32
+    connections opened. (The wait also tells the route judge whether a late answer was the
+    machine's: ``engine.hosts.SharedRouteJudge``.)"""
     if clock is None:
-        return latency
+        return latency, None
     from prefetch.fs.processes import thread_times
 
     now = thread_times()
-    return latency if now is None else max(0.0, latency - (now[1] - clock[1]))
+    if now is None:
+        return latency, None
+    waited = max(0.0, now[1] - clock[1])
+    return max(0.0, latency - waited), waited
 
 
 class RouteJudge:
@@ -299,7 +304,10 @@ class RouteJudge:
         # The least round trip the kernel measured on a connection that answered (TCP_INFO), or None.
         self.kernel_rtt: float | None = None
 
-    def add(self, latency: float, rtt: float | None = None) -> str | None:
+    def add(self, latency: float, rtt: float | None = None, waited: float | None = None) -> str | None:
+        """One answer ``latency`` seconds after its request (its thread's wait for a CPU left out),
+        on a connection whose kernel round trip is ``rtt``; ``waited``: that thread's wait (the
+        shared judge of a host weighs it, ``engine.near.SharedRouteJudge``). The verdict so far."""
         if rtt is not None and (self.kernel_rtt is None or rtt < self.kernel_rtt):
             self.kernel_rtt = rtt
         if self.fastest is None or latency < self.fastest:

@@ -42,7 +42,7 @@ from prefetch.engine.inline import INLINE_BODY, thread_buffer, watch_inline
 from prefetch.engine.part_file import PartFile
 from prefetch.engine.resume_state import StateSaver, TransferState
 from prefetch.engine.response_check import check_response, one_stream_note
-from prefetch.engine.schedule import Segment, judge_clock, wire_latency
+from prefetch.engine.schedule import Segment, judge_clock, wire_time
 from prefetch.engine.sources import Source
 from prefetch.engine.stream import PrefixHasher, stream_body
 from prefetch.engine.options import TransferResult
@@ -50,12 +50,13 @@ from prefetch.engine.options import TransferResult
 
 class Handover:
     """What the transfer's first request takes over: ``client`` (with the host's connection slot
-    it holds), and either the open answer (``resp``, ``final_url``, ``latency``) or the ``error``
-    its request met."""
+    it holds), and either the open answer (``resp``, ``final_url``, ``latency`` and its thread's
+    wait for a CPU, ``waited``) or the ``error`` its request met."""
 
     def __init__(self, client, *, resp=None, final_url: str | None = None, latency: float = 0.0,
-                 error: BaseException | None = None) -> None:
+                 waited: float | None = None, error: BaseException | None = None) -> None:
         self.client, self.resp, self.final_url, self.latency, self.error = client, resp, final_url, latency, error
+        self.waited = waited
 
     def close(self) -> None:
         """Not taken over after all (the transfer stopped first): the answer and the client go (the
@@ -113,7 +114,7 @@ def _ask(host, client, url: str, part, state_file, algorithm, options, on_event,
             clock = judge_clock(host.route)
             asked = time.monotonic()
             resp, final_url = open_url(client, url, headers=headers, timeouts=options.timeouts)
-            latency = wire_latency(time.monotonic() - asked, clock)
+            latency, waited = wire_time(time.monotonic() - asked, clock)
         except Exception as exc:  # noqa: BLE001 - the transfer's first request meets it as its own
             if stop.is_set():
                 return _given_up(host, client)
@@ -134,8 +135,8 @@ def _ask(host, client, url: str, part, state_file, algorithm, options, on_event,
             if stop.is_set():
                 handed.close()
                 return _given_up(host, client)
-            return Handover(client, resp=handed, final_url=final_url, latency=latency)
-        host.route.add(latency, resp.round_trip() if hasattr(resp, "round_trip") else None)  # (the transfer's first request does it for an answer it takes over)
+            return Handover(client, resp=handed, final_url=final_url, latency=latency, waited=waited)
+        host.route.add(latency, resp.round_trip() if hasattr(resp, "round_trip") else None, waited)  # (the transfer's first request does it for an answer it takes over)
         on_event(Event(EventKind.START, name, done=0, total=None))  # (the transfer's, when it takes over)
         src.learn(answer.etag, answer.last_modified)
         if answer.note:

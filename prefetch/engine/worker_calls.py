@@ -94,11 +94,12 @@ class WorkerCalls:
                 self.dirty = True
             seg.end = pos
 
-    def note_latency(self, latency: float, rtt: float | None = None) -> None:
+    def note_latency(self, latency: float, rtt: float | None = None, waited: float | None = None) -> None:
         """An answer came ``latency`` seconds after its request, on a connection whose kernel round
-        trip is ``rtt`` (None: not known) (callers hold the lock)."""
+        trip is ``rtt`` (None: not known), its thread having waited ``waited`` seconds for a CPU
+        meanwhile (None: not measured) (callers hold the lock)."""
         self.latency = latency if self.latency is None else 0.7 * self.latency + 0.3 * latency
-        self.route.add(latency, rtt)
+        self.route.add(latency, rtt, waited)
         # A long route asks in pieces, when the connection count is ours to choose
         # (--connections N asks for N requests' worth of segments, as before).
         pieces = self.route.long and self.opt.connections is None
