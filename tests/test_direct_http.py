@@ -162,7 +162,6 @@ def test_a_head_parsed_without_the_email_package_is_the_message_http_client_buil
     gives the HTTPMessage http.client's own parser gives, through a real connection too."""
     import http.client
     import io
-    import socket
 
     from prefetch.net.read_head import _quick_headers
 
@@ -172,32 +171,47 @@ def test_a_head_parsed_without_the_email_package_is_the_message_http_client_buil
 
     assert same(_quick_headers(io.BytesIO(head)), http.client.parse_headers(io.BytesIO(head)))
 
+    # Direct, then through requests (an escape in the URL): both parse with it.
+    for client, resp in answers_on_both_paths(head):
+        parsed = resp._raw  # (http.client's response)
+        # (a direct answer's is its subclass whose reader may be kept: net/pipeline.py)
+        assert "QuickHeadResponse" in [cls.__name__ for cls in type(parsed).__mro__[:2]]
+        expected = http.client.parse_headers(io.BytesIO(head))
+        if client._direct is None:  # (urllib3 2.8 puts a folded line on one line in the message it read)
+            import urllib3.connection
+
+            getattr(urllib3.connection, "_normalize_header_values", lambda message: None)(expected)
+        assert same(parsed.msg, expected)
+
+
+def answers_on_both_paths(head: bytes):
+    """``HTTP/1.1 200 OK``, ``head`` and a 4-byte body from a raw server on 127.0.0.1, read by a
+    ``Client`` on its direct path, then through requests (an escape in the URL): (client,
+    response) for each, the response closed after."""
+    import socket
+
     listener = socket.create_server(("127.0.0.1", 0))
 
     def answer() -> None:
         for _ in range(2):
-            conn, _ = listener.accept()
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
             with conn:
                 conn.recv(65536)
                 conn.sendall(b"HTTP/1.1 200 OK\r\n" + head + b"data")
 
     threading.Thread(target=answer, daemon=True).start()
     try:
-        # Direct, then through requests (an escape in the URL): both parse with it.
         for path in ("/x.bin", "/x%2Ebin"):
             with Client() as client:
                 resp = client.request(f"http://127.0.0.1:{listener.getsockname()[1]}{path}")
                 assert (client._direct is not None) == (path == "/x.bin")
-                parsed = resp._raw  # (http.client's response)
-                # (a direct answer's is its subclass whose reader may be kept: net/pipeline.py)
-                assert "QuickHeadResponse" in [cls.__name__ for cls in type(parsed).__mro__[:2]]
-                expected = http.client.parse_headers(io.BytesIO(head))
-                if client._direct is None:  # (urllib3 2.8 puts a folded line on one line in the message it read)
-                    import urllib3.connection
-
-                    getattr(urllib3.connection, "_normalize_header_values", lambda message: None)(expected)
-                assert same(parsed.msg, expected)
-                resp.close()
+                try:
+                    yield client, resp
+                finally:
+                    resp.close()
     finally:
         listener.close()
 

@@ -10,12 +10,9 @@ send: each resumed request of that file failed.
 
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 
-from prefetch.net.http import Client
+from tests.test_direct_http import answers_on_both_paths
 
 HEADS = {
     "folded": (b'Content-Length: 4\r\nETag: "abc\r\n def"\r\nLast-Modified: Mon, 02 Nov 2026\r\n 10:00:00 GMT\r\n\r\n',
@@ -27,26 +24,7 @@ HEADS = {
 @pytest.mark.parametrize("case", sorted(HEADS))
 def test_a_folded_validator_reads_the_same_on_the_direct_path_and_through_requests(case):
     head, etag, modified = HEADS[case]
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def answer() -> None:
-        for _ in range(2):
-            conn, _ = listener.accept()
-            with conn:
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\n" + head + b"data")
-
-    threading.Thread(target=answer, daemon=True).start()
-    seen = []
-    try:
-        for path in ("/x.bin", "/x%2Ebin"):  # direct, then through requests (an escape in the URL)
-            with Client() as client:
-                resp = client.request(f"http://127.0.0.1:{listener.getsockname()[1]}{path}")
-                assert (client._direct is not None) == (path == "/x.bin")
-                seen.append((resp.headers.get("ETag"), resp.headers.get("Last-Modified")))
-                resp.close()
-    finally:
-        listener.close()
+    seen = [(resp.headers.get("ETag"), resp.headers.get("Last-Modified")) for _, resp in answers_on_both_paths(head)]
     assert seen == [(etag, modified)] * 2, seen
 
 
