@@ -98,7 +98,7 @@ def parse_hash(text: str, *, algorithm: str = "auto") -> ExpectedHash:
     if ":" in value:
         named, _, value = value.partition(":")
         named, value = named.strip().replace("-", ""), value.strip()
-        if algorithm != "auto" and named != algorithm:  # (``--md5 sha256:HEX``: which one was meant?)
+        if algorithm != "auto" and named != algorithm and named in _LENGTHS.values():  # (``--md5 sha256:HEX``)
             raise BadHashError(f"hash {text!r} says {named} where {algorithm} is expected; give the {algorithm} "
                                f"there, or this hash as {named}")
         algorithm = named
