@@ -268,7 +268,7 @@ def wire_time(latency: float, clock: tuple[float, float] | None) -> tuple[float,
     not measured). On a loaded machine a first answer came 80-170 ms after its request on a 30 ms
     route (60 ms quiet), past twice the long-route mark: the route was judged long at once and 32
     connections opened. (The wait also tells the route judge whether a late answer was the
-    machine's: ``engine.hosts.SharedRouteJudge``.)"""
+    machine's: ``engine.near.SharedRouteJudge``.)"""
     if clock is None:
         return latency, None
     from prefetch.fs.processes import thread_times
