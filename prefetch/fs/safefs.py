@@ -176,6 +176,17 @@ def open_file(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *, 
     return open_file_stat(path, flags, mode, own=own)[0]
 
 
+def keep_private(fd: int, st: os.stat_result) -> None:
+    """Make the open file ``fd`` (``st``: its ``fstat``) its owner's alone (0600) when it is ours, has
+    one name and others may read it; else leave it. A second name (a hard link planted beside our
+    files: /etc/passwd, as root) is not a file of ours to change; a read-only disk leaves it as it is."""
+    if st.st_mode & 0o077 and st.st_uid == os.geteuid() and st.st_nlink == 1:
+        try:
+            os.fchmod(fd, 0o600)
+        except OSError:
+            pass
+
+
 def open_file_stat(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *,
                    own: bool = True) -> tuple[int, os.stat_result]:
     """:func:`open_file`, and the ``fstat`` of what it opened (its size, for one)."""

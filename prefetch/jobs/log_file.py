@@ -75,14 +75,10 @@ def open_log(path, flags: int, *, own: bool = True) -> int:
         UnsafePathError: a link, FIFO or other non-regular file there, or (``own``) not ours.
         OSError: as ``os.open``.
     """
-    from prefetch.fs.safefs import open_file_stat
+    from prefetch.fs.safefs import keep_private, open_file_stat
 
     fd, st = open_file_stat(path, flags, 0o600, own=own)
-    if st.st_mode & 0o077 and st.st_uid == os.geteuid() and st.st_nlink == 1:  # (a hard link: not ours to change)
-        try:
-            os.fchmod(fd, 0o600)
-        except OSError:  # (a read-only disk: used as it is)
-            pass
+    keep_private(fd, st)
     return fd
 
 

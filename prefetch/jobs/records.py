@@ -231,7 +231,7 @@ def _read_record(path: Path) -> bytes | None:
     Raises:
         UnsafePathError: not a regular file. OSError: unreadable.
     """
-    from prefetch.fs.safefs import open_file_stat
+    from prefetch.fs.safefs import keep_private, open_file_stat
 
     try:
         fd, st = open_file_stat(path, os.O_RDONLY, own=False)
@@ -241,11 +241,7 @@ def _read_record(path: Path) -> bytes | None:
         # (one name only: a hard link to another file of ours, /etc/passwd as root, is not a record of
         # ours to change; prefetch never writes through a link it did not make)
         if st.st_uid == os.geteuid() and st.st_nlink == 1:
-            if st.st_mode & 0o077:
-                try:
-                    os.fchmod(fd, 0o600)
-                except OSError:  # (a read-only disk: read as it is)
-                    pass
+            keep_private(fd, st)
             from prefetch.jobs.log_file import keep_log_private
 
             keep_log_private(path.with_suffix(".log"))  # (its log too, which a finished job never opens again)
