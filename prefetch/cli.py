@@ -102,14 +102,9 @@ def _main(argv: list[str] | None) -> None:
             _show_help(exc.ctx)
         elif isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
             _disk_failed(exc)
-        elif isinstance(exc, FileNotFoundError) and exc.filename is None and _cwd_removed():
+        elif isinstance(exc, FileNotFoundError) and exc.filename is None and (removed := _cwd_removed()):
             # (os.getcwd()'s, under a relative path made absolute: -o, --cache-dir, KERAS_HOME)
-            from prefetch.fs.paths import current_dir
-
-            try:
-                current_dir()
-            except PrefetchError as removed:
-                _fail(str(removed), removed.exit_code)
+            _fail(str(removed), removed.exit_code)
         elif isinstance(exc, OSError) and exc.errno == 36:  # ENAMETOOLONG: a path the user gave (or its URL's name)
             _fail(f"{exc.filename}: {exc.strerror}; the filesystem allows names of up to 255 bytes; give a shorter "
                   f"path", ExitCode.USAGE)
@@ -130,15 +125,16 @@ def _main(argv: list[str] | None) -> None:
     sys.exit(int(rv) if isinstance(rv, int) else 0)
 
 
-def _cwd_removed() -> bool:
-    """Whether the current directory is gone (a temporary folder removed under a kernel)."""
-    import os
+def _cwd_removed() -> PrefetchError | None:
+    """``fs.paths.current_dir``'s error when the current directory is gone (a temporary folder
+    removed under a kernel); None when it is there."""
+    from prefetch.fs.paths import current_dir
 
     try:
-        os.getcwd()
-    except FileNotFoundError:
-        return True
-    return False
+        current_dir()
+    except PrefetchError as removed:
+        return removed
+    return None
 
 
 def _run(args: list[str]):
